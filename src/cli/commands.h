@@ -1,0 +1,19 @@
+// Subcommand registration. Each cmd_<name>.cpp adds one CLI11 subcommand whose callback
+// sets `exit_code` (0 on success). Errors go to stderr as "sluice <cmd>: error: ...".
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string_view>
+
+namespace sluice::cli {
+
+void register_info(CLI::App& app, int& exit_code);
+void register_tokenize(CLI::App& app, int& exit_code);
+void register_template(CLI::App& app, int& exit_code);
+void register_synth(CLI::App& app, int& exit_code);
+void register_quantize(CLI::App& app, int& exit_code);
+
+// Prints "sluice <cmd>: error: <message>" to stderr and returns 1 (the exit code to set).
+int report_error(std::string_view command, std::string_view message);
+
+}  // namespace sluice::cli

@@ -1,0 +1,30 @@
+// sluice: one executable, one subcommand per front end.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+
+namespace sluice::cli {
+
+int report_error(std::string_view command, std::string_view message) {
+  std::string line = "sluice " + std::string(command) + ": error: " + std::string(message) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  return 1;
+}
+
+}  // namespace sluice::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"sluice: run and serve large language models fast"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "sluice 0.1.0");
+  int exit_code = 0;
+  sluice::cli::register_info(app, exit_code);
+  sluice::cli::register_tokenize(app, exit_code);
+  sluice::cli::register_template(app, exit_code);
+  sluice::cli::register_synth(app, exit_code);
+  sluice::cli::register_quantize(app, exit_code);
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}

@@ -1,0 +1,1 @@
+// Vocabulary loading (placeholder until the tokenizer lands).

@@ -1,0 +1,61 @@
+// Shared helpers for tests: locating ../shared test data (skip cleanly when absent) and
+// temporary files.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace sluice::test {
+
+// ../shared (or $SLUICE_SHARED); empty when absent.
+inline std::string shared_dir() {
+  if (const char* env = std::getenv("SLUICE_SHARED"); env && *env) {
+    return std::filesystem::is_directory(env) ? std::string(env) : std::string();
+  }
+  std::string d = SLUICE_SHARED_DIR;
+  return std::filesystem::is_directory(d) ? d : std::string();
+}
+
+// Full path of a file under ../shared, or "" when ../shared or the file is missing.
+inline std::string shared_path(const std::string& rel) {
+  std::string d = shared_dir();
+  if (d.empty()) return {};
+  std::string p = d + "/" + rel;
+  return std::filesystem::exists(p) ? p : std::string();
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A fresh temporary directory per test, removed at destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "sluice-test-XXXXXX").string();
+    dir_ = ::mkdtemp(tmpl.data()) ? tmpl : std::string();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace sluice::test
+
+// Skips the current test when a ../shared file is missing; binds its path to `var`.
+#define SLUICE_REQUIRE_SHARED(var, rel)                                  \
+  const std::string var = ::sluice::test::shared_path(rel);              \
+  if (var.empty()) GTEST_SKIP() << "../shared/" << (rel) << " not present"
