@@ -52,6 +52,8 @@ class [[nodiscard]] Result {
   T&& value() && { return std::get<0>(std::move(v_)); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
+  // The value, or `fallback` on error (for optional, display-only data).
+  T value_or(T fallback) const& { return ok() ? value() : std::move(fallback); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
