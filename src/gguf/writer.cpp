@@ -96,7 +96,7 @@ uint32_t GgufWriter::alignment() const {
 Status GgufWriter::add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne,
                               const void* data) {
   Source src = [data](uint8_t* dst, size_t n) -> Status {
-    std::memcpy(dst, data, n);
+    if (n) std::memcpy(dst, data, n);
     return {};
   };
   return add_tensor(std::move(name), type, std::move(ne), std::move(src));
