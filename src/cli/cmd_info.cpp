@@ -6,10 +6,10 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "gguf/gguf.h"
 
 namespace sluice::cli {
-namespace {
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -22,6 +22,8 @@ std::string human_bytes(double b) {
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
   return buf;
 }
+
+namespace {
 
 std::string human_count(double n) {
   char buf[32];

@@ -1,0 +1,98 @@
+#include "model/presets.h"
+
+namespace sluice {
+
+const std::vector<ModelPreset>& model_presets() {
+  static const std::vector<ModelPreset> kPresets = [] {
+    std::vector<ModelPreset> p;
+    {
+      // Small enough for tests, with rows that fit every block size (256) and GQA.
+      ModelPreset m;
+      m.name = "tiny";
+      m.arch = "llama";
+      m.n_layer = 2;
+      m.n_embd = 256;
+      m.n_ff = 512;
+      m.n_head = 4;
+      m.n_head_kv = 2;
+      m.head_dim = 64;
+      m.n_vocab = 512;
+      m.n_ctx = 512;
+      m.tied_embeddings = false;
+      p.push_back(m);
+    }
+    {
+      ModelPreset m;  // meta-llama/Llama-3.2-1B
+      m.name = "llama-3.2-1b";
+      m.arch = "llama";
+      m.n_layer = 16;
+      m.n_embd = 2048;
+      m.n_ff = 8192;
+      m.n_head = 32;
+      m.n_head_kv = 8;
+      m.head_dim = 64;
+      m.n_vocab = 128256;
+      m.n_ctx = 131072;
+      m.rope_theta = 500000.0f;
+      m.rms_eps = 1e-5f;
+      m.tied_embeddings = true;
+      m.rope_scaling = {32.0f, 1.0f, 4.0f, 8192};
+      p.push_back(m);
+    }
+    {
+      ModelPreset m;  // meta-llama/Llama-3.1-8B
+      m.name = "llama-3.1-8b";
+      m.arch = "llama";
+      m.n_layer = 32;
+      m.n_embd = 4096;
+      m.n_ff = 14336;
+      m.n_head = 32;
+      m.n_head_kv = 8;
+      m.head_dim = 128;
+      m.n_vocab = 128256;
+      m.n_ctx = 131072;
+      m.rope_theta = 500000.0f;
+      m.rms_eps = 1e-5f;
+      m.rope_scaling = {8.0f, 1.0f, 4.0f, 8192};
+      p.push_back(m);
+    }
+    {
+      ModelPreset m;  // Qwen/Qwen2.5-0.5B
+      m.name = "qwen2.5-0.5b";
+      m.arch = "qwen2";
+      m.n_layer = 24;
+      m.n_embd = 896;
+      m.n_ff = 4864;
+      m.n_head = 14;
+      m.n_head_kv = 2;
+      m.head_dim = 64;
+      m.n_vocab = 151936;
+      m.n_ctx = 32768;
+      m.rope_theta = 1000000.0f;
+      m.rms_eps = 1e-6f;
+      m.tied_embeddings = true;
+      m.qkv_bias = true;
+      p.push_back(m);
+    }
+    return p;
+  }();
+  return kPresets;
+}
+
+const ModelPreset* find_preset(std::string_view name) {
+  for (const ModelPreset& p : model_presets()) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+std::string preset_names() {
+  std::string s;
+  for (const ModelPreset& p : model_presets()) {
+    if (!s.empty()) s += ", ";
+    s += p.name;
+  }
+  return s;
+}
+
+}  // namespace sluice
