@@ -1,0 +1,281 @@
+// Micro-measurements of this machine's ceilings. Each kernel is written so the compiler cannot
+// elide it (results feed a checksum) and runs long enough (~0.2-0.5 s) to be stable; the best
+// of several repetitions is kept (the ceiling, not the average).
+#include "perf/machine.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+namespace sluice {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Runs fn(thread_index) on n threads at once; returns wall seconds.
+template <class Fn>
+double run_parallel(int n, Fn fn) {
+  std::vector<std::thread> ts;
+  const auto t0 = Clock::now();
+  for (int i = 1; i < n; ++i) ts.emplace_back(fn, i);
+  fn(0);
+  for (auto& t : ts) t.join();
+  return seconds_since(t0);
+}
+
+volatile float g_sink = 0;  // defeats dead-code elimination of measurement loops
+
+// Horizontal sums through memory (GCC 12's _mm512_reduce_add_* trips -Wuninitialized).
+__attribute__((target("avx512f"))) float hsum(__m512 v) {
+  alignas(64) float out[16];
+  _mm512_store_ps(out, v);
+  float r = 0;
+  for (float x : out) r += x;
+  return r;
+}
+__attribute__((target("avx512f"))) float hsum_i32(__m512i v) {
+  alignas(64) int32_t out[16];
+  _mm512_store_si512(out, v);
+  float r = 0;
+  for (int32_t x : out) r += float(x);
+  return r;
+}
+
+__attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 64 <= n; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+  }
+  return hsum(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+__attribute__((target("avx2"))) float sum_avx2(const float* p, size_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+  }
+  __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  float r = 0;
+  for (float x : out) r += x;
+  return r;
+}
+
+float sum_any(const float* p, size_t n) {
+  if (__builtin_cpu_supports("avx512f")) return sum_avx512(p, n);
+  if (__builtin_cpu_supports("avx2")) return sum_avx2(p, n);
+  float r = 0;
+  for (size_t i = 0; i < n; ++i) r += p[i];
+  return r;
+}
+
+// Streaming read bandwidth over a buffer far larger than the caches.
+double measure_read_gbps(const float* buf, size_t n, int threads) {
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const size_t per = n / size_t(threads) / 64 * 64;
+    const double s = run_parallel(threads, [&](int t) {
+      g_sink = g_sink + sum_any(buf + size_t(t) * per, per);
+    });
+    best = std::max(best, double(per * size_t(threads) * sizeof(float)) / s / 1e9);
+  }
+  return best;
+}
+
+constexpr long kPeakIters = 20'000'000;
+
+__attribute__((target("avx512f,fma"))) double fma_f32_avx512() {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (long it = 0; it < kPeakIters; ++it) {
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  g_sink = g_sink + hsum(s);
+  return double(kPeakIters) * 12 * 16 * 2;
+}
+
+__attribute__((target("avx2,fma"))) double fma_f32_avx2() {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(float(i) * 1e-3f);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (long it = 0; it < kPeakIters; ++it) {
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  }
+  float out[8];
+  __m256 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+  _mm256_storeu_ps(out, s);
+  g_sink = g_sink + out[0];
+  return double(kPeakIters) * 12 * 8 * 2;
+}
+
+// vdpbf16ps: 16 lanes x 2 bf16 products accumulated = 64 flops per instruction.
+__attribute__((target("avx512f,avx512bf16"))) double dot_bf16_avx512() {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_setzero_ps();
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3400);
+  for (long it = 0; it < kPeakIters; ++it) {
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  g_sink = g_sink + hsum(s);
+  return double(kPeakIters) * 12 * 64;
+}
+
+// vpdpbusd: 16 lanes x 4 u8*s8 products accumulated = 128 ops per instruction.
+__attribute__((target("avx512f,avx512vnni"))) double dot_int8_avx512() {
+  __m512i acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_setzero_si512();
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (long it = 0; it < kPeakIters; ++it) {
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  }
+  __m512i s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_epi32(s, acc[i]);
+  g_sink = g_sink + hsum_i32(s);
+  return double(kPeakIters) * 12 * 128;
+}
+
+// Peak rate of `kernel` (returns ops done) over `threads` threads, in G ops/s.
+double measure_peak(double (*kernel)(), int threads) {
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<double> ops(static_cast<size_t>(threads));
+    const double s = run_parallel(threads, [&](int t) { ops[size_t(t)] = kernel(); });
+    double total = 0;
+    for (double o : ops) total += o;
+    best = std::max(best, total / s / 1e9);
+  }
+  return best;
+}
+
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(p + 2);
+    }
+  }
+  return "unknown";
+}
+
+std::string now_iso8601() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+MachineRoofline measure_machine_roofline(int threads) {
+  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  MachineRoofline r;
+  r.cpu = cpu_model_name();
+  r.threads = threads;
+  r.measured_at = now_iso8601();
+
+  const size_t n = size_t(512) << 20 >> 2;  // 512 MiB of floats
+  float* buf = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  // First touch from the threads that will read it, so pages are local to them.
+  run_parallel(threads, [&](int t) {
+    const size_t per = n / size_t(threads);
+    std::fill(buf + size_t(t) * per, buf + size_t(t + 1) * per, 1.0f);
+  });
+  r.read_gbps_1t = measure_read_gbps(buf, n, 1);
+  r.read_gbps = measure_read_gbps(buf, n, threads);
+  std::free(buf);
+
+  if (__builtin_cpu_supports("avx512f")) {
+    r.peak_gflops_f32 = measure_peak(&fma_f32_avx512, threads);
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    r.peak_gflops_f32 = measure_peak(&fma_f32_avx2, threads);
+  }
+  if (__builtin_cpu_supports("avx512bf16")) r.peak_gflops_bf16 = measure_peak(&dot_bf16_avx512, threads);
+  if (__builtin_cpu_supports("avx512vnni")) r.peak_gops_int8 = measure_peak(&dot_int8_avx512, threads);
+  return r;
+}
+
+std::string default_roofline_path() {
+  std::string dir;
+  if (const char* c = std::getenv("SLUICE_CACHE"); c && *c) {
+    dir = c;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    dir = std::string(x) + "/sluice";
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    dir = std::string(h) + "/.cache/sluice";
+  } else {
+    dir = ".sluice-cache";
+  }
+  return dir + "/roofline.json";
+}
+
+Status save_roofline(const MachineRoofline& r, const std::string& path) {
+  nlohmann::ordered_json j = {{"cpu", r.cpu},
+                              {"threads", r.threads},
+                              {"read_gbps_1t", r.read_gbps_1t},
+                              {"read_gbps", r.read_gbps},
+                              {"peak_gflops_f32", r.peak_gflops_f32},
+                              {"peak_gflops_bf16", r.peak_gflops_bf16},
+                              {"peak_gops_int8", r.peak_gops_int8},
+                              {"measured_at", r.measured_at}};
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::ofstream f(path);
+  if (!f) return make_error("cannot write '", path, "'");
+  f << j.dump(2) << "\n";
+  if (!f) return make_error("write to '", path, "' failed");
+  return {};
+}
+
+Result<MachineRoofline> load_roofline(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) {
+    return make_error("no roofline measurements at '", path,
+                      "' (run `sluice bench --roofline` first)");
+  }
+  auto j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return make_error("'", path, "' is not valid JSON");
+  MachineRoofline r;
+  try {
+    r.cpu = j.value("cpu", "");
+    r.threads = j.value("threads", 0);
+    r.read_gbps_1t = j.value("read_gbps_1t", 0.0);
+    r.read_gbps = j.value("read_gbps", 0.0);
+    r.peak_gflops_f32 = j.value("peak_gflops_f32", 0.0);
+    r.peak_gflops_bf16 = j.value("peak_gflops_bf16", 0.0);
+    r.peak_gops_int8 = j.value("peak_gops_int8", 0.0);
+    r.measured_at = j.value("measured_at", "");
+  } catch (const nlohmann::json::exception& e) {
+    return make_error("'", path, "': ", e.what());
+  }
+  if (r.read_gbps <= 0) return make_error("'", path, "' has no read bandwidth measurement");
+  return r;
+}
+
+}  // namespace sluice

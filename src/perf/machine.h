@@ -1,0 +1,31 @@
+// This machine's measured ceilings ("the roofline"): read bandwidth and peak arithmetic rates,
+// measured by `sluice bench --roofline` and cached as JSON so the planner (`--hw local`),
+// `sluice bench` (MBU/MFU) and /metrics can use them without re-measuring.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+
+namespace sluice {
+
+struct MachineRoofline {
+  std::string cpu;               // model name from /proc/cpuinfo
+  int threads = 0;               // threads used for the multi-threaded numbers
+  double read_gbps_1t = 0;       // streaming read bandwidth, 1 thread (GB/s = 1e9 B/s)
+  double read_gbps = 0;          // streaming read bandwidth, `threads` threads
+  double peak_gflops_f32 = 0;    // f32 FMA peak, `threads` threads (GFLOP/s, FMA = 2 flops)
+  double peak_gflops_bf16 = 0;   // bf16 dot-product peak (0 when the CPU lacks AVX512-BF16)
+  double peak_gops_int8 = 0;     // int8 dot-product peak (VNNI; 0 when absent)
+  std::string measured_at;       // ISO-8601 UTC
+};
+
+// Measures everything (a few seconds). `threads` <= 0: all cores.
+MachineRoofline measure_machine_roofline(int threads);
+
+// Default cache file: $SLUICE_CACHE or $XDG_CACHE_HOME/sluice or ~/.cache/sluice, + /roofline.json
+std::string default_roofline_path();
+Status save_roofline(const MachineRoofline& r, const std::string& path);
+Result<MachineRoofline> load_roofline(const std::string& path);
+
+}  // namespace sluice
