@@ -1,0 +1,203 @@
+// `sluice plan --model M --hw H`: the seeds' roofline serving analysis (perf/planner.h) for a
+// preset or a GGUF file on preset or measured hardware. Text for people, JSON for scripts,
+// and a Pareto SVG.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/model_arg.h"
+#include "gguf/gguf.h"
+#include "perf/hardware.h"
+#include "perf/planner.h"
+
+namespace sluice::cli {
+namespace {
+
+// Integer hyperparameter `<arch>.<name>` for every layer: a scalar repeated, or a per-layer
+// array as some converters write (head_count_kv, feed_forward_length). Empty when absent.
+std::vector<int64_t> per_layer(const GgufFile& f, const std::string& key, int64_t n_layers) {
+  if (auto v = f.get_int(key); v.ok()) return std::vector<int64_t>(size_t(n_layers), *v);
+  if (auto a = f.get_int_array(key); a.ok() && !a->empty()) {
+    std::vector<int64_t> out = *a;
+    out.resize(size_t(n_layers), out.back());
+    return out;
+  }
+  return {};
+}
+
+// The roofline's view of a GGUF file: hyperparameters from the metadata, parameters and stored
+// bytes counted from the tensor directory (norms and biases included, as loaded).
+Result<ModelCost> model_from_gguf(const GgufFile& f) {
+  auto arch = f.get<std::string>("general.architecture");
+  if (!arch.ok()) return Error{arch.message()};
+  const std::string a = *arch;
+  auto get = [&](const char* name) -> Result<int64_t> {
+    auto v = f.get_int(a + "." + name);
+    if (!v.ok() || *v <= 0) {
+      return make_error("'", f.path(), "': cannot plan without '", a, ".", name, "'");
+    }
+    return *v;
+  };
+  SLUICE_ASSIGN_OR_RETURN(const int64_t n_layers, get("block_count"));
+  SLUICE_ASSIGN_OR_RETURN(const int64_t d_model, get("embedding_length"));
+  SLUICE_ASSIGN_OR_RETURN(const int64_t n_heads, get("attention.head_count"));
+  std::vector<int64_t> kv_heads = per_layer(f, a + ".attention.head_count_kv", n_layers);
+  if (kv_heads.empty()) kv_heads.assign(size_t(n_layers), n_heads);
+  const int64_t k_len = f.get_int(a + ".attention.key_length").value_or(d_model / n_heads);
+  const int64_t v_len = f.get_int(a + ".attention.value_length").value_or(k_len);
+  std::vector<int64_t> ff = per_layer(f, a + ".feed_forward_length", n_layers);
+
+  ModelCost m;
+  m.name =
+      f.get<std::string>("general.name").value_or(std::filesystem::path(f.path()).stem().string());
+  m.d_model = double(d_model);
+  m.d_ff = ff.empty() ? 0.0 : double(*std::max_element(ff.begin(), ff.end()));
+  for (int64_t k : kv_heads) m.kv_elems_per_token += double(k * (k_len + v_len));
+  m.attn_flops_per_pair = 2.0 * double(n_layers * n_heads * (k_len + v_len));
+
+  double expert_params = 0;
+  for (const GgufTensorInfo& t : f.tensors()) {
+    m.n_params += double(t.n_elements());
+    m.stored_weight_bytes += double(t.n_bytes);
+    if (t.name.find("_exps.") != std::string::npos) expert_params += double(t.n_elements());
+  }
+  if (m.n_params <= 0) return make_error("'", f.path(), "' has no tensors to plan with");
+  m.n_params_active = m.n_params;
+  const int64_t n_experts = f.get_int(a + ".expert_count").value_or(0);
+  const int64_t n_used = f.get_int(a + ".expert_used_count").value_or(0);
+  if (n_experts > 0 && n_used > 0 && expert_params > 0) {
+    m.n_experts = int(n_experts);
+    m.n_experts_used = int(n_used);
+    m.n_params_per_expert = expert_params / double(n_experts);
+    m.n_params_active = m.n_params - expert_params + m.n_params_per_expert * double(n_used);
+  }
+  return m;
+}
+
+struct Options {
+  std::string model;
+  std::string hw;
+  int chips = 1;
+  int weight_bits = -1;  // -1: 16 for presets, as stored for GGUF files
+  int kv_bits = 16;
+  int act_bits = 16;
+  int64_t context = 8192;
+  std::vector<int64_t> batches;
+  bool sweep = false;
+  double mfu = 0.4;
+  int64_t prompt = 0;
+  int64_t decode = 512;
+  std::string format = "table";
+  std::string plot;
+  std::string roofline;  // --hw local cache file
+};
+
+Result<PlanParams> build_params(const Options& o) {
+  PlanParams p;
+  if (const ModelShape* shape = find_planner_model(o.model)) {
+    p.model = model_cost(*shape);
+    p.precision.weight_bits = o.weight_bits < 0 ? 16 : o.weight_bits;
+  } else {
+    const bool looks_like_file = o.model.find('/') != std::string::npos ||
+                                 o.model.find(".gguf") != std::string::npos ||
+                                 std::filesystem::exists(o.model);
+    if (!looks_like_file) {
+      return make_error("unknown model '", o.model, "': give a .gguf path or one of ",
+                        planner_model_names());
+    }
+    SLUICE_ASSIGN_OR_RETURN(const std::string path, resolve_model_arg(o.model));
+    SLUICE_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
+    SLUICE_ASSIGN_OR_RETURN(p.model, model_from_gguf(f));
+    p.precision.weight_bits = o.weight_bits < 0 ? 0 : o.weight_bits;
+  }
+  if (o.hw == "local") {
+    SLUICE_ASSIGN_OR_RETURN(p.chip, load_local_hardware(o.roofline));
+  } else if (const HardwareSpec* hw = find_hardware(o.hw)) {
+    p.chip = *hw;
+  } else {
+    return make_error("unknown hardware '", o.hw, "': use one of ", hardware_names());
+  }
+  p.n_chips = o.chips;
+  p.precision.kv_bits = o.kv_bits;
+  p.precision.act_bits = o.act_bits;
+  p.context = o.context;
+  if (!o.sweep) p.batches = o.batches;
+  p.mfu = o.mfu;
+  p.prompt_len = o.prompt;
+  p.decode_len = o.decode;
+  return p;
+}
+
+Status run_plan(const Options& o) {
+  SLUICE_ASSIGN_OR_RETURN(const PlanParams params, build_params(o));
+  SLUICE_ASSIGN_OR_RETURN(const Plan plan, make_plan(params));
+  if (!o.plot.empty()) {
+    std::ofstream svg(o.plot, std::ios::binary);
+    svg << pareto_svg(plan);
+    if (!svg) return make_error("cannot write the plot to '", o.plot, "'");
+  }
+  const std::string text =
+      o.format == "json" ? plan_to_json(plan).dump(2) + "\n" : plan_to_text(plan);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return {};
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan",
+      "Roofline serving plan: memory, critical batch, step time and throughput against "
+      "batch size, prefill time, prefill:generate ratio, tensor-parallel limits");
+  cmd->add_option("--model", opt->model,
+                  "GGUF path (or hf:// spec) or preset: " + planner_model_names())
+      ->required();
+  cmd->add_option("--hw", opt->hw, "Hardware: " + hardware_names())->required();
+  cmd->add_option("--chips", opt->chips, "Number of chips, model fully sharded over them")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--weight-bits", opt->weight_bits,
+                  "Bits per weight: 16, 8 or 4 (default: 16 for presets, as stored for GGUF)")
+      ->check(CLI::IsMember({16, 8, 4}));
+  cmd->add_option("--kv-bits", opt->kv_bits, "Bits per KV cache element: 16, 8 or 4")
+      ->capture_default_str()
+      ->check(CLI::IsMember({16, 8, 4}));
+  cmd->add_option("--act-bits", opt->act_bits,
+                  "Bits per activation: 16 (bf16 FLOPs) or 8 (int8 FLOPs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({16, 8}));
+  cmd->add_option("--context", opt->context, "KV tokens per sequence")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  auto* batch = cmd->add_option("--batch", opt->batches, "Generate batch size(s), e.g. 1,8,240")
+                    ->delimiter(',')
+                    ->check(CLI::PositiveNumber);
+  auto* sweep = cmd->add_flag("--batch-sweep", opt->sweep,
+                              "Sweep batch sizes (powers of two, critical and largest; default)");
+  batch->excludes(sweep);
+  cmd->add_option("--mfu", opt->mfu, "Prefill FLOPs utilization")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 1.0));
+  cmd->add_option("--prompt", opt->prompt, "Prefill length in tokens (default: --context)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--decode", opt->decode, "Median generated tokens per request")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--output-format", opt->format, "table or json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--plot", opt->plot, "Write the latency-throughput Pareto plot (SVG) here");
+  cmd->add_option("--roofline", opt->roofline,
+                  "Roofline cache for --hw local (default: the `sluice bench --roofline` cache)");
+  cmd->callback([opt, &exit_code] {
+    if (Status s = run_plan(*opt); !s.ok()) exit_code = report_error("plan", s.message());
+  });
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,207 @@
+#include "perf/planner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace sluice {
+
+const std::vector<ModelShape>& planner_models() {
+  // name, L, D, F, N, K, H, V, tied, n_mlp, E, k, source
+  static const std::vector<ModelShape> models = {
+      {"llama-2-13b", 40, 5120, 13824, 40, 40, 128, 32000, false, 3, 0, 0,
+       "all-about-transformer-inference.md 'What about memory?' (F = 2.7 D)"},
+      {"llama-3-8b", 32, 4096, 14336, 32, 8, 128, 128256, false, 3, 0, 0,
+       "Meta's published config (how-to-scale-your-model.md: 32 Q heads, 8 KV heads)"},
+      {"llama-3-70b", 80, 8192, 28672, 64, 8, 128, 128256, false, 3, 0, 0,
+       "how-to-scale-your-model.md 'What does LLaMA 3 look like?'"},
+      {"llama-3-405b", 126, 16384, 53248, 128, 8, 128, 128256, false, 3, 0, 0,
+       "Meta's published config"},
+      {"worked-18b", 64, 4096, 16384, 32, 8, 256, 32128, true, 3, 0, 0,
+       "all-about-transformer-inference.md 'Worked Problems' (18.4B, shared embeddings)"},
+      {"worked-18b-moe", 64, 4096, 16384, 32, 8, 256, 32128, true, 3, 16, 2,
+       "all-about-transformer-inference.md 'Worked Problems' Q5 (E=16, k=2)"},
+      // The seeds give PaLM 540B's 118 layers and multi-query attention; the other dimensions
+      // are the PaLM paper's (Table 1), which reproduce the 62B / 540B parameter counts.
+      {"palm-62b", 64, 8192, 32768, 32, 1, 256, 256000, true, 3, 0, 0,
+       "PaLM paper Table 1 (multi-query attention, SwiGLU, shared embeddings)"},
+      {"palm-540b", 118, 18432, 73728, 48, 1, 256, 256000, true, 3, 0, 0,
+       "PaLM paper Table 1; 118 layers per paper-notes-efficiently-scaling-transformer-inference"},
+  };
+  return models;
+}
+
+const ModelShape* find_planner_model(std::string_view name) {
+  auto lower = [](std::string_view s) {
+    std::string out;
+    for (char c : s) out.push_back(char(std::tolower(static_cast<unsigned char>(c))));
+    return out;
+  };
+  const std::string want = lower(name);
+  for (const ModelShape& m : planner_models()) {
+    if (m.name == want) return &m;
+  }
+  return nullptr;
+}
+
+std::string planner_model_names() {
+  std::string out;
+  for (const ModelShape& m : planner_models()) out += (out.empty() ? "" : ", ") + m.name;
+  return out;
+}
+
+ModelCost model_cost(const ModelShape& s) {
+  const double L = double(s.n_layers), D = double(s.d_model), F = double(s.d_ff);
+  const double N = double(s.n_heads), K = double(s.n_kv_heads), H = double(s.head_dim);
+  const double V = double(s.n_vocab);
+  const double attn = D * H * (2 * N + 2 * K);  // W_Q, W_O: D x N*H; W_K, W_V: D x K*H
+  const double expert = s.n_mlp_matrices * D * F;
+  const double embed = (s.tied_embeddings ? 1 : 2) * V * D;
+  const double e = s.n_experts > 0 ? s.n_experts : 1;
+  const double k = s.n_experts > 0 ? std::min(s.n_experts_used, s.n_experts) : 1;
+  ModelCost m;
+  m.name = s.name;
+  m.n_params = L * (attn + e * expert) + embed;
+  m.n_params_active = L * (attn + k * expert) + embed;
+  if (s.n_experts > 0) {
+    m.n_experts = s.n_experts;
+    m.n_experts_used = s.n_experts_used;
+    m.n_params_per_expert = L * expert;
+  }
+  m.kv_elems_per_token = 2 * L * K * H;
+  m.attn_flops_per_pair = 4 * L * N * H;
+  m.d_model = D;
+  m.d_ff = F;
+  return m;
+}
+
+std::vector<int64_t> sweep_batches(int64_t max_batch, double critical_batch) {
+  const int64_t crit = int64_t(std::llround(critical_batch));
+  const int64_t top = std::clamp<int64_t>(std::max(max_batch, crit), 1, 4096);
+  std::vector<int64_t> out;
+  int64_t b = 1;
+  for (; b < top; b *= 2) out.push_back(b);
+  out.push_back(b);
+  if (crit >= 1 && crit <= 4096) out.push_back(crit);
+  if (max_batch >= 1 && max_batch <= 4096) out.push_back(max_batch);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+namespace {
+
+bool valid_bits(int bits, bool allow_stored) {
+  return bits == 16 || bits == 8 || bits == 4 || (allow_stored && bits == 0);
+}
+
+Status validate(const PlanParams& p) {
+  if (p.model.n_params <= 0) return make_error("model '", p.model.name, "' has no parameters");
+  if (p.chip.hbm_bytes_per_s <= 0 || peak_flops(p.chip, 16) <= 0) {
+    return make_error("hardware '", p.chip.name, "' has no bandwidth or peak FLOP/s");
+  }
+  if (p.n_chips < 1) return make_error("chip count must be at least 1 (got ", p.n_chips, ")");
+  if (!valid_bits(p.precision.weight_bits, p.model.stored_weight_bytes > 0)) {
+    return make_error("weight bits must be 16, 8 or 4 (got ", p.precision.weight_bits, ")");
+  }
+  if (!valid_bits(p.precision.kv_bits, false)) {
+    return make_error("KV bits must be 16, 8 or 4 (got ", p.precision.kv_bits, ")");
+  }
+  if (p.precision.act_bits != 16 && p.precision.act_bits != 8) {
+    return make_error("activation bits must be 16 or 8 (got ", p.precision.act_bits, ")");
+  }
+  if (p.context < 1) return make_error("context must be at least 1 token (got ", p.context, ")");
+  if (!(p.mfu > 0 && p.mfu <= 1)) return make_error("MFU must be in (0, 1] (got ", p.mfu, ")");
+  if (p.prompt_len < 0) return make_error("prompt length must be >= 0 (got ", p.prompt_len, ")");
+  if (p.decode_len < 1) {
+    return make_error("decode length must be at least 1 (got ", p.decode_len, ")");
+  }
+  for (int64_t b : p.batches) {
+    if (b < 1) return make_error("batch sizes must be at least 1 (got ", b, ")");
+  }
+  return {};
+}
+
+PlanRow make_row(const Plan& plan, int64_t batch) {
+  const PlanParams& p = plan.params;
+  PlanRow r;
+  r.batch = batch;
+  r.step = generate_step(p.model, p.precision, plan.total, batch, p.context);
+  r.kv_bytes = r.step.kv_bytes;
+  r.total_bytes = plan.weight_bytes + r.kv_bytes;
+  r.fits = r.total_bytes <= plan.total.memory_bytes;
+  r.step_time_ms = r.step.seconds * 1e3;
+  r.tokens_per_s = double(batch) / r.step.seconds;
+  r.tokens_per_s_per_chip = r.tokens_per_s / p.n_chips;
+  TpMatmul mm;
+  mm.batch = double(batch);
+  mm.d_model = p.model.d_model;
+  mm.d_ff = p.model.d_ff;
+  mm.axes = p.chip.link_axes;
+  mm.bytes_per_weight = plan.weight_bytes / p.model.n_params;
+  mm.bytes_per_act = p.precision.act_bits / 8.0;
+  r.tp_comm_bound_shards = p.model.d_ff > 0 ? tp_comm_bound_shards(mm, p.chip) : 0;
+  return r;
+}
+
+}  // namespace
+
+Result<Plan> make_plan(const PlanParams& params) {
+  SLUICE_RETURN_IF_ERROR(validate(params));
+  Plan plan;
+  plan.params = params;
+  const PlanParams& p = plan.params;
+  if (plan.params.prompt_len == 0) plan.params.prompt_len = p.context;
+  plan.total = aggregate(p.chip, p.n_chips);
+  plan.weight_bytes = weight_bytes(p.model, p.precision);
+  plan.kv_bytes_per_token = kv_bytes_per_token(p.model, p.precision);
+  plan.kv_bytes_per_sequence = plan.kv_bytes_per_token * double(p.context);
+  plan.critical_batch_hw =
+      critical_batch(p.chip, plan.weight_bytes / p.model.n_params, p.precision.act_bits);
+  plan.critical_batch = critical_batch(p.model, p.precision, p.chip);
+  const double free_bytes = plan.total.memory_bytes - plan.weight_bytes;
+  plan.max_batch = free_bytes <= 0 ? 0
+                   : plan.kv_bytes_per_sequence > 0
+                       ? int64_t(std::floor(free_bytes / plan.kv_bytes_per_sequence))
+                       : int64_t(4096);
+  plan.min_chips_weights =
+      p.chip.memory_bytes > 0 ? int(std::ceil(plan.weight_bytes / p.chip.memory_bytes)) : 0;
+  plan.min_step_ms = plan.weight_bytes / plan.total.hbm_bytes_per_s * 1e3;
+  plan.kv_weight_crossover_tokens =
+      plan.kv_bytes_per_token > 0 ? plan.weight_bytes / plan.kv_bytes_per_token : 0;
+  plan.prefill_s =
+      prefill_seconds(p.model, double(p.prompt_len), plan.total, p.mfu, p.precision.act_bits);
+  if (p.model.d_ff > 0) {
+    TpMatmul mm;
+    mm.d_model = p.model.d_model;
+    mm.d_ff = p.model.d_ff;
+    mm.axes = p.chip.link_axes;
+    mm.bytes_per_act = p.precision.act_bits / 8.0;
+    plan.tp_compute_bound_shards = tp_compute_bound_shards(mm, p.chip);
+  }
+
+  const std::vector<int64_t> batches =
+      p.batches.empty() ? sweep_batches(plan.max_batch, plan.critical_batch) : p.batches;
+  for (int64_t b : batches) plan.rows.push_back(make_row(plan, b));
+
+  if (p.batches.size() == 1) {
+    plan.serving_batch = p.batches[0];
+  } else if (plan.max_batch >= 1) {
+    plan.serving_batch =
+        std::clamp<int64_t>(int64_t(std::llround(plan.critical_batch)), 1, plan.max_batch);
+  }
+  if (plan.serving_batch) {
+    const double b = double(*plan.serving_batch);
+    const GenerateStep s =
+        generate_step(p.model, p.precision, plan.total, *plan.serving_batch, p.context);
+    plan.serving_step_ms = s.seconds * 1e3;
+    plan.prefill_generate_ratio =
+        prefill_to_generate_ratio(plan.prefill_s, s.seconds, b, double(p.decode_len));
+    plan.sequences_finished_per_step = sequences_finished_per_step(b, double(p.decode_len));
+    plan.kv_tokens_evicted_per_step =
+        kv_tokens_evicted_per_step(b, double(plan.params.prompt_len), double(p.decode_len));
+  }
+  return plan;
+}
+
+}  // namespace sluice

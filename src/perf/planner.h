@@ -1,0 +1,108 @@
+// `sluice plan`: the seeds' back-of-the-envelope serving analysis for a model on some chips.
+// Pure: make_plan() turns a PlanParams into numbers; plan_report.cpp and pareto_svg.cpp format
+// them. The math lives in roofline.h; docs/planner.md has the formulas and reproduced numbers.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "perf/hardware.h"
+#include "perf/roofline.h"
+
+namespace sluice {
+
+// A transformer's shape in the seeds' notation (L, D, F, N, K, H, V).
+struct ModelShape {
+  std::string name;
+  int64_t n_layers = 0;          // L
+  int64_t d_model = 0;           // D
+  int64_t d_ff = 0;              // F
+  int64_t n_heads = 0;           // N
+  int64_t n_kv_heads = 0;        // K
+  int64_t head_dim = 0;          // H
+  int64_t n_vocab = 0;           // V
+  bool tied_embeddings = false;  // input and output embeddings shared (counted once)
+  int n_mlp_matrices = 3;        // gated MLP (W_gate, W_up, W_down)
+  int n_experts = 0;             // MoE: E copies of the MLP (0 = dense)
+  int n_experts_used = 0;        // MoE: k per token
+  std::string source;            // where the shape comes from
+};
+
+// Presets: llama-2-13b, llama-3-8b, llama-3-70b, llama-3-405b, worked-18b (the seeds' 18.4B
+// worked-problem model), worked-18b-moe (its E=16, k=2 MoE variant), palm-62b, palm-540b.
+const std::vector<ModelShape>& planner_models();
+const ModelShape* find_planner_model(std::string_view name);
+std::string planner_model_names();
+
+// Parameters counted as the seeds count them (matmul weights and embeddings; norms omitted):
+//   L * (D * H * (2N + 2K) + E * n_mlp * D * F) + (tied ? 1 : 2) * V * D.
+ModelCost model_cost(const ModelShape& s);
+
+struct PlanParams {
+  ModelCost model;
+  HardwareSpec chip;  // one chip
+  int n_chips = 1;
+  Precision precision;
+  int64_t context = 8192;        // KV tokens held per sequence
+  std::vector<int64_t> batches;  // generate batch sizes; empty = sweep_batches()
+  double mfu = 0.4;              // prefill model FLOPs utilization
+  int64_t prompt_len = 0;        // prefill length; 0 = context
+  int64_t decode_len = 512;      // median generated tokens per request
+};
+
+// One generate batch size.
+struct PlanRow {
+  int64_t batch = 0;
+  double kv_bytes = 0;      // batch * context * KV bytes per token
+  double total_bytes = 0;   // weights + kv_bytes
+  bool fits = false;        // total_bytes <= memory of all chips
+  GenerateStep step;        // the step-time breakdown
+  double step_time_ms = 0;  // theoretical minimum step time
+  double tokens_per_s = 0;  // batch / step time
+  double tokens_per_s_per_chip = 0;
+  double tp_comm_bound_shards = 0;  // tensor parallelism beyond this is ICI/NVLink-bound
+};
+
+struct Plan {
+  PlanParams params;
+  HardwareSpec total;  // aggregate(chip, n_chips)
+  double weight_bytes = 0;
+  double kv_bytes_per_token = 0;
+  double kv_bytes_per_sequence = 0;       // at `context`
+  double critical_batch_hw = 0;           // the hardware's, for these weight bytes and FLOPs
+  double critical_batch = 0;              // the model's (MoE: times E/k)
+  int64_t max_batch = 0;                  // largest batch whose KV fits next to the weights
+  int min_chips_weights = 0;              // chips needed to hold the weights alone
+  double min_step_ms = 0;                 // weights / bandwidth: the latency floor at batch 1
+  double kv_weight_crossover_tokens = 0;  // KV tokens whose bytes equal the weights'
+  double prefill_s = 0;                   // prompt_len tokens at `mfu`
+  double tp_compute_bound_shards = 0;     // batch-independent FLOPs-vs-ICI bound
+  // Serving figures at `serving_batch` (the one --batch, else min(max_batch, critical batch));
+  // absent when nothing fits.
+  std::optional<int64_t> serving_batch;
+  double serving_step_ms = 0;
+  double prefill_generate_ratio = 0;  // prefill servers per generate server
+  double sequences_finished_per_step = 0;
+  double kv_tokens_evicted_per_step = 0;
+  std::vector<PlanRow> rows;
+};
+
+// Batch sizes for a sweep: powers of two up to past max(max_batch, critical batch), plus both.
+std::vector<int64_t> sweep_batches(int64_t max_batch, double critical_batch);
+
+// Validates the parameters (bits 16|8|4, act 16|8, positive sizes, 0 < mfu <= 1).
+Result<Plan> make_plan(const PlanParams& params);
+
+// The JSON document of `sluice plan --output-format json` (see docs/planner.md).
+nlohmann::ordered_json plan_to_json(const Plan& plan);
+// The human-readable report.
+std::string plan_to_text(const Plan& plan);
+// Throughput per chip against step time, one point per batch, as a self-contained SVG.
+std::string pareto_svg(const Plan& plan);
+
+}  // namespace sluice

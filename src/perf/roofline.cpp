@@ -1,0 +1,130 @@
+#include "perf/roofline.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sluice {
+
+double weight_bytes(const ModelCost& m, const Precision& p) {
+  if (p.weight_bits <= 0 && m.stored_weight_bytes > 0) return m.stored_weight_bytes;
+  const int bits = p.weight_bits > 0 ? p.weight_bits : 16;
+  return m.n_params * bits / 8.0;
+}
+
+double weight_bytes_read(const ModelCost& m, const Precision& p, double n_tokens) {
+  const double all = weight_bytes(m, p);
+  if (m.n_experts <= 0 || m.n_experts_used <= 0 || m.n_params_per_expert <= 0 || m.n_params <= 0) {
+    return all;
+  }
+  const double bytes_per_param = all / m.n_params;
+  const double expert_bytes = m.n_params_per_expert * bytes_per_param;
+  const double shared = all - m.n_experts * expert_bytes;
+  // Each token picks k of E experts: an expert is missed by one token with probability 1 - k/E.
+  const double e = m.n_experts, k = std::min<double>(m.n_experts_used, e);
+  const double touched = e * (1.0 - std::pow(1.0 - k / e, std::max(n_tokens, 1.0)));
+  return shared + touched * expert_bytes;
+}
+
+double kv_bytes_per_token(const ModelCost& m, const Precision& p) {
+  return m.kv_elems_per_token * p.kv_bits / 8.0;
+}
+
+double critical_batch(const HardwareSpec& hw, double bytes_per_weight, int act_bits) {
+  if (hw.hbm_bytes_per_s <= 0) return 0;
+  return peak_flops(hw, act_bits) / hw.hbm_bytes_per_s * bytes_per_weight / 2.0;
+}
+
+double critical_batch(const ModelCost& m, const Precision& p, const HardwareSpec& hw) {
+  const double bpw = m.n_params > 0 ? weight_bytes(m, p) / m.n_params : 2.0;
+  double b = critical_batch(hw, bpw, p.act_bits);
+  if (m.n_experts > 0 && m.n_experts_used > 0) b *= double(m.n_experts) / m.n_experts_used;
+  return b;
+}
+
+GenerateStep generate_step(const ModelCost& m, const Precision& p, const HardwareSpec& hw,
+                           int64_t batch, int64_t context) {
+  GenerateStep s;
+  const double b = double(batch);
+  s.kv_bytes = b * double(context) * kv_bytes_per_token(m, p);
+  s.weight_bytes = weight_bytes_read(m, p, b);
+  s.kv_s = s.kv_bytes / hw.hbm_bytes_per_s;
+  s.weight_s = s.weight_bytes / hw.hbm_bytes_per_s;
+  s.flops_s = 2.0 * b * m.n_params_active / peak_flops(hw, p.act_bits);
+  s.compute_bound = s.flops_s > s.weight_s;
+  s.seconds = s.kv_s + std::max(s.flops_s, s.weight_s);
+  return s;
+}
+
+double prefill_seconds(const ModelCost& m, double n_tokens, const HardwareSpec& hw, double mfu,
+                       int act_bits) {
+  return 2.0 * m.n_params_active * n_tokens / (peak_flops(hw, act_bits) * mfu);
+}
+
+double prefill_to_generate_ratio(double prefill_s, double step_s, double batch, double decode_len) {
+  return prefill_s * batch / (step_s * decode_len);
+}
+
+double sequences_finished_per_step(double batch, double decode_len) {
+  return batch / decode_len;
+}
+
+double kv_tokens_evicted_per_step(double batch, double prompt_len, double decode_len) {
+  return batch * (prompt_len + decode_len) / decode_len;
+}
+
+TpTimes tp_matmul_times(const TpMatmul& mm, const HardwareSpec& chip) {
+  TpTimes t;
+  const double y = std::max(mm.shards, 1), axes = std::max(mm.axes, 1);
+  const int act_bits = mm.bytes_per_act <= 1 ? 8 : 16;
+  t.ici_s = chip.link_bytes_per_s > 0
+                ? mm.bytes_per_act * mm.batch * mm.d_model / (axes * chip.link_bytes_per_s)
+                : 0.0;
+  t.hbm_s = mm.bytes_per_weight * mm.d_model * mm.d_ff / (y * chip.hbm_bytes_per_s);
+  t.math_s = 2.0 * mm.batch * mm.d_model * mm.d_ff / (y * peak_flops(chip, act_bits));
+  t.comm_bound = mm.shards > 1 && t.ici_s > std::max(t.hbm_s, t.math_s);
+  return t;
+}
+
+double tp_compute_bound_shards(const TpMatmul& mm, const HardwareSpec& chip) {
+  if (chip.link_bytes_per_s <= 0) return 1;
+  const int act_bits = mm.bytes_per_act <= 1 ? 8 : 16;
+  const double axes = std::max(mm.axes, 1);
+  return 2.0 * mm.d_ff * axes * chip.link_bytes_per_s /
+         (mm.bytes_per_act * peak_flops(chip, act_bits));
+}
+
+double tp_comm_bound_shards(const TpMatmul& mm, const HardwareSpec& chip) {
+  if (chip.link_bytes_per_s <= 0) return 1;
+  const double axes = std::max(mm.axes, 1);
+  const double vs_hbm = mm.bytes_per_weight * mm.d_ff * axes * chip.link_bytes_per_s /
+                        (mm.bytes_per_act * std::max(mm.batch, 1.0) * chip.hbm_bytes_per_s);
+  return std::max(tp_compute_bound_shards(mm, chip), vs_hbm);
+}
+
+StepShape make_step_shape(const ModelCost& m, const Precision& p, std::span<const SeqWork> seqs) {
+  StepShape s;
+  s.act_bits = p.act_bits;
+  s.context_lens.reserve(seqs.size());
+  const double kvb = kv_bytes_per_token(m, p);
+  double pairs = 0;  // (query token, attended token) pairs under the causal mask
+  for (const SeqWork& w : seqs) {
+    s.n_tokens += w.n_new;
+    s.context_lens.push_back(w.n_context);
+    // Cached tokens are read; new tokens are written (and attended from on-chip memory).
+    s.kv_bytes += double(w.n_context) * kvb;
+    // New token i (0-based) sits at position n_context - n_new + i and attends to that many + 1.
+    const double cached = double(w.n_context - w.n_new), n = double(w.n_new);
+    pairs += n * cached + n * (n + 1) / 2;
+  }
+  s.weight_bytes = weight_bytes_read(m, p, double(s.n_tokens));
+  s.flops = 2.0 * m.n_params_active * double(s.n_tokens) + m.attn_flops_per_pair * pairs;
+  return s;
+}
+
+double predicted_step_seconds(const StepShape& step, const HardwareSpec& hw) {
+  const double bytes_s = (step.weight_bytes + step.kv_bytes) / hw.hbm_bytes_per_s;
+  const double flops_s = step.flops / peak_flops(hw, step.act_bits);
+  return std::max(bytes_s, flops_s);
+}
+
+}  // namespace sluice

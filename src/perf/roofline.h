@@ -1,0 +1,161 @@
+// The seeds' roofline cost model of transformer inference, as pure functions.
+//
+// Sources (shared/seeds/): all-about-transformer-inference.md "Linear operations: what
+// bottlenecks us?" (critical batch), "Theoretical estimates for LLM latency and throughput"
+// (step time), "What about memory?" (KV size), "Generation" (tensor-parallel bound);
+// how-to-scale-your-model.md "Serving LLaMA 3-70B" (prefill time, eviction, P:G ratio).
+// docs/planner.md lists every formula with its seed reference and the numbers reproduced.
+//
+// Units: bytes, seconds, FLOPs and FLOP/s; decimal prefixes (1 GB = 1e9 B) as in the seeds.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "perf/hardware.h"
+
+namespace sluice {
+
+// Bits per stored value. weight_bits 0 means "as stored in the model file" (ModelCost's
+// stored_weight_bytes), e.g. a GGUF's mix of quantized types.
+struct Precision {
+  int weight_bits = 16;  // 16 | 8 | 4 | 0
+  int kv_bits = 16;      // 16 | 8 | 4
+  int act_bits = 16;     // 16 -> bf16 FLOPs, 8 -> int8 FLOPs (the peak the matmuls run at)
+};
+
+// What the roofline needs to know about a model: counts, not shapes. Built from a shape
+// (planner.h model_cost) or a GGUF tensor directory, or filled in directly for the seeds'
+// shape-less examples ("a 30B model with 100 kB/token KV caches").
+struct ModelCost {
+  std::string name;
+  double n_params = 0;             // all parameters: the seeds' "Parameter Count"
+  double n_params_active = 0;      // used per token (MoE: k of E experts), for FLOPs
+  double n_params_per_expert = 0;  // one expert's parameters summed over layers (MoE), else 0
+  int n_experts = 0;               // MoE experts per layer, 0 for dense
+  int n_experts_used = 0;          // experts per token (k)
+  double kv_elems_per_token = 0;   // K and V values cached per token: 2 * L * K * H
+  double attn_flops_per_pair = 0;  // FLOPs per (query, attended token) pair: 4 * L * N * H
+  double d_model = 0;              // for the tensor-parallel bound
+  double d_ff = 0;
+  double stored_weight_bytes = 0;  // weights as stored in a file; 0 = derive from Precision
+};
+
+// ---- bytes ----
+
+// Weight bytes: n_params * weight_bits / 8, or the stored bytes when weight_bits == 0.
+double weight_bytes(const ModelCost& m, const Precision& p);
+// Weight bytes read by a step over `n_tokens` tokens. Dense: all of them. MoE: the shared part
+// plus the experts the tokens are expected to touch, E * (1 - (1 - k/E)^n_tokens) per layer.
+double weight_bytes_read(const ModelCost& m, const Precision& p, double n_tokens);
+// 2 * L * K * H * kv_bits / 8 ("KV cache size = 2 * bytes per float * H * K * L * T").
+double kv_bytes_per_token(const ModelCost& m, const Precision& p);
+
+// ---- critical batch ----
+
+// Tokens per step above which the weight matmuls are compute-bound on `hw` (one chip or an
+// aggregate; the ratio is the same): B_crit = peak / bandwidth * bytes_per_weight / 2, i.e. the
+// seeds' 240 for bf16 on TPU v5e, 120 for int8 weights with bf16 FLOPs, 240 again for int8 x
+// int8. (The seeds' shorthand beta = weight bits / activation bits gives the first two; the
+// third follows from 2 FLOPs per weight byte read, as the seeds' own answer states.)
+double critical_batch(const HardwareSpec& hw, double bytes_per_weight, int act_bits);
+// The model's critical batch: the hardware's, times E / k for an MoE (each expert sees k/E of
+// the tokens), with the model's effective bytes per weight.
+double critical_batch(const ModelCost& m, const Precision& p, const HardwareSpec& hw);
+
+// ---- one generate step (the seeds' "Theoretical Step Time (General)") ----
+
+// step = B * KV_bytes / BW  +  max(2 * B * params / FLOP/s, weight_bytes / BW)
+//        (attention: always bandwidth-bound)   (MLP: can be compute-bound)
+struct GenerateStep {
+  double kv_bytes = 0;         // B * context * KV bytes per token
+  double weight_bytes = 0;     // weights read this step
+  double kv_s = 0;             // kv_bytes / bandwidth
+  double weight_s = 0;         // weight_bytes / bandwidth
+  double flops_s = 0;          // 2 * B * active params / peak
+  double seconds = 0;          // kv_s + max(flops_s, weight_s)
+  bool compute_bound = false;  // the MLP term is FLOPs-bound
+};
+// `hw` is everything the step runs on (aggregate() for several chips); every sequence holds
+// `context` tokens of KV.
+GenerateStep generate_step(const ModelCost& m, const Precision& p, const HardwareSpec& hw,
+                           int64_t batch, int64_t context);
+
+// ---- prefill ----
+
+// 2 * active params * n_tokens / (peak * mfu): compute-bound prefill at a given MFU (the seeds'
+// 0.91 s for 8192 tokens of LLaMA 3-70B on 16 TPU v5e at 40%). Ignores attention FLOPs, as the
+// seeds do.
+double prefill_seconds(const ModelCost& m, double n_tokens, const HardwareSpec& hw, double mfu,
+                       int act_bits);
+
+// ---- serving ----
+
+// Disaggregated serving: prefill servers P and generate servers G are both saturated when
+// P / prefill_s = batch * G / (step_s * decode_len); returns P / G (the seeds' P = 3G).
+double prefill_to_generate_ratio(double prefill_s, double step_s, double batch, double decode_len);
+// Sequences finishing per generate step at a median decode length: batch / decode_len.
+double sequences_finished_per_step(double batch, double decode_len);
+// KV tokens freed per generate step: batch * (prompt_len + decode_len) / decode_len.
+double kv_tokens_evicted_per_step(double batch, double prompt_len, double decode_len);
+
+// ---- tensor parallelism (1D Megatron sharding of a [D, F] matmul over Y chips) ----
+
+struct TpMatmul {
+  double batch = 1;    // tokens per step
+  double d_model = 0;  // D
+  double d_ff = 0;     // F
+  int shards = 1;      // Y
+  int axes = 1;        // interconnect axes the Y chips span (comms split over them)
+  double bytes_per_weight = 2;
+  double bytes_per_act = 2;
+};
+struct TpTimes {
+  double ici_s = 0;   // activation collective: bytes_per_act * B * D / (axes * link bandwidth)
+  double hbm_s = 0;   // weight loading: bytes_per_weight * D * F / (Y * HBM bandwidth)
+  double math_s = 0;  // 2 * B * D * F / (Y * peak)
+  bool comm_bound = false;  // ici_s > max(hbm_s, math_s)
+};
+// Per-chip times of one sharded matmul; `chip` is ONE chip.
+TpTimes tp_matmul_times(const TpMatmul& mm, const HardwareSpec& chip);
+// Shard count Y above which the matmul becomes communication-bound, i.e. ici_s exceeds both the
+// weight loading and the FLOPs:
+//   vs FLOPs: Y > 2 * F * axes * W_ici / (bytes_per_act * C)      (bf16: axes * F / (C / W_ici))
+//   vs HBM:   Y > bytes_per_weight * F * axes * W_ici / (bytes_per_act * B * W_hbm)
+//                                                                 (bf16: F / (B * W_hbm / W_ici))
+// The larger of the two: at small batch, memory-bound generation tolerates more sharding.
+// Returns 1 when the chip has no interconnect.
+double tp_comm_bound_shards(const TpMatmul& mm, const HardwareSpec& chip);
+// The batch-independent FLOPs bound alone (the seeds' "Y > n_axes * F / 2550" on TPU v5p).
+double tp_compute_bound_shards(const TpMatmul& mm, const HardwareSpec& chip);
+
+// ---- one engine step, exactly (what the engine asks every step) ----
+
+// One sequence's share of a step: `n_new` tokens computed, attending to `n_context` tokens in
+// total (those already cached plus the new ones; a decode step is {1, len}).
+struct SeqWork {
+  int64_t n_new = 0;
+  int64_t n_context = 0;
+};
+
+// The work of one ragged batch, as the roofline sees it.
+struct StepShape {
+  int64_t n_tokens = 0;               // sum of n_new
+  std::vector<int64_t> context_lens;  // per sequence, n_context
+  double weight_bytes = 0;            // weights read
+  double kv_bytes = 0;                // KV read (every attended token) + written (new tokens)
+  double flops = 0;                   // 2 * active params * n_tokens + causal attention FLOPs
+  int act_bits = 16;                  // picks the peak
+};
+
+// Bytes and FLOPs of a step from the model and the sequences' work.
+StepShape make_step_shape(const ModelCost& m, const Precision& p, std::span<const SeqWork> seqs);
+
+// The roofline time of one step: max(bytes / bandwidth, flops / peak), perfect overlap of
+// loading and compute. `hw` is everything the step runs on (aggregate() for several chips).
+// Its ratio to the measured step time is the step's MBU / MFU.
+double predicted_step_seconds(const StepShape& step, const HardwareSpec& hw);
+
+}  // namespace sluice
