@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/model_arg.h"
 #include "cli/progress.h"
 #include "gguf/gguf.h"
 
@@ -236,11 +237,16 @@ void register_info(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("info", "Show what a GGUF file holds: architecture, "
                                              "hyperparameters, tokenizer, tensors, memory");
-  cmd->add_option("model", opt->model, "GGUF file")->required();
+  cmd->add_option("model", opt->model, "GGUF file or hf://OWNER/REPO/FILE.gguf")->required();
   cmd->add_flag("--json", opt->json, "Print one JSON object");
   cmd->add_flag("--all-tensors", opt->all_tensors, "List every tensor (text output)");
   cmd->callback([opt, &exit_code] {
-    auto f = GgufFile::open(opt->model);
+    auto path = resolve_model_arg(opt->model);
+    if (!path.ok()) {
+      exit_code = report_error("info", path.message());
+      return;
+    }
+    auto f = GgufFile::open(*path);
     if (!f.ok()) {
       exit_code = report_error("info", f.message());
       return;

@@ -13,6 +13,8 @@ void register_template(CLI::App& app, int& exit_code);
 void register_synth(CLI::App& app, int& exit_code);
 void register_quantize(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);
+void register_run(CLI::App& app, int& exit_code);
+void register_plan(CLI::App& app, int& exit_code);
 
 // Prints "sluice <cmd>: error: <message>" to stderr and returns 1 (the exit code to set).
 int report_error(std::string_view command, std::string_view message);

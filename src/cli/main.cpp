@@ -20,12 +20,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "sluice 0.1.0");
   int exit_code = 0;
+  sluice::cli::register_run(app, exit_code);
   sluice::cli::register_info(app, exit_code);
   sluice::cli::register_tokenize(app, exit_code);
   sluice::cli::register_template(app, exit_code);
   sluice::cli::register_synth(app, exit_code);
   sluice::cli::register_quantize(app, exit_code);
   sluice::cli::register_bench(app, exit_code);
+  sluice::cli::register_plan(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

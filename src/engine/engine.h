@@ -1,0 +1,137 @@
+// The engine owns requests and runs the step loop: schedule -> build one ragged Batch ->
+// execute -> sample -> append tokens, detokenize, check stops -> events. It is owned by one
+// thread (the engine thread); front ends talk to it from that thread or through queues.
+//
+//   auto engine = Engine::create(model, tokenizer, executor, {});
+//   RequestId id = *engine->add_request(prompt_ids, params);
+//   while (engine->has_work()) for (const EngineEvent& e : engine->step()) ...
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "executor/batch.h"
+#include "executor/cpu_executor.h"
+#include "kv/kv_cache_manager.h"
+#include "sample/sampler.h"
+#include "sample/stop.h"
+#include "sched/scheduler.h"
+#include "tokenizer/detokenize.h"
+#include "tokenizer/tokenizer.h"
+
+namespace sluice {
+
+// What a request asks for beyond its prompt.
+struct GenerationParams {
+  SamplingParams sampling;
+  int32_t max_tokens = 256;  // new tokens at most; <= 0: until the context is full
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  int32_t priority = 0;  // lower runs first when the scheduler uses priorities
+};
+
+enum class FinishReason {
+  kNone,
+  kStop,     // an end-of-generation token or a stop string
+  kLength,   // max_tokens reached
+  kContext,  // the context (or the whole KV cache) is full
+  kAbort,
+};
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "context", "abort"
+
+// Per-request timestamps, seconds since the engine started (steady clock).
+struct RequestTimes {
+  double arrival = 0;
+  double scheduled = -1;    // first step that computed any of its tokens
+  double first_token = -1;
+  double finished = -1;
+  std::vector<double> tokens;  // when each generated token was sampled
+};
+
+// One request's progress in one step.
+struct EngineEvent {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;         // sampled this step (0 or 1 today)
+  std::vector<SampleResult> samples;   // logprobs of those tokens (when requested)
+  std::string text;                    // newly emitted text (complete UTF-8, stops removed)
+  FinishReason finish = FinishReason::kNone;
+  int32_t stop_index = -1;             // which stop string matched, if one did
+  bool finished() const { return finish != FinishReason::kNone; }
+};
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  bool enable_prefix_cache = true;
+  int32_t n_ctx = 0;  // longest sequence (prompt + generated); 0: the model's context
+};
+
+// Counters since start.
+struct EngineStats {
+  uint64_t steps = 0;
+  uint64_t prompt_tokens = 0;     // tokens computed for prompts (excludes prefix-cache hits)
+  uint64_t generated_tokens = 0;
+  double busy_seconds = 0;        // inside step()
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const Tokenizer& tokenizer, CpuExecutor& executor,
+                                                const EngineConfig& config);
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates (prompt non-empty, ids in the vocabulary, fits the context, sampling params)
+  // and queues the request.
+  Result<RequestId> add_request(std::vector<int32_t> prompt, const GenerationParams& params);
+  // Ends a request at the next step boundary; its final event has FinishReason::kAbort.
+  void abort(RequestId id);
+  // Runs one step. Returns the events of every request that progressed or finished.
+  Result<std::vector<EngineEvent>> step();
+
+  bool has_work() const { return scheduler_.has_work() || !pending_events_.empty(); }
+  const RequestTimes* times(RequestId id) const;
+  const EngineStats& stats() const { return stats_; }
+  const KvCacheManager& kv() const { return kv_; }
+  const Scheduler& scheduler() const { return scheduler_; }
+  int32_t n_ctx() const { return n_ctx_; }
+  double now() const;  // seconds since the engine started
+
+ private:
+  struct Request {
+    GenerationParams params;
+    Sampler sampler;
+    StreamingDecoder decoder;
+    StopMatcher stop;
+    int32_t n_prompt = 0;
+    int32_t n_generated = 0;
+    RequestTimes times;
+  };
+  Engine(const Tokenizer& tokenizer, CpuExecutor& executor, const EngineConfig& config,
+         int32_t n_ctx, KvCacheConfig kv_config);
+  // Samples request `id` from `logits`, appends the token and checks every stop condition.
+  Status advance(RequestId id, Request& r, const float* logits, EngineEvent& ev);
+  void finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev);
+
+  const Tokenizer& tokenizer_;
+  CpuExecutor& executor_;
+  EngineConfig config_;
+  int32_t n_ctx_;
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+  std::unordered_map<RequestId, Request> requests_;
+  std::unordered_map<RequestId, RequestTimes> finished_times_;  // kept for reporting
+  std::vector<EngineEvent> pending_events_;  // aborts, reported at the next step
+  RequestId next_id_ = 1;
+  Batch batch_;
+  Logits logits_;
+  SampleWorkspace sample_ws_;  // sampling scratch shared by all requests (engine thread only)
+  EngineStats stats_;
+  std::chrono::steady_clock::time_point epoch_;
+};
+
+}  // namespace sluice

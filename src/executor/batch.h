@@ -1,0 +1,74 @@
+// Batch: the one value an executor runs. Plain data built by the engine from the scheduler's
+// output, identical for every executor (CPU, CUDA, simulated) and cheap to broadcast to other
+// ranks. A fresh prompt, a prompt chunk, a decode step and a speculative verification are all
+// "a sequence with some new tokens"; one Batch carries any mix of them (ragged).
+//
+// Flat token arrays, sequences as ranges into them, block tables as ranges into one array:
+//
+//   token_ids   [ a0 a1 a2 a3 | b0 | c0 c1 ]       n_tokens = 7
+//   positions   [  5  6  7  8 | 41 |  0  1 ]       a: chunk of a prompt, b: decode, c: new prompt
+//   kv_slots    [ (block, offset) for each token ]
+//   seqs        a: {token_start 0, n_new 4, context_len 9, table [0, 1)}, b: {4, 1, 42, [1, 4)} ...
+//   block_tables[ 7 | 2 9 4 | 5 ]
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace sluice {
+
+// Which of a sequence's new tokens need logits: none (a prompt chunk that is not the last),
+// the last one (prompt end, decode), or all (speculative verification, scoring a prompt).
+enum class LogitsMode : uint8_t { kNone, kLast, kAll };
+
+// Where a new token's K/V goes: row `offset` of KV block `block_id`.
+struct KvSlot {
+  int32_t block_id = 0;
+  int32_t offset = 0;
+};
+
+struct BatchSequence {
+  int32_t token_start = 0;        // first new token in Batch::token_ids
+  int32_t n_new_tokens = 0;       // >= 1
+  int32_t context_len = 0;        // tokens with K/V after this step (computed + new)
+  int32_t block_table_start = 0;  // its block table: Batch::block_tables[start, start + n_blocks)
+  int32_t n_blocks = 0;           // >= ceil(context_len / block_size)
+  LogitsMode logits = LogitsMode::kLast;
+};
+
+struct Batch {
+  int32_t block_size = 16;            // tokens per KV block (must match the executor's)
+  std::vector<int32_t> token_ids;     // [n_tokens]
+  std::vector<int32_t> positions;     // [n_tokens] RoPE positions
+  std::vector<KvSlot> kv_slots;       // [n_tokens]
+  std::vector<BatchSequence> seqs;    // [n_seqs], tokens in order, back to back
+  std::vector<int32_t> block_tables;  // concatenated block table rows
+
+  int32_t n_tokens() const { return int32_t(token_ids.size()); }
+  int32_t n_seqs() const { return int32_t(seqs.size()); }
+  // Rows of logits an executor returns for this batch.
+  int32_t n_logit_rows() const;
+
+  // Empties the batch, keeping capacity (no allocation in the steady state).
+  void clear();
+
+  // Appends one sequence's step: `tokens` are its new tokens, to be placed at positions
+  // n_computed, n_computed + 1, ...; `block_table` lists the blocks of the whole sequence and
+  // must cover n_computed + tokens.size() positions. Fills positions and KV slots from it.
+  void add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
+                    std::span<const int32_t> block_table, LogitsMode logits);
+};
+
+// The executor's answer: one row of logits per requested position, in batch token order.
+struct Logits {
+  int32_t n_vocab = 0;
+  std::vector<float> values;         // [n_rows, n_vocab]
+  std::vector<int32_t> seq_index;    // [n_rows] the row's sequence (index into Batch::seqs)
+  std::vector<int32_t> token_index;  // [n_rows] the row's token (index into Batch::token_ids)
+
+  int32_t n_rows() const { return int32_t(seq_index.size()); }
+  const float* row(int32_t i) const { return values.data() + int64_t(i) * n_vocab; }
+};
+
+}  // namespace sluice

@@ -1,0 +1,335 @@
+#include "executor/cpu_executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/fp16.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace sluice {
+
+// Activations of one step. Grown to the largest batch seen, never shrunk: a decode step after
+// warm-up allocates nothing.
+struct CpuExecutor::Scratch {
+  std::vector<float> x;           // [n_tokens, n_embd] residual stream
+  std::vector<float> xn;          // [n_tokens, n_embd] normalized input of a sub-layer
+  std::vector<float> q;           // [n_tokens, n_head, head_dim]
+  std::vector<float> k;           // [n_tokens, n_kv_head, head_dim]
+  std::vector<float> v;           // [n_tokens, n_kv_head, head_dim]
+  std::vector<float> att;         // [n_tokens, n_head, head_dim] attention output
+  std::vector<float> proj;        // [n_tokens, n_embd] sub-layer output before the residual add
+  std::vector<float> gate;        // [n_tokens, n_ff]
+  std::vector<float> up;          // [n_tokens, n_ff]
+  std::vector<float> x_out;       // [n_logit_rows, n_embd] rows that produce logits
+  std::vector<int64_t> item_end;  // [n_seqs] cumulative attention work items
+
+  static void fit(std::vector<float>& v, int64_t n) {
+    if (int64_t(v.size()) < n) v.resize(size_t(n));
+  }
+};
+
+namespace {
+
+// Per-token work below this many floats per token runs on the calling thread.
+constexpr int64_t kMinParallelFloats = 1 << 14;
+// Attention steps below this many multiply-adds run on the calling thread.
+constexpr int64_t kMinParallelMacs = 1 << 16;
+
+int64_t token_grain(int64_t floats_per_token) {
+  return std::max<int64_t>(1, kMinParallelFloats / std::max<int64_t>(1, floats_per_token));
+}
+
+void add_bias(float* x, const std::vector<float>& b, int64_t n_rows) {
+  if (b.empty()) return;
+  const int64_t n = int64_t(b.size());
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t i = 0; i < n; ++i) x[r * n + i] += b[size_t(i)];
+  }
+}
+
+// Writes n floats to cache elements [row, row + n) as the cache's type.
+void store_kv(KvType type, const float* src, void* cache, size_t row, int64_t n) {
+  if (type == KvType::kF32) {
+    std::memcpy(static_cast<float*>(cache) + row, src, size_t(n) * sizeof(float));
+    return;
+  }
+  uint16_t* dst = static_cast<uint16_t*>(cache) + row;
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+}
+
+MatmulParams mm(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  MatmulParams p;
+  p.type = w.type;
+  p.w = w.data;
+  p.k = w.n_cols;
+  p.m = w.n_rows;
+  p.x = x;
+  p.n = n;
+  p.y = y;
+  return p;
+}
+
+}  // namespace
+
+CpuExecutor::CpuExecutor(const Model& model, int n_threads)
+    : model_(model), pool_(n_threads), s_(std::make_unique<Scratch>()) {}
+
+CpuExecutor::~CpuExecutor() = default;
+
+Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
+                                                         const CpuExecutorOptions& options) {
+  const ModelConfig& c = model.config();
+  if (options.block_size <= 0) {
+    return make_error("CPU executor: block size ", options.block_size, " must be positive");
+  }
+  if (options.n_blocks < 0 || options.n_threads < 0) {
+    return make_error("CPU executor: block count and thread count must not be negative");
+  }
+  int n_blocks = options.n_blocks;
+  if (n_blocks == 0) {
+    n_blocks = (std::min(c.n_ctx, 8192) + options.block_size - 1) / options.block_size;
+  }
+
+  std::unique_ptr<CpuExecutor> e(new CpuExecutor(model, options.n_threads));
+  KvCacheShape shape;
+  shape.n_layer = c.n_layer;
+  shape.n_blocks = n_blocks;
+  shape.block_size = options.block_size;
+  shape.n_kv_head = c.n_head_kv;
+  shape.head_dim = c.head_dim;
+  shape.type = options.kv_type;
+  SLUICE_ASSIGN_OR_RETURN(e->kv_, KvCacheStorage::create(shape));
+  e->rope_inv_freq_.resize(size_t(c.n_rot / 2));
+  const std::vector<float>& ff = model.weights().rope_freqs;
+  rope_inv_freq(c.rope_params(ff.empty() ? nullptr : ff.data()), e->rope_inv_freq_.data());
+  return e;
+}
+
+Status CpuExecutor::validate(const Batch& b) const {
+  const ModelConfig& c = model_.config();
+  const int bs = block_size();
+  if (b.block_size != bs) {
+    return make_error("batch: block size ", b.block_size, " differs from the executor's ", bs);
+  }
+  const size_t n = b.token_ids.size();
+  if (b.positions.size() != n || b.kv_slots.size() != n) {
+    return make_error("batch: ", n, " token ids but ", b.positions.size(), " positions and ",
+                      b.kv_slots.size(), " KV slots");
+  }
+  int64_t next_token = 0;
+  for (size_t si = 0; si < b.seqs.size(); ++si) {
+    const BatchSequence& s = b.seqs[si];
+    if (s.token_start != next_token || s.n_new_tokens < 1 ||
+        int64_t(s.token_start) + s.n_new_tokens > int64_t(n)) {
+      return make_error("batch: sequence ", si, " covers tokens [", s.token_start, ", ",
+                        int64_t(s.token_start) + s.n_new_tokens, ") but must start at ", next_token,
+                        " with at least one token within the ", n, " tokens");
+    }
+    next_token += s.n_new_tokens;
+    if (s.context_len < s.n_new_tokens || s.context_len > c.n_ctx) {
+      return make_error("batch: sequence ", si, " has context length ", s.context_len, " (",
+                        s.n_new_tokens, " new tokens, model context ", c.n_ctx, ")");
+    }
+    if (s.block_table_start < 0 || s.n_blocks < 0 ||
+        int64_t(s.block_table_start) + s.n_blocks > int64_t(b.block_tables.size()) ||
+        int64_t(s.n_blocks) * bs < s.context_len) {
+      return make_error("batch: sequence ", si, " block table [", s.block_table_start, ", +",
+                        s.n_blocks, ") is out of range or too short for ", s.context_len,
+                        " tokens");
+    }
+    const int32_t* table = b.block_tables.data() + s.block_table_start;
+    const int32_t needed = (s.context_len + bs - 1) / bs;
+    for (int32_t i = 0; i < needed; ++i) {
+      if (table[i] < 0 || table[i] >= n_blocks()) {
+        return make_error("batch: sequence ", si, " uses block ", table[i], " (the cache has ",
+                          n_blocks(), ")");
+      }
+    }
+    const int32_t first_pos = s.context_len - s.n_new_tokens;
+    for (int32_t j = 0; j < s.n_new_tokens; ++j) {
+      const size_t t = size_t(s.token_start + j);
+      const int32_t p = first_pos + j;
+      const KvSlot want{table[p / bs], p % bs};
+      if (b.kv_slots[t].block_id != want.block_id || b.kv_slots[t].offset != want.offset) {
+        return make_error("batch: token ", t, " of sequence ", si, " has KV slot (",
+                          b.kv_slots[t].block_id, ", ", b.kv_slots[t].offset,
+                          ") but its block table puts cache position ", p, " at (", want.block_id,
+                          ", ", want.offset, ")");
+      }
+      if (b.token_ids[t] < 0 || b.token_ids[t] >= c.n_vocab) {
+        return make_error("batch: token id ", b.token_ids[t], " at ", t, " is out of range [0, ",
+                          c.n_vocab, ")");
+      }
+      if (b.positions[t] < 0) return make_error("batch: negative position at token ", t);
+    }
+  }
+  if (next_token != int64_t(n)) {
+    return make_error("batch: sequences cover ", next_token, " of ", n, " tokens");
+  }
+  return {};
+}
+
+Status CpuExecutor::execute(const Batch& batch, Logits& out) {
+  SLUICE_RETURN_IF_ERROR(validate(batch));
+  forward(batch, out);
+  return {};
+}
+
+// Q/K/V for every token, K/V stored into their slots, then causal attention of each sequence
+// through its block table. Leaves the attention output in s_->att.
+void CpuExecutor::attention_layer(const Batch& batch, int il) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& lw = model_.weights().layers[size_t(il)];
+  Scratch& s = *s_;
+  const int64_t T = batch.n_tokens();
+  const int64_t qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
+
+  matmul(mm(lw.wq, s.xn.data(), T, s.q.data()), &pool_);
+  matmul(mm(lw.wk, s.xn.data(), T, s.k.data()), &pool_);
+  matmul(mm(lw.wv, s.xn.data(), T, s.v.data()), &pool_);
+  add_bias(s.q.data(), lw.bq, T);
+  add_bias(s.k.data(), lw.bk, T);
+  add_bias(s.v.data(), lw.bv, T);
+
+  const RopeParams rp = c.rope_params(nullptr);
+  void* k_cache = kv_->k(il);
+  void* v_cache = kv_->v(il);
+  const KvType kv_type = kv_->shape().type;
+  const int bs = block_size();
+  pool_.parallel_for(T, token_grain(qd + 2 * kvd), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* q = s.q.data() + t * qd;
+      float* k = s.k.data() + t * kvd;
+      if (c.qk_norm) {
+        for (int h = 0; h < c.n_head; ++h) {
+          rms_norm(q + h * hd, lw.q_norm.data(), q + h * hd, hd, c.rms_eps);
+        }
+        for (int h = 0; h < c.n_head_kv; ++h) {
+          rms_norm(k + h * hd, lw.k_norm.data(), k + h * hd, hd, c.rms_eps);
+        }
+      }
+      const int32_t pos = batch.positions[size_t(t)];
+      rope(q, c.n_head, pos, rp, rope_inv_freq_.data());
+      rope(k, c.n_head_kv, pos, rp, rope_inv_freq_.data());
+      // Element offset of slot (block, offset): [n_blocks, block_size, n_kv_head, head_dim].
+      const KvSlot slot = batch.kv_slots[size_t(t)];
+      const size_t row = (size_t(slot.block_id) * size_t(bs) + size_t(slot.offset)) * size_t(kvd);
+      store_kv(kv_type, k, k_cache, row, kvd);
+      store_kv(kv_type, s.v.data() + t * kvd, v_cache, row, kvd);
+    }
+  });
+
+  // Work items: (sequence, query token, kv head), numbered sequence by sequence.
+  const int n_seqs = batch.n_seqs();
+  s.item_end.resize(size_t(n_seqs));
+  int64_t n_items = 0, macs = 0;
+  for (int si = 0; si < n_seqs; ++si) {
+    const BatchSequence& seq = batch.seqs[size_t(si)];
+    n_items += int64_t(seq.n_new_tokens) * c.n_head_kv;
+    s.item_end[size_t(si)] = n_items;
+    macs += 2 * int64_t(seq.n_new_tokens) * seq.context_len * qd;  // QK^T and PV (upper bound)
+  }
+  const float scale = float(1.0 / std::sqrt(double(hd)));
+  // Small steps (tiny models, short contexts) are cheaper on one thread than a pool wake-up.
+  const int64_t grain = macs < kMinParallelMacs ? n_items : 1;
+  pool_.parallel_for(n_items, grain, [&](int64_t i0, int64_t i1) {
+    auto si = int(std::upper_bound(s.item_end.begin(), s.item_end.begin() + n_seqs, i0) -
+                  s.item_end.begin());
+    for (int64_t it = i0; it < i1; ++it) {
+      while (it >= s.item_end[size_t(si)]) ++si;
+      const BatchSequence& seq = batch.seqs[size_t(si)];
+      const int64_t local = it - (si > 0 ? s.item_end[size_t(si) - 1] : 0);
+      PagedAttentionParams p;
+      p.q = s.q.data() + int64_t(seq.token_start) * qd;
+      p.out = s.att.data() + int64_t(seq.token_start) * qd;
+      p.n_q = seq.n_new_tokens;
+      p.kv_len = seq.context_len;
+      p.kv_type = kv_type;
+      p.k_cache = k_cache;
+      p.v_cache = v_cache;
+      p.block_table = batch.block_tables.data() + seq.block_table_start;
+      p.block_size = bs;
+      p.n_head = c.n_head;
+      p.n_kv_head = c.n_head_kv;
+      p.head_dim = c.head_dim;
+      p.scale = scale;
+      paged_attention_item(p, int(local / c.n_head_kv), int(local % c.n_head_kv));
+    }
+  });
+}
+
+void CpuExecutor::forward(const Batch& batch, Logits& out) {
+  const ModelConfig& c = model_.config();
+  const ModelWeights& w = model_.weights();
+  Scratch& s = *s_;
+  const int64_t T = batch.n_tokens();
+  const int64_t d = c.n_embd, ff = c.n_ff;
+  Scratch::fit(s.x, T * d);
+  Scratch::fit(s.xn, T * d);
+  Scratch::fit(s.q, T * c.q_dim());
+  Scratch::fit(s.k, T * c.kv_dim());
+  Scratch::fit(s.v, T * c.kv_dim());
+  Scratch::fit(s.att, T * c.q_dim());
+  Scratch::fit(s.proj, T * d);
+  Scratch::fit(s.gate, T * ff);
+  Scratch::fit(s.up, T * ff);
+
+  const int64_t norm_grain = token_grain(d);
+  auto norm_rows = [&](const std::vector<float>& weight) {
+    pool_.parallel_for(T, norm_grain, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        rms_norm(s.x.data() + t * d, weight.data(), s.xn.data() + t * d, d, c.rms_eps);
+      }
+    });
+  };
+  auto add_residual = [&]() {
+    for (int64_t i = 0; i < T * d; ++i) s.x[size_t(i)] += s.proj[size_t(i)];
+  };
+
+  get_rows(w.token_embd.type, w.token_embd.data, d, batch.token_ids.data(), T, s.x.data());
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& lw = w.layers[size_t(il)];
+    norm_rows(lw.attn_norm);
+    attention_layer(batch, il);
+    matmul(mm(lw.wo, s.att.data(), T, s.proj.data()), &pool_);
+    add_residual();
+
+    norm_rows(lw.ffn_norm);
+    matmul(mm(lw.w_gate, s.xn.data(), T, s.gate.data()), &pool_);
+    matmul(mm(lw.w_up, s.xn.data(), T, s.up.data()), &pool_);
+    pool_.parallel_for(T, token_grain(ff), [&](int64_t t0, int64_t t1) {
+      swiglu(s.gate.data() + t0 * ff, s.up.data() + t0 * ff, s.gate.data() + t0 * ff,
+             (t1 - t0) * ff);
+    });
+    matmul(mm(lw.w_down, s.gate.data(), T, s.proj.data()), &pool_);
+    add_residual();
+  }
+
+  // Logits only for the rows that asked, in token order.
+  out.n_vocab = c.n_vocab;
+  out.seq_index.clear();
+  out.token_index.clear();
+  for (int si = 0; si < batch.n_seqs(); ++si) {
+    const BatchSequence& seq = batch.seqs[size_t(si)];
+    if (seq.logits == LogitsMode::kNone) continue;
+    const int32_t first = seq.logits == LogitsMode::kAll ? 0 : seq.n_new_tokens - 1;
+    for (int32_t j = first; j < seq.n_new_tokens; ++j) {
+      out.seq_index.push_back(si);
+      out.token_index.push_back(seq.token_start + j);
+    }
+  }
+  const int64_t R = out.n_rows();
+  out.values.resize(size_t(R * c.n_vocab));
+  if (R == 0) return;
+  Scratch::fit(s.x_out, R * d);
+  for (int64_t r = 0; r < R; ++r) {
+    rms_norm(s.x.data() + int64_t(out.token_index[size_t(r)]) * d, w.output_norm.data(),
+             s.x_out.data() + r * d, d, c.rms_eps);
+  }
+  matmul(mm(w.output, s.x_out.data(), R, out.values.data()), &pool_);
+}
+
+}  // namespace sluice

@@ -1,0 +1,79 @@
+// The CPU executor: runs a ragged Batch through a llama-family model in one forward pass and
+// returns the logits rows the batch asked for. It owns the paged K/V memory and the worker
+// pool; which blocks each sequence uses comes in with every Batch.
+//
+//   SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, {.n_ctx = 4096}));
+//   SLUICE_ASSIGN_OR_RETURN(auto exec, CpuExecutor::create(model, {.n_blocks = 1024}));
+//   BlockFreeList blocks(exec->n_blocks());
+//   std::vector<int32_t> table;                      // one per sequence
+//   blocks.allocate_for(int32_t(prompt.size()), exec->block_size(), table);
+//   Batch batch;
+//   batch.block_size = exec->block_size();
+//   batch.add_sequence(prompt, /*n_computed=*/0, table, LogitsMode::kLast);
+//   Logits logits;
+//   SLUICE_RETURN_IF_ERROR(exec->execute(batch, logits));  // logits.row(0): [n_vocab]
+//
+// Per step: one pass over the weights for all tokens of all sequences (matmuls over [n_tokens,
+// ...] activations); K/V of the new tokens are written to their slots first, then every
+// sequence attends causally through its own block table.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "executor/batch.h"
+#include "executor/kv_cache.h"
+#include "model/model.h"
+
+namespace sluice {
+
+struct CpuExecutorOptions {
+  int n_threads = 0;    // 0: every hardware thread
+  int block_size = 16;  // tokens per KV block
+  // K/V element type. f16 (llama.cpp's default) halves cache memory and traffic; the golden
+  // logits of ../shared were produced with it. f32 keeps K/V exact (reference comparisons).
+  KvType kv_type = KvType::kF16;
+  // KV capacity in blocks (shared by all sequences); 0: enough for one sequence of
+  // min(n_ctx, 8192) tokens.
+  int n_blocks = 0;
+};
+
+class CpuExecutor {
+ public:
+  // `model` must outlive the executor. Allocates the K/V cache.
+  static Result<std::unique_ptr<CpuExecutor>> create(const Model& model,
+                                                     const CpuExecutorOptions& options = {});
+  ~CpuExecutor();
+  CpuExecutor(const CpuExecutor&) = delete;
+  CpuExecutor& operator=(const CpuExecutor&) = delete;
+
+  // Checks the batch (token ids, block ids and slots in range, contexts within n_ctx,
+  // sequences back to back), then computes. On error nothing has been written. `out` is
+  // reused: steady-state steps do not allocate.
+  Status execute(const Batch& batch, Logits& out);
+
+  const ModelConfig& config() const { return model_.config(); }
+  int block_size() const { return kv_->shape().block_size; }
+  int n_blocks() const { return kv_->shape().n_blocks; }
+  int n_threads() const { return pool_.n_threads(); }
+  const KvCacheStorage& kv_cache() const { return *kv_; }
+
+ private:
+  struct Scratch;
+  CpuExecutor(const Model& model, int n_threads);
+
+  Status validate(const Batch& batch) const;
+  void forward(const Batch& batch, Logits& out);
+  void attention_layer(const Batch& batch, int layer);
+
+  const Model& model_;
+  ThreadPool pool_;
+  std::unique_ptr<KvCacheStorage> kv_;
+  std::vector<float> rope_inv_freq_;  // [n_rot / 2]
+  std::unique_ptr<Scratch> s_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,58 @@
+#include "executor/kv_cache.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace sluice {
+
+void KvCacheStorage::FreeDeleter::operator()(uint8_t* p) const {
+  std::free(p);
+}
+
+Result<std::unique_ptr<KvCacheStorage>> KvCacheStorage::create(const KvCacheShape& shape) {
+  if (shape.n_layer <= 0 || shape.n_blocks <= 0 || shape.block_size <= 0 || shape.n_kv_head <= 0 ||
+      shape.head_dim <= 0) {
+    return make_error("KV cache: every dimension must be positive (layers ", shape.n_layer,
+                      ", blocks ", shape.n_blocks, ", block size ", shape.block_size, ")");
+  }
+  std::unique_ptr<KvCacheStorage> s(new KvCacheStorage(shape));
+  const size_t bytes = shape.bytes_per_layer() * size_t(shape.n_layer);
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  for (auto* dst : {&s->k_, &s->v_}) {
+    dst->reset(static_cast<uint8_t*>(std::aligned_alloc(64, rounded)));
+    if (!*dst) {
+      return make_error("KV cache: cannot allocate ", 2 * rounded, " bytes (", shape.n_blocks,
+                        " blocks of ", shape.block_size, " tokens x ", shape.n_layer,
+                        " layers); use fewer blocks");
+    }
+    std::memset(dst->get(), 0, rounded);
+  }
+  return s;
+}
+
+BlockFreeList::BlockFreeList(int32_t n_blocks) : n_blocks_(n_blocks) {
+  free_.reserve(size_t(n_blocks));
+  // LIFO: block 0 is handed out first.
+  for (int32_t b = n_blocks - 1; b >= 0; --b) free_.push_back(b);
+}
+
+bool BlockFreeList::allocate(int32_t n, std::vector<int32_t>& table) {
+  if (!can_allocate(n)) return false;
+  for (int32_t i = 0; i < n; ++i) {
+    table.push_back(free_.back());
+    free_.pop_back();
+  }
+  return true;
+}
+
+bool BlockFreeList::allocate_for(int32_t n_tokens, int32_t block_size,
+                                 std::vector<int32_t>& table) {
+  const int32_t need = (n_tokens + block_size - 1) / block_size - int32_t(table.size());
+  return need <= 0 || allocate(need, table);
+}
+
+void BlockFreeList::free(std::span<const int32_t> ids) {
+  free_.insert(free_.end(), ids.begin(), ids.end());
+}
+
+}  // namespace sluice

@@ -1,0 +1,89 @@
+// Paged K/V memory of the CPU executor, and a trivial block allocator.
+//
+// KvCacheStorage owns the tensor memory: per layer, K and V as fixed-size blocks
+//   k(layer): [n_blocks, block_size, n_kv_head, head_dim]   (f16 or f32; v(layer) the same)
+// Which blocks a sequence uses is not its business: block ids arrive in each Batch.
+//
+// BlockFreeList is the stand-in allocator until kv/ (ref counts, prefix cache) replaces it:
+// it hands out and takes back block ids and nothing else.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/attention.h"
+
+namespace sluice {
+
+struct KvCacheShape {
+  int n_layer = 0;
+  int n_blocks = 0;
+  int block_size = 0;  // tokens per block
+  int n_kv_head = 0;
+  int head_dim = 0;
+  KvType type = KvType::kF16;
+
+  size_t elems_per_block() const {
+    return size_t(block_size) * size_t(n_kv_head) * size_t(head_dim);
+  }
+  size_t bytes_per_layer() const {
+    return size_t(n_blocks) * elems_per_block() * size_t(kv_type_size(type));
+  }
+};
+
+class KvCacheStorage {
+ public:
+  // Allocates 2 * n_layer * n_blocks * block_size * n_kv_head * head_dim elements (zeroed,
+  // 64-byte aligned). Fails with a message when the allocation does.
+  static Result<std::unique_ptr<KvCacheStorage>> create(const KvCacheShape& shape);
+  KvCacheStorage(const KvCacheStorage&) = delete;
+  KvCacheStorage& operator=(const KvCacheStorage&) = delete;
+
+  const KvCacheShape& shape() const { return shape_; }
+  size_t n_bytes() const { return 2 * size_t(shape_.n_layer) * shape_.bytes_per_layer(); }
+
+  // A layer's K or V: [n_blocks, block_size, n_kv_head, head_dim] elements of shape().type.
+  void* k(int layer) { return k_.get() + size_t(layer) * shape_.bytes_per_layer(); }
+  void* v(int layer) { return v_.get() + size_t(layer) * shape_.bytes_per_layer(); }
+  const void* k(int layer) const { return k_.get() + size_t(layer) * shape_.bytes_per_layer(); }
+  const void* v(int layer) const { return v_.get() + size_t(layer) * shape_.bytes_per_layer(); }
+
+ private:
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const;
+  };
+  explicit KvCacheStorage(const KvCacheShape& shape) : shape_(shape) {}
+
+  KvCacheShape shape_;
+  std::unique_ptr<uint8_t[], FreeDeleter>
+      k_;  // [n_layer, n_blocks, block_size, n_kv_head, head_dim]
+  std::unique_ptr<uint8_t[], FreeDeleter>
+      v_;  // [n_layer, n_blocks, block_size, n_kv_head, head_dim]
+};
+
+// A LIFO free list of block ids [0, n_blocks).
+class BlockFreeList {
+ public:
+  explicit BlockFreeList(int32_t n_blocks);
+
+  int32_t n_blocks() const { return n_blocks_; }
+  int32_t n_free() const { return int32_t(free_.size()); }
+  bool can_allocate(int32_t n) const { return n <= n_free(); }
+  // Appends n block ids to `table`; false (and nothing taken) when fewer than n are free.
+  bool allocate(int32_t n, std::vector<int32_t>& table);
+  // Grows `table` until it covers n_tokens positions of block_size tokens; false when the
+  // blocks run out (the table is then unchanged).
+  bool allocate_for(int32_t n_tokens, int32_t block_size, std::vector<int32_t>& table);
+  // Returns blocks to the pool (ids must have come from allocate and not be freed twice).
+  void free(std::span<const int32_t> ids);
+
+ private:
+  int32_t n_blocks_ = 0;
+  std::vector<int32_t> free_;
+};
+
+}  // namespace sluice

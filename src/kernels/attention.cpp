@@ -1,0 +1,150 @@
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/dequant.h"
+#include "kernels/matmul.h"
+
+namespace sluice {
+namespace {
+
+// Keys scored per online-softmax update: the rescale of the accumulators is paid once per tile.
+constexpr int kTile = 32;
+
+// Element offset of cache position t, kv head h: [n_blocks, block_size, n_kv_head, head_dim].
+inline int64_t kv_offset(const PagedAttentionParams& p, int t, int kv_head) {
+  const int64_t block = p.block_table[t / p.block_size];
+  return ((block * p.block_size + t % p.block_size) * p.n_kv_head + kv_head) * p.head_dim;
+}
+
+// Cache row (t, kv_head) of K or V as f32: f32 rows in place, f16 rows converted into `buf`.
+inline const float* kv_row(const PagedAttentionParams& p, const void* cache, int t, int kv_head,
+                           float* buf) {
+  const int64_t off = kv_offset(p, t, kv_head);
+  if (p.kv_type == KvType::kF32) return static_cast<const float*>(cache) + off;
+  const uint16_t* h = static_cast<const uint16_t*>(cache) + off;
+  for (int i = 0; i < p.head_dim; ++i) buf[i] = f16_to_f32_fast(h[i]);
+  return buf;
+}
+
+// Per-thread scratch (see paged_attention_item). Grows to the largest shape seen; holds
+// nothing between calls.
+float* scratch(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+}  // namespace
+
+void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head) {
+  const int group = p.n_head / p.n_kv_head;
+  const int hd = p.head_dim;
+  const int n_visible = p.kv_len - p.n_q + qi + 1;
+  float* mem = scratch(size_t(group) * (2 + hd + kTile) + size_t(hd));
+  float* m = mem;                  // [group] running max
+  float* l = m + group;            // [group] running sum of exp
+  float* acc = l + group;          // [group, hd] running weighted sum of V
+  float* s = acc + group * hd;     // [group, kTile] scores, then weights, of the tile
+  float* row = s + group * kTile;  // [hd] an f16 K or V row converted to f32
+  const int64_t q_row = (int64_t(qi) * p.n_head + int64_t(kv_head) * group) * hd;
+  const float* q = p.q + q_row;  // [group, hd]: the group's heads are adjacent
+  for (int g = 0; g < group; ++g) {
+    m[g] = -std::numeric_limits<float>::infinity();
+    l[g] = 0;
+  }
+  std::fill(acc, acc + group * hd, 0.0f);
+
+  for (int t0 = 0; t0 < n_visible; t0 += kTile) {
+    const int nt = std::min(kTile, n_visible - t0);
+    for (int j = 0; j < nt; ++j) {
+      const float* k = kv_row(p, p.k_cache, t0 + j, kv_head, row);
+      for (int g = 0; g < group; ++g) s[g * kTile + j] = dot_f32(q + g * hd, k, hd) * p.scale;
+    }
+    for (int g = 0; g < group; ++g) {
+      float* sg = s + g * kTile;
+      float mx = m[g];
+      for (int j = 0; j < nt; ++j) mx = std::max(mx, sg[j]);
+      const float corr = std::exp(m[g] - mx);  // exp(-inf) = 0 on the first tile
+      float sum = 0;
+      for (int j = 0; j < nt; ++j) {
+        sg[j] = std::exp(sg[j] - mx);
+        sum += sg[j];
+      }
+      l[g] = l[g] * corr + sum;
+      m[g] = mx;
+      if (corr != 1.0f) {
+        float* ag = acc + g * hd;
+        for (int d = 0; d < hd; ++d) ag[d] *= corr;
+      }
+    }
+    for (int j = 0; j < nt; ++j) {
+      const float* v = kv_row(p, p.v_cache, t0 + j, kv_head, row);
+      for (int g = 0; g < group; ++g) {
+        const float w = s[g * kTile + j];
+        float* ag = acc + g * hd;
+        for (int d = 0; d < hd; ++d) ag[d] += w * v[d];
+      }
+    }
+  }
+  float* out = p.out + q_row;
+  for (int g = 0; g < group; ++g) {
+    const float inv = 1.0f / l[g];
+    for (int d = 0; d < hd; ++d) out[g * hd + d] = acc[g * hd + d] * inv;
+  }
+}
+
+void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
+  const int64_t n_items = int64_t(p.n_q) * p.n_kv_head;
+  auto items = [&](int64_t b, int64_t e) {
+    for (int64_t it = b; it < e; ++it) {
+      paged_attention_item(p, int(it / p.n_kv_head), int(it % p.n_kv_head));
+    }
+  };
+  if (!pool) {
+    items(0, n_items);
+    return;
+  }
+  pool->parallel_for(n_items, 1, items);
+}
+
+void paged_attention_ref(const PagedAttentionParams& p) {
+  const int group = p.n_head / p.n_kv_head;
+  const int hd = p.head_dim;
+  std::vector<double> score;
+  std::vector<double> acc(static_cast<size_t>(hd));
+  std::vector<float> row(static_cast<size_t>(hd));
+  for (int qi = 0; qi < p.n_q; ++qi) {
+    const int n_visible = p.kv_len - p.n_q + qi + 1;
+    score.assign(size_t(n_visible), 0.0);
+    for (int h = 0; h < p.n_head; ++h) {
+      const int kvh = h / group;
+      const float* q = p.q + (int64_t(qi) * p.n_head + h) * hd;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int t = 0; t < n_visible; ++t) {
+        const float* k = kv_row(p, p.k_cache, t, kvh, row.data());
+        double d = 0;
+        for (int i = 0; i < hd; ++i) d += double(q[i]) * double(k[i]);
+        score[size_t(t)] = d * double(p.scale);
+        mx = std::max(mx, score[size_t(t)]);
+      }
+      double sum = 0;
+      for (double& x : score) {
+        x = std::exp(x - mx);
+        sum += x;
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int t = 0; t < n_visible; ++t) {
+        const float* v = kv_row(p, p.v_cache, t, kvh, row.data());
+        for (int i = 0; i < hd; ++i) acc[size_t(i)] += score[size_t(t)] * double(v[i]);
+      }
+      float* out = p.out + (int64_t(qi) * p.n_head + h) * hd;
+      for (int i = 0; i < hd; ++i) out[i] = float(acc[size_t(i)] / sum);
+    }
+  }
+}
+
+}  // namespace sluice

@@ -1,0 +1,64 @@
+// Causal attention of one sequence's new tokens over its paged K/V cache.
+//
+// K and V live in fixed-size blocks shared by all sequences; a sequence's block table lists
+// the blocks holding its positions in order. Cache position t of the sequence is
+//
+//   block_table[t / block_size], row t % block_size
+//
+//   k_cache: [n_blocks, block_size, n_kv_head, head_dim]  (v_cache the same)
+//             ^ block id  ^ offset    ^ kv head   ^ contiguous
+//
+// The n_q queries are the sequence's newest tokens, cache positions kv_len - n_q .. kv_len - 1,
+// and their K/V are already in the cache. Query i sees positions [0, kv_len - n_q + i]:
+//
+//   kv position  0 1 2 3 4 5 6        (kv_len = 7, n_q = 3)
+//   query 0      x x x x x . .
+//   query 1      x x x x x x .
+//   query 2      x x x x x x x
+//
+// GQA: query head h reads kv head h / (n_head / n_kv_head); the whole group of query heads
+// sharing a kv head is processed together so each K/V row is read once per query token.
+//
+// K/V elements are f32 or f16 (IEEE half bits, as llama.cpp's default cache); q, out and all
+// arithmetic are f32 (the reference: f64).
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+
+namespace sluice {
+
+enum class KvType { kF32, kF16 };
+
+inline int kv_type_size(KvType t) {
+  return t == KvType::kF16 ? 2 : 4;
+}
+
+struct PagedAttentionParams {
+  const float* q = nullptr;  // [n_q, n_head, head_dim]
+  float* out = nullptr;      // [n_q, n_head, head_dim]
+  int n_q = 0;               // new tokens (queries)
+  int kv_len = 0;            // cache positions of the sequence after this step, >= n_q
+  KvType kv_type = KvType::kF32;
+  const void* k_cache = nullptr;         // [n_blocks, block_size, n_kv_head, head_dim]
+  const void* v_cache = nullptr;         // [n_blocks, block_size, n_kv_head, head_dim]
+  const int32_t* block_table = nullptr;  // [ceil(kv_len / block_size)]
+  int block_size = 0;
+  int n_head = 0;
+  int n_kv_head = 0;  // divides n_head
+  int head_dim = 0;
+  float scale = 1.0f;  // usually 1 / sqrt(head_dim)
+};
+
+// One work item: query token `qi`, every query head of kv head `kv_head`. Online softmax in
+// f32 over tiles of keys. Items are independent (disjoint outputs): run them on any threads.
+void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head);
+
+// All n_q * n_kv_head items, over `pool` (may be null).
+void paged_attention(const PagedAttentionParams& p, ThreadPool* pool);
+
+// The specification: per query head, full softmax in f64 over the visible positions.
+void paged_attention_ref(const PagedAttentionParams& p);
+
+}  // namespace sluice

@@ -1,0 +1,96 @@
+#include "kernels/matmul.h"
+
+#include <cassert>
+#include <cstring>
+#include <vector>
+
+#include "gguf/quants.h"
+#include "kernels/dequant.h"
+
+namespace sluice {
+namespace {
+
+// Below this many multiply-adds a matmul runs on the calling thread: waking the pool costs
+// a few microseconds, more than a small product takes.
+constexpr int64_t kMinParallelMacs = 1 << 16;
+// Each parallel chunk of output rows does at least this many multiply-adds.
+constexpr int64_t kMinChunkMacs = 1 << 14;
+
+// Per-thread row buffer for dequantized weights. Grows to the longest row seen, then never
+// allocates again; it holds no state between calls.
+float* row_buffer(int64_t k) {
+  thread_local std::vector<float> buf;
+  if (int64_t(buf.size()) < k) buf.resize(size_t(k));
+  return buf.data();
+}
+
+// Row r of W as f32: F32 rows are used in place, everything else is dequantized into `buf`.
+const float* weight_row(GgmlType type, const uint8_t* row, int64_t k, float* buf) {
+  if (type == GgmlType::F32) return reinterpret_cast<const float*>(row);
+  dequantize_row_fast(type, row, buf, k);
+  return buf;
+}
+
+}  // namespace
+
+bool matmul_supports(GgmlType type) {
+  return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 ||
+         can_dequantize(type);
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+void matmul(const MatmulParams& p, ThreadPool* pool) {
+  const size_t rb = row_size(p.type, p.k);
+  const auto* w = static_cast<const uint8_t*>(p.w);
+  auto rows = [&](int64_t r0, int64_t r1) {
+    float* buf = row_buffer(p.k);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* wr = weight_row(p.type, w + size_t(r) * rb, p.k, buf);
+      for (int64_t i = 0; i < p.n; ++i) p.y[i * p.m + r] = dot_f32(wr, p.x + i * p.k, p.k);
+    }
+  };
+  const int64_t macs_per_row = p.k * p.n;
+  if (!pool || p.m * macs_per_row < kMinParallelMacs) {
+    rows(0, p.m);
+    return;
+  }
+  const int64_t grain = (kMinChunkMacs + macs_per_row - 1) / macs_per_row;
+  pool->parallel_for(p.m, grain, rows);
+}
+
+void matmul_ref(const MatmulParams& p) {
+  const size_t rb = row_size(p.type, p.k);
+  const auto* w = static_cast<const uint8_t*>(p.w);
+  std::vector<float> buf(static_cast<size_t>(p.k));
+  for (int64_t r = 0; r < p.m; ++r) {
+    const Status s = dequantize_row(p.type, w + size_t(r) * rb, buf.data(), p.k);
+    assert(s.ok());
+    (void)s;
+    for (int64_t i = 0; i < p.n; ++i) {
+      double acc = 0;
+      for (int64_t j = 0; j < p.k; ++j) acc += double(buf[size_t(j)]) * double(p.x[i * p.k + j]);
+      p.y[i * p.m + r] = float(acc);
+    }
+  }
+}
+
+void get_rows(GgmlType type, const void* table, int64_t k, const int32_t* ids, int64_t n,
+              float* out) {
+  const size_t rb = row_size(type, k);
+  const auto* t = static_cast<const uint8_t*>(table);
+  for (int64_t i = 0; i < n; ++i) {
+    dequantize_row_fast(type, t + size_t(ids[i]) * rb, out + i * k, k);
+  }
+}
+
+}  // namespace sluice

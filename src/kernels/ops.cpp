@@ -1,0 +1,123 @@
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sluice {
+
+// ---- RMSNorm ----------------------------------------------------------------------------------
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  // Sum of squares in f64 as ggml does: for n in the thousands an f32 sum drifts.
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * double(x[i]);
+  const float scale = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  }
+}
+
+void rms_norm_ref(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * double(x[i]);
+  const double scale = 1.0 / std::sqrt(ss / double(n) + double(eps));
+  for (int64_t i = 0; i < n; ++i) y[i] = float(double(x[i]) * scale * (w ? double(w[i]) : 1.0));
+}
+
+// ---- RoPE -------------------------------------------------------------------------------------
+
+namespace {
+
+// The two dims of pair i inside a head.
+inline void rope_pair(const RopeParams& p, int i, int& a, int& b) {
+  if (p.style == RopeStyle::kNormal) {
+    a = 2 * i;
+    b = 2 * i + 1;
+  } else {
+    a = i;
+    b = i + p.n_rot / 2;
+  }
+}
+
+double inv_freq_f64(const RopeParams& p, int i) {
+  const double ff = p.freq_factors ? double(p.freq_factors[i]) : 1.0;
+  return double(p.freq_scale) / (std::pow(double(p.theta_base), 2.0 * i / p.n_rot) * ff);
+}
+
+}  // namespace
+
+void rope_inv_freq(const RopeParams& p, float* inv_freq) {
+  for (int i = 0; i < p.n_rot / 2; ++i) inv_freq[i] = float(inv_freq_f64(p, i));
+}
+
+void rope(float* x, int n_heads, int32_t pos, const RopeParams& p, const float* inv_freq) {
+  for (int i = 0; i < p.n_rot / 2; ++i) {
+    // The angle in f64: pos * inv_freq reaches 1e5 radians at long contexts, where an f32
+    // product has already lost the low bits that cos/sin depend on.
+    const double theta = double(pos) * double(inv_freq[i]);
+    const float c = float(std::cos(theta)), s = float(std::sin(theta));
+    int a, b;
+    rope_pair(p, i, a, b);
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + int64_t(h) * p.head_dim;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void rope_ref(float* x, int n_heads, int32_t pos, const RopeParams& p) {
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + int64_t(h) * p.head_dim;
+    for (int i = 0; i < p.n_rot / 2; ++i) {
+      const double theta = double(pos) * inv_freq_f64(p, i);
+      int a, b;
+      rope_pair(p, i, a, b);
+      const double x0 = v[a], x1 = v[b];
+      v[a] = float(x0 * std::cos(theta) - x1 * std::sin(theta));
+      v[b] = float(x0 * std::sin(theta) + x1 * std::cos(theta));
+    }
+  }
+}
+
+// ---- SwiGLU -----------------------------------------------------------------------------------
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = float(g / (1.0 + std::exp(-g)) * double(up[i]));
+  }
+}
+
+// ---- Softmax ----------------------------------------------------------------------------------
+
+void softmax(float* x, int64_t n) {
+  const float mx = *std::max_element(x, x + n);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = float(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void softmax_ref(float* x, int64_t n) {
+  double mx = x[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, double(x[i]));
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(double(x[i]) - mx);
+  for (int64_t i = 0; i < n; ++i) x[i] = float(std::exp(double(x[i]) - mx) / sum);
+}
+
+}  // namespace sluice

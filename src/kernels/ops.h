@@ -1,0 +1,50 @@
+// Element-wise and per-row transformer ops on f32 rows: RMSNorm, RoPE, SwiGLU, softmax.
+// Each `foo` has a scalar `foo_ref` (f64 arithmetic) that is its specification; the tests
+// compare them on random inputs at odd sizes. Raw pointers only: no model or KV types.
+#pragma once
+
+#include <cstdint>
+
+namespace sluice {
+
+// ---- RMSNorm ----------------------------------------------------------------------------------
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]   (w == nullptr: no scale). y may equal x.
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+void rms_norm_ref(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// ---- RoPE -------------------------------------------------------------------------------------
+// Which dimensions of a head rotate together (the first n_rot dims rotate, the rest pass):
+//   kNormal (llama, GPT-J style): pairs (2i, 2i+1)
+//   kNeox   (qwen2/qwen3, GPT-NeoX style): pairs (i, i + n_rot/2)
+// Pair i at position p turns by angle p * inv_freq[i], with
+//   inv_freq[i] = freq_scale / (theta_base^(2i / n_rot) * freq_factors[i])
+// (freq_factors: llama 3's rope_freqs tensor, or all ones; freq_scale: 1 / linear factor).
+enum class RopeStyle { kNormal, kNeox };
+
+struct RopeParams {
+  int head_dim = 0;
+  int n_rot = 0;  // rotated dims per head, even, <= head_dim
+  RopeStyle style = RopeStyle::kNormal;
+  float theta_base = 10000.0f;
+  float freq_scale = 1.0f;
+  const float* freq_factors = nullptr;  // [n_rot / 2] or nullptr
+};
+
+// Fills inv_freq[n_rot / 2] (computed in f64, rounded once) for rope().
+void rope_inv_freq(const RopeParams& p, float* inv_freq);
+
+// Rotates x: [n_heads, head_dim] of one token at position `pos` in place.
+void rope(float* x, int n_heads, int32_t pos, const RopeParams& p, const float* inv_freq);
+void rope_ref(float* x, int n_heads, int32_t pos, const RopeParams& p);
+
+// ---- SwiGLU -----------------------------------------------------------------------------------
+// out[i] = silu(gate[i]) * up[i],  silu(g) = g / (1 + exp(-g)). out may equal gate or up.
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
+
+// ---- Softmax ----------------------------------------------------------------------------------
+// x = exp(x - max x) / sum, in place; n >= 1.
+void softmax(float* x, int64_t n);
+void softmax_ref(float* x, int64_t n);
+
+}  // namespace sluice

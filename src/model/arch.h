@@ -1,0 +1,27 @@
+// The table of supported architecture families. Each family's file (arch_<name>.cpp) defines
+// one ArchFamily: the general.architecture names it handles and what it adds to the generic
+// metadata reading in config.cpp (rope style, biases, q/k norms, quirks of its converters).
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "base/status.h"
+#include "gguf/gguf.h"
+#include "model/config.h"
+
+namespace sluice {
+
+struct ArchFamily {
+  Arch arch;
+  std::span<const std::string_view> names;  // general.architecture values
+  // Called after the generic keys are read into `config`; sets the family's flags and may
+  // reject the file (errors name the key or tensor).
+  Status (*configure)(const GgufFile& file, ModelConfig& config);
+};
+
+const ArchFamily& llama_family();
+const ArchFamily& qwen2_family();
+const ArchFamily& qwen3_family();
+
+}  // namespace sluice

@@ -1,0 +1,147 @@
+#include "model/config.h"
+
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "base/log.h"
+#include "model/arch.h"
+
+namespace sluice {
+namespace {
+
+std::array<const ArchFamily*, 3> families() {
+  return {&llama_family(), &qwen2_family(), &qwen3_family()};
+}
+
+const ArchFamily* find_family(std::string_view name) {
+  for (const ArchFamily* f : families()) {
+    for (std::string_view n : f->names) {
+      if (n == name) return f;
+    }
+  }
+  return nullptr;
+}
+
+// A positive int key; `fallback` (when >= 0) stands in for a missing key.
+Result<int> read_count(const GgufFile& f, const std::string& key, int64_t fallback = -1) {
+  if (!f.has(key) && fallback >= 0) return int(fallback);
+  SLUICE_ASSIGN_OR_RETURN(const int64_t v, f.get_int(key));
+  if (v <= 0 || v > std::numeric_limits<int32_t>::max()) {
+    return make_error("'", f.path(), "': metadata key '", key, "' = ", v,
+                      " is out of range (expected a positive 32-bit count)");
+  }
+  return int(v);
+}
+
+Result<float> read_real(const GgufFile& f, const std::string& key, double fallback, bool required) {
+  if (!f.has(key)) {
+    if (required) return make_error("'", f.path(), "': metadata key '", key, "' not found");
+    return float(fallback);
+  }
+  SLUICE_ASSIGN_OR_RETURN(const double v, f.get_float(key));
+  if (!std::isfinite(v) || v <= 0) {
+    return make_error("'", f.path(), "': metadata key '", key, "' = ", v,
+                      " must be a positive number");
+  }
+  return float(v);
+}
+
+// Linear / none rope scaling; YaRN and others are rejected rather than silently ignored.
+Status read_rope_scaling(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  const std::string type_key = a + ".rope.scaling.type";
+  SLUICE_ASSIGN_OR_RETURN(const std::string type, f.get_or<std::string>(type_key, "none"));
+  if (type == "none") {
+    // Older files: rope.scale_linear holds the linear factor directly.
+    SLUICE_ASSIGN_OR_RETURN(const float linear, read_real(f, a + ".rope.scale_linear", 1.0, false));
+    c.rope_freq_scale = 1.0f / linear;
+    return {};
+  }
+  if (type == "linear") {
+    SLUICE_ASSIGN_OR_RETURN(const float factor,
+                            read_real(f, a + ".rope.scaling.factor", 1.0, true));
+    c.rope_freq_scale = 1.0f / factor;
+    return {};
+  }
+  return make_error("'", f.path(), "': metadata key '", type_key, "' = '", type,
+                    "' is not supported (supported: none, linear)");
+}
+
+}  // namespace
+
+std::string supported_architectures() {
+  std::string s;
+  for (const ArchFamily* f : families()) {
+    for (std::string_view n : f->names) {
+      if (!s.empty()) s += ", ";
+      s += n;
+    }
+  }
+  return s;
+}
+
+Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& options) {
+  ModelConfig c;
+  SLUICE_ASSIGN_OR_RETURN(c.arch_name, f.get<std::string>("general.architecture"));
+  const ArchFamily* family = find_family(c.arch_name);
+  if (!family) {
+    return make_error("'", f.path(), "': unsupported architecture '", c.arch_name,
+                      "' (general.architecture; supported: ", supported_architectures(), ")");
+  }
+  c.arch = family->arch;
+  const std::string& a = c.arch_name;
+
+  SLUICE_ASSIGN_OR_RETURN(c.n_layer, read_count(f, a + ".block_count"));
+  SLUICE_ASSIGN_OR_RETURN(c.n_embd, read_count(f, a + ".embedding_length"));
+  SLUICE_ASSIGN_OR_RETURN(c.n_ff, read_count(f, a + ".feed_forward_length"));
+  SLUICE_ASSIGN_OR_RETURN(c.n_head, read_count(f, a + ".attention.head_count"));
+  SLUICE_ASSIGN_OR_RETURN(c.n_head_kv, read_count(f, a + ".attention.head_count_kv", c.n_head));
+  SLUICE_ASSIGN_OR_RETURN(c.n_ctx_train, read_count(f, a + ".context_length"));
+  if (c.n_head % c.n_head_kv != 0) {
+    return make_error("'", f.path(), "': ", a, ".attention.head_count (", c.n_head,
+                      ") is not a multiple of ", a, ".attention.head_count_kv (", c.n_head_kv, ")");
+  }
+  const std::string key_len = a + ".attention.key_length";
+  if (!f.has(key_len) && c.n_embd % c.n_head != 0) {
+    return make_error("'", f.path(), "': ", a, ".embedding_length (", c.n_embd,
+                      ") is not a multiple of the head count (", c.n_head, ") and ", key_len,
+                      " is missing");
+  }
+  SLUICE_ASSIGN_OR_RETURN(c.head_dim, read_count(f, key_len, c.n_embd / c.n_head));
+  SLUICE_ASSIGN_OR_RETURN(const int v_len,
+                          read_count(f, a + ".attention.value_length", c.head_dim));
+  if (v_len != c.head_dim) {
+    return make_error("'", f.path(), "': ", a, ".attention.value_length (", v_len,
+                      ") differs from key_length (", c.head_dim, "); not supported");
+  }
+  SLUICE_ASSIGN_OR_RETURN(c.n_rot, read_count(f, a + ".rope.dimension_count", c.head_dim));
+  if (c.n_rot % 2 != 0 || c.n_rot > c.head_dim) {
+    return make_error("'", f.path(), "': ", a, ".rope.dimension_count (", c.n_rot,
+                      ") must be even and at most the head size (", c.head_dim, ")");
+  }
+  SLUICE_ASSIGN_OR_RETURN(c.rope_theta, read_real(f, a + ".rope.freq_base", 10000.0, false));
+  SLUICE_RETURN_IF_ERROR(read_rope_scaling(f, a, c));
+  SLUICE_ASSIGN_OR_RETURN(c.rms_eps,
+                          read_real(f, a + ".attention.layer_norm_rms_epsilon", 0.0, true));
+  c.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+
+  if (options.n_ctx < 0) return make_error("context length ", options.n_ctx, " is negative");
+  c.n_ctx = options.n_ctx > 0 ? options.n_ctx : c.n_ctx_train;
+  if (c.n_ctx > c.n_ctx_train) {
+    if (!options.allow_context_beyond_trained) {
+      return make_error("'", f.path(), "': context length ", c.n_ctx,
+                        " exceeds the trained context of ", c.n_ctx_train, " (", a,
+                        ".context_length); allow it explicitly to run beyond it");
+    }
+    SLUICE_LOG(kWarn, make_error("'", f.path(), "': running with context ", c.n_ctx,
+                                 " beyond the trained context of ", c.n_ctx_train,
+                                 "; output quality may degrade past it")
+                          .message);
+  }
+
+  SLUICE_RETURN_IF_ERROR(family->configure(f, c));
+  return c;
+}
+
+}  // namespace sluice

@@ -1,0 +1,73 @@
+// ModelConfig: the hyperparameters a forward pass needs, read from GGUF metadata and checked
+// once. Architecture-specific rules (which keys, rope style, extra tensors) live in one file per
+// family: arch_llama.cpp, arch_qwen2.cpp, arch_qwen3.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "gguf/gguf.h"
+#include "kernels/ops.h"
+
+namespace sluice {
+
+enum class Arch { kLlama, kQwen2, kQwen3 };
+
+struct ModelConfig {
+  std::string arch_name;  // general.architecture
+  Arch arch = Arch::kLlama;
+
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_ff = 0;
+  int n_head = 0;
+  int n_head_kv = 0;  // == n_head: MHA, 1: MQA, else GQA
+  int head_dim = 0;   // attention.key_length, or n_embd / n_head
+  int n_vocab = 0;    // rows of token_embd.weight (set when weights are bound)
+
+  int n_ctx_train = 0;  // context_length the model was trained with
+  int n_ctx = 0;        // longest sequence this instance accepts (ModelOptions::n_ctx)
+
+  // RoPE: see kernels/ops.h. n_rot = rope.dimension_count (default head_dim).
+  int n_rot = 0;
+  RopeStyle rope_style = RopeStyle::kNormal;
+  float rope_theta = 10000.0f;
+  float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
+  bool has_rope_freqs = false;   // rope_freqs.weight (llama 3 frequency factors) present
+
+  float rms_eps = 1e-5f;
+  bool qkv_bias = false;     // attn_{q,k,v}.bias (qwen2; optional for llama)
+  bool qk_norm = false;      // per-head RMSNorm of q and k before RoPE (qwen3)
+  bool tied_output = false;  // output.weight absent: logits use token_embd.weight
+
+  int q_dim() const { return n_head * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }
+  int n_gqa() const { return n_head / n_head_kv; }
+  RopeParams rope_params(const float* freq_factors) const {
+    RopeParams p;
+    p.head_dim = head_dim;
+    p.n_rot = n_rot;
+    p.style = rope_style;
+    p.theta_base = rope_theta;
+    p.freq_scale = rope_freq_scale;
+    p.freq_factors = freq_factors;
+    return p;
+  }
+};
+
+struct ModelOptions {
+  // Longest sequence (prompt + generated) to accept; 0: the trained context_length.
+  int n_ctx = 0;
+  // Accept n_ctx beyond the trained context (quality degrades past it): logs a warning.
+  bool allow_context_beyond_trained = false;
+};
+
+// Reads and checks the metadata of `file` (the architecture must be supported). n_vocab stays
+// 0 until weights are bound. Errors name the file and the key.
+Result<ModelConfig> read_model_config(const GgufFile& file, const ModelOptions& options);
+
+// "llama, qwen2, qwen3"
+std::string supported_architectures();
+
+}  // namespace sluice

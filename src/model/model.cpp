@@ -1,0 +1,23 @@
+#include "model/model.h"
+
+namespace sluice {
+
+Result<Model> Model::load(const std::string& path, const ModelOptions& options) {
+  auto file = GgufFile::open(path);
+  if (!file.ok()) return make_error("failed to load model: ", file.message());
+  return from_file(std::move(file).value(), options);
+}
+
+Result<Model> Model::from_file(GgufFile file, const ModelOptions& options) {
+  Model m;
+  m.file_ = std::move(file);
+  auto config = read_model_config(m.file_, options);
+  if (!config.ok()) return make_error("failed to load model: ", config.message());
+  m.config_ = std::move(config).value();
+  auto weights = bind_weights(m.file_, m.config_);
+  if (!weights.ok()) return make_error("failed to load model: ", weights.message());
+  m.weights_ = std::move(weights).value();
+  return m;
+}
+
+}  // namespace sluice

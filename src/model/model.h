@@ -1,0 +1,44 @@
+// A loaded model: the mapped GGUF file, its checked ModelConfig and its bound weights. This is
+// the entry point for everything that runs a model (executors, the reference forward pass).
+//
+//   SLUICE_ASSIGN_OR_RETURN(Model model, Model::load("m.gguf", {.n_ctx = 4096}));
+//   model.config().n_vocab ...
+//
+// Move-only: it owns the mapping the weights point into (moving keeps those pointers valid).
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "gguf/gguf.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace sluice {
+
+class Model {
+ public:
+  // Opens, validates metadata and binds every tensor before returning: a Model that loaded
+  // can run. Errors name the file and the offending key or tensor.
+  static Result<Model> load(const std::string& path, const ModelOptions& options = {});
+  // Same for an already opened file (taken over).
+  static Result<Model> from_file(GgufFile file, const ModelOptions& options = {});
+
+  Model(Model&&) noexcept = default;
+  Model& operator=(Model&&) noexcept = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const GgufFile& file() const { return file_; }
+
+ private:
+  Model() = default;
+
+  GgufFile file_;
+  ModelConfig config_;
+  ModelWeights weights_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,44 @@
+// The oracle forward pass: one sequence, one token at a time, every sum in f64, plain loops and
+// its own K/V history (no paging, no threads, no kernels/ code). Tests compare executors
+// against it; it is far too slow for anything else (weights are decoded to f32 up front, so
+// only small models fit).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "model/model.h"
+
+namespace sluice {
+
+class ReferenceForward {
+ public:
+  // Decodes every weight of `model` (which must outlive this object) to f32.
+  static Result<std::unique_ptr<ReferenceForward>> create(const Model& model);
+  ~ReferenceForward();
+  ReferenceForward(const ReferenceForward&) = delete;
+  ReferenceForward& operator=(const ReferenceForward&) = delete;
+
+  // Runs `token` at position n_past() and returns its logits [n_vocab].
+  Result<std::vector<float>> step(int32_t token);
+  int n_past() const { return n_past_; }
+
+ private:
+  // A layer's matrices decoded to f32, row-major [n_rows, n_cols].
+  struct Layer {
+    std::vector<float> wq, wk, wv, wo, w_gate, w_up, w_down;
+  };
+  explicit ReferenceForward(const Model& model) : model_(model) {}
+
+  const Model& model_;
+  std::vector<float> token_embd_;  // [n_vocab, n_embd]
+  std::vector<float> output_;      // [n_vocab, n_embd]
+  std::vector<Layer> layers_;
+  std::vector<std::vector<double>> k_hist_;  // [layer][pos * kv_dim]
+  std::vector<std::vector<double>> v_hist_;  // [layer][pos * kv_dim]
+  int n_past_ = 0;
+};
+
+}  // namespace sluice

@@ -1,0 +1,132 @@
+#include "model/weights.h"
+
+#include <limits>
+
+#include "gguf/quants.h"
+#include "kernels/matmul.h"
+
+namespace sluice {
+namespace {
+
+std::string shape_str(int64_t ne0, int64_t ne1) {
+  return ne1 > 0 ? "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + "]"
+                 : "[" + std::to_string(ne0) + "]";
+}
+
+// Finds `name` and checks its shape: [ne0] when ne1 == 0, else [ne0, ne1]. ne1 < 0 accepts
+// any row count (token_embd before the vocab size is known).
+Result<const GgufTensorInfo*> find_checked(const GgufFile& f, const std::string& name, int64_t ne0,
+                                           int64_t ne1) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (!t) return make_error("'", f.path(), "': required tensor '", name, "' is missing");
+  const int want_dims = ne1 == 0 ? 1 : 2;
+  bool ok = t->ne[0] == ne0 && (ne1 < 0 || t->ne[1] == (ne1 == 0 ? 1 : ne1));
+  for (int d = want_dims; d < kGgufMaxDims; ++d) ok = ok && t->ne[d] == 1;
+  if (!ok) {
+    return make_error("'", f.path(), "': tensor '", name, "' has shape ", t->shape_string(),
+                      ", expected ",
+                      ne1 < 0 ? "[" + std::to_string(ne0) + ", n_vocab]" : shape_str(ne0, ne1));
+  }
+  if (!matmul_supports(t->type)) {
+    return make_error("'", f.path(), "': tensor '", name, "' has type ", type_name(t->type),
+                      ", which sluice cannot compute with yet");
+  }
+  if (t->ne[0] % type_traits(t->type).block_size != 0) {
+    return make_error("'", f.path(), "': tensor '", name, "' rows of ", t->ne[0],
+                      " elements are not a whole number of ", type_name(t->type), " blocks");
+  }
+  return t;
+}
+
+Result<WeightMatrix> bind_matrix(const GgufFile& f, const std::string& name, int64_t n_cols,
+                                 int64_t n_rows) {
+  SLUICE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, find_checked(f, name, n_cols, n_rows));
+  return WeightMatrix{t->data, t->type, t->ne[0], t->ne[1]};
+}
+
+Result<std::vector<float>> bind_vector(const GgufFile& f, const std::string& name, int64_t n) {
+  SLUICE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, find_checked(f, name, n, 0));
+  std::vector<float> v(static_cast<size_t>(n));
+  SLUICE_RETURN_IF_ERROR(dequantize_row(t->type, t->data, v.data(), n));
+  return v;
+}
+
+Status check_vocab(const GgufFile& f, const ModelConfig& c) {
+  if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens")) {
+    const GgufArray* arr = tokens->get_if<GgufArray>();
+    if (!arr) {
+      return make_error("'", f.path(), "': metadata key 'tokenizer.ggml.tokens' is not an array");
+    }
+    if (int64_t(arr->items.size()) != c.n_vocab) {
+      return make_error("'", f.path(), "': vocabulary mismatch: tensor 'token_embd.weight' has ",
+                        c.n_vocab, " rows but 'tokenizer.ggml.tokens' has ", arr->items.size(),
+                        " tokens");
+    }
+  }
+  const std::string key = c.arch_name + ".vocab_size";
+  if (f.has(key)) {
+    SLUICE_ASSIGN_OR_RETURN(const int64_t v, f.get_int(key));
+    if (v != c.n_vocab) {
+      return make_error("'", f.path(), "': vocabulary mismatch: tensor 'token_embd.weight' has ",
+                        c.n_vocab, " rows but '", key, "' is ", v);
+    }
+  }
+  return {};
+}
+
+Result<LayerWeights> bind_layer(const GgufFile& f, const ModelConfig& c, int il) {
+  const std::string b = "blk." + std::to_string(il) + ".";
+  const int64_t d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff;
+  LayerWeights l;
+  SLUICE_ASSIGN_OR_RETURN(l.attn_norm, bind_vector(f, b + "attn_norm.weight", d));
+  SLUICE_ASSIGN_OR_RETURN(l.wq, bind_matrix(f, b + "attn_q.weight", d, qd));
+  SLUICE_ASSIGN_OR_RETURN(l.wk, bind_matrix(f, b + "attn_k.weight", d, kvd));
+  SLUICE_ASSIGN_OR_RETURN(l.wv, bind_matrix(f, b + "attn_v.weight", d, kvd));
+  SLUICE_ASSIGN_OR_RETURN(l.wo, bind_matrix(f, b + "attn_output.weight", qd, d));
+  if (c.qkv_bias) {
+    SLUICE_ASSIGN_OR_RETURN(l.bq, bind_vector(f, b + "attn_q.bias", qd));
+    SLUICE_ASSIGN_OR_RETURN(l.bk, bind_vector(f, b + "attn_k.bias", kvd));
+    SLUICE_ASSIGN_OR_RETURN(l.bv, bind_vector(f, b + "attn_v.bias", kvd));
+  }
+  if (c.qk_norm) {
+    SLUICE_ASSIGN_OR_RETURN(l.q_norm, bind_vector(f, b + "attn_q_norm.weight", c.head_dim));
+    SLUICE_ASSIGN_OR_RETURN(l.k_norm, bind_vector(f, b + "attn_k_norm.weight", c.head_dim));
+  }
+  SLUICE_ASSIGN_OR_RETURN(l.ffn_norm, bind_vector(f, b + "ffn_norm.weight", d));
+  SLUICE_ASSIGN_OR_RETURN(l.w_gate, bind_matrix(f, b + "ffn_gate.weight", d, ff));
+  SLUICE_ASSIGN_OR_RETURN(l.w_up, bind_matrix(f, b + "ffn_up.weight", d, ff));
+  SLUICE_ASSIGN_OR_RETURN(l.w_down, bind_matrix(f, b + "ffn_down.weight", ff, d));
+  return l;
+}
+
+}  // namespace
+
+Result<ModelWeights> bind_weights(const GgufFile& f, ModelConfig& c) {
+  ModelWeights w;
+  SLUICE_ASSIGN_OR_RETURN(const GgufTensorInfo* embd,
+                          find_checked(f, "token_embd.weight", c.n_embd, -1));
+  if (embd->ne[1] > std::numeric_limits<int32_t>::max()) {
+    return make_error("'", f.path(), "': tensor 'token_embd.weight' has too many rows");
+  }
+  c.n_vocab = int(embd->ne[1]);
+  SLUICE_RETURN_IF_ERROR(check_vocab(f, c));
+  w.token_embd = WeightMatrix{embd->data, embd->type, embd->ne[0], embd->ne[1]};
+
+  if (c.has_rope_freqs) {
+    SLUICE_ASSIGN_OR_RETURN(w.rope_freqs, bind_vector(f, "rope_freqs.weight", c.n_rot / 2));
+  }
+  w.layers.reserve(size_t(c.n_layer));
+  for (int il = 0; il < c.n_layer; ++il) {
+    SLUICE_ASSIGN_OR_RETURN(LayerWeights l, bind_layer(f, c, il));
+    w.layers.push_back(std::move(l));
+  }
+  SLUICE_ASSIGN_OR_RETURN(w.output_norm, bind_vector(f, "output_norm.weight", c.n_embd));
+  if (c.tied_output) {
+    w.output = w.token_embd;
+  } else {
+    SLUICE_ASSIGN_OR_RETURN(w.output, bind_matrix(f, "output.weight", c.n_embd, c.n_vocab));
+  }
+  return w;
+}
+
+}  // namespace sluice

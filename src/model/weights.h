@@ -1,0 +1,54 @@
+// Weights of a llama-family model bound to a GGUF file. Matrices point into the file mapping
+// (no copy); the small 1-D tensors (norms, biases, rope factors) are decoded to f32 once.
+// Binding checks every required tensor for presence, type and exact shape before anything runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "gguf/gguf.h"
+#include "model/config.h"
+
+namespace sluice {
+
+// A weight matrix in GGUF layout: n_rows rows of n_cols (= ne[0]) elements of `type`.
+struct WeightMatrix {
+  const void* data = nullptr;  // into the file mapping
+  GgmlType type = GgmlType::F32;
+  int64_t n_cols = 0;  // ne[0]: input features
+  int64_t n_rows = 0;  // ne[1]: output features
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [n_embd]
+  WeightMatrix wq;               // [q_dim rows, n_embd]
+  WeightMatrix wk;               // [kv_dim rows, n_embd]
+  WeightMatrix wv;               // [kv_dim rows, n_embd]
+  WeightMatrix wo;               // [n_embd rows, q_dim]
+  std::vector<float> bq;         // [q_dim]  (qkv_bias only)
+  std::vector<float> bk;         // [kv_dim] (qkv_bias only)
+  std::vector<float> bv;         // [kv_dim] (qkv_bias only)
+  std::vector<float> q_norm;     // [head_dim] (qk_norm only)
+  std::vector<float> k_norm;     // [head_dim] (qk_norm only)
+  std::vector<float> ffn_norm;   // [n_embd]
+  WeightMatrix w_gate;           // [n_ff rows, n_embd]
+  WeightMatrix w_up;             // [n_ff rows, n_embd]
+  WeightMatrix w_down;           // [n_embd rows, n_ff]
+};
+
+struct ModelWeights {
+  WeightMatrix token_embd;  // [n_vocab rows, n_embd]
+  std::vector<LayerWeights> layers;
+  std::vector<float> output_norm;  // [n_embd]
+  WeightMatrix output;             // [n_vocab rows, n_embd]; token_embd when tied
+  std::vector<float> rope_freqs;   // [n_rot / 2] frequency factors; empty when absent
+};
+
+// Binds every tensor `config` calls for and sets config.n_vocab from token_embd.weight. Fails,
+// naming the tensor or key, on: a missing tensor, a wrong shape, a type matmul cannot read, a
+// vocabulary size that differs from tokenizer.ggml.tokens or <arch>.vocab_size.
+Result<ModelWeights> bind_weights(const GgufFile& file, ModelConfig& config);
+
+}  // namespace sluice

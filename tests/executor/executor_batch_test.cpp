@@ -1,0 +1,150 @@
+// Batch construction, the stand-in block allocator, and the executor's refusal of malformed
+// batches (before anything is computed or written).
+#include <gtest/gtest.h>
+
+#include "executor/cpu_executor.h"
+#include "executor/executor_test_util.h"
+#include "model/model_test_util.h"
+
+namespace sluice {
+namespace {
+
+TEST(Batch, AddSequenceFillsPositionsAndSlots) {
+  Batch b;
+  b.block_size = 4;
+  const std::vector<int32_t> table_a = {7, 2, 9};
+  b.add_sequence(std::vector<int32_t>{10, 11, 12}, 3, table_a, LogitsMode::kAll);  // pos 3..5
+  const std::vector<int32_t> table_b = {5};
+  b.add_sequence(std::vector<int32_t>{20}, 0, table_b, LogitsMode::kLast);
+  ASSERT_EQ(b.n_tokens(), 4);
+  ASSERT_EQ(b.n_seqs(), 2);
+  EXPECT_EQ(b.positions, (std::vector<int32_t>{3, 4, 5, 0}));
+  EXPECT_EQ(b.kv_slots[0].block_id, 7);
+  EXPECT_EQ(b.kv_slots[0].offset, 3);
+  EXPECT_EQ(b.kv_slots[1].block_id, 2);
+  EXPECT_EQ(b.kv_slots[1].offset, 0);
+  EXPECT_EQ(b.kv_slots[3].block_id, 5);
+  EXPECT_EQ(b.seqs[0].context_len, 6);
+  EXPECT_EQ(b.seqs[1].token_start, 3);
+  EXPECT_EQ(b.seqs[1].block_table_start, 3);
+  EXPECT_EQ(b.n_logit_rows(), 4);
+  b.clear();
+  EXPECT_EQ(b.n_tokens(), 0);
+  EXPECT_EQ(b.n_seqs(), 0);
+}
+
+TEST(BlockFreeList, AllocateGrowFree) {
+  BlockFreeList f(5);
+  std::vector<int32_t> a, b;
+  EXPECT_TRUE(f.allocate_for(17, 8, a));  // 3 blocks
+  EXPECT_EQ(a.size(), 3u);
+  EXPECT_TRUE(f.allocate_for(17, 8, a));  // already covered
+  EXPECT_EQ(a.size(), 3u);
+  EXPECT_FALSE(f.allocate_for(24, 8, b));  // needs 3, 2 free
+  EXPECT_TRUE(b.empty());
+  EXPECT_TRUE(f.allocate_for(16, 8, b));
+  EXPECT_EQ(f.n_free(), 0);
+  f.free(a);
+  EXPECT_EQ(f.n_free(), 3);
+  EXPECT_TRUE(f.can_allocate(3));
+}
+
+class BadBatch : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    test::write_synthetic_model("tiny", FileType::MOSTLY_F16, dir_->path("tiny.gguf"));
+    model_ = new Model(std::move(Model::load(dir_->path("tiny.gguf"), {64, false})).value());
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete dir_;
+  }
+  void SetUp() override {
+    CpuExecutorOptions o;
+    o.block_size = 4;
+    o.n_blocks = 8;
+    exec_ = std::move(CpuExecutor::create(*model_, o)).value();
+    good_.block_size = 4;
+    good_.add_sequence(std::vector<int32_t>{1, 2, 3, 4, 5}, 0, std::vector<int32_t>{3, 6},
+                       LogitsMode::kLast);
+  }
+  std::string error_of(const Batch& b) {
+    Logits out;
+    const Status s = exec_->execute(b, out);
+    return s.ok() ? std::string() : s.message();
+  }
+
+  static test::TempDir* dir_;
+  static Model* model_;
+  std::unique_ptr<CpuExecutor> exec_;
+  Batch good_;
+};
+test::TempDir* BadBatch::dir_ = nullptr;
+Model* BadBatch::model_ = nullptr;
+
+#define EXPECT_HAS(msg, part) \
+  EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg) << "\nwanted: " << (part)
+
+TEST_F(BadBatch, GoodBatchRuns) {
+  EXPECT_EQ(error_of(good_), "");
+  Batch empty;
+  empty.block_size = 4;
+  EXPECT_EQ(error_of(empty), "");
+}
+
+TEST_F(BadBatch, BlockSizeMismatch) {
+  Batch b = good_;
+  b.block_size = 16;
+  EXPECT_HAS(error_of(b), "block size 16 differs from the executor's 4");
+}
+
+TEST_F(BadBatch, TokenOutOfVocab) {
+  Batch b = good_;
+  b.token_ids[2] = 512;
+  EXPECT_HAS(error_of(b), "token id 512 at 2 is out of range [0, 512)");
+}
+
+TEST_F(BadBatch, BlockOutOfCache) {
+  Batch b;
+  b.block_size = 4;
+  b.add_sequence(std::vector<int32_t>{1, 2, 3, 4, 5}, 0, std::vector<int32_t>{3, 8},
+                 LogitsMode::kLast);
+  EXPECT_HAS(error_of(b), "uses block 8 (the cache has 8)");
+}
+
+TEST_F(BadBatch, TableTooShort) {
+  Batch b;
+  b.block_size = 4;
+  b.add_sequence(std::vector<int32_t>{1, 2, 3, 4, 5}, 0, std::vector<int32_t>{3},
+                 LogitsMode::kLast);
+  EXPECT_HAS(error_of(b), "too short for 5 tokens");
+}
+
+TEST_F(BadBatch, SlotDisagreesWithTable) {
+  Batch b = good_;
+  b.kv_slots[4] = {3, 0};
+  EXPECT_HAS(error_of(b), "has KV slot (3, 0) but its block table puts cache position 4 at (6, 0)");
+}
+
+TEST_F(BadBatch, ContextBeyondModel) {
+  Batch b;
+  b.block_size = 4;
+  std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
+  b.add_sequence(std::vector<int32_t>{1}, 64, table, LogitsMode::kLast);
+  EXPECT_HAS(error_of(b), "context length 65");
+}
+
+TEST_F(BadBatch, SequencesMustCoverTokens) {
+  Batch b = good_;
+  b.token_ids.push_back(1);
+  b.positions.push_back(5);
+  b.kv_slots.push_back({6, 1});
+  EXPECT_HAS(error_of(b), "sequences cover 5 of 6 tokens");
+  Batch c = good_;
+  c.positions.pop_back();
+  EXPECT_HAS(error_of(c), "5 token ids but 4 positions");
+}
+
+}  // namespace
+}  // namespace sluice

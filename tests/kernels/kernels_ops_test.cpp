@@ -1,0 +1,135 @@
+// RMSNorm, RoPE, SwiGLU and softmax against their f64 references at odd sizes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/kernels_test_util.h"
+#include "kernels/ops.h"
+
+namespace sluice {
+namespace {
+
+using test::max_abs_diff;
+using test::random_floats;
+using test::rel_l2;
+
+constexpr int64_t kSizes[] = {1, 3, 31, 33, 4097};
+
+TEST(RmsNorm, MatchesReference) {
+  std::mt19937 rng(1);
+  for (int64_t n : kSizes) {
+    for (bool weighted : {false, true}) {
+      const std::vector<float> x = random_floats(rng, n, -3, 3);
+      const std::vector<float> w = random_floats(rng, n, 0.5f, 1.5f);
+      std::vector<float> y(x.size()), ref(x.size());
+      rms_norm(x.data(), weighted ? w.data() : nullptr, y.data(), n, 1e-5f);
+      rms_norm_ref(x.data(), weighted ? w.data() : nullptr, ref.data(), n, 1e-5f);
+      EXPECT_LT(rel_l2(y.data(), ref.data(), n), 1e-6) << n;
+      // In place gives the same values.
+      std::vector<float> z = x;
+      rms_norm(z.data(), weighted ? w.data() : nullptr, z.data(), n, 1e-5f);
+      EXPECT_EQ(z, y);
+    }
+  }
+}
+
+TEST(RmsNorm, UnitRms) {
+  std::vector<float> x = {3.0f, -4.0f};  // mean square 12.5
+  std::vector<float> y(2);
+  rms_norm_ref(x.data(), nullptr, y.data(), 2, 0.0f);
+  EXPECT_NEAR(y[0], 3.0 / std::sqrt(12.5), 1e-7);
+  EXPECT_NEAR(y[1], -4.0 / std::sqrt(12.5), 1e-7);
+}
+
+TEST(Rope, MatchesReferenceBothStylesWithFactors) {
+  std::mt19937 rng(2);
+  const std::vector<float> factors = random_floats(rng, 64, 1.0f, 8.0f);
+  for (RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox}) {
+    for (int head_dim : {2, 6, 64, 128}) {
+      for (int n_rot : {head_dim, head_dim / 2 - (head_dim / 2) % 2}) {
+        if (n_rot == 0) continue;
+        for (bool with_factors : {false, true}) {
+          RopeParams p;
+          p.head_dim = head_dim;
+          p.n_rot = n_rot;
+          p.style = style;
+          p.theta_base = 500000.0f;
+          p.freq_scale = with_factors ? 0.25f : 1.0f;
+          p.freq_factors = with_factors ? factors.data() : nullptr;
+          std::vector<float> inv(static_cast<size_t>(n_rot / 2));
+          rope_inv_freq(p, inv.data());
+          for (int32_t pos : {0, 1, 3, 31, 33, 4097, 131071}) {
+            const int n_heads = 3;
+            const std::vector<float> x = random_floats(rng, n_heads * head_dim);
+            std::vector<float> y = x, ref = x;
+            rope(y.data(), n_heads, pos, p, inv.data());
+            rope_ref(ref.data(), n_heads, pos, p);
+            // The angle is pos * inv_freq with inv_freq rounded to f32: relative error 6e-8 of
+            // an angle up to ~1.3e5 radians -> up to ~1e-2 rad at the longest position.
+            const double tol = 2e-6 + 1.2e-7 * double(pos);
+            EXPECT_LT(max_abs_diff(y.data(), ref.data(), int64_t(x.size())), tol)
+                << "style=" << int(style) << " hd=" << head_dim << " rot=" << n_rot
+                << " pos=" << pos;
+            // Dims past n_rot are untouched.
+            for (int h = 0; h < n_heads; ++h) {
+              for (int i = n_rot; i < head_dim; ++i) {
+                EXPECT_EQ(y[size_t(h * head_dim + i)], x[size_t(h * head_dim + i)]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Rope, PairsFollowTheStyle) {
+  // Position 1, theta 1 -> every pair turns by 1 radian (n_rot = 2: one pair).
+  RopeParams p;
+  p.head_dim = 4;
+  p.n_rot = 4;
+  p.theta_base = 1.0f;
+  std::vector<float> x = {1, 0, 0, 0};
+  p.style = RopeStyle::kNormal;  // pair (0, 1)
+  rope_ref(x.data(), 1, 1, p);
+  EXPECT_NEAR(x[0], std::cos(1.0), 1e-7);
+  EXPECT_NEAR(x[1], std::sin(1.0), 1e-7);
+  EXPECT_EQ(x[2], 0.0f);
+  x = {1, 0, 0, 0};
+  p.style = RopeStyle::kNeox;  // pair (0, 2)
+  rope_ref(x.data(), 1, 1, p);
+  EXPECT_NEAR(x[0], std::cos(1.0), 1e-7);
+  EXPECT_EQ(x[1], 0.0f);
+  EXPECT_NEAR(x[2], std::sin(1.0), 1e-7);
+}
+
+TEST(SwiGlu, MatchesReference) {
+  std::mt19937 rng(3);
+  for (int64_t n : kSizes) {
+    const std::vector<float> g = random_floats(rng, n, -20, 20), u = random_floats(rng, n, -2, 2);
+    std::vector<float> y(g.size()), ref(g.size());
+    swiglu(g.data(), u.data(), y.data(), n);
+    swiglu_ref(g.data(), u.data(), ref.data(), n);
+    EXPECT_LT(max_abs_diff(y.data(), ref.data(), n), 1e-5) << n;
+    EXPECT_LT(rel_l2(y.data(), ref.data(), n), 1e-6) << n;
+  }
+}
+
+TEST(Softmax, MatchesReference) {
+  std::mt19937 rng(4);
+  for (int64_t n : kSizes) {
+    const std::vector<float> x = random_floats(rng, n, -30, 30);
+    std::vector<float> y = x, ref = x;
+    softmax(y.data(), n);
+    softmax_ref(ref.data(), n);
+    EXPECT_LT(max_abs_diff(y.data(), ref.data(), n), 1e-6) << n;
+    double sum = 0;
+    for (float v : y) sum += v;
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,154 @@
+// Bad models fail at load, before any compute, with one clear error naming the key or tensor.
+// The broken files are a valid synthetic model rewritten with one defect.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "model/model_test_util.h"
+
+namespace sluice {
+namespace {
+
+struct Defect {
+  std::string drop_tensor;                // leave this tensor out
+  std::string retype_tensor;              // re-declare this tensor...
+  GgmlType new_type = GgmlType::F32;      // ...with this type
+  std::vector<int64_t> new_shape;         // ...and/or this shape (empty: keep)
+  std::function<void(GgufWriter&)> meta;  // metadata edits
+};
+
+class ModelErrors : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    test::write_synthetic_model("tiny", FileType::ALL_F32, dir_->path("good.gguf"));
+    test::write_synthetic_model("tiny-qwen2", FileType::ALL_F32, dir_->path("qwen2.gguf"));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  // Loads `base` rewritten with `d`; returns the load error ("" if it loaded).
+  static std::string load_with(const Defect& d, const std::string& base = "good.gguf") {
+    auto f = GgufFile::open(dir_->path(base));
+    EXPECT_TRUE(f.ok()) << f.message();
+    GgufWriter w;
+    for (const auto& [k, v] : f->metadata()) w.set(k, v);
+    if (d.meta) d.meta(w);
+    for (const GgufTensorInfo& t : f->tensors()) {
+      if (t.name == d.drop_tensor) continue;
+      std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+      GgmlType type = t.type;
+      if (t.name == d.retype_tensor) {
+        type = d.new_type;
+        if (!d.new_shape.empty()) ne = d.new_shape;
+      }
+      EXPECT_TRUE(w.add_tensor(t.name, type, ne, static_cast<const void*>(t.data)).ok());
+    }
+    const std::string out = dir_->path("broken.gguf");
+    const Status s = w.write(out);
+    EXPECT_TRUE(s.ok()) << s.message();
+    auto m = Model::load(out);
+    return m.ok() ? std::string() : m.message();
+  }
+
+  static test::TempDir* dir_;
+};
+test::TempDir* ModelErrors::dir_ = nullptr;
+
+#define EXPECT_HAS(msg, part) \
+  EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg) << "\nwanted: " << (part)
+
+TEST_F(ModelErrors, GoodFileLoads) {
+  EXPECT_EQ(load_with({}), "");
+}
+
+TEST_F(ModelErrors, UnsupportedArchitecture) {
+  Defect d;
+  d.meta = [](GgufWriter& w) { w.set("general.architecture", "gpt2"); };
+  const std::string msg = load_with(d);
+  EXPECT_HAS(msg, "unsupported architecture 'gpt2'");
+  EXPECT_HAS(msg, "llama, qwen2, qwen3");
+}
+
+TEST_F(ModelErrors, MissingTensor) {
+  Defect d;
+  d.drop_tensor = "blk.1.ffn_up.weight";
+  EXPECT_HAS(load_with(d), "required tensor 'blk.1.ffn_up.weight' is missing");
+}
+
+TEST_F(ModelErrors, MissingBiasOfQwen2) {
+  Defect d;
+  d.drop_tensor = "blk.0.attn_k.bias";
+  EXPECT_HAS(load_with(d, "qwen2.gguf"), "required tensor 'blk.0.attn_k.bias' is missing");
+}
+
+TEST_F(ModelErrors, WrongShape) {
+  Defect d;
+  d.retype_tensor = "blk.0.attn_k.weight";
+  d.new_shape = {256, 64};
+  const std::string msg = load_with(d);
+  EXPECT_HAS(msg, "tensor 'blk.0.attn_k.weight' has shape [256, 64], expected [256, 128]");
+}
+
+TEST_F(ModelErrors, WrongShapeOfNorm) {
+  Defect d;
+  d.retype_tensor = "output_norm.weight";
+  d.new_shape = {128};
+  EXPECT_HAS(load_with(d), "tensor 'output_norm.weight' has shape [128], expected [256]");
+}
+
+TEST_F(ModelErrors, UnsupportedTensorType) {
+  Defect d;
+  d.retype_tensor = "blk.1.attn_q.weight";
+  d.new_type = GgmlType::I32;
+  EXPECT_HAS(load_with(d), "tensor 'blk.1.attn_q.weight' has type i32");
+}
+
+TEST_F(ModelErrors, VocabMismatch) {
+  Defect d;
+  d.meta = [](GgufWriter& w) {
+    std::vector<std::string> tokens(500, "x");
+    w.set("tokenizer.ggml.tokens", make_string_array(tokens));
+  };
+  EXPECT_HAS(load_with(d),
+             "vocabulary mismatch: tensor 'token_embd.weight' has 512 rows but "
+             "'tokenizer.ggml.tokens' has 500 tokens");
+}
+
+TEST_F(ModelErrors, VocabSizeKeyMismatch) {
+  Defect d;
+  d.meta = [](GgufWriter& w) { w.set("llama.vocab_size", uint32_t(1000)); };
+  EXPECT_HAS(load_with(d), "'llama.vocab_size' is 1000");
+}
+
+TEST_F(ModelErrors, MissingMetadataKey) {
+  Defect d;
+  d.meta = [](GgufWriter& w) { w.remove("llama.block_count"); };
+  EXPECT_HAS(load_with(d), "metadata key 'llama.block_count' not found");
+}
+
+TEST_F(ModelErrors, HeadCountsDoNotDivide) {
+  Defect d;
+  d.meta = [](GgufWriter& w) { w.set("llama.attention.head_count_kv", uint32_t(3)); };
+  EXPECT_HAS(load_with(d), "is not a multiple of llama.attention.head_count_kv (3)");
+}
+
+TEST_F(ModelErrors, UnsupportedRopeScaling) {
+  Defect d;
+  d.meta = [](GgufWriter& w) { w.set("llama.rope.scaling.type", "yarn"); };
+  EXPECT_HAS(load_with(d), "'llama.rope.scaling.type' = 'yarn' is not supported");
+}
+
+TEST_F(ModelErrors, NotAFile) {
+  auto m = Model::load(dir_->path("nope.gguf"));
+  ASSERT_FALSE(m.ok());
+  EXPECT_HAS(m.message(), "failed to load model");
+  EXPECT_HAS(m.message(), "nope.gguf");
+}
+
+}  // namespace
+}  // namespace sluice

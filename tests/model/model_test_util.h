@@ -1,0 +1,90 @@
+// Synthetic models for model/ and executor/ tests: small presets of every architecture family,
+// written with synthesize_model() and then given non-trivial norm weights (synth writes 1.0,
+// which would hide a misapplied norm).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "model/convert.h"
+#include "model/presets.h"
+#include "test_util.h"
+
+namespace sluice::test {
+
+// The "tiny" preset with overrides: GQA 4/2 heads of 64, n_embd 256, n_ff 512, vocab 512.
+inline ModelPreset tiny_preset(const std::string& variant) {
+  ModelPreset p = *find_preset("tiny");
+  p.name = variant;
+  if (variant == "tiny-mha") p.n_head_kv = 4;
+  if (variant == "tiny-mqa") p.n_head_kv = 1;
+  if (variant == "tiny-qwen2") {
+    p.arch = "qwen2";
+    p.qkv_bias = true;
+    p.tied_embeddings = true;
+    p.rope_theta = 1000000.0f;
+    p.rms_eps = 1e-6f;
+  }
+  if (variant == "tiny-qwen3") {
+    // head_dim 64 x 8 heads = 512 != n_embd, as in real Qwen3 models.
+    p.arch = "qwen3";
+    p.qk_norm = true;
+    p.n_head = 8;
+    p.n_head_kv = 2;
+    p.rms_eps = 1e-6f;
+  }
+  if (variant == "tiny-llama3") {
+    p.rope_theta = 500000.0f;
+    p.tied_embeddings = true;
+    p.rope_scaling = {8.0f, 1.0f, 4.0f, 64};
+  }
+  return p;
+}
+
+// Copies `in` to `out`, replacing every *norm.weight tensor with 1 + 0.25 N(0, 1) values.
+inline void randomize_norms(const std::string& in, const std::string& out, uint64_t seed) {
+  auto f = GgufFile::open(in);
+  ASSERT_TRUE(f.ok()) << f.message();
+  GgufWriter w;
+  for (const auto& [k, v] : f->metadata()) w.set(k, v);
+  std::vector<std::vector<float>> owned;
+  owned.reserve(f->tensors().size());
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.25f);
+  for (const GgufTensorInfo& t : f->tensors()) {
+    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+    if (t.name.find("norm.weight") != std::string::npos) {
+      ASSERT_EQ(t.type, GgmlType::F32);
+      owned.emplace_back(static_cast<size_t>(t.n_elements()));
+      for (float& x : owned.back()) x = 1.0f + dist(rng);
+      ASSERT_TRUE(
+          w.add_tensor(t.name, t.type, ne, static_cast<const void*>(owned.back().data())).ok());
+    } else {
+      ASSERT_TRUE(w.add_tensor(t.name, t.type, ne, static_cast<const void*>(t.data)).ok());
+    }
+  }
+  const Status s = w.write(out);
+  ASSERT_TRUE(s.ok()) << s.message();
+}
+
+// Writes a synthetic model of `variant` (see tiny_preset) with file type `ftype` to `path`.
+inline void write_synthetic_model(const std::string& variant, FileType ftype,
+                                  const std::string& path, uint64_t seed = 1) {
+  const ModelPreset preset = tiny_preset(variant);
+  SynthParams sp;
+  sp.preset = &preset;
+  sp.ftype = ftype;
+  sp.seed = seed;
+  sp.n_threads = 2;
+  sp.out_path = path + ".raw";
+  const Status s = synthesize_model(sp);
+  ASSERT_TRUE(s.ok()) << s.message();
+  randomize_norms(sp.out_path, path, seed);
+  std::remove(sp.out_path.c_str());
+}
+
+}  // namespace sluice::test
