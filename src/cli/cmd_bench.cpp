@@ -1,34 +1,319 @@
-// `sluice bench --roofline`: measure and cache this machine's ceilings (read bandwidth, f32 FMA,
-// bf16 and int8 dot-product peaks) used for MBU/MFU and `sluice plan --hw local`.
+// `sluice bench MODEL`: prefill and decode tokens/s of the CPU executor, driven directly with
+// Batches (no engine, no sampling), with bytes moved per token, achieved GB/s, MBU against the
+// measured read bandwidth and MFU against the measured peak. `sluice bench --roofline` measures
+// and caches this machine's ceilings (read bandwidth, f32 FMA, bf16 and int8 dot peaks).
+//
+//   prefill p:  one sequence, one Batch of p tokens (logits for the last), fresh KV each rep
+//   decode:     after a prefill of p tokens, n steps of 1 token (b = 1)
+//   batch b:    b sequences with 16-token prompts, then n steps of one Batch holding all b
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "cli/model_arg.h"
+#include "executor/cpu_executor.h"
+#include "gguf/types.h"
+#include "kernels/matmul_isa.h"
 #include "perf/machine.h"
 
 namespace sluice::cli {
+namespace {
+
+struct BenchOptions {
+  bool roofline = false;
+  std::string model;
+  std::vector<int> threads;
+  std::vector<int> prompts = {512};
+  int n_decode = 64;
+  std::vector<int> batches = {1};
+  int reps = 3;
+  std::string format = "md";
+  std::string roofline_file;
+};
+
+struct Stat {
+  double mean = 0, sd = 0, best = 0;
+};
+
+Stat stats(const std::vector<double>& v) {
+  Stat s;
+  for (double x : v) s.mean += x;
+  s.mean /= double(v.size());
+  for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
+  s.sd = v.size() > 1 ? std::sqrt(s.sd / double(v.size() - 1)) : 0;
+  s.best = *std::max_element(v.begin(), v.end());
+  return s;
+}
+
+// Bytes of the matrices a forward pass streams (token_embd is a row lookup, not counted; a tied
+// output matrix is).
+double matmul_weight_bytes(const Model& m) {
+  auto bytes = [](const WeightMatrix& w) {
+    return double(row_size(w.type, w.n_cols)) * double(w.n_rows);
+  };
+  double total = bytes(m.weights().output);
+  for (const LayerWeights& l : m.weights().layers) {
+    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) +
+             bytes(l.w_up) + bytes(l.w_down);
+  }
+  return total;
+}
+
+double matmul_params(const Model& m) {
+  auto n = [](const WeightMatrix& w) { return double(w.n_cols) * double(w.n_rows); };
+  double total = n(m.weights().output);
+  for (const LayerWeights& l : m.weights().layers) {
+    total += n(l.wq) + n(l.wk) + n(l.wv) + n(l.wo) + n(l.w_gate) + n(l.w_up) + n(l.w_down);
+  }
+  return total;
+}
+
+struct Row {
+  std::string test;  // "pp512", "tg64", "tg64 b16"
+  int threads = 0;
+  Stat tps;
+  double bytes_per_token = 0;  // weights + K/V read per token
+  double gbps = 0;             // at the mean rate
+  double mbu = 0;              // gbps / read bandwidth
+  double mfu = 0;              // prefill: FLOP/s / peak
+};
+
+class Runner {
+ public:
+  Runner(const Model& model, CpuExecutor& exec) : model_(model), exec_(exec) {}
+
+  // Adds one sequence of `n` new tokens after `seq_tokens` computed ones.
+  void add(std::vector<int32_t>& table, int32_t n_computed, const std::vector<int32_t>& toks) {
+    blocks_->allocate_for(n_computed + int32_t(toks.size()), exec_.block_size(), table);
+    batch_.add_sequence(toks, n_computed, table, LogitsMode::kLast);
+  }
+
+  // Seconds for prefill of p tokens (fresh KV) and then n decode steps of `b` sequences.
+  Status run(int p, int n, int b, double& prefill_s, double& decode_s) {
+    blocks_ = std::make_unique<BlockFreeList>(exec_.n_blocks());
+    const int n_vocab = model_.config().n_vocab;
+    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(b));
+    std::vector<int32_t> ctx(static_cast<size_t>(b));
+    batch_.clear();
+    batch_.block_size = exec_.block_size();
+    using clock = std::chrono::steady_clock;
+    auto t0 = clock::now();
+    for (int s = 0; s < b; ++s) {
+      std::vector<int32_t> prompt(static_cast<size_t>(p));
+      for (int i = 0; i < p; ++i) prompt[size_t(i)] = (1 + 37 * i + 101 * s) % n_vocab;
+      add(tables[size_t(s)], 0, prompt);
+      ctx[size_t(s)] = p;
+    }
+    SLUICE_RETURN_IF_ERROR(exec_.execute(batch_, out_));
+    auto t1 = clock::now();
+    for (int step = 0; step < n; ++step) {
+      batch_.clear();
+      for (int s = 0; s < b; ++s) {
+        const int32_t tok = (7 + 13 * step + s) % n_vocab;
+        add(tables[size_t(s)], ctx[size_t(s)], {tok});
+        ++ctx[size_t(s)];
+      }
+      SLUICE_RETURN_IF_ERROR(exec_.execute(batch_, out_));
+    }
+    auto t2 = clock::now();
+    prefill_s = std::chrono::duration<double>(t1 - t0).count();
+    decode_s = std::chrono::duration<double>(t2 - t1).count();
+    return {};
+  }
+
+ private:
+  const Model& model_;
+  CpuExecutor& exec_;
+  std::unique_ptr<BlockFreeList> blocks_;
+  Batch batch_;
+  Logits out_;
+};
+
+Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& desc) {
+  SLUICE_ASSIGN_OR_RETURN(std::string path, resolve_model_arg(o.model));
+  const int max_p = *std::max_element(o.prompts.begin(), o.prompts.end());
+  const int max_b = *std::max_element(o.batches.begin(), o.batches.end());
+  const int n_ctx = std::max(max_p, 16) + o.n_decode + 1;
+  SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, {n_ctx, true}));
+  const ModelConfig& c = model.config();
+
+  auto roof = load_roofline(default_roofline_path());
+  MachineRoofline r;
+  if (roof.ok()) {
+    r = *roof;
+  } else {
+    std::fprintf(stderr, "no cached roofline (%s); measuring (about 10 s)...\n",
+                 roof.message().c_str());
+    r = measure_machine_roofline(0);
+    (void)save_roofline(r, default_roofline_path());
+  }
+  const double wbytes = matmul_weight_bytes(model);
+  const double params = matmul_params(model);
+  const GgmlType wtype = model.weights().layers.empty() ? GgmlType::F32
+                                                        : model.weights().layers[0].w_gate.type;
+  // The peak the prefill arithmetic runs on.
+  double peak = r.peak_gflops_f32;
+  const char* peak_name = "f32 FMA";
+  if (matmul_uses_int8_acts(wtype) && r.peak_gops_int8 > 0 &&
+      matmul_isa_best() == MatmulIsa::kAvx512) {
+    peak = r.peak_gops_int8;
+    peak_name = "int8 VNNI";
+  } else if (wtype == GgmlType::BF16 && r.peak_gflops_bf16 > 0) {
+    peak = r.peak_gflops_bf16;
+    peak_name = "bf16 dot";
+  }
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "%s: %s, %.2f GB of matmul weights (%.2f B params), kernels %s; roofline %.1f GB/s "
+                "(1 thread %.1f), peak %s %.0f G/s",
+                path.c_str(), std::string(type_name(wtype)).c_str(), wbytes / 1e9, params / 1e9,
+                matmul_isa_name(matmul_isa_best()), r.read_gbps, r.read_gbps_1t, peak_name, peak);
+  desc = buf;
+
+  // K/V bytes read per decode token at context L (f16 cache): 2 (K and V) x layers x kv_dim x 2.
+  const double kv_per_pos = 2.0 * c.n_layer * c.kv_dim() * 2.0;
+  const bool has_b1 = std::find(o.batches.begin(), o.batches.end(), 1) != o.batches.end();
+  std::vector<int> threads = o.threads;
+  if (threads.empty()) threads.push_back(0);
+  for (int t : threads) {
+    CpuExecutorOptions eo;
+    eo.n_threads = t;
+    eo.n_blocks = max_b * ((n_ctx + 15) / 16 + 1) + 4;
+    SLUICE_ASSIGN_OR_RETURN(auto exec, CpuExecutor::create(model, eo));
+    Runner runner(model, *exec);
+    const int nt = exec->n_threads();
+    const double bw = nt == 1 ? r.read_gbps_1t : r.read_gbps;
+    double ps = 0, ds = 0;
+    SLUICE_RETURN_IF_ERROR(runner.run(8, 2, 1, ps, ds));  // warm-up: pages in the weights
+    for (int p : o.prompts) {
+      std::vector<double> pp, tg;
+      for (int rep = 0; rep < o.reps; ++rep) {
+        SLUICE_RETURN_IF_ERROR(runner.run(p, has_b1 ? o.n_decode : 0, 1, ps, ds));
+        pp.push_back(p / ps);
+        if (ds > 0) tg.push_back(o.n_decode / ds);
+      }
+      Row pr;
+      pr.test = "pp" + std::to_string(p);
+      pr.threads = nt;
+      pr.tps = stats(pp);
+      pr.bytes_per_token = wbytes / p;
+      pr.gbps = pr.tps.mean * pr.bytes_per_token / 1e9;
+      pr.mbu = pr.gbps / bw;
+      const double flops = 2.0 * params * p + 2.0 * c.n_layer * double(p) * p * c.q_dim();
+      pr.mfu = flops / (p / pr.tps.mean) / 1e9 / (peak * (nt == r.threads ? 1.0 : double(nt) / r.threads));
+      rows.push_back(pr);
+      if (!tg.empty()) {
+        Row dr;
+        dr.test = "tg" + std::to_string(o.n_decode) + " @" + std::to_string(p);
+        dr.threads = nt;
+        dr.tps = stats(tg);
+        dr.bytes_per_token = wbytes + kv_per_pos * (p + o.n_decode / 2.0);
+        dr.gbps = dr.tps.mean * dr.bytes_per_token / 1e9;
+        dr.mbu = dr.gbps / bw;
+        rows.push_back(dr);
+      }
+    }
+    for (int b : o.batches) {
+      if (b == 1) continue;
+      std::vector<double> tg;
+      for (int rep = 0; rep < o.reps; ++rep) {
+        SLUICE_RETURN_IF_ERROR(runner.run(16, o.n_decode, b, ps, ds));
+        tg.push_back(double(b) * o.n_decode / ds);
+      }
+      Row br;
+      br.test = "tg" + std::to_string(o.n_decode) + " b" + std::to_string(b) + " @16";
+      br.threads = nt;
+      br.tps = stats(tg);
+      br.bytes_per_token = (wbytes + b * kv_per_pos * (16 + o.n_decode / 2.0)) / b;
+      br.gbps = br.tps.mean * br.bytes_per_token / 1e9;
+      br.mbu = br.gbps / bw;
+      rows.push_back(br);
+    }
+  }
+  return {};
+}
+
+void print_rows(const BenchOptions& o, const std::string& desc, const std::vector<Row>& rows) {
+  if (o.format == "json") {
+    std::printf("{\"model\": \"%s\", \"results\": [\n", desc.c_str());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      std::printf(
+          "  {\"test\": \"%s\", \"threads\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f, "
+          "\"tok_s_best\": %.3f, \"bytes_per_token\": %.0f, \"gb_s\": %.2f, \"mbu\": %.3f, "
+          "\"mfu\": %.3f}%s\n",
+          r.test.c_str(), r.threads, r.tps.mean, r.tps.sd, r.tps.best, r.bytes_per_token, r.gbps,
+          r.mbu, r.mfu, i + 1 < rows.size() ? "," : "");
+    }
+    std::printf("]}\n");
+    return;
+  }
+  std::printf("%s\n\n", desc.c_str());
+  std::printf("| test | threads | tok/s | best | MB/token | GB/s | MBU | MFU |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    char mfu[32] = "";
+    if (r.mfu > 0) std::snprintf(mfu, sizeof mfu, "%.1f%%", 100 * r.mfu);
+    std::printf("| %s | %d | %.2f ± %.2f | %.2f | %.1f | %.1f | %.1f%% | %s |\n", r.test.c_str(),
+                r.threads, r.tps.mean, r.tps.sd, r.tps.best, r.bytes_per_token / 1e6, r.gbps,
+                100 * r.mbu, mfu);
+  }
+}
+
+}  // namespace
 
 void register_bench(CLI::App& app, int& exit_code) {
-  struct Options {
-    bool roofline = false;
-    int threads = 0;
-    std::string out;
-  };
-  auto opt = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("bench", "Benchmarks: --roofline measures this machine");
+  auto opt = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Benchmark a model's prefill/decode on the CPU executor; --roofline measures this machine");
+  cmd->add_option("model", opt->model, "GGUF model (path or hf:// spec)");
   cmd->add_flag("--roofline", opt->roofline,
                 "Measure read bandwidth and peak FLOP/s; cache them for MBU/MFU and `plan --hw local`");
-  cmd->add_option("-t,--threads", opt->threads, "Threads for the multi-threaded numbers (default: all)");
-  cmd->add_option("--roofline-file", opt->out, "Where to cache the result (default: " +
-                                                   default_roofline_path() + ")");
-  cmd->callback([opt, &exit_code] {
+  cmd->add_option("-t,--threads", opt->threads,
+                  "Thread counts, comma separated (default: all cores; --roofline uses the first)")
+      ->delimiter(',');
+  cmd->add_option("-p,--prompt", opt->prompts, "Prompt lengths to prefill (default 512)")
+      ->delimiter(',');
+  cmd->add_option("-n,--n-decode", opt->n_decode, "Decode steps after each prefill (default 64)");
+  cmd->add_option("-b,--batch", opt->batches, "Sequences decoding together (default 1)")
+      ->delimiter(',');
+  cmd->add_option("-r,--reps", opt->reps, "Repetitions (default 3)");
+  cmd->add_option("--output-format", opt->format, "md or json")->check(CLI::IsMember({"md", "json"}));
+  cmd->add_option("--roofline-file", opt->roofline_file, "Where to cache the result (default: " +
+                                                             default_roofline_path() + ")");
+  cmd->callback([cmd, opt, &exit_code] {
+    for (const CLI::App* sub : cmd->get_subcommands()) {
+      if (sub->parsed()) return;  // e.g. `bench throughput` runs its own callback
+    }
     if (!opt->roofline) {
-      exit_code = report_error("bench", "model benchmarks are not available yet; use --roofline");
+      if (opt->model.empty()) {
+        exit_code = report_error("bench", "give a MODEL to benchmark, or --roofline");
+        return;
+      }
+      if (opt->reps < 1 || opt->n_decode < 0 || opt->prompts.empty() || opt->batches.empty() ||
+          *std::min_element(opt->prompts.begin(), opt->prompts.end()) < 1 ||
+          *std::min_element(opt->batches.begin(), opt->batches.end()) < 1) {
+        exit_code = report_error("bench", "-p and -b need values >= 1, -r >= 1, -n >= 0");
+        return;
+      }
+      std::vector<Row> rows;
+      std::string desc;
+      const Status st = run_bench(*opt, rows, desc);
+      if (!st.ok()) {
+        exit_code = report_error("bench", st.message());
+        return;
+      }
+      print_rows(*opt, desc, rows);
       return;
     }
     std::fprintf(stderr, "measuring (about 10 s)...\n");
-    MachineRoofline r = measure_machine_roofline(opt->threads);
-    const std::string path = opt->out.empty() ? default_roofline_path() : opt->out;
+    MachineRoofline r = measure_machine_roofline(opt->threads.empty() ? 0 : opt->threads[0]);
+    const std::string path = opt->roofline_file.empty() ? default_roofline_path() : opt->roofline_file;
     std::printf("cpu:                 %s\n", r.cpu.c_str());
     std::printf("read bandwidth:      %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n",
                 r.read_gbps_1t, r.read_gbps, r.threads);

@@ -11,9 +11,7 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
-#include "cli/model_arg.h"
-#include "engine/engine.h"
-#include "model/model.h"
+#include "cli/engine_session.h"
 #include "tokenizer/chat_template.h"
 
 namespace sluice::cli {
@@ -35,8 +33,7 @@ struct RunOptions {
   float frequency_penalty = 0.0f;
   std::vector<std::string> stop;
   bool ignore_eos = false;
-  int ctx_size = 0;
-  int threads = 0;
+  EngineCliOptions engine;
   bool chat = false;
   bool no_bos = false;
   std::string output_format = "text";
@@ -59,33 +56,10 @@ GenerationParams generation_params(const RunOptions& o) {
   return g;
 }
 
-// Everything one run needs, loaded once.
-struct Session {
-  Model model;
-  Tokenizer tokenizer;
-  std::unique_ptr<CpuExecutor> executor;
-  std::unique_ptr<Engine> engine;
-};
-
-Result<std::unique_ptr<Session>> open_session(const RunOptions& o) {
-  SLUICE_ASSIGN_OR_RETURN(std::string path, resolve_model_arg(o.model));
-  ModelOptions mo;
-  mo.n_ctx = o.ctx_size;
-  mo.allow_context_beyond_trained = true;  // with a warning from the loader
-  SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, mo));
-  SLUICE_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(model.file()));
-  auto s = std::make_unique<Session>(Session{std::move(model), std::move(tok), nullptr, nullptr});
-  CpuExecutorOptions eo;
-  eo.n_threads = o.threads;
-  // One conversation: enough blocks for the whole context.
-  eo.n_blocks = (s->model.config().n_ctx + eo.block_size - 1) / eo.block_size + 1;
-  SLUICE_ASSIGN_OR_RETURN(s->executor, CpuExecutor::create(s->model, eo));
-  EngineConfig ec;
-  ec.n_ctx = s->model.config().n_ctx;
-  ec.scheduler.max_batch_tokens = 512;
-  ec.scheduler.prefill_chunk = 512;
-  SLUICE_ASSIGN_OR_RETURN(s->engine, Engine::create(s->tokenizer, *s->executor, ec));
-  return s;
+Result<std::unique_ptr<EngineSession>> open_session(const RunOptions& o) {
+  EngineCliOptions e = o.engine;
+  e.max_seqs = 1;  // one conversation: the default KV cache holds one full context
+  return open_engine_session(o.model, e);
 }
 
 struct Generation {
@@ -231,8 +205,7 @@ void register_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--stop", o->stop, "Stop string (repeatable)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");
   cmd->add_flag("--no-bos", o->no_bos, "Do not add BOS to the prompt");
-  cmd->add_option("-c,--ctx-size", o->ctx_size, "Context length (0: the model's)")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
+  add_engine_options(cmd, o->engine);
   cmd->add_flag("--chat", o->chat, "Interactive chat with the model's chat template");
   cmd->add_option("--output-format", o->output_format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))

@@ -25,6 +25,8 @@ struct CpuExecutor::Scratch {
   std::vector<float> up;          // [n_tokens, n_ff]
   std::vector<float> x_out;       // [n_logit_rows, n_embd] rows that produce logits
   std::vector<int64_t> item_end;  // [n_seqs] cumulative attention work items
+  ActBuffer xq;                   // xn quantized to 8-bit blocks, shared by Q/K/V and gate/up
+  QuantizedActs xq_view;          // view of xq for the current sub-layer
 
   static void fit(std::vector<float>& v, int64_t n) {
     if (int64_t(v.size()) < n) v.resize(size_t(n));
@@ -60,8 +62,11 @@ void store_kv(KvType type, const float* src, void* cache, size_t row, int64_t n)
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
 }
 
-MatmulParams mm(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+MatmulParams mm(MatmulIsa isa, const WeightMatrix& w, const float* x, int64_t n, float* y,
+                const QuantizedActs* xq = nullptr) {
   MatmulParams p;
+  p.xq = xq;
+  p.isa = isa;
   p.type = w.type;
   p.w = w.data;
   p.k = w.n_cols;
@@ -74,8 +79,8 @@ MatmulParams mm(const WeightMatrix& w, const float* x, int64_t n, float* y) {
 
 }  // namespace
 
-CpuExecutor::CpuExecutor(const Model& model, int n_threads)
-    : model_(model), pool_(n_threads), s_(std::make_unique<Scratch>()) {}
+CpuExecutor::CpuExecutor(const Model& model, int n_threads, MatmulIsa isa)
+    : model_(model), pool_(n_threads), isa_(isa), s_(std::make_unique<Scratch>()) {}
 
 CpuExecutor::~CpuExecutor() = default;
 
@@ -93,7 +98,7 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
     n_blocks = (std::min(c.n_ctx, 8192) + options.block_size - 1) / options.block_size;
   }
 
-  std::unique_ptr<CpuExecutor> e(new CpuExecutor(model, options.n_threads));
+  std::unique_ptr<CpuExecutor> e(new CpuExecutor(model, options.n_threads, options.matmul_isa));
   KvCacheShape shape;
   shape.n_layer = c.n_layer;
   shape.n_blocks = n_blocks;
@@ -187,9 +192,10 @@ void CpuExecutor::attention_layer(const Batch& batch, int il) {
   const int64_t T = batch.n_tokens();
   const int64_t qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
 
-  matmul(mm(lw.wq, s.xn.data(), T, s.q.data()), &pool_);
-  matmul(mm(lw.wk, s.xn.data(), T, s.k.data()), &pool_);
-  matmul(mm(lw.wv, s.xn.data(), T, s.v.data()), &pool_);
+  const QuantizedActs* xq = quantize_shared(s.xn.data(), T, c.n_embd, {&lw.wq, &lw.wk, &lw.wv});
+  matmul(mm(isa_, lw.wq, s.xn.data(), T, s.q.data(), xq), &pool_);
+  matmul(mm(isa_, lw.wk, s.xn.data(), T, s.k.data(), xq), &pool_);
+  matmul(mm(isa_, lw.wv, s.xn.data(), T, s.v.data(), xq), &pool_);
   add_bias(s.q.data(), lw.bq, T);
   add_bias(s.k.data(), lw.bk, T);
   add_bias(s.v.data(), lw.bv, T);
@@ -261,6 +267,24 @@ void CpuExecutor::attention_layer(const Batch& batch, int il) {
   });
 }
 
+// Quantizes x [n, k] once for the matmuls in `ws` that take 8-bit activations (null when none
+// does): Q/K/V and gate/up read the same normalized input. Rows are split over the pool.
+const QuantizedActs* CpuExecutor::quantize_shared(const float* x, int64_t n, int64_t k,
+                                                  std::initializer_list<const WeightMatrix*> ws) {
+  const MatmulIsa isa = isa_ == MatmulIsa::kAuto ? matmul_isa_best() : isa_;
+  if (isa == MatmulIsa::kScalar || k % kActBlock != 0) return nullptr;
+  int users = 0;
+  for (const WeightMatrix* w : ws) users += matmul_uses_int8_acts(w->type) ? 1 : 0;
+  if (users < 2) return nullptr;  // a single user quantizes inside matmul
+  ActBuffer& buf = s_->xq;
+  buf.resize(n, k);
+  pool_.parallel_for(n, token_grain(k), [&](int64_t t0, int64_t t1) {
+    quantize_acts_rows(x, t0, t1, buf, isa);
+  });
+  s_->xq_view = buf.view();
+  return &s_->xq_view;
+}
+
 void CpuExecutor::forward(const Batch& batch, Logits& out) {
   const ModelConfig& c = model_.config();
   const ModelWeights& w = model_.weights();
@@ -294,17 +318,18 @@ void CpuExecutor::forward(const Batch& batch, Logits& out) {
     const LayerWeights& lw = w.layers[size_t(il)];
     norm_rows(lw.attn_norm);
     attention_layer(batch, il);
-    matmul(mm(lw.wo, s.att.data(), T, s.proj.data()), &pool_);
+    matmul(mm(isa_, lw.wo, s.att.data(), T, s.proj.data()), &pool_);
     add_residual();
 
     norm_rows(lw.ffn_norm);
-    matmul(mm(lw.w_gate, s.xn.data(), T, s.gate.data()), &pool_);
-    matmul(mm(lw.w_up, s.xn.data(), T, s.up.data()), &pool_);
+    const QuantizedActs* xq = quantize_shared(s.xn.data(), T, d, {&lw.w_gate, &lw.w_up});
+    matmul(mm(isa_, lw.w_gate, s.xn.data(), T, s.gate.data(), xq), &pool_);
+    matmul(mm(isa_, lw.w_up, s.xn.data(), T, s.up.data(), xq), &pool_);
     pool_.parallel_for(T, token_grain(ff), [&](int64_t t0, int64_t t1) {
       swiglu(s.gate.data() + t0 * ff, s.up.data() + t0 * ff, s.gate.data() + t0 * ff,
              (t1 - t0) * ff);
     });
-    matmul(mm(lw.w_down, s.gate.data(), T, s.proj.data()), &pool_);
+    matmul(mm(isa_, lw.w_down, s.gate.data(), T, s.proj.data()), &pool_);
     add_residual();
   }
 
@@ -329,7 +354,7 @@ void CpuExecutor::forward(const Batch& batch, Logits& out) {
     rms_norm(s.x.data() + int64_t(out.token_index[size_t(r)]) * d, w.output_norm.data(),
              s.x_out.data() + r * d, d, c.rms_eps);
   }
-  matmul(mm(w.output, s.x_out.data(), R, out.values.data()), &pool_);
+  matmul(mm(isa_, w.output, s.x_out.data(), R, out.values.data()), &pool_);
 }
 
 }  // namespace sluice

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "base/thread_pool.h"
 #include "executor/batch.h"
 #include "executor/kv_cache.h"
+#include "kernels/matmul_isa.h"
 #include "model/model.h"
 
 namespace sluice {
@@ -39,6 +41,10 @@ struct CpuExecutorOptions {
   // KV capacity in blocks (shared by all sequences); 0: enough for one sequence of
   // min(n_ctx, 8192) tokens.
   int n_blocks = 0;
+  // Matmul kernels: kAuto picks the best ISA (8-bit activation blocks for Q8_0/Q4_0/Q4_K/Q6_K,
+  // bf16-rounded activations for BF16 prefill: ~1e-2 relative logits error on random tiny
+  // models, as llama.cpp); kScalar keeps f32 activations everywhere (reference comparisons).
+  MatmulIsa matmul_isa = MatmulIsa::kAuto;
 };
 
 class CpuExecutor {
@@ -63,16 +69,19 @@ class CpuExecutor {
 
  private:
   struct Scratch;
-  CpuExecutor(const Model& model, int n_threads);
+  CpuExecutor(const Model& model, int n_threads, MatmulIsa isa);
 
   Status validate(const Batch& batch) const;
   void forward(const Batch& batch, Logits& out);
   void attention_layer(const Batch& batch, int layer);
+  const QuantizedActs* quantize_shared(const float* x, int64_t n, int64_t k,
+                                       std::initializer_list<const WeightMatrix*> ws);
 
   const Model& model_;
   ThreadPool pool_;
   std::unique_ptr<KvCacheStorage> kv_;
   std::vector<float> rope_inv_freq_;  // [n_rot / 2]
+  MatmulIsa isa_ = MatmulIsa::kAuto;
   std::unique_ptr<Scratch> s_;
 };
 

@@ -1,11 +1,14 @@
 #include "kernels/matmul.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "gguf/quants.h"
 #include "kernels/dequant.h"
+#include "kernels/matmul_kernels.h"
 
 namespace sluice {
 namespace {
@@ -49,7 +52,9 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-void matmul(const MatmulParams& p, ThreadPool* pool) {
+namespace {
+
+void matmul_generic(const MatmulParams& p, ThreadPool* pool) {
   const size_t rb = row_size(p.type, p.k);
   const auto* w = static_cast<const uint8_t*>(p.w);
   auto rows = [&](int64_t r0, int64_t r1) {
@@ -68,6 +73,85 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   pool->parallel_for(p.m, grain, rows);
 }
 
+// Runs kernel(r0, r1) over the m output rows: serially when small, else in chunks of at least
+// 16 KiB of weights (bandwidth-sized pieces; the pool hands ~4 chunks per thread).
+template <class F>
+void over_rows(const MatmulParams& p, size_t row_bytes, ThreadPool* pool, F&& kernel) {
+  const int64_t macs = p.m * p.k * p.n;
+  if (!pool || macs < kMinParallelMacs) {
+    kernel(int64_t(0), p.m);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(
+      {1, int64_t((16 << 10) / std::max<size_t>(1, row_bytes)),
+       (kMinChunkMacs + p.k * p.n - 1) / (p.k * p.n)});
+  pool->parallel_for(p.m, grain, kernel);
+}
+
+// Scratch for activations converted on the calling thread (quantized, bf16). Grows to the
+// largest call, then never allocates; holds nothing between calls.
+ActBuffer& act_scratch() {
+  thread_local ActBuffer buf;
+  return buf;
+}
+std::vector<uint16_t>& bf16_scratch() {
+  thread_local std::vector<uint16_t> buf;
+  return buf;
+}
+
+}  // namespace
+
+void matmul(const MatmulParams& p, ThreadPool* pool) {
+  const MatmulIsa isa = p.isa == MatmulIsa::kAuto ? matmul_isa_best() : p.isa;
+  const auto* w = static_cast<const uint8_t*>(p.w);
+  const size_t rb = row_size(p.type, p.k);
+  if (isa != MatmulIsa::kScalar && matmul_uses_int8_acts(p.type) && p.k % kActBlock == 0) {
+    QuantizedActs a;
+    if (p.xq) {
+      a = *p.xq;
+    } else {
+      ActBuffer& buf = act_scratch();
+      quantize_acts(p.x, p.n, p.k, buf, isa);
+      a = buf.view();
+    }
+    over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
+      if (isa == MatmulIsa::kAvx512) {
+        kern_avx512::gemm_int8(p.type, w, rb, r0, r1, a, p.y, p.m);
+      } else {
+        kern_avx2::gemm_int8(p.type, w, rb, r0, r1, a, p.y, p.m);
+      }
+    });
+    return;
+  }
+  if (isa != MatmulIsa::kScalar && (p.type == GgmlType::F16 || p.type == GgmlType::BF16)) {
+    const bool bf16 = p.type == GgmlType::BF16;
+    if (isa == MatmulIsa::kAvx512 && p.n >= 4 && !bf16 && p.k % 16 == 0) {
+      over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
+        kern_avx512::gemm_f16_tiled(w, r0, r1, p.x, p.n, p.k, p.y, p.m);
+      });
+      return;
+    }
+    if (isa == MatmulIsa::kAvx512 && p.n >= 4 && bf16 && p.k % 32 == 0 && cpu_has_avx512_bf16()) {
+      std::vector<uint16_t>& xb = bf16_scratch();
+      if (int64_t(xb.size()) < p.n * p.k) xb.resize(size_t(p.n * p.k));
+      kern_avx512::to_bf16(p.x, p.n * p.k, xb.data());
+      over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
+        kern_avx512::gemm_bf16_dp(w, r0, r1, xb.data(), p.n, p.k, p.y, p.m);
+      });
+      return;
+    }
+    over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
+      if (isa == MatmulIsa::kAvx512) {
+        kern_avx512::gemm_half(bf16, w, r0, r1, p.x, p.n, p.k, p.y, p.m);
+      } else {
+        kern_avx2::gemm_half(bf16, w, r0, r1, p.x, p.n, p.k, p.y, p.m);
+      }
+    });
+    return;
+  }
+  matmul_generic(p, pool);
+}
+
 void matmul_ref(const MatmulParams& p) {
   const size_t rb = row_size(p.type, p.k);
   const auto* w = static_cast<const uint8_t*>(p.w);
@@ -82,6 +166,16 @@ void matmul_ref(const MatmulParams& p) {
       p.y[i * p.m + r] = float(acc);
     }
   }
+}
+
+void matmul_act_ref(const MatmulParams& p) {
+  ActBuffer a;
+  quantize_acts_ref(p.x, p.n, p.k, a);
+  std::vector<float> xd(size_t(p.n * p.k));
+  for (int64_t i = 0; i < p.n * p.k; ++i) xd[size_t(i)] = a.d()[i / kActBlock] * float(a.qs()[i]);
+  MatmulParams q = p;
+  q.x = xd.data();
+  matmul_ref(q);
 }
 
 void get_rows(GgmlType type, const void* table, int64_t k, const int32_t* ids, int64_t n,

@@ -14,6 +14,7 @@
 
 #include "base/thread_pool.h"
 #include "gguf/types.h"
+#include "kernels/matmul_isa.h"
 
 namespace sluice {
 
@@ -29,14 +30,27 @@ struct MatmulParams {
   const float* x = nullptr;  // [n, k]
   int64_t n = 0;             // activation rows
   float* y = nullptr;        // [n, m]; must not alias x
+  // Optional: x already quantized (quantize_acts of the same x), shared by several matmuls of
+  // one input (Q/K/V, gate/up). Used only by types that take 8-bit activations.
+  const QuantizedActs* xq = nullptr;
+  MatmulIsa isa = MatmulIsa::kAuto;  // kScalar: the dequantize + f32 dot path (tests, A/B)
 };
 
-// y = x W^T. Threads over output rows (each W row is dequantized once into a per-thread
-// buffer and dotted with all n activation rows in f32). `pool` may be null (serial).
+// y = x W^T. Threads over output rows: every thread streams a disjoint range of W rows, each
+// W row read once per call and dotted with all n activation rows (chunks of activation rows
+// and W rows sized for L2). On SIMD ISAs:
+//   Q8_0, Q4_0, Q4_K, Q6_K: x quantized to 8-bit blocks (matmul_isa.h), integer dots (VNNI);
+//   F16: f32 FMA on converted rows; BF16: exact f32 FMA for one row, vdpbf16ps on bf16-rounded
+//   activations for n >= 4 (AVX512-BF16);
+//   everything else, and kScalar: each W row dequantized to f32, f32 dots.
+// `pool` may be null (serial). The result does not depend on the thread count.
 void matmul(const MatmulParams& p, ThreadPool* pool);
 
 // The specification: serial, W dequantized row by row, f64 accumulation.
 void matmul_ref(const MatmulParams& p);
+
+// What the 8-bit activation path computes: matmul_ref of W against dequantize(quantize_acts(x)).
+void matmul_act_ref(const MatmulParams& p);
 
 // out[i, :] = dequantized row ids[i] of the [n_rows, k] table (embedding lookup). Ids must be
 // in range (the caller validates them).

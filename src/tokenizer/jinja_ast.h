@@ -135,9 +135,10 @@ struct TextStmt : Stmt {
   TextStmt(uint32_t p, std::string t) : Stmt(StmtKind::kText, p), text(std::move(t)) {}
   std::string text;
 };
+// {{ expr }}, or {% print a, b %} (each printed in turn; none is fine too).
 struct PrintStmt : Stmt {
-  PrintStmt(uint32_t p, ExprPtr e) : Stmt(StmtKind::kPrint, p), expr(std::move(e)) {}
-  ExprPtr expr;
+  explicit PrintStmt(uint32_t p) : Stmt(StmtKind::kPrint, p) {}
+  std::vector<ExprPtr> exprs;
 };
 struct IfStmt : Stmt {
   explicit IfStmt(uint32_t p) : Stmt(StmtKind::kIf, p) {}

@@ -1,7 +1,7 @@
 // Python/Jinja semantics the interpreter dispatches to: operators and attribute/item access
 // as the sandboxed environment performs them (jinja_ops.cpp), str/dict/list methods and
 // global functions (jinja_methods.cpp), str.format and % formatting (jinja_format.cpp), and
-// the filter and test tables (jinja_filters.cpp, jinja_predicates.cpp).
+// the filter and test tables (jinja_filters.cpp, jinja_seq_filters.cpp, jinja_predicates.cpp).
 #pragma once
 
 #include <memory>
@@ -59,11 +59,12 @@ Result<std::string> py_str_format(Interpreter& in, std::string_view fmt, const C
 // fmt % args (printf-style; args may be a tuple, a dict or a single value).
 Result<std::string> py_percent_format(Interpreter& in, std::string_view fmt, const Value& args);
 
-// ---- filters and tests (jinja_filters.cpp, jinja_predicates.cpp) ----
+// ---- filters and tests (jinja_filters.cpp, jinja_seq_filters.cpp, jinja_predicates.cpp) ----
 
 using FilterFn = Result<Value> (*)(Interpreter&, const Value&, CallArgs&);
 using TestFn = Result<bool> (*)(Interpreter&, const Value&, CallArgs&);
 FilterFn find_filter(std::string_view name);
+FilterFn find_sequence_filter(std::string_view name);  // the part in jinja_seq_filters.cpp
 TestFn find_test(std::string_view name);
 // Jinja's make_attrgetter: "a.b.0" looked up item-first along the path.
 Result<Value> get_attribute_path(Interpreter& in, const Value& obj, const Value& path);

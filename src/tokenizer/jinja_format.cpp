@@ -2,6 +2,7 @@
 // `fmt % args`. Field lookups in str.format go through the sandboxed get_attr/get_item.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "tokenizer/jinja_builtins.h"
 #include "tokenizer/jinja_string.h"
@@ -156,12 +157,37 @@ Result<std::string> format_float(Interpreter& in, double v, const Spec& spec) {
     if (conv != 'f' && conv != 'F' && conv != 'e' && conv != 'E' && conv != 'g' && conv != 'G') {
       return make_error("Unknown format code '", std::string(1, type), "' for object of type 'float'");
     }
-    if (!type && prec == 0) prec = 1;
-    std::string fmt = std::string("%") + (spec.alternate ? "#" : "") + ".*" + conv;
     std::vector<char> buf(static_cast<size_t>(prec) + 400);
-    std::snprintf(buf.data(), buf.size(), fmt.c_str(), static_cast<int>(prec), mag);
-    body = buf.data();
-    if (!type && body.find_first_of(".e") == std::string::npos) body += ".0";
+    if (!type) {
+      // No type with a precision: 'g'-like, but fixed notation keeps one fractional digit
+      // and scientific notation starts at exponent p - 1 (Python's format spec rules).
+      if (prec == 0) prec = 1;
+      std::snprintf(buf.data(), buf.size(), "%.*e", static_cast<int>(prec - 1), mag);
+      int exp10 = std::atoi(std::strchr(buf.data(), 'e') + 1);
+      if (exp10 < -4 || exp10 >= prec - 1) {
+        body = buf.data();  // strip zeros from the mantissa: 1.500e+05 -> 1.5e+05
+        size_t e = body.find('e');
+        std::string mant = body.substr(0, e);
+        if (mant.find('.') != std::string::npos) {
+          while (mant.back() == '0') mant.pop_back();
+          if (mant.back() == '.') mant.pop_back();
+        }
+        body = mant + body.substr(e);
+      } else {
+        std::snprintf(buf.data(), buf.size(), "%.*f", static_cast<int>(prec - 1 - exp10), mag);
+        body = buf.data();
+        if (body.find('.') != std::string::npos) {
+          while (body.back() == '0') body.pop_back();
+          if (body.back() == '.') body += '0';
+        } else {
+          body += ".0";
+        }
+      }
+    } else {
+      std::string fmt = std::string("%") + (spec.alternate ? "#" : "") + ".*" + conv;
+      std::snprintf(buf.data(), buf.size(), fmt.c_str(), static_cast<int>(prec), mag);
+      body = buf.data();
+    }
     body += suffix;
   }
   if (spec.grouping) {
@@ -181,6 +207,12 @@ Result<std::string> format_value(Interpreter& in, const Value& v, std::string_vi
     if (spec.type && spec.type != 's') {
       return make_error("Unknown format code '", std::string(1, spec.type), "' for object of type 'str'");
     }
+    if (spec.sign != '-') return make_error("Sign not allowed in string format specifier");
+    if (spec.alternate) return make_error("Alternate form (#) not allowed in string format specifier");
+    if (spec.align == '=' || (spec.zero && !spec.align)) {
+      return make_error("'=' alignment not allowed in string format specifier");
+    }
+    if (spec.grouping) return make_error("Cannot specify '", std::string(1, spec.grouping), "' with 's'.");
     std::string s = v.as_string();
     if (spec.precision >= 0 && static_cast<size_t>(spec.precision) < utf8_length(s)) {
       std::vector<uint32_t> cps = utf8_decode(s);
@@ -193,6 +225,7 @@ Result<std::string> format_value(Interpreter& in, const Value& v, std::string_vi
     if (t == 'e' || t == 'E' || t == 'f' || t == 'F' || t == 'g' || t == 'G' || t == '%') {
       return format_float(in, static_cast<double>(v.as_int()), spec);
     }
+    if (spec.precision >= 0) return make_error("Precision not allowed in integer format specifier");
     return format_int(in, v.as_int(), spec);
   }
   if (v.is_float()) return format_float(in, v.as_double(), spec);

@@ -267,11 +267,13 @@ Result<Interpreter::Flow> Interpreter::exec(const Stmt& s, const ScopePtr& scope
   switch (s.kind) {
     case StmtKind::kText:
       return note(emit(static_cast<const TextStmt&>(s).text));
-    case StmtKind::kPrint: {
-      auto v = eval(*static_cast<const PrintStmt&>(s).expr, scope);
-      if (!v.ok()) return note(v.status());
-      return note(emit_value(*v));
-    }
+    case StmtKind::kPrint:
+      for (const ExprPtr& e : static_cast<const PrintStmt&>(s).exprs) {
+        auto v = eval(*e, scope);
+        if (!v.ok()) return note(v.status());
+        SLUICE_RETURN_IF_ERROR(note(emit_value(*v)).status());
+      }
+      return Flow::kNormal;
     case StmtKind::kIf: {
       const auto& node = static_cast<const IfStmt&>(s);
       for (const auto& [test, body] : node.branches) {

@@ -60,8 +60,9 @@ using ScopePtr = std::shared_ptr<Scope>;
 class Interpreter;
 using BuiltinFn = Result<Value> (*)(Interpreter&, CallArgs&);
 
-// A macro, or the `caller` of a {% call %} block. Arena-owned: it holds the defining scope,
-// which may hold the macro itself.
+// A macro, or the `caller` of a {% call %} block. A {% macro %} is arena-owned: it holds its
+// defining scope, which holds the macro. A caller is refcounted: it lives in the called
+// macro's scope, which its own captured scope never holds.
 class MacroObject final : public Object {
  public:
   MacroObject(const MacroStmt* node, ScopePtr closure)
@@ -155,6 +156,7 @@ class JoinerObject final : public Object {
   bool used = false;
 };
 
+// Renders one program once: it owns that render's arena, budget and output buffers.
 class Interpreter {
  public:
   Interpreter(const Program& program, const RenderLimits& limits, std::time_t now);
@@ -178,7 +180,7 @@ class Interpreter {
   WorkMeter meter() const;
   Status settle(const WorkMeter& m);
   size_t max_size() const { return limits_.max_output_bytes; }
-  // Allocates an arena object (namespaces, macros).
+  // A new namespace() object, owned by this render's arena.
   Result<Value> make_arena_namespace();
   Result<Value> call(const Value& callee, CallArgs& args);
   std::time_t now() const { return now_; }

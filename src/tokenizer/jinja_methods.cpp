@@ -66,8 +66,10 @@ Result<std::pair<size_t, size_t>> window(std::string_view s, const Value* start,
   return std::make_pair(b, std::max(b, e));
 }
 
+// str.split()/rsplit() without a separator, as CPython does it: runs of whitespace separate,
+// and once `maxsplit` pieces are cut the remainder is kept whole (minus the whitespace run
+// at the cut), so ' a b c '.split(None, 1) == ['a', 'b c '].
 std::vector<Value> split_whitespace(std::string_view s, int64_t maxsplit, bool from_right) {
-  std::vector<std::string_view> parts;
   std::vector<uint32_t> cps = utf8_decode(s);
   std::vector<size_t> offs;  // byte offset of each code point, plus the end
   for (size_t i = 0; i < s.size();) {
@@ -75,39 +77,34 @@ std::vector<Value> split_whitespace(std::string_view s, int64_t maxsplit, bool f
     utf8_next(s, i);
   }
   offs.push_back(s.size());
-  size_t n = cps.size();
-  std::vector<std::pair<size_t, size_t>> spans;  // code point spans of words
-  size_t i = 0;
-  while (i < n) {
-    while (i < n && py_isspace(cps[i])) ++i;
-    if (i >= n) break;
-    size_t j = i;
-    while (j < n && !py_isspace(cps[j])) ++j;
-    spans.emplace_back(i, j);
-    i = j;
-  }
+  auto piece = [&](size_t b, size_t e) { return Value::string(std::string(s.substr(offs[b], offs[e] - offs[b]))); };
+  const int64_t n = static_cast<int64_t>(cps.size());
+  int64_t budget = maxsplit < 0 ? INT64_MAX : maxsplit;
   std::vector<Value> out;
-  if (maxsplit < 0 || static_cast<size_t>(maxsplit) + 1 >= spans.size()) {
-    for (auto [b, e] : spans) out.push_back(Value::string(std::string(s.substr(offs[b], offs[e] - offs[b]))));
+  if (!from_right) {
+    int64_t i = 0;
+    for (; budget > 0; --budget) {
+      while (i < n && py_isspace(cps[i])) ++i;
+      if (i == n) break;
+      int64_t j = i++;
+      while (i < n && !py_isspace(cps[i])) ++i;
+      out.push_back(piece(j, i));
+    }
+    while (i < n && py_isspace(cps[i])) ++i;
+    if (i < n) out.push_back(piece(i, n));
     return out;
   }
-  size_t m = static_cast<size_t>(maxsplit);
-  if (!from_right) {
-    for (size_t k = 0; k < m; ++k) {
-      out.push_back(Value::string(std::string(s.substr(offs[spans[k].first], offs[spans[k].second] - offs[spans[k].first]))));
-    }
-    // The rest keeps its internal and trailing whitespace (Python strips only the leading run).
-    size_t rest = offs[spans[m].first];
-    std::string_view tail = s.substr(rest);
-    out.push_back(Value::string(std::string(tail)));
-  } else {
-    size_t first = spans.size() - m;
-    std::string_view head = s.substr(0, offs[spans[first - 1].second]);
-    out.push_back(Value::string(std::string(head)));
-    for (size_t k = first; k < spans.size(); ++k) {
-      out.push_back(Value::string(std::string(s.substr(offs[spans[k].first], offs[spans[k].second] - offs[spans[k].first]))));
-    }
+  int64_t i = n - 1;
+  for (; budget > 0; --budget) {
+    while (i >= 0 && py_isspace(cps[i])) --i;
+    if (i < 0) break;
+    int64_t j = i--;
+    while (i >= 0 && !py_isspace(cps[i])) --i;
+    out.push_back(piece(i + 1, j + 1));
   }
+  while (i >= 0 && py_isspace(cps[i])) --i;
+  if (i >= 0) out.push_back(piece(0, i + 1));
+  std::reverse(out.begin(), out.end());
   return out;
 }
 

@@ -24,9 +24,11 @@ class Parser : public ExprParser {
         advance();
       } else if (t.type == TokenType::kVarBegin) {
         advance();
+        auto print = std::make_unique<PrintStmt>(t.pos);
         SLUICE_ASSIGN_OR_RETURN(ExprPtr e, parse_tuple(false, true, {}, false));
+        print->exprs.push_back(std::move(e));
         SLUICE_RETURN_IF_ERROR(expect_type(TokenType::kVarEnd, "end of print statement"));
-        body.push_back(std::make_unique<PrintStmt>(t.pos, std::move(e)));
+        body.push_back(std::move(print));
       } else if (t.type == TokenType::kBlockBegin) {
         advance();
         if (cur().type == TokenType::kName &&
@@ -78,8 +80,13 @@ class Parser : public ExprParser {
     if (tag == "with" || tag == "generation") return parse_with();
     if (tag == "print") {
       advance();
-      SLUICE_ASSIGN_OR_RETURN(ExprPtr e, parse_tuple(false, true, {}, false));
-      return StmtPtr(std::make_unique<PrintStmt>(pos, std::move(e)));
+      auto print = std::make_unique<PrintStmt>(pos);
+      while (cur().type != TokenType::kBlockEnd) {
+        if (!print->exprs.empty()) SLUICE_RETURN_IF_ERROR(expect_op(","));
+        SLUICE_ASSIGN_OR_RETURN(ExprPtr e, parse_expression(true));
+        print->exprs.push_back(std::move(e));
+      }
+      return StmtPtr(std::move(print));
     }
     if (tag == "break" || tag == "continue") {
       if (loop_depth_ == 0) return fail(pos, "'" + tag + "' outside of a loop");

@@ -5,8 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <functional>
-#include <iterator>
 #include <utility>
 
 #include "tokenizer/unicode.h"
@@ -300,14 +298,35 @@ std::string_view py_strip(std::string_view s, const std::string* chars, StripSid
 }
 
 namespace {
-constexpr size_t kShortNeedle = 32;  // below this, the naive search's worst case is fine
+
+constexpr size_t kShortNeedle = 32;  // below this, the library search's worst case is fine
+
+// Knuth-Morris-Pratt over random-access ranges: O(|hay| + |needle|) in the worst case
+// (std::boyer_moore_searcher degrades quadratically on repetitive needles).
+template <class It>
+It kmp_search(It hay_begin, It hay_end, It needle_begin, It needle_end) {
+  const size_t m = static_cast<size_t>(needle_end - needle_begin);
+  std::vector<size_t> fail(m, 0);  // fail[i]: length of the longest proper border of needle[0..i]
+  for (size_t i = 1, k = 0; i < m; ++i) {
+    while (k > 0 && needle_begin[i] != needle_begin[k]) k = fail[k - 1];
+    if (needle_begin[i] == needle_begin[k]) ++k;
+    fail[i] = k;
+  }
+  size_t k = 0;
+  for (It it = hay_begin; it != hay_end; ++it) {
+    while (k > 0 && *it != needle_begin[k]) k = fail[k - 1];
+    if (*it == needle_begin[k]) ++k;
+    if (k == m) return it - static_cast<ptrdiff_t>(m - 1);
+  }
+  return hay_end;
+}
+
 }  // namespace
 
 size_t find_substr(std::string_view hay, std::string_view needle, size_t from) {
   if (from > hay.size()) return std::string_view::npos;
   if (needle.size() <= kShortNeedle) return hay.find(needle, from);
-  auto it = std::search(hay.begin() + static_cast<ptrdiff_t>(from), hay.end(),
-                        std::boyer_moore_searcher(needle.begin(), needle.end()));
+  auto it = kmp_search(hay.begin() + static_cast<ptrdiff_t>(from), hay.end(), needle.begin(), needle.end());
   return it == hay.end() ? std::string_view::npos : static_cast<size_t>(it - hay.begin());
 }
 
@@ -315,11 +334,10 @@ size_t rfind_substr(std::string_view hay, std::string_view needle, size_t before
   if (needle.size() > hay.size()) return std::string_view::npos;
   size_t last_start = std::min(before_or_at, hay.size() - needle.size());
   if (needle.size() <= kShortNeedle) return hay.rfind(needle, last_start);
-  // Search the reversed text for the reversed needle, within [0, last_start + needle.size()).
-  auto end = hay.rend();
+  // The first match of the reversed needle in the reversed text [0, last_start + needle.size()).
   auto begin = hay.rbegin() + static_cast<ptrdiff_t>(hay.size() - (last_start + needle.size()));
-  auto it = std::search(begin, end, std::boyer_moore_searcher(needle.rbegin(), needle.rend()));
-  if (it == end) return std::string_view::npos;
+  auto it = kmp_search(begin, hay.rend(), needle.rbegin(), needle.rend());
+  if (it == hay.rend()) return std::string_view::npos;
   return hay.size() - static_cast<size_t>(it - hay.rbegin()) - needle.size();
 }
 

@@ -45,8 +45,8 @@ std::string py_capitalize(std::string_view s);
 enum class StripSide { kLeft, kRight, kBoth };
 std::string_view py_strip(std::string_view s, const std::string* chars, StripSide side);
 
-// Substring search in linear time even for long, repetitive needles (Boyer-Moore), so
-// searching a huge template string stays proportional to its size. npos when absent.
+// Substring search in linear time even for long, repetitive needles (KMP), so searching a
+// huge template string stays proportional to its size. npos when absent.
 size_t find_substr(std::string_view hay, std::string_view needle, size_t from = 0);
 // Last occurrence starting at or before `before_or_at` (npos: anywhere).
 size_t rfind_substr(std::string_view hay, std::string_view needle, size_t before_or_at = std::string_view::npos);

@@ -381,7 +381,7 @@ bool equals(const Value& a, const Value& b, WorkMeter* meter) {
 }
 
 Result<size_t> hash_value(const Value& v, WorkMeter* meter) {
-  if (meter && !meter->spend()) return make_error("hashing exceeded the step limit");
+  if (meter && !meter->spend()) return make_error("template exceeded the step limit (hashing nested values)");
   if (v.is_float()) {
     double d = v.as_double();
     if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) {
@@ -406,7 +406,7 @@ Result<size_t> hash_value(const Value& v, WorkMeter* meter) {
 }
 
 Result<bool> less_than(const Value& a, const Value& b, WorkMeter* meter) {
-  if (meter && !meter->spend()) return make_error("comparison exceeded the step limit");
+  if (meter && !meter->spend()) return make_error("template exceeded the step limit (comparing nested values)");
   if (a.is_number() && b.is_number()) {
     if (a.is_float() && b.is_float()) return a.as_double() < b.as_double();
     if (a.is_float()) return compare_int_double(b.as_int(), a.as_double()) == 1;

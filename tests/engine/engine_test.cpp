@@ -217,3 +217,55 @@ TEST(EngineContext, GenerationStopsWhenTheContextIsFull) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// A request sharing a 1000-token prefix with an earlier finished one computes only its suffix,
+// and a second chat turn (previous prompt + reply + new message) reuses the whole conversation.
+TEST(EnginePrefixCache, SharedPrefixComputesOnlyTheSuffixAndMultiTurnReusesAll) {
+  test::TempDir dir;
+  SynthParams sp;
+  sp.preset = find_preset("tiny");
+  sp.ftype = FileType::MOSTLY_Q8_0;
+  sp.out_path = dir.path("tiny.gguf");
+  ASSERT_TRUE(synthesize_model(sp).ok());
+  auto l = load(sp.out_path, 2048, 256);
+  ASSERT_TRUE(l);
+  auto engine = Engine::create(l->tokenizer, *l->executor, {});
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  std::mt19937 rng(3);
+  std::vector<int32_t> prefix;
+  for (int i = 0; i < 1000; ++i) prefix.push_back(3 + int32_t(rng() % 256));  // byte tokens
+  std::vector<int32_t> a = prefix, b = prefix;
+  for (int i = 0; i < 40; ++i) {
+    a.push_back(3 + int32_t(rng() % 256));
+    b.push_back(3 + int32_t(rng() % 256));
+  }
+  auto first = run_all(e, {a}, {greedy(8)}, {0});
+  const uint64_t computed_before = e.stats().prompt_tokens;
+  EXPECT_EQ(computed_before, a.size());
+  auto second = run_all(e, {b}, {greedy(8)}, {0});
+  // 1000 shared tokens = 62 full blocks of 16 (992 tokens) come from the cache.
+  EXPECT_EQ(e.kv().prefix_stats().hit_tokens, 992u);
+  EXPECT_EQ(e.stats().prompt_tokens - computed_before, b.size() - 992);
+
+  // Turn 2 = turn 1's prompt + its reply + a new message: everything computed before is reused.
+  std::vector<int32_t> turn2 = b;
+  turn2.insert(turn2.end(), second[0].tokens.begin(), second[0].tokens.end());
+  for (int i = 0; i < 10; ++i) turn2.push_back(3 + int32_t(rng() % 256));
+  const uint64_t hits_before = e.kv().prefix_stats().hit_tokens;
+  run_all(e, {turn2}, {greedy(4)}, {0});
+  // K/V exist for b + all but the last generated token: 1040 + 7 = 1047 -> 65 full blocks.
+  EXPECT_EQ(e.kv().prefix_stats().hit_tokens - hits_before, 65u * 16);
+  // And the outputs are the same as without the cache.
+  EngineConfig off;
+  off.enable_prefix_cache = false;
+  auto l2 = load(sp.out_path, 2048, 256);
+  auto cold = Engine::create(l2->tokenizer, *l2->executor, off);
+  EXPECT_EQ(run_all(**cold, {b}, {greedy(8)}, {0})[0].tokens, second[0].tokens);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,4 +1,4 @@
-// matmul (threaded, f32 dot on dequantized rows) against matmul_ref (f64) for every weight type
+// matmul's scalar path (threaded, f32 dot on dequantized rows) against matmul_ref (f64) for every weight type
 // at odd shapes; get_rows against dequantize_row.
 #include <gtest/gtest.h>
 
@@ -64,6 +64,7 @@ void check(GgmlType type, int64_t m, int64_t k, int64_t n, ThreadPool& pool, std
   p.x = x.data();
   p.n = n;
   p.y = y.data();
+  p.isa = MatmulIsa::kScalar;  // the SIMD paths: kernels_matmul_simd_test.cpp
   matmul(p, &pool);
   MatmulParams pr = p;
   pr.y = ref.data();

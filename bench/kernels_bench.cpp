@@ -1,0 +1,106 @@
+// Kernel microbenchmarks: matmul per weight type at the Llama-3.2-1B FFN shape (2048 -> 8192) as
+// GEMV (decode, n = 1: bytes/s of weights streamed) and GEMM (prefill, n = 128: ops/s), with
+// every ISA this CPU runs, and activation quantization.
+//   build-kern/bench/kernels_bench --benchmark_filter=Gemv
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "gguf/quants.h"
+#include "kernels/matmul.h"
+
+namespace sluice {
+namespace {
+
+struct Weights {
+  std::vector<uint8_t> q;
+  std::vector<float> x;
+};
+
+Weights make(GgmlType type, int64_t m, int64_t k, int64_t n) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  Weights w;
+  std::vector<float> row(static_cast<size_t>(k));
+  const size_t rb = row_size(type, k);
+  w.q.resize(rb * size_t(m));
+  for (int64_t r = 0; r < m; ++r) {
+    for (float& v : row) v = dist(rng);
+    (void)quantize_row(type, row.data(), w.q.data() + size_t(r) * rb, k);
+  }
+  w.x.resize(size_t(n * k));
+  for (float& v : w.x) v = dist(rng);
+  return w;
+}
+
+void run(benchmark::State& state, GgmlType type, int64_t n, MatmulIsa isa, int threads) {
+  if (isa != MatmulIsa::kScalar && matmul_isa_best() != isa && isa == MatmulIsa::kAvx512) {
+    state.SkipWithError("ISA not available");
+    return;
+  }
+  const int64_t m = 8192, k = 2048;
+  const Weights w = make(type, m, k, n);
+  std::vector<float> y(static_cast<size_t>(n * m));
+  ThreadPool pool(threads);
+  MatmulParams p;
+  p.type = type;
+  p.w = w.q.data();
+  p.k = k;
+  p.m = m;
+  p.x = w.x.data();
+  p.n = n;
+  p.y = y.data();
+  p.isa = isa;
+  for (auto _ : state) {
+    matmul(p, &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.q.size()));
+  state.counters["GOP/s"] = benchmark::Counter(2.0 * double(m * k * n) * double(state.iterations()),
+                                               benchmark::Counter::kIsRate,
+                                               benchmark::Counter::kIs1000);
+}
+
+void register_all() {
+  const std::pair<GgmlType, const char*> types[] = {
+      {GgmlType::Q8_0, "Q8_0"}, {GgmlType::Q4_0, "Q4_0"}, {GgmlType::Q4_K, "Q4_K"},
+      {GgmlType::Q6_K, "Q6_K"}, {GgmlType::F16, "F16"},   {GgmlType::BF16, "BF16"}};
+  const std::pair<MatmulIsa, const char*> isas[] = {
+      {MatmulIsa::kScalar, "scalar"}, {MatmulIsa::kAvx2, "avx2"}, {MatmulIsa::kAvx512, "avx512"}};
+  for (auto [type, tn] : types) {
+    for (auto [isa, in] : isas) {
+      for (int threads : {1, 2}) {
+        benchmark::RegisterBenchmark(
+            (std::string("Gemv/") + tn + "/" + in + "/t" + std::to_string(threads)).c_str(),
+            [=](benchmark::State& s) { run(s, type, 1, isa, threads); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+      if (isa == MatmulIsa::kScalar) continue;  // scalar GEMM takes seconds
+      benchmark::RegisterBenchmark((std::string("Gemm128/") + tn + "/" + in + "/t2").c_str(),
+                                   [=](benchmark::State& s) { run(s, type, 128, isa, 2); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+}
+
+void BM_QuantizeActs(benchmark::State& state) {
+  const int64_t n = state.range(0), k = 2048;
+  std::vector<float> x(static_cast<size_t>(n * k), 0.25f);
+  ActBuffer a;
+  for (auto _ : state) {
+    quantize_acts(x.data(), n, k, a);
+    benchmark::DoNotOptimize(a.qs());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * n * k * 4);
+}
+BENCHMARK(BM_QuantizeActs)->Arg(1)->Arg(512);
+
+const bool registered = (register_all(), true);
+
+}  // namespace
+}  // namespace sluice
+
+BENCHMARK_MAIN();

@@ -1,0 +1,61 @@
+#include "cli/engine_session.h"
+
+#include "base/log.h"
+#include "cli/model_arg.h"
+
+namespace sluice::cli {
+
+void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
+  cmd->add_option("-c,--ctx-size", o.ctx_size, "Context length (0: the model's)")->capture_default_str();
+  cmd->add_option("-t,--threads", o.threads, "Threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--kv-cache-gb", o.kv_cache_gb,
+                  "KV cache size in GiB (0: 40% of available memory, at most --max-seqs contexts)")
+      ->capture_default_str();
+  cmd->add_option("--max-seqs", o.max_seqs, "Requests running at once")->capture_default_str();
+  cmd->add_option("--max-batch-tokens", o.max_batch_tokens, "Tokens computed per step")
+      ->capture_default_str();
+  cmd->add_option("--prefill-chunk", o.prefill_chunk, "Most prompt tokens of one request per step")
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", o.no_prefix_cache, "Do not reuse KV of repeated prefixes");
+  cmd->add_option("--block-size", o.block_size, "Tokens per KV block")->capture_default_str();
+  cmd->add_option("--kv-type", o.kv_type, "KV element type: f16 or f32")
+      ->check(CLI::IsMember({"f16", "f32"}))
+      ->capture_default_str();
+}
+
+Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& model_spec,
+                                                           const EngineCliOptions& o) {
+  if (o.max_seqs < 1 || o.max_batch_tokens < 1 || o.prefill_chunk < 0 || o.block_size < 1 ||
+      o.block_size > 1024 || o.ctx_size < 0 || o.threads < 0 || o.kv_cache_gb < 0) {
+    return make_error("engine options out of range (--max-seqs, --max-batch-tokens >= 1; "
+                      "--block-size 1..1024; others >= 0)");
+  }
+  SLUICE_ASSIGN_OR_RETURN(std::string path, resolve_model_arg(model_spec));
+  ModelOptions mo;
+  mo.n_ctx = o.ctx_size;
+  mo.allow_context_beyond_trained = true;  // the loader warns
+  SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, mo));
+  SLUICE_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(model.file()));
+  auto s = std::make_unique<EngineSession>(
+      EngineSession{std::move(model), std::move(tok), nullptr, nullptr, {}});
+  const KvType kv_type = o.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  SLUICE_ASSIGN_OR_RETURN(s->kv, plan_kv_cache(s->model.config(), o.block_size, kv_type,
+                                                o.kv_cache_gb, o.max_seqs));
+  SLUICE_LOG(kInfo, s->kv.description);
+  CpuExecutorOptions eo;
+  eo.n_threads = o.threads;
+  eo.block_size = o.block_size;
+  eo.kv_type = kv_type;
+  eo.n_blocks = s->kv.n_blocks;
+  SLUICE_ASSIGN_OR_RETURN(s->executor, CpuExecutor::create(s->model, eo));
+  EngineConfig ec;
+  ec.n_ctx = s->model.config().n_ctx;
+  ec.scheduler.max_seqs = o.max_seqs;
+  ec.scheduler.max_batch_tokens = o.max_batch_tokens;
+  ec.scheduler.prefill_chunk = o.prefill_chunk;
+  ec.enable_prefix_cache = !o.no_prefix_cache;
+  SLUICE_ASSIGN_OR_RETURN(s->engine, Engine::create(s->tokenizer, *s->executor, ec));
+  return s;
+}
+
+}  // namespace sluice::cli

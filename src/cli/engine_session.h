@@ -1,0 +1,44 @@
+// Engine options shared by the commands that run a model (run, bench throughput, serve), and
+// the one way to load model + tokenizer + executor + engine from them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "engine/engine.h"
+#include "engine/kv_sizing.h"
+#include "model/model.h"
+
+namespace sluice::cli {
+
+struct EngineCliOptions {
+  int ctx_size = 0;            // 0: the model's trained context
+  int threads = 0;             // 0: all cores
+  double kv_cache_gb = 0;      // 0: default share of available memory
+  int max_seqs = 64;
+  int max_batch_tokens = 2048;
+  int prefill_chunk = 512;
+  bool no_prefix_cache = false;
+  int block_size = 16;
+  std::string kv_type = "f16";
+};
+
+// Adds --ctx-size, --threads, --kv-cache-gb, --max-seqs, --max-batch-tokens, --prefill-chunk,
+// --no-prefix-cache, --block-size, --kv-type to `cmd`.
+void add_engine_options(CLI::App* cmd, EngineCliOptions& o);
+
+struct EngineSession {
+  Model model;
+  Tokenizer tokenizer;
+  std::unique_ptr<CpuExecutor> executor;
+  std::unique_ptr<Engine> engine;
+  KvPlan kv;
+};
+
+// Resolves `model_spec` (path or hf://), loads everything, and logs the KV cache size.
+Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& model_spec,
+                                                           const EngineCliOptions& o);
+
+}  // namespace sluice::cli

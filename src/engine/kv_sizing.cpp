@@ -1,0 +1,61 @@
+#include "engine/kv_sizing.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace sluice {
+
+size_t kv_bytes_per_block(const ModelConfig& c, int block_size, KvType type) {
+  return 2 * size_t(c.n_layer) * size_t(block_size) * size_t(c.n_head_kv) * size_t(c.head_dim) *
+         size_t(kv_type_size(type));
+}
+
+size_t available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key, unit;
+  size_t kb = 0;
+  while (f >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
+
+Result<KvPlan> plan_kv_cache(const ModelConfig& c, int block_size, KvType type, double kv_cache_gb,
+                             int max_seqs) {
+  const size_t per_block = kv_bytes_per_block(c, block_size, type);
+  const int32_t blocks_per_context = int32_t((int64_t(c.n_ctx) + block_size - 1) / block_size);
+  KvPlan p;
+  char line[256];
+  if (kv_cache_gb > 0) {
+    const double bytes = kv_cache_gb * double(size_t(1) << 30);
+    p.n_blocks = int32_t(std::min(bytes / double(per_block), 2.0e9));
+    if (p.n_blocks < blocks_per_context) {
+      return make_error("--kv-cache-gb ", kv_cache_gb, " holds ", p.n_blocks * int64_t(block_size),
+                        " tokens, less than one full context of ", c.n_ctx,
+                        " (raise it or lower --ctx-size)");
+    }
+    std::snprintf(line, sizeof line, "KV cache: %.2f GiB (--kv-cache-gb)", kv_cache_gb);
+  } else {
+    const size_t avail = available_memory_bytes();
+    const int64_t cap = int64_t(std::max(max_seqs, 1)) * blocks_per_context;
+    int64_t n = avail > 0 ? int64_t(double(avail) * kDefaultKvMemoryShare / double(per_block)) : cap;
+    n = std::max<int64_t>(std::min(n, cap), blocks_per_context);
+    p.n_blocks = int32_t(n);
+    std::snprintf(line, sizeof line,
+                  "KV cache: %.2f GiB (default: %.0f%% of %.1f GiB available, at most %d x %d-token "
+                  "contexts; set --kv-cache-gb to change)",
+                  double(n) * double(per_block) / double(size_t(1) << 30),
+                  kDefaultKvMemoryShare * 100, double(avail) / double(size_t(1) << 30),
+                  std::max(max_seqs, 1), c.n_ctx);
+  }
+  p.bytes = size_t(p.n_blocks) * per_block;
+  char tail[128];
+  std::snprintf(tail, sizeof tail, ", %d blocks of %d tokens = %lld tokens", p.n_blocks, block_size,
+                (long long)p.n_blocks * block_size);
+  p.description = std::string(line) + tail;
+  return p;
+}
+
+}  // namespace sluice

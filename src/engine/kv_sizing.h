@@ -1,0 +1,36 @@
+// How many KV blocks a serving instance gets. `--kv-cache-gb G` asks for G GiB; the default is
+// a stated share of the memory available at start-up, capped at what `max_seqs` sequences of
+// the full context could ever use.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "executor/kv_cache.h"
+#include "model/config.h"
+
+namespace sluice {
+
+// Share of MemAvailable the KV cache takes when --kv-cache-gb is not given.
+constexpr double kDefaultKvMemoryShare = 0.40;
+
+// K and V bytes of one block: 2 x n_layer x block_size x n_kv_head x head_dim x element size.
+size_t kv_bytes_per_block(const ModelConfig& config, int block_size, KvType type);
+
+struct KvPlan {
+  int32_t n_blocks = 0;
+  size_t bytes = 0;
+  std::string description;  // one line for the start-up log
+};
+
+// kv_cache_gb > 0: exactly that budget (an error if it holds less than one full context);
+// otherwise the default share of MemAvailable, capped at max_seqs * n_ctx tokens.
+Result<KvPlan> plan_kv_cache(const ModelConfig& config, int block_size, KvType type,
+                             double kv_cache_gb, int max_seqs);
+
+// MemAvailable from /proc/meminfo in bytes (0 if unknown).
+size_t available_memory_bytes();
+
+}  // namespace sluice

@@ -1,0 +1,124 @@
+#include "kernels/matmul_isa.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/matmul_kernels.h"
+
+namespace sluice {
+
+namespace {
+
+MatmulIsa detect_isa() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c")) {
+    return MatmulIsa::kAvx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c")) {
+    return MatmulIsa::kAvx2;
+  }
+#endif
+  return MatmulIsa::kScalar;
+}
+
+}  // namespace
+
+// SLUICE_ISA=scalar|avx2 caps the detected ISA (A/B measurements, testing the fallbacks on a
+// newer CPU); it is read once.
+MatmulIsa matmul_isa_best() {
+  static const MatmulIsa best = [] {
+    MatmulIsa isa = detect_isa();
+    const char* env = std::getenv("SLUICE_ISA");
+    if (env && std::strcmp(env, "scalar") == 0) isa = MatmulIsa::kScalar;
+    if (env && std::strcmp(env, "avx2") == 0 && isa == MatmulIsa::kAvx512) isa = MatmulIsa::kAvx2;
+    return isa;
+  }();
+  return best;
+}
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+const char* matmul_isa_name(MatmulIsa isa) {
+  switch (isa) {
+    case MatmulIsa::kAuto: return "auto";
+    case MatmulIsa::kScalar: return "scalar";
+    case MatmulIsa::kAvx2: return "avx2";
+    case MatmulIsa::kAvx512: return "avx512-vnni";
+  }
+  return "?";
+}
+
+bool matmul_uses_int8_acts(GgmlType type) {
+  return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K ||
+         type == GgmlType::Q6_K;
+}
+
+void ActBuffer::resize(int64_t n, int64_t k) {
+  n_ = n;
+  k_ = k;
+  if (int64_t(qs_.size()) < n * k) qs_.resize(size_t(n * k));
+  if (int64_t(d_.size()) < n * k / kActBlock) {
+    d_.resize(size_t(n * k / kActBlock));
+    s_.resize(size_t(n * k / kActBlock));
+  }
+}
+
+namespace {
+
+void quantize_rows_ref(const float* x, int64_t n_blocks, int8_t* qs, float* d, float* s) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float* xb = x + b * kActBlock;
+    float amax = 0;
+    for (int j = 0; j < kActBlock; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int32_t sum = 0;
+    for (int j = 0; j < kActBlock; ++j) {
+      const auto q = int8_t(std::nearbyint(xb[j] * id));
+      qs[b * kActBlock + j] = q;
+      sum += q;
+    }
+    d[b] = amax / 127.0f;
+    s[b] = d[b] * float(sum);
+  }
+}
+
+}  // namespace
+
+void quantize_acts_ref(const float* x, int64_t n, int64_t k, ActBuffer& out) {
+  out.resize(n, k);
+  quantize_rows_ref(x, n * k / kActBlock, out.qs(), out.d(), out.s());
+}
+
+void quantize_acts_rows(const float* x, int64_t r0, int64_t r1, ActBuffer& out, MatmulIsa isa) {
+  if (isa == MatmulIsa::kAuto) isa = matmul_isa_best();
+  const int64_t k = out.k(), nb = k / kActBlock;
+  if (isa == MatmulIsa::kAvx512) {
+    kern_avx512::quantize_rows(x + r0 * k, r1 - r0, k, out.qs() + r0 * k, out.d() + r0 * nb,
+                               out.s() + r0 * nb);
+  } else {
+    quantize_rows_ref(x + r0 * k, (r1 - r0) * nb, out.qs() + r0 * k, out.d() + r0 * nb,
+                      out.s() + r0 * nb);
+  }
+}
+
+void quantize_acts(const float* x, int64_t n, int64_t k, ActBuffer& out, MatmulIsa isa) {
+  out.resize(n, k);
+  quantize_acts_rows(x, 0, n, out, isa);
+}
+
+}  // namespace sluice

@@ -1,0 +1,80 @@
+// Instruction-set dispatch and 8-bit activation blocks for the matmul kernels.
+//
+// One binary runs on any x86-64: the SIMD kernels are compiled per ISA with
+// __attribute__((target(...))) (matmul_avx512.cpp, matmul_avx2.cpp) and chosen at run time from
+// __builtin_cpu_supports, never from a global -march flag.
+//
+// Quantized weights (Q8_0, Q4_0, Q4_K, Q6_K) are dotted with the activation row quantized to
+// 8-bit blocks of 32 (as Q8_0: int8 values, one f32 scale per block), so the inner product is an
+// integer one (AVX512-VNNI vpdpbusd, or AVX2 vpmaddubsw). That rounds each activation to
+// within half a step (amax_block / 254) of its value: the result is exactly
+//   y = W . dequantize(quantize_acts(x))     (up to f32 accumulation order),
+// which matmul_act_ref specifies and the tests check.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gguf/types.h"
+
+namespace sluice {
+
+enum class MatmulIsa {
+  kAuto,    // the best the CPU supports (matmul_isa_best())
+  kScalar,  // dequantize each row to f32, then an f32 dot (the portable path)
+  kAvx2,    // AVX2 + FMA + F16C
+  kAvx512,  // AVX-512 F/BW/VL/DQ + VNNI (+ BF16 where present)
+};
+
+// The best ISA this CPU runs (detected once).
+MatmulIsa matmul_isa_best();
+// Whether the CPU has AVX512-BF16 (vdpbf16ps).
+bool cpu_has_avx512_bf16();
+const char* matmul_isa_name(MatmulIsa isa);
+
+// Whether `type` weights go through the 8-bit activation path on SIMD ISAs.
+bool matmul_uses_int8_acts(GgmlType type);
+
+constexpr int64_t kActBlock = 32;
+
+// Activation rows quantized to 8-bit blocks, a view:
+//   qs  [n, k]        int8, x[i, j] ~= d[i, j / 32] * qs[i, j]
+//   d   [n, k / 32]   f32 block scales (amax / 127)
+//   s   [n, k / 32]   f32 d * sum of the block's qs (for weight types with block minimums)
+struct QuantizedActs {
+  const int8_t* qs = nullptr;
+  const float* d = nullptr;
+  const float* s = nullptr;
+  int64_t n = 0;
+  int64_t k = 0;  // a multiple of 32
+};
+
+// Owns the memory of a QuantizedActs; grows to the largest (n, k) seen, never shrinks, so
+// steady-state decode quantizes without allocating.
+class ActBuffer {
+ public:
+  QuantizedActs view() const { return {qs_.data(), d_.data(), s_.data(), n_, k_}; }
+  void resize(int64_t n, int64_t k);
+  int8_t* qs() { return qs_.data(); }
+  float* d() { return d_.data(); }
+  float* s() { return s_.data(); }
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+
+ private:
+  std::vector<int8_t> qs_;
+  std::vector<float> d_, s_;
+  int64_t n_ = 0, k_ = 0;
+};
+
+// x [n, k] -> out (k a multiple of 32). Per block: d = amax / 127, qs = round-half-even(x / d)
+// (computed as x * (127 / amax)), s = d * sum(qs); an all-zero block has d = 0 and qs = 0.
+void quantize_acts(const float* x, int64_t n, int64_t k, ActBuffer& out,
+                   MatmulIsa isa = MatmulIsa::kAuto);
+// The specification (scalar).
+void quantize_acts_ref(const float* x, int64_t n, int64_t k, ActBuffer& out);
+// Rows [r0, r1) of x [n, k] into `out`, already resize()d to (n, k): lets a pool split the rows.
+void quantize_acts_rows(const float* x, int64_t r0, int64_t r1, ActBuffer& out,
+                        MatmulIsa isa = MatmulIsa::kAuto);
+
+}  // namespace sluice

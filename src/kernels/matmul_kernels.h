@@ -1,0 +1,45 @@
+// Per-ISA matmul kernel entry points (internal to kernels/; matmul.cpp dispatches to them).
+// Each computes y[i * m + r] = dot(W row r, activation row i) for rows r in [r0, r1) and all
+// activation rows; the caller threads over disjoint row ranges.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/types.h"
+#include "kernels/matmul_isa.h"
+
+namespace sluice {
+
+#define SLUICE_KERNEL_DECLS                                                                   \
+  /* Q8_0, Q4_0, Q4_K, Q6_K weights against 8-bit activation blocks. */                       \
+  void gemm_int8(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,  \
+                 const QuantizedActs& a, float* y, int64_t m);                                \
+  /* F16 (bf16 = false) or BF16 weights against f32 activations [n, k], exact products. */   \
+  void gemm_half(bool bf16, const uint8_t* w, int64_t r0, int64_t r1, const float* x,         \
+                 int64_t n, int64_t k, float* y, int64_t m);
+
+namespace kern_avx2 {
+SLUICE_KERNEL_DECLS
+}  // namespace kern_avx2
+
+namespace kern_avx512 {
+SLUICE_KERNEL_DECLS
+// n rows of x [n, k] -> qs [n, k], d [n, k / 32], s [n, k / 32], as quantize_acts_ref (bit for
+// bit).
+void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, float* s);
+// F16 weights, f32 activations, k % 16 == 0: register tiles of 2 weight rows x 4 activation
+// rows in 512-bit f32 FMA (prefill).
+void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n,
+                    int64_t k, float* y, int64_t m);
+// BF16 weights, activations rounded to bf16 `xb` [n, k] (k % 32 == 0), vdpbf16ps (needs
+// AVX512-BF16). Products are exact, sums f32.
+void gemm_bf16_dp(const uint8_t* w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t n,
+                  int64_t k, float* y, int64_t m);
+// x [n, k] f32 -> bf16 round-to-nearest-even, k % 32 == 0.
+void to_bf16(const float* x, int64_t count, uint16_t* out);
+}  // namespace kern_avx512
+
+#undef SLUICE_KERNEL_DECLS
+
+}  // namespace sluice

@@ -1,0 +1,223 @@
+// The SIMD matmul paths (AVX2, AVX-512 VNNI/BF16: every ISA this CPU runs) against the scalar
+// specifications on fresh random data at odd shapes:
+//   8-bit activation types (Q8_0, Q4_0, Q4_K, Q6_K): against matmul_act_ref (W . dequantized
+//   quantized x) within f32 rounding, and against matmul_ref (exact x) within the activation
+//   rounding bound sum_j |w_j| * d_block(j) / 2;
+//   F16 / BF16: against matmul_ref within f32 rounding (plus bf16 rounding of x for the BF16
+//   GEMM);
+//   quantize_acts: the SIMD version equals quantize_acts_ref bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gguf/quants.h"
+#include "kernels/kernels_test_util.h"
+#include "kernels/matmul.h"
+
+namespace sluice {
+namespace {
+
+using test::random_floats;
+
+std::vector<MatmulIsa> simd_isas() {
+  std::vector<MatmulIsa> out;
+  const MatmulIsa best = matmul_isa_best();
+  if (best == MatmulIsa::kAvx2 || best == MatmulIsa::kAvx512) out.push_back(MatmulIsa::kAvx2);
+  if (best == MatmulIsa::kAvx512) out.push_back(MatmulIsa::kAvx512);
+  return out;
+}
+
+struct Case {
+  std::vector<float> wf;    // [m, k] the quantized weights, dequantized
+  std::vector<uint8_t> wq;  // [m, row_size]
+  std::vector<float> x;     // [n, k]
+};
+
+Case make_case(GgmlType type, int64_t m, int64_t k, int64_t n, std::mt19937& rng) {
+  Case c;
+  const std::vector<float> w = random_floats(rng, m * k);
+  const size_t rb = row_size(type, k);
+  c.wq.resize(rb * size_t(m));
+  c.wf.resize(size_t(m * k));
+  for (int64_t r = 0; r < m; ++r) {
+    EXPECT_TRUE(quantize_row(type, w.data() + r * k, c.wq.data() + size_t(r) * rb, k).ok());
+    EXPECT_TRUE(dequantize_row(type, c.wq.data() + size_t(r) * rb, c.wf.data() + r * k, k).ok());
+  }
+  // Activations with a spread of magnitudes, as residual streams have.
+  c.x = random_floats(rng, n * k, -2.0f, 2.0f);
+  for (int64_t j = 0; j < n * k; j += 37) c.x[size_t(j)] *= 8.0f;
+  return c;
+}
+
+void check_int8(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, ThreadPool& pool,
+                std::mt19937& rng) {
+  const Case c = make_case(type, m, k, n, rng);
+  std::vector<float> y(size_t(n * m), -1.0f), y1(size_t(n * m)), ref_q(size_t(n * m)),
+      ref(size_t(n * m));
+  MatmulParams p;
+  p.type = type;
+  p.w = c.wq.data();
+  p.k = k;
+  p.m = m;
+  p.x = c.x.data();
+  p.n = n;
+  p.isa = isa;
+  p.y = y.data();
+  matmul(p, &pool);
+  p.y = y1.data();
+  matmul(p, nullptr);
+  EXPECT_EQ(y, y1) << "thread count changed the result";
+  p.y = ref_q.data();
+  matmul_act_ref(p);
+  p.y = ref.data();
+  matmul_ref(p);
+
+  ActBuffer a;
+  quantize_acts_ref(c.x.data(), n, k, a);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t r = 0; r < m; ++r) {
+      double mag = 0, act_err = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        const double wj = c.wf[size_t(r * k + j)];
+        mag += std::fabs(wj * a.d()[(i * k + j) / 32] * a.qs()[i * k + j]) +
+               std::fabs(wj * c.x[size_t(i * k + j)]);
+        act_err += std::fabs(wj) * a.d()[(i * k + j) / 32] * 0.5;
+      }
+      // Q4_K's minimums are summed separately from the scaled quants: allow for the larger
+      // intermediate terms (|d sc q x| <= |w x| + |dmin m x|, both bounded by ~2 mag).
+      const double tol = 4e-7 * std::sqrt(double(k)) * 4 * mag + 1e-30;
+      const size_t at = size_t(i * m + r);
+      ASSERT_NEAR(y[at], ref_q[at], tol) << type_name(type) << " " << matmul_isa_name(isa)
+                                         << " m=" << m << " k=" << k << " n=" << n << " at " << i
+                                         << "," << r;
+      ASSERT_NEAR(y[at], ref[at], act_err * 1.0001 + tol) << type_name(type) << " vs exact x";
+    }
+  }
+}
+
+TEST(MatmulSimd, Int8ActivationTypesOddShapes) {
+  ThreadPool pool(3);
+  std::mt19937 rng(1234);
+  for (MatmulIsa isa : simd_isas()) {
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+      const int64_t bs = type_traits(type).block_size;
+      std::vector<int64_t> ks = {bs, 3 * bs};
+      if (bs == 32) ks.push_back(33 * bs);
+      for (int64_t k : ks) {
+        for (int64_t m : {1, 3, 31, 33}) {
+          for (int64_t n : {1, 2, 3, 4, 5, 9, 33}) check_int8(type, isa, m, k, n, pool, rng);
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulSimd, Int8ManyRowsAndLongRows) {
+  ThreadPool pool(2);
+  std::mt19937 rng(99);
+  for (MatmulIsa isa : simd_isas()) {
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+      check_int8(type, isa, 4097, 256, 1, pool, rng);
+      check_int8(type, isa, 67, 4096, 7, pool, rng);
+    }
+  }
+}
+
+void check_half(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, ThreadPool& pool,
+                std::mt19937& rng) {
+  const Case c = make_case(type, m, k, n, rng);
+  std::vector<float> y(size_t(n * m), -1.0f), y1(size_t(n * m)), ref(size_t(n * m));
+  MatmulParams p;
+  p.type = type;
+  p.w = c.wq.data();
+  p.k = k;
+  p.m = m;
+  p.x = c.x.data();
+  p.n = n;
+  p.isa = isa;
+  p.y = y.data();
+  matmul(p, &pool);
+  p.y = y1.data();
+  matmul(p, nullptr);
+  EXPECT_EQ(y, y1);
+  p.y = ref.data();
+  matmul_ref(p);
+  // The BF16 GEMM rounds x to bf16 (relative error <= 2^-9).
+  const bool bf16_x = type == GgmlType::BF16 && isa == MatmulIsa::kAvx512 && n >= 4 &&
+                      k % 32 == 0 && cpu_has_avx512_bf16();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t r = 0; r < m; ++r) {
+      double mag = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        mag += std::fabs(double(c.wf[size_t(r * k + j)]) * c.x[size_t(i * k + j)]);
+      }
+      const double tol = 4e-7 * std::sqrt(double(k)) * mag + (bf16_x ? mag / 512 : 0) + 1e-30;
+      ASSERT_NEAR(y[size_t(i * m + r)], ref[size_t(i * m + r)], tol)
+          << type_name(type) << " " << matmul_isa_name(isa) << " m=" << m << " k=" << k
+          << " n=" << n;
+    }
+  }
+}
+
+TEST(MatmulSimd, HalfTypesOddShapes) {
+  ThreadPool pool(3);
+  std::mt19937 rng(5);
+  for (MatmulIsa isa : simd_isas()) {
+    for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
+      for (int64_t k : {1, 3, 31, 33, 64, 96, 4097, 4096}) {
+        for (int64_t m : {1, 3, 31, 33}) {
+          for (int64_t n : {1, 3, 4, 5, 9}) check_half(type, isa, m, k, n, pool, rng);
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulSimd, QuantizeActsMatchesReferenceBitForBit) {
+  std::mt19937 rng(77);
+  for (MatmulIsa isa : simd_isas()) {
+    for (int64_t k : {32, 96, 1056, 4096}) {
+      for (int64_t n : {1, 3, 33}) {
+        std::vector<float> x = random_floats(rng, n * k, -3.0f, 3.0f);
+        for (int64_t j = 0; j < 32 && j < n * k; ++j) x[size_t(j)] = 0.0f;  // an all-zero block
+        x[size_t(n * k - 1)] = 1e-30f;                                       // tiny values
+        ActBuffer got, want;
+        quantize_acts(x.data(), n, k, got, isa);
+        quantize_acts_ref(x.data(), n, k, want);
+        for (int64_t j = 0; j < n * k; ++j) ASSERT_EQ(got.qs()[j], want.qs()[j]) << j;
+        for (int64_t b = 0; b < n * k / 32; ++b) {
+          ASSERT_EQ(got.d()[b], want.d()[b]);
+          ASSERT_EQ(got.s()[b], want.s()[b]);
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulSimd, PrequantizedActivationsGiveTheSameResult) {
+  std::mt19937 rng(8);
+  const int64_t m = 40, k = 512, n = 6;
+  const Case c = make_case(GgmlType::Q4_K, m, k, n, rng);
+  ActBuffer a;
+  quantize_acts(c.x.data(), n, k, a);
+  const QuantizedActs view = a.view();
+  std::vector<float> y0(size_t(n * m)), y1(size_t(n * m));
+  MatmulParams p;
+  p.type = GgmlType::Q4_K;
+  p.w = c.wq.data();
+  p.k = k;
+  p.m = m;
+  p.x = c.x.data();
+  p.n = n;
+  p.y = y0.data();
+  matmul(p, nullptr);
+  p.xq = &view;
+  p.y = y1.data();
+  matmul(p, nullptr);
+  EXPECT_EQ(y0, y1);
+}
+
+}  // namespace
+}  // namespace sluice
