@@ -1,0 +1,167 @@
+// `sluice serve MODEL`: the OpenAI-compatible HTTP server (src/server, docs/server.md).
+//
+// Start-up order: bind and listen first (GET /health answers 503 while the model loads), then
+// load on the engine thread. SIGINT/SIGTERM: stop accepting, let running generations finish
+// for --shutdown-timeout seconds (a second signal cuts this short), cancel the rest, exit 0.
+#include <pthread.h>
+#include <sys/resource.h>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/engine_session.h"
+#include "server/server.h"
+
+namespace sluice::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  server::ServerConfig server;
+  std::string chat_template_file;
+  int http_threads = 4096;
+  double shutdown_timeout_s = 30;
+  EngineCliOptions engine;
+};
+
+// Hundreds of connections need hundreds of descriptors: raise the soft limit to the hard one.
+void raise_fd_limit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+// Waits up to `ms` for SIGINT/SIGTERM (blocked in every thread); returns the signal or 0.
+int wait_signal(const sigset_t& sigs, int ms) {
+  timespec ts{ms / 1000, long(ms % 1000) * 1000000L};
+  const int sig = ::sigtimedwait(&sigs, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+Result<server::ServedModel> load_model(const ServeOptions& o) {
+  SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<EngineSession> session, open_engine_session(o.model, o.engine));
+  std::shared_ptr<EngineSession> s(std::move(session));
+  server::ServedModel m;
+  m.engine = s->engine.get();
+  m.tokenizer = &s->tokenizer;
+  m.n_vocab = int32_t(s->model.config().n_vocab);
+  const GgufFile& f = s->model.file();
+  if (f.has("tokenizer.chat_template")) {
+    SLUICE_ASSIGN_OR_RETURN(m.chat_template, f.get<std::string>("tokenizer.chat_template"));
+  }
+  m.name = o.model;
+  m.owner = std::move(s);
+  return m;
+}
+
+Status run_serve(const ServeOptions& o) {
+  // Signals are taken synchronously by this thread; every thread started below inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  raise_fd_limit();
+#if defined(__GLIBC__)
+  // glibc gives each new thread its own arena up to 8 x cores; hundreds of mostly idle
+  // connection threads then strand ~128 KiB apiece after a burst. Four arenas serve the
+  // handlers (they allocate little) and let memory return when the burst is over.
+  mallopt(M_ARENA_MAX, 4);
+#endif
+
+  server::ServerConfig cfg = o.server;
+  cfg.http.max_threads = o.http_threads;
+  if (!o.chat_template_file.empty()) {
+    std::ifstream in(o.chat_template_file, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in || ss.str().empty()) {
+      return make_error("cannot read the chat template '", o.chat_template_file, "'");
+    }
+    cfg.chat_template = ss.str();
+  }
+  server::Server srv(cfg);
+  SLUICE_ASSIGN_OR_RETURN(int port, srv.start([&o] { return load_model(o); }));
+  std::fprintf(stderr, "sluice serve: listening on http://%s:%d (loading %s)\n", cfg.host.c_str(), port,
+               o.model.c_str());
+
+  bool announced = false;
+  while (true) {
+    if (wait_signal(sigs, 100)) break;
+    if (announced) continue;
+    if (std::optional<Status> st = srv.load_status()) {
+      if (!st->ok()) {
+        srv.shutdown(0);
+        return make_error("cannot load '", o.model, "': ", st->message());
+      }
+      std::fprintf(stderr, "sluice serve: ready, serving '%s'\n",
+                   cfg.served_model_name.empty() ? o.model.c_str() : cfg.served_model_name.c_str());
+      announced = true;
+    }
+  }
+
+  std::fprintf(stderr, "sluice serve: shutting down (%lld generations running; waiting up to %.0f s)\n",
+               (long long)srv.n_active(), o.shutdown_timeout_s);
+  srv.stop_accepting();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.shutdown_timeout_s);
+  while (srv.n_active() > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (wait_signal(sigs, 50)) break;  // a second signal: cancel now
+  }
+  if (srv.n_active() > 0) {
+    std::fprintf(stderr, "sluice serve: cancelling %lld generations\n", (long long)srv.n_active());
+  }
+  srv.cancel_all();
+  srv.join();
+  std::fprintf(stderr, "sluice serve: stopped\n");
+  return {};
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  cmd->add_option("model", o->model, "GGUF file or hf://OWNER/REPO/FILE.gguf")->required();
+  cmd->add_option("--host", o->server.host, "Address to bind (0.0.0.0: every interface)")->capture_default_str();
+  cmd->add_option("--port", o->server.port, "TCP port (0: any free port)")->capture_default_str();
+  cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on /v1/*")
+      ->envname("SLUICE_API_KEY");
+  cmd->add_option("--max-queue", o->server.max_queue,
+                  "Generations waiting for the scheduler at most; more get 429 (0: unbounded)")
+      ->capture_default_str();
+  cmd->add_option("--served-model-name", o->server.served_model_name,
+                  "Model name in the API (default: the MODEL argument)");
+  cmd->add_option("--chat-template", o->chat_template_file,
+                  "Jinja chat template file (default: the model's tokenizer.chat_template)");
+  cmd->add_option("--http-threads", o->http_threads,
+                  "Concurrent connections served at most (one thread each)")
+      ->capture_default_str();
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
+                  "Seconds running generations may finish after SIGTERM/SIGINT")
+      ->capture_default_str();
+  add_engine_options(cmd, o->engine);
+  cmd->callback([o, &exit_code] {
+    if (o->server.port < 0 || o->server.port > 65535 || o->server.max_queue < 0 || o->http_threads < 1 ||
+        o->shutdown_timeout_s < 0) {
+      exit_code = report_error("serve", "--port 0..65535, --max-queue >= 0, --http-threads >= 1, "
+                                        "--shutdown-timeout >= 0");
+      return;
+    }
+    Status st = run_serve(*o);
+    if (!st.ok()) exit_code = report_error("serve", st.message());
+  });
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,36 @@
+// An error answered to an HTTP client, in OpenAI's shape:
+//
+//   HTTP 400
+//   {"error": {"message": "'temperature' must be in [0, 2] (got 3)",
+//              "type": "invalid_request_error", "param": "temperature", "code": null}}
+//
+// Every failure the server reports goes through ApiError, so the status code, the type and the
+// body stay consistent across endpoints (docs/server.md lists them).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace sluice::server {
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" -> null
+  std::string code;   // "" -> null
+  int retry_after_s = 0;  // > 0: sent as a Retry-After header (429, 503)
+
+  nlohmann::ordered_json to_json() const;
+};
+
+// 400 invalid_request_error naming the offending field.
+ApiError bad_request(std::string message, std::string param = "", std::string code = "");
+// 500 server_error.
+ApiError internal_error(std::string message);
+
+// Serializes JSON for the wire: compact, invalid UTF-8 replaced by U+FFFD instead of throwing
+// (token pieces of byte-level vocabularies can be partial characters).
+std::string to_wire(const nlohmann::ordered_json& j);
+
+}  // namespace sluice::server

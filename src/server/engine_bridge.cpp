@@ -1,0 +1,499 @@
+#include "server/engine_bridge.h"
+
+#include <poll.h>
+
+#include <chrono>
+
+#include "base/log.h"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace sluice::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using State = RequestChannel::State;
+
+ApiError unavailable(std::string message, std::string code) {
+  ApiError e;
+  e.status = 503;
+  e.type = "service_unavailable";
+  e.message = std::move(message);
+  e.code = std::move(code);
+  e.retry_after_s = 1;
+  return e;
+}
+
+ApiError client_gone() {
+  ApiError e;
+  e.status = 499;
+  e.type = "cancelled";
+  e.message = "the client closed the connection";
+  return e;
+}
+
+}  // namespace
+
+// --- RequestChannel -----------------------------------------------------------------------------
+
+void RequestChannel::deliver(std::vector<ChoiceEvent>&& events, State next, ApiError error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (events_.empty()) {
+      events_ = std::move(events);
+    } else {
+      for (ChoiceEvent& e : events) events_.push_back(std::move(e));
+    }
+    if (!terminal(state_)) {
+      state_ = next;
+      if (terminal(next)) error_ = std::move(error);
+    }
+  }
+  cv_.notify_all();
+}
+
+State RequestChannel::wait(std::vector<ChoiceEvent>& out, State seen) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !events_.empty() || state_ != seen; });
+  if (out.empty()) {
+    out.swap(events_);
+  } else {
+    for (ChoiceEvent& e : events_) out.push_back(std::move(e));
+    events_.clear();
+  }
+  return state_;
+}
+
+State RequestChannel::wait_terminal() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return terminal(state_); });
+  events_.clear();
+  return state_;
+}
+
+State RequestChannel::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_;
+}
+
+ApiError RequestChannel::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+// --- EngineBridge: HTTP-thread side -------------------------------------------------------------
+
+EngineBridge::EngineBridge(ServerMetrics& metrics, const BridgeOptions& options)
+    : metrics_(metrics), options_(options) {}
+
+EngineBridge::~EngineBridge() { stop(); }
+
+void EngineBridge::start(std::function<Result<Engine*>()> load) {
+  thread_ = std::thread([this, load = std::move(load)] { run(load); });
+}
+
+Status EngineBridge::wait_loaded() {
+  std::unique_lock<std::mutex> lock(mu_);
+  loaded_cv_.wait(lock, [&] { return loaded_; });
+  return load_status_;
+}
+
+std::optional<Status> EngineBridge::load_status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!loaded_) return std::nullopt;
+  return load_status_;
+}
+
+std::variant<std::shared_ptr<RequestChannel>, ApiError> EngineBridge::submit(GenerationJob job) {
+  const int64_t k = int64_t(job.prompts.size());
+  if (options_.max_queue > 0 && k > options_.max_queue) {
+    return bad_request("the request asks for " + std::to_string(k) +
+                           " generations; the server queues at most " +
+                           std::to_string(options_.max_queue) + " (--max-queue)",
+                       "n");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ready()) return unavailable("the model is loading", "model_loading");
+    if (admission_closed_ || stop_) return unavailable("the server is shutting down", "shutting_down");
+  }
+  if (options_.max_queue > 0) {
+    int64_t cur = n_queued_.load();
+    do {
+      if (cur + k > options_.max_queue) {
+        ApiError e;
+        e.status = 429;
+        e.type = "rate_limit_error";
+        e.code = "queue_full";
+        e.message = "the server queue is full (" + std::to_string(options_.max_queue) +
+                    " generations waiting); retry later";
+        e.retry_after_s = 1;
+        return e;
+      }
+    } while (!n_queued_.compare_exchange_weak(cur, cur + k));
+  } else {
+    n_queued_.fetch_add(k);
+  }
+  auto channel = std::make_shared<RequestChannel>();
+  channel->job_id_ = next_job_id_.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (admission_closed_ || stop_) {
+      release_queue_slots(k);
+      return unavailable("the server is shutting down", "shutting_down");
+    }
+    inbox_.push_back(Pending{std::move(job), channel});
+    n_active_.fetch_add(1);
+  }
+  cv_.notify_one();
+  return channel;
+}
+
+void EngineBridge::cancel(const RequestChannel& channel) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancels_.push_back(channel.job_id_);
+  }
+  cv_.notify_one();
+}
+
+void EngineBridge::cancel_all(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    admission_closed_ = true;
+    cancel_all_ = true;
+    cancel_all_reason_ = reason;
+  }
+  cv_.notify_one();
+}
+
+void EngineBridge::close_admission() {
+  std::lock_guard<std::mutex> lock(mu_);
+  admission_closed_ = true;
+}
+
+void EngineBridge::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    admission_closed_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EngineBridge::release_queue_slots(int64_t n) {
+  if (n > 0) n_queued_.fetch_sub(n);
+}
+
+// --- EngineBridge: engine thread ----------------------------------------------------------------
+
+void EngineBridge::run(const std::function<Result<Engine*>()>& load) {
+  Result<Engine*> engine = make_error("the model loader failed");
+  try {
+    engine = load();
+  } catch (const std::exception& e) {
+    engine = make_error("loading the model failed: ", e.what());
+  }
+  if (engine.ok()) {  // metrics first: whoever sees ready() also sees them
+    publish(**engine);
+    metrics_.set_ready(true);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    loaded_ = true;
+    load_status_ = engine.status();
+    if (engine.ok()) ready_.store(true, std::memory_order_release);
+  }
+  loaded_cv_.notify_all();
+  if (!engine.ok()) return;
+  loop(**engine);
+  metrics_.set_ready(false);
+}
+
+void EngineBridge::loop(Engine& engine) {
+  std::vector<Pending> incoming;
+  std::vector<uint64_t> cancels;
+  while (true) {
+    bool cancel_all = false;
+    bool stop = false;
+    std::string reason;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!engine.has_work()) {
+        const bool woke = cv_.wait_for(lock, std::chrono::seconds(1), [&] {
+          return !inbox_.empty() || !cancels_.empty() || cancel_all_ || stop_;
+        });
+        if (!woke) {
+          lock.unlock();
+          housekeeping();
+          continue;
+        }
+      }
+      incoming.swap(inbox_);
+      cancels.swap(cancels_);
+      cancel_all = cancel_all_ || stop_;
+      cancel_all_ = false;
+      reason = stop_ ? "the server is shutting down" : cancel_all_reason_;
+      stop = stop_;
+    }
+    try {
+      for (uint64_t id : cancels) end_job(engine, id, State::kCancelled, client_gone());
+      cancels.clear();
+      if (cancel_all) {
+        std::vector<uint64_t> ids;
+        for (const auto& [id, job] : live_) ids.push_back(id);
+        for (uint64_t id : ids) end_job(engine, id, State::kCancelled, unavailable(reason, "shutting_down"));
+        for (Pending& p : incoming) {
+          release_queue_slots(int64_t(p.job.prompts.size()));
+          p.channel->deliver({}, State::kFailed, unavailable(reason, "shutting_down"));
+          n_active_.fetch_sub(1);
+        }
+        incoming.clear();
+      }
+      if (stop) {
+        publish(engine);
+        break;
+      }
+      for (Pending& p : incoming) admit(engine, p);
+      incoming.clear();
+      poll_hangups(engine);
+      if (engine.has_work()) {
+        const auto t0 = Clock::now();
+        Result<std::vector<EngineEvent>> events = engine.step();
+        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (events.ok()) {
+          metrics_.observe_step(dt);
+          std::vector<Delivery> deliveries;
+          route_events(engine, *events, deliveries);
+          account_scheduled(engine);
+          publish(engine);
+          for (Delivery& d : deliveries) d.channel->deliver(std::move(d.events), d.state);
+        } else {
+          SLUICE_LOG(kError, "serve: engine step failed: " + events.message());
+          std::vector<uint64_t> ids;
+          for (const auto& [id, job] : live_) ids.push_back(id);
+          for (uint64_t id : ids) {
+            end_job(engine, id, State::kFailed, internal_error("the engine failed: " + events.message()));
+          }
+        }
+      }
+      publish(engine);
+    } catch (const std::exception& e) {
+      // Out of memory or a bug: fail what is running rather than take the process down.
+      SLUICE_LOG(kError, std::string("serve: engine thread: ") + e.what());
+      std::vector<uint64_t> ids;
+      for (const auto& [id, job] : live_) ids.push_back(id);
+      for (uint64_t id : ids) end_job(engine, id, State::kFailed, internal_error(e.what()));
+      for (Pending& p : incoming) {
+        if (p.channel->state() != State::kPending) continue;  // admitted or failed already
+        release_queue_slots(int64_t(p.job.prompts.size()));
+        p.channel->deliver({}, State::kFailed, internal_error(e.what()));
+        n_active_.fetch_sub(1);
+      }
+      incoming.clear();
+    }
+  }
+}
+
+void EngineBridge::admit(Engine& engine, Pending& p) {
+  const uint64_t job_id = p.channel->job_id_;
+  const size_t n = p.job.prompts.size();
+  LiveJob job;
+  job.channel = p.channel;
+  job.watch_socket = p.job.watch_socket;
+  job.ids.assign(n, kFinished);
+  job.leader.resize(n);
+  job.held_prompts.resize(n);
+  job.held_params.resize(n);
+  job.never_scheduled.assign(n, true);
+  job.n_open = int(n);
+  // Holding back only pays when the prompt has a full block to share.
+  const bool share = engine.kv().prefix_cache_enabled();
+  for (size_t c = 0; c < n; ++c) {
+    std::vector<int32_t>& prompt = p.job.prompts[c];
+    const bool follows = share && c > 0 && int32_t(prompt.size()) >= engine.kv().block_size() &&
+                         prompt == job.held_prompts[size_t(job.leader[c - 1])];
+    job.leader[c] = follows ? job.leader[c - 1] : int(c);
+    if (follows) {
+      job.ids[c] = kHeld;
+      job.held_prompts[c] = std::move(prompt);
+      job.held_params[c] = p.job.params[c];
+      continue;
+    }
+    // Leaders keep a copy of their prompt while followers may still compare against it.
+    job.held_prompts[c] = prompt;
+    Result<RequestId> id = engine.add_request(std::move(prompt), p.job.params[c]);
+    if (!id.ok()) {
+      for (RequestId added : job.ids) {
+        if (added <= 0) continue;
+        engine.abort(added);
+        routes_.erase(added);
+      }
+      release_queue_slots(int64_t(n));
+      p.channel->deliver({}, State::kFailed, bad_request(id.message()));
+      n_active_.fetch_sub(1);
+      return;
+    }
+    job.ids[c] = *id;
+    routes_[*id] = Route{job_id, int(c)};
+  }
+  for (size_t c = 0; c < n; ++c) {
+    if (job.leader[c] == int(c) && job.ids[c] != kHeld) job.held_prompts[c].clear();
+  }
+  p.channel->deliver({}, State::kRunning);
+  live_.emplace(job_id, std::move(job));
+}
+
+bool EngineBridge::release_followers(Engine& engine, uint64_t job_id, LiveJob& job, int leader) {
+  for (size_t c = 0; c < job.ids.size(); ++c) {
+    if (job.ids[c] != kHeld || job.leader[c] != leader) continue;
+    Result<RequestId> id = engine.add_request(std::move(job.held_prompts[c]), job.held_params[c]);
+    if (!id.ok()) return false;
+    job.ids[c] = *id;
+    routes_[*id] = Route{job_id, int(c)};
+  }
+  return true;
+}
+
+void EngineBridge::end_job(Engine& engine, uint64_t job_id, State state, const ApiError& error) {
+  auto it = live_.find(job_id);
+  if (it == live_.end()) return;  // already finished: its channel is terminal
+  LiveJob& job = it->second;
+  int64_t unscheduled = 0;
+  uint64_t aborted = 0;
+  for (size_t c = 0; c < job.ids.size(); ++c) {
+    if (job.ids[c] == kFinished) continue;
+    if (job.ids[c] != kHeld) {
+      engine.abort(job.ids[c]);  // frees the request's KV blocks now
+      routes_.erase(job.ids[c]);
+    }
+    if (job.never_scheduled[c]) ++unscheduled;
+    ++aborted;
+  }
+  release_queue_slots(unscheduled);
+  metrics_.count_finish(state == State::kFailed ? "error" : "abort", aborted);
+  std::shared_ptr<RequestChannel> channel = std::move(job.channel);
+  std::vector<ChoiceEvent> outbox = std::move(job.outbox);
+  live_.erase(it);  // stop watching the socket before the handler may close it
+  channel->deliver(std::move(outbox), state, error);
+  n_active_.fetch_sub(1);
+  trim_ticks_ = 5;
+}
+
+void EngineBridge::poll_hangups(Engine& engine) {
+  std::vector<pollfd> fds;
+  std::vector<uint64_t> ids;
+  for (const auto& [id, job] : live_) {
+    if (job.watch_socket < 0) continue;
+    fds.push_back(pollfd{job.watch_socket, POLLRDHUP, 0});
+    ids.push_back(id);
+  }
+  if (fds.empty() || ::poll(fds.data(), fds.size(), 0) <= 0) return;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    // A peer that closed (or half-closed) its side is gone, as uvicorn's http.disconnect.
+    if (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+      end_job(engine, ids[i], State::kCancelled, client_gone());
+    }
+  }
+}
+
+void EngineBridge::route_events(Engine& engine, std::vector<EngineEvent>& events,
+                                std::vector<Delivery>& out) {
+  std::vector<uint64_t> touched;
+  std::vector<uint64_t> refused;  // a held choice the engine would not take
+  for (EngineEvent& ev : events) {
+    auto rt = routes_.find(ev.id);
+    if (rt == routes_.end()) continue;  // aborted by us earlier
+    const Route route = rt->second;
+    auto lj = live_.find(route.job_id);
+    if (lj == live_.end()) {  // only after a failed admission (an exception mid-way)
+      routes_.erase(rt);
+      continue;
+    }
+    LiveJob& job = lj->second;
+    const size_t c = size_t(route.choice);
+    if (job.outbox.empty()) touched.push_back(route.job_id);
+    if (job.leader[c] == int(c) && !release_followers(engine, route.job_id, job, route.choice)) {
+      refused.push_back(route.job_id);
+    }
+    if (ev.finished()) {
+      if (const RequestTimes* t = engine.times(ev.id); t && ev.finish != FinishReason::kAbort) {
+        metrics_.observe_finished(*t, ev.finish);
+      }
+      if (job.never_scheduled[c]) {
+        job.never_scheduled[c] = false;
+        release_queue_slots(1);
+      }
+      job.ids[c] = kFinished;
+      --job.n_open;
+      routes_.erase(rt);
+    }
+    job.outbox.push_back(ChoiceEvent{route.choice, std::move(ev)});
+  }
+  for (uint64_t id : refused) {
+    end_job(engine, id, State::kFailed, internal_error("the engine refused a choice it accepted before"));
+  }
+  for (uint64_t id : touched) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    LiveJob& job = it->second;
+    if (job.n_open > 0) {
+      out.push_back(Delivery{job.channel, std::move(job.outbox), State::kRunning});
+      job.outbox.clear();
+      continue;
+    }
+    out.push_back(Delivery{std::move(job.channel), std::move(job.outbox), State::kDone});
+    live_.erase(it);
+    n_active_.fetch_sub(1);
+    trim_ticks_ = 5;
+  }
+}
+
+void EngineBridge::account_scheduled(Engine& engine) {
+  if (n_queued_.load() == 0) return;
+  for (auto& [id, job] : live_) {
+    for (size_t c = 0; c < job.ids.size(); ++c) {
+      if (!job.never_scheduled[c] || job.ids[c] <= 0) continue;
+      const RequestTimes* t = engine.times(job.ids[c]);
+      if (t && t->scheduled >= 0) {
+        job.never_scheduled[c] = false;
+        release_queue_slots(1);
+      }
+    }
+  }
+}
+
+void EngineBridge::publish(const Engine& engine) {
+  EngineSnapshot s;
+  s.waiting = int64_t(engine.scheduler().n_waiting());
+  s.running = int64_t(engine.scheduler().n_running());
+  s.kv_blocks_used = engine.kv().n_used_blocks();
+  s.kv_blocks_total = engine.kv().n_blocks();
+  const PrefixCacheStats& p = engine.kv().prefix_stats();
+  s.prefix_queried_blocks = p.queried_blocks;
+  s.prefix_hit_blocks = p.hit_blocks;
+  s.prefix_hit_tokens = p.hit_tokens;
+  const EngineStats& st = engine.stats();
+  s.prompt_tokens_computed = st.prompt_tokens;
+  s.generated_tokens = st.generated_tokens;
+  s.steps = st.steps;
+  s.busy_seconds = st.busy_seconds;
+  s.preemptions = engine.scheduler().n_preemptions();
+  metrics_.set_engine(s);
+  metrics_.set_queue_depth(n_queued_.load());
+}
+
+void EngineBridge::housekeeping() {
+  // After a burst, freed request and connection memory sits in malloc's arenas; hand it back
+  // over the next few idle seconds (connection threads exit a couple of seconds after a burst).
+  if (trim_ticks_ <= 0) return;
+  --trim_ticks_;
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+}  // namespace sluice::server

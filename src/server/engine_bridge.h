@@ -1,0 +1,197 @@
+// The engine bridge: the one engine thread that owns the Engine, and the thread-safe queues
+// through which HTTP handler threads talk to it.
+//
+//   HTTP thread                          engine thread (owns Engine)
+//   -----------                          ---------------------------
+//   submit(job) --inbox (mutex+cv)-->    admit: engine.add_request per choice
+//   cancel(ch)  --inbox------------->    abort: engine.abort (frees KV blocks at once)
+//                                        poll() every watched socket: hang-up -> abort
+//                                        engine.step()
+//   ch.wait()   <--RequestChannel----    route events by RequestId to their job's channel
+//
+// Every loop iteration drains the inbox and polls the sockets of all live jobs before the next
+// step, so a cancel or a client hang-up takes effect at the next step boundary: at most the
+// step already running completes. A job is one HTTP request; its n choices are n engine
+// requests over the same prompt (the prefix cache computes the shared prompt once).
+//
+// Contract that keeps socket polling safe: a handler does not return (so its connection does
+// not close its socket) before its channel reached a terminal state, and the engine thread
+// stops watching a job's socket before it closes the channel.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
+
+namespace sluice::server {
+
+// One engine event of one choice of a job.
+struct ChoiceEvent {
+  int choice = 0;
+  EngineEvent event;
+};
+
+// The engine thread -> one HTTP request. Single producer (engine thread), single consumer.
+class RequestChannel {
+ public:
+  enum class State {
+    kPending,    // queued, not yet admitted by the engine thread
+    kRunning,    // admitted; events flow
+    kDone,       // every choice finished (stop, length or context)
+    kCancelled,  // aborted: client gone, cancel(), or shutdown; error() says why
+    kFailed,     // rejected at admission or the engine failed; error() says why
+  };
+  static bool terminal(State s) { return s >= State::kDone; }
+
+  // Blocks until events arrived or the state moved past `seen`; appends the events to `out`
+  // and returns the current state. Events pushed before a terminal state are always returned
+  // with or before it.
+  State wait(std::vector<ChoiceEvent>& out, State seen);
+  // Blocks until a terminal state, dropping events.
+  State wait_terminal();
+  State state() const;
+  ApiError error() const;
+
+ private:
+  friend class EngineBridge;
+  void deliver(std::vector<ChoiceEvent>&& events, State next, ApiError error = {});
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<ChoiceEvent> events_;
+  State state_ = State::kPending;
+  ApiError error_;
+  uint64_t job_id_ = 0;  // set before the channel is shared
+};
+
+// One HTTP request's generations.
+struct GenerationJob {
+  std::vector<std::vector<int32_t>> prompts;  // one per choice
+  std::vector<GenerationParams> params;       // one per choice
+  int watch_socket = -1;                      // the client's socket: hang-up cancels the job
+};
+
+struct BridgeOptions {
+  // Generations admitted but never scheduled yet, at most; more: 429. 0: unbounded.
+  int max_queue = 4096;
+};
+
+class EngineBridge {
+ public:
+  EngineBridge(ServerMetrics& metrics, const BridgeOptions& options);
+  ~EngineBridge();  // stop()
+  EngineBridge(const EngineBridge&) = delete;
+  EngineBridge& operator=(const EngineBridge&) = delete;
+
+  // Starts the engine thread. It calls `load` first (the Engine it returns must outlive the
+  // bridge and is used on that thread only), then runs the step loop.
+  void start(std::function<Result<Engine*>()> load);
+  // Blocks until loading finished; its error, if it failed.
+  Status wait_loaded();
+  // The loader's result once it finished; nullopt while it runs.
+  std::optional<Status> load_status() const;
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
+
+  // Queues a job. Errors: 503 (not ready, shutting down), 429 (queue full).
+  std::variant<std::shared_ptr<RequestChannel>, ApiError> submit(GenerationJob job);
+  // Aborts the job at the next step boundary; its channel then ends kCancelled.
+  void cancel(const RequestChannel& channel);
+  // Aborts every job (end of the shutdown grace period); new submissions get 503.
+  void cancel_all(const std::string& reason);
+  // Stops admitting new jobs (503) while running ones continue.
+  void close_admission();
+  // Jobs submitted and not yet terminal.
+  int64_t n_active() const { return n_active_.load(); }
+  // Cancels everything and joins the engine thread. Idempotent.
+  void stop();
+
+ private:
+  struct Pending {
+    GenerationJob job;
+    std::shared_ptr<RequestChannel> channel;
+  };
+  // A job on the engine thread. Choices that repeat the previous choice's prompt (n > 1) are
+  // held back until their leader (the first choice with that prompt) has computed the prompt
+  // and produced a token: admitted together they would all miss the prefix cache (nothing is
+  // cached before a step completes); admitted one step later they adopt the leader's full
+  // prompt blocks and compute only the partial last block.
+  struct LiveJob {
+    std::shared_ptr<RequestChannel> channel;
+    std::vector<RequestId> ids;  // per choice: engine id; kFinished; kHeld (waiting for its leader)
+    std::vector<int> leader;     // per choice: the choice whose prompt it shares (itself if none)
+    std::vector<std::vector<int32_t>> held_prompts;  // per held choice
+    std::vector<GenerationParams> held_params;
+    std::vector<bool> never_scheduled;
+    int n_open = 0;
+    int watch_socket = -1;
+    std::vector<ChoiceEvent> outbox;  // this step's events, delivered together
+  };
+  static constexpr RequestId kFinished = 0;
+  static constexpr RequestId kHeld = -1;
+  // Channel updates of one step, handed over after the metrics snapshot so that a client that
+  // reads /metrics right after its answer sees the state after its last step.
+  struct Delivery {
+    std::shared_ptr<RequestChannel> channel;
+    std::vector<ChoiceEvent> events;
+    RequestChannel::State state;
+  };
+  struct Route {
+    uint64_t job_id = 0;
+    int choice = 0;
+  };
+
+  void run(const std::function<Result<Engine*>()>& load);
+  void loop(Engine& engine);
+  void admit(Engine& engine, Pending& p);
+  // Admits the held choices that follow `leader`. False if the engine refused one.
+  bool release_followers(Engine& engine, uint64_t job_id, LiveJob& job, int leader);
+  void end_job(Engine& engine, uint64_t job_id, RequestChannel::State state, const ApiError& error);
+  void poll_hangups(Engine& engine);
+  void route_events(Engine& engine, std::vector<EngineEvent>& events, std::vector<Delivery>& out);
+  void account_scheduled(Engine& engine);
+  void publish(const Engine& engine);
+  void housekeeping();
+  void release_queue_slots(int64_t n);
+
+  ServerMetrics& metrics_;
+  const BridgeOptions options_;
+  std::thread thread_;
+  std::atomic<bool> ready_{false};
+  std::atomic<int64_t> n_active_{0};
+  std::atomic<int64_t> n_queued_{0};  // generations admitted, never scheduled (max_queue)
+  std::atomic<uint64_t> next_job_id_{1};
+
+  // Inbox (guarded by mu_).
+  mutable std::mutex mu_;
+  std::condition_variable cv_;         // the engine thread waits for the inbox
+  std::condition_variable loaded_cv_;  // wait_loaded() waits for the loader
+  std::vector<Pending> inbox_;
+  std::vector<uint64_t> cancels_;
+  std::string cancel_all_reason_;
+  bool cancel_all_ = false;
+  bool admission_closed_ = false;
+  bool stop_ = false;
+  bool loaded_ = false;
+  Status load_status_;
+
+  // Engine thread only.
+  std::unordered_map<uint64_t, LiveJob> live_;
+  std::unordered_map<RequestId, Route> routes_;
+  int trim_ticks_ = 0;  // idle ticks left that return freed memory to the OS
+};
+
+}  // namespace sluice::server

@@ -1,0 +1,171 @@
+#include "server/metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace sluice::server {
+namespace {
+
+// Latency buckets: from a tiny model's sub-millisecond steps to minutes-long generations.
+std::vector<double> latency_buckets() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+          1,      2.5,   5,      10,    20,   40,    80,   160, 320, 640};
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+void header(std::string& out, const std::string& name, const char* type, const std::string& help) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void scalar(std::string& out, const std::string& name, const char* type, const std::string& help,
+            double v) {
+  header(out, name, type, help);
+  out += name + " " + number(v) + "\n";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+  const size_t i = size_t(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+  header(out, name, "histogram", help);
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    out += name + "_bucket{le=\"" + number(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
+  }
+  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  out += name + "_sum " + number(sum_) + "\n";
+  out += name + "_count " + std::to_string(count_) + "\n";
+}
+
+ServerMetrics::ServerMetrics()
+    : ttft_(latency_buckets()),
+      itl_(latency_buckets()),
+      e2e_(latency_buckets()),
+      queue_(latency_buckets()),
+      step_(latency_buckets()) {}
+
+void ServerMetrics::observe_finished(const RequestTimes& t, FinishReason why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++finished_[finish_reason_name(why)];
+  if (t.scheduled >= 0) queue_.observe(t.scheduled - t.arrival);
+  if (t.first_token >= 0) ttft_.observe(t.first_token - t.arrival);
+  for (size_t i = 1; i < t.tokens.size(); ++i) itl_.observe(t.tokens[i] - t.tokens[i - 1]);
+  if (t.finished >= 0) e2e_.observe(t.finished - t.arrival);
+}
+
+void ServerMetrics::observe_step(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  step_.observe(seconds);
+}
+
+void ServerMetrics::set_engine(const EngineSnapshot& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  engine_ = s;
+}
+
+void ServerMetrics::count_finish(const std::string& reason, uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_[reason] += n;
+}
+
+void ServerMetrics::count_http(const std::string& route, int status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++http_[{route, status}];
+}
+
+void ServerMetrics::count_prompt_tokens(uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prompt_tokens_ += n;
+}
+
+void ServerMetrics::set_queue_depth(int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_depth_ = n;
+}
+
+void ServerMetrics::set_ready(bool ready) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ready_ = ready;
+}
+
+EngineSnapshot ServerMetrics::engine() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return engine_;
+}
+
+std::string ServerMetrics::render(const ConnectionStats& conn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  out.reserve(16 << 10);
+  scalar(out, "sluice_ready", "gauge", "1 once the model is loaded and requests are accepted.",
+         ready_ ? 1 : 0);
+
+  header(out, "sluice_http_requests_total", "counter", "HTTP responses by route and status code.");
+  for (const auto& [key, n] : http_) {
+    out += "sluice_http_requests_total{route=\"" + key.first + "\",status=\"" +
+           std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
+  }
+  header(out, "sluice_requests_finished_total", "counter",
+         "Generations (one per choice) by how they ended: stop, length, context, abort (client "
+         "gone or shutdown), error.");
+  for (const auto& [reason, n] : finished_) {
+    out += "sluice_requests_finished_total{finish_reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
+  }
+
+  ttft_.render(out, "sluice_time_to_first_token_seconds", "Arrival at the engine to first token.");
+  itl_.render(out, "sluice_inter_token_latency_seconds", "Time between consecutive tokens of a request.");
+  e2e_.render(out, "sluice_e2e_request_latency_seconds", "Arrival at the engine to the last token.");
+  queue_.render(out, "sluice_request_queue_time_seconds", "Arrival at the engine to first scheduled.");
+  step_.render(out, "sluice_engine_step_seconds", "Wall time of one engine step (schedule, execute, sample).");
+
+  const EngineSnapshot& e = engine_;
+  scalar(out, "sluice_num_requests_waiting", "gauge", "Requests waiting for the scheduler.", double(e.waiting));
+  scalar(out, "sluice_num_requests_running", "gauge", "Requests in the running batch.", double(e.running));
+  scalar(out, "sluice_server_queue_depth", "gauge",
+         "Generations admitted by the server but never scheduled yet (bounded by --max-queue).",
+         double(queue_depth_));
+  scalar(out, "sluice_kv_blocks_used", "gauge", "KV blocks referenced by requests.", double(e.kv_blocks_used));
+  scalar(out, "sluice_kv_blocks_total", "gauge", "KV blocks in the cache.", double(e.kv_blocks_total));
+  scalar(out, "sluice_kv_cache_usage_ratio", "gauge", "kv_blocks_used / kv_blocks_total.",
+         e.kv_blocks_total > 0 ? double(e.kv_blocks_used) / double(e.kv_blocks_total) : 0.0);
+  scalar(out, "sluice_prefix_cache_queries_total", "counter", "Full prompt blocks looked up in the prefix cache.",
+         double(e.prefix_queried_blocks));
+  scalar(out, "sluice_prefix_cache_hits_total", "counter", "Prompt blocks found in the prefix cache.",
+         double(e.prefix_hit_blocks));
+  scalar(out, "sluice_prefix_cache_hit_tokens_total", "counter", "Prompt tokens not recomputed thanks to the prefix cache.",
+         double(e.prefix_hit_tokens));
+  scalar(out, "sluice_prefix_cache_hit_ratio", "gauge", "prefix_cache_hits_total / prefix_cache_queries_total.",
+         e.prefix_queried_blocks > 0 ? double(e.prefix_hit_blocks) / double(e.prefix_queried_blocks) : 0.0);
+  scalar(out, "sluice_prompt_tokens_total", "counter", "Prompt tokens of admitted generations.",
+         double(prompt_tokens_));
+  scalar(out, "sluice_prompt_tokens_computed_total", "counter", "Prompt tokens computed (prefix-cache hits excluded).",
+         double(e.prompt_tokens_computed));
+  scalar(out, "sluice_generation_tokens_total", "counter", "Tokens generated.", double(e.generated_tokens));
+  scalar(out, "sluice_engine_steps_total", "counter", "Engine steps run.", double(e.steps));
+  scalar(out, "sluice_engine_busy_seconds_total", "counter", "Time spent inside engine steps.", e.busy_seconds);
+  scalar(out, "sluice_preemptions_total", "counter", "Requests preempted for KV memory.", double(e.preemptions));
+
+  scalar(out, "sluice_http_connection_threads", "gauge", "Connection threads alive.", double(conn.threads.load()));
+  scalar(out, "sluice_http_connections_active", "gauge", "Connections being served.", double(conn.busy.load()));
+  scalar(out, "sluice_http_connections_queued", "gauge", "Accepted connections waiting for a thread.",
+         double(conn.queued.load()));
+  scalar(out, "sluice_http_connections_total", "counter", "Connections accepted.", double(conn.accepted.load()));
+  return out;
+}
+
+}  // namespace sluice::server

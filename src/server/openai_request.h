@@ -1,0 +1,76 @@
+// OpenAI request schema: JSON body -> a validated, tokenized request (or the ApiError that
+// names the offending field). Runs on HTTP threads; needs only immutable model data.
+//
+//   POST /v1/chat/completions  messages -> chat template -> tokens (one prompt)
+//   POST /v1/completions       prompt: "text" | ["text", ...] | [ids] | [[ids], ...]
+//   POST /tokenize             prompt/content text or messages -> tokens
+//   POST /detokenize           tokens -> text
+//
+// Unknown fields are ignored; known fields of the wrong type or out of range are 400 errors.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/api_error.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace sluice::server {
+
+// What request handling needs from the loaded model (immutable once loaded).
+struct ModelContext {
+  const Tokenizer* tokenizer = nullptr;
+  std::optional<ChatTemplate> chat_template;
+  std::string bos_text;  // BOS piece as the template sees it ("" if none)
+  std::string eos_text;
+  int32_t n_ctx = 0;     // longest sequence (prompt + generated)
+  int32_t n_vocab = 0;   // rows of the model's output
+  std::string name;      // served model name
+};
+
+enum class ApiKind { kChat, kCompletion };
+
+struct CompletionRequest {
+  ApiKind kind = ApiKind::kCompletion;
+  std::vector<std::vector<int32_t>> prompts;  // tokenized; chat: exactly one
+  GenerationParams params;  // shared by all choices (seed: see seed_for)
+  int n = 1;                // choices per prompt
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  // Logprobs to return: -1 none; 0 the chosen token only; k also the top k alternatives.
+  int n_logprobs = -1;
+
+  // Choice i of prompt p has index p * n + i; with a seed, each choice gets seed + index so
+  // that choices differ but stay reproducible.
+  GenerationParams params_for(int index) const;
+};
+
+using ParseResult = std::variant<CompletionRequest, ApiError>;
+
+// Parses a request body (the JSON text). Nesting deeper than 64 levels is rejected before any
+// recursive processing.
+std::variant<nlohmann::json, ApiError> parse_json_body(const std::string& body);
+
+ParseResult parse_chat_request(const nlohmann::json& body, const ModelContext& model);
+ParseResult parse_completion_request(const nlohmann::json& body, const ModelContext& model);
+
+struct TokenizeResult {
+  std::vector<int32_t> tokens;
+  std::vector<std::string> pieces;  // with_pieces
+  bool with_pieces = false;
+};
+std::variant<TokenizeResult, ApiError> parse_tokenize_request(const nlohmann::json& body,
+                                                              const ModelContext& model);
+std::variant<std::string, ApiError> parse_detokenize_request(const nlohmann::json& body,
+                                                             const ModelContext& model);
+
+// 404 model_not_found unless `body.model` is absent, null or the served name.
+std::optional<ApiError> check_model(const nlohmann::json& body, const ModelContext& model);
+
+}  // namespace sluice::server

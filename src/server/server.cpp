@@ -1,0 +1,302 @@
+#include "server/server.h"
+
+#include <chrono>
+#include <csignal>
+
+#include "base/log.h"
+#include "server/openai_response.h"
+#include "server/streaming.h"
+
+namespace sluice::server {
+namespace {
+
+using HandlerResponse = httplib::Server::HandlerResponse;
+
+// The routes the server knows: method, whether they need the API key and the loaded model.
+struct RouteSpec {
+  const char* path;
+  bool prefix;  // matches path + "/..." (GET /v1/models/{id})
+  const char* method;
+  bool auth;
+  bool needs_model;
+};
+
+constexpr RouteSpec kRoutes[] = {
+    {"/health", false, "GET", false, false},
+    {"/metrics", false, "GET", false, false},
+    {"/v1/models", false, "GET", true, true},
+    {"/v1/models", true, "GET", true, true},
+    {"/v1/chat/completions", false, "POST", true, true},
+    {"/v1/completions", false, "POST", true, true},
+    {"/tokenize", false, "POST", true, true},
+    {"/detokenize", false, "POST", true, true},
+};
+
+const RouteSpec* find_route(const std::string& path) {
+  for (const RouteSpec& r : kRoutes) {
+    const std::string p = r.path;
+    if (!r.prefix && path == p) return &r;
+    if (r.prefix && path.size() > p.size() + 1 && path.compare(0, p.size() + 1, p + "/") == 0) return &r;
+  }
+  return nullptr;
+}
+
+bool method_allowed(const RouteSpec& r, const std::string& method) {
+  return method == r.method || (std::string(r.method) == "GET" && method == "HEAD");
+}
+
+// Compares in time that depends only on the lengths, never on where the strings differ.
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  const size_t n = std::max(a.size(), b.size());
+  volatile unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (x ^ y));
+  }
+  return diff == 0;
+}
+
+ApiError status_error(int status, std::string message, std::string type, std::string code) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
+// Errors httplib produces itself (malformed request line, 413, 414, ...) get our JSON body.
+ApiError transport_error(int status) {
+  switch (status) {
+    case 413:
+      return status_error(413, "the request body is too large", "invalid_request_error",
+                          "request_too_large");
+    case 414: return status_error(414, "the request URI is too long", "invalid_request_error", "uri_too_long");
+    case 404: return status_error(404, "not found", "not_found_error", "not_found");
+    case 500: return internal_error("internal server error");
+    default: return status_error(status, "the HTTP request is malformed", "invalid_request_error", "bad_request");
+  }
+}
+
+}  // namespace
+
+Server::Server(ServerConfig config)
+    : config_(std::move(config)), bridge_(metrics_, BridgeOptions{config_.max_queue}), http_(config_.http) {
+  register_routes();
+}
+
+Server::~Server() { shutdown(0); }
+
+Result<int> Server::start(ModelLoader loader) {
+  // Writes to a closed connection must fail, not kill the process (the transport also sends
+  // with MSG_NOSIGNAL; this covers anything else).
+  std::signal(SIGPIPE, SIG_IGN);
+  SLUICE_ASSIGN_OR_RETURN(port_, http_.bind_port(config_.host, config_.port));
+  listener_ = std::thread([this] { http_.serve(); });
+  bridge_.start([this, loader = std::move(loader)] { return load_on_engine_thread(loader); });
+  return port_;
+}
+
+Status Server::wait_ready() { return bridge_.wait_loaded(); }
+
+Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
+  SLUICE_ASSIGN_OR_RETURN(ServedModel m, loader());
+  if (!m.engine || !m.tokenizer) return make_error("the model loader returned no engine");
+  ModelContext ctx;
+  ctx.tokenizer = m.tokenizer;
+  ctx.n_ctx = m.engine->n_ctx();
+  ctx.n_vocab = m.n_vocab > 0 ? m.n_vocab : m.tokenizer->vocab().n_tokens();
+  ctx.name = config_.served_model_name.empty() ? m.name : config_.served_model_name;
+  const Vocab& v = m.tokenizer->vocab();
+  ctx.bos_text = v.bos() >= 0 ? std::string(m.tokenizer->piece(v.bos(), true)) : "";
+  ctx.eos_text = v.eos() >= 0 ? std::string(m.tokenizer->piece(v.eos(), true)) : "";
+  const std::string& source = config_.chat_template.empty() ? m.chat_template : config_.chat_template;
+  if (!source.empty()) {
+    Result<ChatTemplate> t = ChatTemplate::parse(source);
+    if (!t.ok()) return make_error("the chat template does not parse: ", t.message());
+    ctx.chat_template = std::move(*t);
+  }
+  served_ = std::move(m);
+  model_ = std::move(ctx);
+  return served_.engine;
+}
+
+bool Server::authorized(const httplib::Request& req) const {
+  const std::string header = req.get_header_value("Authorization");
+  const std::string bearer = "Bearer ";
+  const std::string given = header.compare(0, bearer.size(), bearer) == 0 ? header.substr(bearer.size()) : "";
+  return constant_time_equal(given, config_.api_key);
+}
+
+nlohmann::ordered_json Server::model_card() const {
+  nlohmann::ordered_json m;
+  m["id"] = model_.name;
+  m["object"] = "model";
+  m["created"] = make_response_meta(ApiKind::kCompletion, "").created;
+  m["owned_by"] = "sluice";
+  m["max_model_len"] = model_.n_ctx;
+  return m;
+}
+
+void Server::register_routes() {
+  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const RouteSpec* route = find_route(req.path);
+    if (!route) {
+      send_error(res, status_error(404, "no route for " + req.method + " " + req.path, "not_found_error",
+                                   "not_found"));
+      return HandlerResponse::Handled;
+    }
+    if (!method_allowed(*route, req.method)) {
+      res.set_header("Allow", route->method);
+      send_error(res, status_error(405, req.method + " is not allowed on " + req.path + " (use " +
+                                            route->method + ")",
+                                   "invalid_request_error", "method_not_allowed"));
+      return HandlerResponse::Handled;
+    }
+    if (declares_body_over(req, config_.http.max_body_bytes)) {
+      res.set_header("Connection", "close");
+      send_error(res, transport_error(413));
+      return HandlerResponse::Handled;
+    }
+    if (route->auth && !config_.api_key.empty() && !authorized(req)) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      send_error(res, status_error(401, "invalid or missing API key (send 'Authorization: Bearer KEY')",
+                                   "authentication_error", "invalid_api_key"));
+      return HandlerResponse::Handled;
+    }
+    if (route->needs_model && !bridge_.ready()) {
+      ApiError e = status_error(503, "the model is loading", "service_unavailable", "model_loading");
+      e.retry_after_s = 1;
+      send_error(res, e);
+      return HandlerResponse::Handled;
+    }
+    return HandlerResponse::Unhandled;
+  });
+  http_.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty()) return HandlerResponse::Unhandled;  // ours already
+        send_error(res, transport_error(res.status));
+        return HandlerResponse::Handled;
+      }));
+  http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    SLUICE_LOG(kError, "serve: handler failed: " + what);
+    send_error(res, internal_error("internal error: " + what));
+  });
+  http_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    const RouteSpec* route = find_route(req.path);
+    metrics_.count_http(route ? (route->prefix ? std::string(route->path) + "/{id}" : route->path) : "other",
+                        res.status);
+  });
+
+  http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (bridge_.ready()) {
+      send_json(res, 200, {{"status", "ok"}});
+      return;
+    }
+    ApiError e = status_error(503, "the model is loading", "service_unavailable", "model_loading");
+    e.retry_after_s = 1;
+    send_error(res, e);
+  });
+  http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(http_.stats()), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"object", "list"}, {"data", nlohmann::ordered_json::array({model_card()})}});
+  });
+  http_.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] != model_.name) {
+      send_error(res, status_error(404, "the model '" + std::string(req.matches[1]) + "' does not exist",
+                                   "invalid_request_error", "model_not_found"));
+      return;
+    }
+    send_json(res, 200, model_card());
+  });
+  http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(req, res, ApiKind::kChat);
+  });
+  http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(req, res, ApiKind::kCompletion);
+  });
+  http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); });
+  http_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_detokenize(req, res);
+  });
+}
+
+void Server::handle_generation(const httplib::Request& req, httplib::Response& res, ApiKind kind) {
+  auto body = parse_json_body(req.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
+  const nlohmann::json& j = std::get<nlohmann::json>(body);
+  if (auto e = check_model(j, model_)) return send_error(res, *e);
+  ParseResult parsed = kind == ApiKind::kChat ? parse_chat_request(j, model_) : parse_completion_request(j, model_);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  serve_generation(std::move(std::get<CompletionRequest>(parsed)), model_, bridge_, metrics_, res);
+}
+
+void Server::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+  auto body = parse_json_body(req.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
+  const nlohmann::json& j = std::get<nlohmann::json>(body);
+  if (auto e = check_model(j, model_)) return send_error(res, *e);
+  auto result = parse_tokenize_request(j, model_);
+  if (auto* e = std::get_if<ApiError>(&result)) return send_error(res, *e);
+  const TokenizeResult& t = std::get<TokenizeResult>(result);
+  nlohmann::ordered_json out;
+  out["tokens"] = t.tokens;
+  out["count"] = t.tokens.size();
+  out["max_model_len"] = model_.n_ctx;
+  if (t.with_pieces) out["pieces"] = t.pieces;
+  send_json(res, 200, out);
+}
+
+void Server::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
+  auto body = parse_json_body(req.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
+  const nlohmann::json& j = std::get<nlohmann::json>(body);
+  if (auto e = check_model(j, model_)) return send_error(res, *e);
+  auto result = parse_detokenize_request(j, model_);
+  if (auto* e = std::get_if<ApiError>(&result)) return send_error(res, *e);
+  send_json(res, 200, {{"prompt", std::get<std::string>(result)}});
+}
+
+void Server::stop_accepting() {
+  if (stopped_accepting_) return;
+  stopped_accepting_ = true;
+  bridge_.close_admission();
+  if (!listener_.joinable()) return;
+  // httplib's stop() is a no-op until its accept loop runs; the listener thread starts it.
+  for (int i = 0; i < 2000 && !http_.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  http_.stop();
+}
+
+void Server::cancel_all() { bridge_.cancel_all("the server is shutting down"); }
+
+void Server::join() {
+  if (joined_) return;
+  joined_ = true;
+  if (listener_.joinable()) listener_.join();  // returns once every connection has closed
+  bridge_.stop();
+}
+
+void Server::shutdown(double grace_s) {
+  if (joined_) return;
+  stop_accepting();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+  while (bridge_.n_active() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  cancel_all();
+  join();
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,89 @@
+// `sluice serve` as users run it: start-up errors, and SIGTERM / SIGINT: stop accepting, let
+// running streams finish (or cancel them after --shutdown-timeout), exit 0.
+#include "server_test_util.h"
+
+namespace sluice::test {
+namespace {
+
+// Opens a stream that runs for about `seconds` on this build (sanitizers are ~50x slower):
+// n choices of up to 400 tokens, one sequence at a time (--max-seqs 1). Returns its socket
+// after the first event and the number of choices.
+std::pair<int, int> open_long_stream(int port, double seconds = 0.5) {
+  const auto t0 = std::chrono::steady_clock::now();
+  post(port, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 64}, {"ignore_eos", true}});
+  const double per_token = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 64;
+  const int tokens = std::max(32, int(seconds / per_token));
+  const int n = std::min(64, (tokens + 399) / 400);
+  const int fd = connect_local(port);
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", std::min(400, tokens)}, {"ignore_eos", true},
+                     {"temperature", 0}, {"n", n}, {"stream", true}};
+  send_all(fd, http_request("POST", "/v1/completions", body.dump()));
+  const std::string got = recv_until(fd, "data: ");
+  EXPECT_NE(got.find("200 OK"), std::string::npos) << got;
+  return {fd, n};
+}
+
+TEST(ServeProcess, SigtermLetsRunningStreamsFinishThenExitsZero) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--max-seqs", "1", "--kv-cache-gb", "0.01"});
+  ASSERT_TRUE(p);
+  const auto [fd, n] = open_long_stream(p->port);
+  ASSERT_GE(fd, 0);
+  ::kill(p->pid, SIGTERM);
+  // New connections are refused soon after.
+  EXPECT_TRUE(eventually([&] {
+    const int c = connect_local(p->port);
+    if (c >= 0) ::close(c);
+    return c < 0;
+  }));
+  const std::string rest = recv_until(fd, "data: [DONE]", 60000);
+  ::close(fd);
+  const SseResult s = parse_sse(rest);
+  EXPECT_TRUE(s.done);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(streamed_finish(s, i), "length") << i;
+  EXPECT_EQ(p->wait_exit(30000), 0);
+  const std::string log = p->drain_log();
+  EXPECT_NE(log.find("shutting down (1 generations running"), std::string::npos) << log;
+  EXPECT_NE(log.find("stopped"), std::string::npos) << log;
+}
+
+TEST(ServeProcess, ShutdownTimeoutCancelsWhatIsStillRunning) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--max-seqs", "1", "--kv-cache-gb", "0.01",
+                                "--shutdown-timeout", "0"});
+  ASSERT_TRUE(p);
+  const int fd = open_long_stream(p->port).first;
+  ASSERT_GE(fd, 0);
+  ::kill(p->pid, SIGINT);
+  const std::string rest = recv_until(fd, "data: [DONE]", 30000);
+  ::close(fd);
+  const SseResult s = parse_sse(rest);
+  EXPECT_TRUE(s.done);
+  ASSERT_FALSE(s.events.empty());
+  EXPECT_TRUE(s.events.back().contains("error")) << rest.substr(rest.size() > 400 ? rest.size() - 400 : 0);
+  EXPECT_EQ(p->wait_exit(30000), 0);
+  EXPECT_NE(p->drain_log().find("cancelling 1 generations"), std::string::npos) << p->log;
+}
+
+TEST(ServeProcess, StartUpErrorsExitNonZero) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  TempDir tmp;
+  auto run = [&](const std::string& args) {
+    const std::string cmd = sluice_path() + " serve " + args + " --port 0 >" + tmp.path("out") + " 2>" +
+                            tmp.path("err");
+    const int st = std::system(cmd.c_str());
+    return std::make_pair(WIFEXITED(st) ? WEXITSTATUS(st) : -1, read_file(tmp.path("err")));
+  };
+  auto [code, err] = run(tmp.path("missing.gguf"));
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find("sluice serve: error"), std::string::npos) << err;
+  std::tie(code, err) = run(model + " --chat-template " + tmp.path("missing.jinja"));
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find("chat template"), std::string::npos) << err;
+  std::tie(code, err) = run(model + " --host 256.1.1.1");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find("cannot listen"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace sluice::test
