@@ -323,8 +323,8 @@ void EngineBridge::admit(Engine& engine, Pending& p) {
       job.held_params[c] = p.job.params[c];
       continue;
     }
-    // Leaders keep a copy of their prompt while followers may still compare against it.
-    job.held_prompts[c] = prompt;
+    // A leader keeps a copy of its prompt while the next choices compare against it.
+    if (share && c + 1 < n) job.held_prompts[c] = prompt;
     Result<RequestId> id = engine.add_request(std::move(prompt), p.job.params[c]);
     if (!id.ok()) {
       for (RequestId added : job.ids) {
@@ -341,7 +341,7 @@ void EngineBridge::admit(Engine& engine, Pending& p) {
     routes_[*id] = Route{job_id, int(c)};
   }
   for (size_t c = 0; c < n; ++c) {
-    if (job.leader[c] == int(c) && job.ids[c] != kHeld) job.held_prompts[c].clear();
+    if (job.leader[c] == int(c)) job.held_prompts[c] = {};  // the comparisons are done
   }
   p.channel->deliver({}, State::kRunning);
   live_.emplace(job_id, std::move(job));
