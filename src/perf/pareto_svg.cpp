@@ -5,33 +5,12 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/xml.h"
 #include "perf/planner.h"
 
 namespace sluice {
 namespace {
 
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
 
 std::string num(double v) {
   char buf[32];

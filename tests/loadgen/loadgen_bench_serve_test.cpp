@@ -1,0 +1,170 @@
+// `sluice bench serve` black-box: the binary against a real `sluice serve` child process on
+// stories260K (skipped without ../shared), and against nothing at all.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_util.h"
+#include "server/server_test_util.h"
+
+namespace sluice::test {
+namespace {
+
+std::unique_ptr<ServeProcess> start_stories(const std::string& model,
+                                            std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {model, "-c", "512", "-t", "1", "--kv-cache-gb", "0.05"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return ServeProcess::start(args);
+}
+
+std::string url(int port) {
+  return "http://127.0.0.1:" + std::to_string(port);
+}
+
+void expect_ordered(const json& d, const std::string& name) {
+  EXPECT_GT(d["mean"].get<double>(), 0) << name;
+  EXPECT_GT(d["median"].get<double>(), 0) << name;
+  EXPECT_LE(d["median"].get<double>(), d["p90"].get<double>()) << name;
+  EXPECT_LE(d["p90"].get<double>(), d["p99"].get<double>()) << name;
+}
+
+TEST(BenchServe, CompletesEveryRequestAgainstSluiceServe) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  auto p = start_stories(model);
+  ASSERT_TRUE(p);
+  const CommandResult r =
+      run_sluice("bench serve --url " + url(p->port) +
+                 " --num-prompts 8 --rate inf --input-len 32 --output-len 16 --output-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const json j = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  const json& run = j["runs"][0];
+  EXPECT_EQ(run["completed"], 8) << run["errors"].dump();
+  EXPECT_EQ(run["failed"], 0);
+  EXPECT_EQ(run["total_output_tokens"], 8 * 16);
+  EXPECT_EQ(run["request_rate"], "inf");
+  EXPECT_EQ(run["model"], model);  // discovered from GET /v1/models
+  EXPECT_EQ(run["token_counts"], "approximate");
+  EXPECT_NE(r.err.find("prompt lengths are approximate"), std::string::npos) << r.err;
+  EXPECT_GT(run["total_input_tokens"].get<int64_t>(),
+            8 * 32);  // the server's usage: words are >= 1 token
+  EXPECT_GT(run["duration_s"].get<double>(), 0);
+  for (const char* k :
+       {"request_throughput", "input_throughput", "output_throughput", "total_token_throughput"}) {
+    EXPECT_GT(run[k].get<double>(), 0) << k;
+  }
+  EXPECT_NEAR(run["output_throughput"].get<double>(), 128 / run["duration_s"].get<double>(), 1e-6);
+  for (const char* k : {"ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"}) expect_ordered(run[k], k);
+  EXPECT_EQ(run["ttft_ms"]["n"], 8);
+  EXPECT_EQ(run["tpot_ms"]["n"], 8);
+  EXPECT_GT(run["itl_ms"]["n"].get<int>(), 0);
+  EXPECT_LE(run["itl_ms"]["n"].get<int>(), 8 * 15);
+  EXPECT_GE(run["e2el_ms"]["p99"].get<double>(), run["ttft_ms"]["p99"].get<double>() * 0.999);
+  EXPECT_TRUE(run["errors"].empty());
+}
+
+TEST(BenchServe, ExactLengthsSloAndChatEndpoint) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  TempDir tmp;
+  const std::string tmpl = tmp.path("plain.jinja");
+  std::ofstream(tmpl) << kPlainTemplate;
+  auto p = start_stories(model, {"--chat-template", tmpl});
+  ASSERT_TRUE(p);
+  CommandResult r = run_sluice("bench serve --url " + url(p->port) + " --tokenizer " + model +
+                               " --num-prompts 4 --input-len 24 --output-len 8 --rate 50 --seed 3"
+                               " --slo-ttft-ms 60000 --slo-tpot-ms 60000 --output-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  json run = json::parse(r.out)["runs"][0];
+  EXPECT_EQ(run["completed"], 4) << run["errors"].dump();
+  EXPECT_EQ(run["token_counts"], "exact");
+  EXPECT_EQ(run["total_input_tokens"], 4 * (24 + 1));  // exact prompts + the BOS the server adds
+  EXPECT_EQ(run["total_output_tokens"], 4 * 8);
+  EXPECT_EQ(run["request_rate"], 50.0);
+  EXPECT_EQ(run["good_requests"], 4);  // a minute is within anyone's SLO
+  EXPECT_NEAR(run["good_percent"].get<double>(), 100, 1e-9);
+
+  r = run_sluice(
+      "bench serve --url " + url(p->port) +
+      " --endpoint chat --num-prompts 3 --output-len 8 --concurrency 2 --output-format md");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("/v1/chat/completions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| Successful requests | 3 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| Failed requests | 0 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| Total generated tokens | 24 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| Max concurrency | 2 |"), std::string::npos) << r.out;
+}
+
+TEST(BenchServe, SweepWritesSvgAndJson) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  auto p = start_stories(model);
+  ASSERT_TRUE(p);
+  TempDir tmp;
+  const std::string out = tmp.path("results.json"), svg = tmp.path("curve.svg");
+  const CommandResult r =
+      run_sluice("bench serve --url " + url(p->port) +
+                 " --sweep 4,inf --num-prompts 4 --input-len 16 --output-len 8 --out " + out +
+                 " --plot " + svg);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("| metric | rate 4 | rate inf |"), std::string::npos) << r.out;
+
+  const json j = json::parse(read_file(out), nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][0]["request_rate"], 4.0);
+  EXPECT_EQ(j["runs"][1]["request_rate"], "inf");
+  for (const json& run : j["runs"]) {
+    EXPECT_EQ(run["completed"], 4) << run["errors"].dump();
+    ASSERT_EQ(run["requests"].size(), 4u);
+    for (const json& q : run["requests"]) {
+      EXPECT_TRUE(q["ok"].get<bool>()) << q["error"];
+      EXPECT_EQ(q["output_tokens"], 8);
+      EXPECT_GT(q["ttft_ms"].get<double>(), 0);
+      EXPECT_GE(q["e2el_ms"].get<double>(), q["ttft_ms"].get<double>());
+      EXPECT_LE(q["itl_ms"].size(), 7u);
+      EXPECT_EQ(q["error"], "");
+    }
+  }
+  const std::string s = read_file(svg);
+  EXPECT_EQ(s.rfind("<?xml", 0), 0u) << s.substr(0, 100);
+  EXPECT_NE(s.find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+  EXPECT_EQ(s.substr(s.size() - 7), "</svg>\n");
+  size_t polylines = 0, circles = 0;
+  for (size_t at = s.find("<polyline"); at != std::string::npos; at = s.find("<polyline", at + 1))
+    ++polylines;
+  for (size_t at = s.find("<circle"); at != std::string::npos; at = s.find("<circle", at + 1))
+    ++circles;
+  EXPECT_EQ(polylines, 3u);
+  EXPECT_EQ(circles, 6u);  // 3 series x 2 rates
+  EXPECT_NE(s.find("rate inf"), std::string::npos);
+}
+
+TEST(BenchServe, UnreachableServerCountsFailuresAndExitsNonZero) {
+  // A port nobody listens on: bind one, then close it.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  const CommandResult r = run_sluice("bench serve --url " + url(ntohs(a.sin_port)) +
+                                     " --model m --num-prompts 3 --output-format json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("sluice bench serve: error: no request completed"), std::string::npos)
+      << r.err;
+  const json j = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["runs"][0]["failed"], 3);
+  EXPECT_EQ(j["runs"][0]["completed"], 0);
+  EXPECT_NE(j["runs"][0]["errors"][0]["message"].get<std::string>().find("Connection"),
+            std::string::npos);
+
+  const CommandResult bad = run_sluice("bench serve --url http://127.0.0.1:1 --rate fast");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("bad rate 'fast'"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace sluice::test
