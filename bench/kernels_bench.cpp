@@ -34,12 +34,13 @@ Weights make(GgmlType type, int64_t m, int64_t k, int64_t n) {
   return w;
 }
 
-void run(benchmark::State& state, GgmlType type, int64_t n, MatmulIsa isa, int threads) {
+void run(benchmark::State& state, GgmlType type, int64_t n, MatmulIsa isa, int threads,
+         bool packed = false, int64_t m = 8192) {
   if (isa != MatmulIsa::kScalar && matmul_isa_best() != isa && isa == MatmulIsa::kAvx512) {
     state.SkipWithError("ISA not available");
     return;
   }
-  const int64_t m = 8192, k = 2048;
+  const int64_t k = 2048;
   const Weights w = make(type, m, k, n);
   std::vector<float> y(static_cast<size_t>(n * m));
   ThreadPool pool(threads);
@@ -52,6 +53,15 @@ void run(benchmark::State& state, GgmlType type, int64_t n, MatmulIsa isa, int t
   p.n = n;
   p.y = y.data();
   p.isa = isa;
+  Result<PackedWeights> pw = make_error("not packed");
+  if (packed) {
+    pw = PackedWeights::pack(type, w.q.data(), m, k, &pool);
+    if (!pw.ok()) {
+      state.SkipWithError(pw.status().message().c_str());
+      return;
+    }
+    p.packed = &*pw;
+  }
   for (auto _ : state) {
     matmul(p, &pool);
     benchmark::DoNotOptimize(y.data());
@@ -69,6 +79,35 @@ void register_all() {
   const std::pair<MatmulIsa, const char*> isas[] = {
       {MatmulIsa::kScalar, "scalar"}, {MatmulIsa::kAvx2, "avx2"}, {MatmulIsa::kAvx512, "avx512"}};
   for (auto [type, tn] : types) {
+    if (PackedWeights::supported(type)) {
+      for (int threads : {1, 2}) {
+        benchmark::RegisterBenchmark(
+            (std::string("Gemv/") + tn + "/packed/t" + std::to_string(threads)).c_str(),
+            [=](benchmark::State& s) { run(s, type, 1, MatmulIsa::kAvx512, threads, true); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+      // 64 Ki rows: 70-140 MB of weights, far beyond the L3 (DRAM bandwidth, as in decode).
+      benchmark::RegisterBenchmark((std::string("GemvDram/") + tn + "/packed/t2").c_str(),
+                                   [=](benchmark::State& s) {
+                                     run(s, type, 1, MatmulIsa::kAvx512, 2, true, 65536);
+                                   })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark((std::string("Gemm16Dram/") + tn + "/packed/t2").c_str(),
+                                   [=](benchmark::State& s) {
+                                     run(s, type, 16, MatmulIsa::kAvx512, 2, true, 65536);
+                                   })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      for (int64_t n : {16, 128}) {
+        benchmark::RegisterBenchmark(
+            (std::string("Gemm") + std::to_string(n) + "/" + tn + "/packed/t2").c_str(),
+            [=](benchmark::State& s) { run(s, type, n, MatmulIsa::kAvx512, 2, true); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+    }
     for (auto [isa, in] : isas) {
       for (int threads : {1, 2}) {
         benchmark::RegisterBenchmark(

@@ -5,7 +5,8 @@
 //
 //   prefill p:  one sequence, one Batch of p tokens (logits for the last), fresh KV each rep
 //   decode:     after a prefill of p tokens, n steps of 1 token (b = 1)
-//   batch b:    b sequences with 16-token prompts, then n steps of one Batch holding all b
+//   batch b:    b sequences with prompts of the first -p length, then n steps of one Batch
+//               holding all b
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_arg.h"
+#include "engine/step_roofline.h"
 #include "executor/cpu_executor.h"
 #include "gguf/types.h"
 #include "kernels/matmul_isa.h"
@@ -81,11 +83,13 @@ struct Row {
   double gbps = 0;             // at the mean rate
   double mbu = 0;              // gbps / read bandwidth
   double mfu = 0;              // prefill: FLOP/s / peak
+  double roofline = 0;         // the planner's time for these exact batches / measured time
 };
 
 class Runner {
  public:
-  Runner(const Model& model, CpuExecutor& exec) : model_(model), exec_(exec) {}
+  Runner(const Model& model, CpuExecutor& exec, StepRoofline* roof)
+      : model_(model), exec_(exec), roof_(roof) {}
 
   // Adds one sequence of `n` new tokens after `seq_tokens` computed ones.
   void add(std::vector<int32_t>& table, int32_t n_computed, const std::vector<int32_t>& toks) {
@@ -93,8 +97,11 @@ class Runner {
     batch_.add_sequence(toks, n_computed, table, LogitsMode::kLast);
   }
 
-  // Seconds for prefill of p tokens (fresh KV) and then n decode steps of `b` sequences.
+  // Seconds for prefill of p tokens (fresh KV) and then n decode steps of `b` sequences, and
+  // the roofline's seconds for the same batches.
+  double predicted_prefill = 0, predicted_decode = 0;
   Status run(int p, int n, int b, double& prefill_s, double& decode_s) {
+    predicted_prefill = predicted_decode = 0;
     blocks_ = std::make_unique<BlockFreeList>(exec_.n_blocks());
     const int n_vocab = model_.config().n_vocab;
     std::vector<std::vector<int32_t>> tables(static_cast<size_t>(b));
@@ -109,6 +116,7 @@ class Runner {
       add(tables[size_t(s)], 0, prompt);
       ctx[size_t(s)] = p;
     }
+    if (roof_) predicted_prefill = roof_->predict(batch_);
     SLUICE_RETURN_IF_ERROR(exec_.execute(batch_, out_));
     auto t1 = clock::now();
     for (int step = 0; step < n; ++step) {
@@ -118,6 +126,7 @@ class Runner {
         add(tables[size_t(s)], ctx[size_t(s)], {tok});
         ++ctx[size_t(s)];
       }
+      if (roof_) predicted_decode += roof_->predict(batch_);
       SLUICE_RETURN_IF_ERROR(exec_.execute(batch_, out_));
     }
     auto t2 = clock::now();
@@ -129,6 +138,7 @@ class Runner {
  private:
   const Model& model_;
   CpuExecutor& exec_;
+  StepRoofline* roof_;
   std::unique_ptr<BlockFreeList> blocks_;
   Batch batch_;
   Logits out_;
@@ -185,17 +195,32 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
     eo.n_threads = t;
     eo.n_blocks = max_b * ((n_ctx + 15) / 16 + 1) + 4;
     SLUICE_ASSIGN_OR_RETURN(auto exec, CpuExecutor::create(model, eo));
-    Runner runner(model, *exec);
+    const int used = exec->n_threads();
+    StepCostModel cost = make_step_cost_model(model, r, KvType::kF16);
+    if (used != r.threads) {  // the ceilings scale with the cores used
+      cost.hw.hbm_bytes_per_s = (used == 1 ? r.read_gbps_1t : r.read_gbps) * 1e9;
+      cost.hw.flops_bf16 *= double(used) / r.threads;
+      cost.hw.ops_int8 *= double(used) / r.threads;
+    }
+    StepRoofline roof(cost);
+    Runner runner(model, *exec, &roof);
     const int nt = exec->n_threads();
     const double bw = nt == 1 ? r.read_gbps_1t : r.read_gbps;
     double ps = 0, ds = 0;
     SLUICE_RETURN_IF_ERROR(runner.run(8, 2, 1, ps, ds));  // warm-up: pages in the weights
     for (int p : o.prompts) {
       std::vector<double> pp, tg;
+      double pred_p = 0, pred_d = 0, meas_p = 0, meas_d = 0;
       for (int rep = 0; rep < o.reps; ++rep) {
         SLUICE_RETURN_IF_ERROR(runner.run(p, has_b1 ? o.n_decode : 0, 1, ps, ds));
         pp.push_back(p / ps);
-        if (ds > 0) tg.push_back(o.n_decode / ds);
+        pred_p += runner.predicted_prefill;
+        meas_p += ps;
+        if (has_b1 && o.n_decode > 0 && ds > 0) {
+          tg.push_back(o.n_decode / ds);
+          pred_d += runner.predicted_decode;
+          meas_d += ds;
+        }
       }
       Row pr;
       pr.test = "pp" + std::to_string(p);
@@ -206,6 +231,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
       pr.mbu = pr.gbps / bw;
       const double flops = 2.0 * params * p + 2.0 * c.n_layer * double(p) * p * c.q_dim();
       pr.mfu = flops / (p / pr.tps.mean) / 1e9 / (peak * (nt == r.threads ? 1.0 : double(nt) / r.threads));
+      pr.roofline = pred_p / meas_p;
       rows.push_back(pr);
       if (!tg.empty()) {
         Row dr;
@@ -215,23 +241,30 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
         dr.bytes_per_token = wbytes + kv_per_pos * (p + o.n_decode / 2.0);
         dr.gbps = dr.tps.mean * dr.bytes_per_token / 1e9;
         dr.mbu = dr.gbps / bw;
+        dr.roofline = pred_d / meas_d;
         rows.push_back(dr);
       }
     }
+    // Batched decode: b sequences with prompts of the first -p length, decoding together.
+    const int bp = o.prompts.front();
     for (int b : o.batches) {
-      if (b == 1) continue;
+      if (b == 1 || o.n_decode == 0) continue;
       std::vector<double> tg;
+      double pred = 0, meas = 0;
       for (int rep = 0; rep < o.reps; ++rep) {
-        SLUICE_RETURN_IF_ERROR(runner.run(16, o.n_decode, b, ps, ds));
+        SLUICE_RETURN_IF_ERROR(runner.run(bp, o.n_decode, b, ps, ds));
         tg.push_back(double(b) * o.n_decode / ds);
+        pred += runner.predicted_decode;
+        meas += ds;
       }
       Row br;
-      br.test = "tg" + std::to_string(o.n_decode) + " b" + std::to_string(b) + " @16";
+      br.test = "tg" + std::to_string(o.n_decode) + " b" + std::to_string(b) + " @" + std::to_string(bp);
       br.threads = nt;
       br.tps = stats(tg);
-      br.bytes_per_token = (wbytes + b * kv_per_pos * (16 + o.n_decode / 2.0)) / b;
+      br.bytes_per_token = (wbytes + b * kv_per_pos * (bp + o.n_decode / 2.0)) / b;
       br.gbps = br.tps.mean * br.bytes_per_token / 1e9;
       br.mbu = br.gbps / bw;
+      br.roofline = pred / meas;
       rows.push_back(br);
     }
   }
@@ -246,22 +279,22 @@ void print_rows(const BenchOptions& o, const std::string& desc, const std::vecto
       std::printf(
           "  {\"test\": \"%s\", \"threads\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f, "
           "\"tok_s_best\": %.3f, \"bytes_per_token\": %.0f, \"gb_s\": %.2f, \"mbu\": %.3f, "
-          "\"mfu\": %.3f}%s\n",
+          "\"mfu\": %.3f, \"roofline\": %.3f}%s\n",
           r.test.c_str(), r.threads, r.tps.mean, r.tps.sd, r.tps.best, r.bytes_per_token, r.gbps,
-          r.mbu, r.mfu, i + 1 < rows.size() ? "," : "");
+          r.mbu, r.mfu, r.roofline, i + 1 < rows.size() ? "," : "");
     }
     std::printf("]}\n");
     return;
   }
   std::printf("%s\n\n", desc.c_str());
-  std::printf("| test | threads | tok/s | best | MB/token | GB/s | MBU | MFU |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  std::printf("| test | threads | tok/s | best | MB/token | GB/s | MBU | MFU | roofline |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     char mfu[32] = "";
     if (r.mfu > 0) std::snprintf(mfu, sizeof mfu, "%.1f%%", 100 * r.mfu);
-    std::printf("| %s | %d | %.2f ± %.2f | %.2f | %.1f | %.1f | %.1f%% | %s |\n", r.test.c_str(),
-                r.threads, r.tps.mean, r.tps.sd, r.tps.best, r.bytes_per_token / 1e6, r.gbps,
-                100 * r.mbu, mfu);
+    std::printf("| %s | %d | %.2f ± %.2f | %.2f | %.1f | %.1f | %.1f%% | %s | %.1f%% |\n",
+                r.test.c_str(), r.threads, r.tps.mean, r.tps.sd, r.tps.best,
+                r.bytes_per_token / 1e6, r.gbps, 100 * r.mbu, mfu, 100 * r.roofline);
   }
 }
 

@@ -126,6 +126,13 @@ Status run_throughput(const ThroughputOptions& o) {
         {"prefix_cache_hit_tokens", ps.hit_tokens},
         {"preemptions", engine.scheduler().n_preemptions()},
         {"steps", engine.stats().steps}};
+    if (const StepRoofline* r = engine.roofline()) {
+      const RooflineStats& st = r->stats();
+      j["roofline"] = {{"memory_bound_steps", st.memory_bound_steps},
+                       {"compute_bound_steps", st.compute_bound_steps},
+                       {"mbu", st.mbu()},
+                       {"mfu", st.mfu()}};
+    }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("| requests | in | out | concurrency | shared prefix | prefix cache | duration s | req/s | total tok/s | output tok/s | TTFT mean/p50/p99 ms | TPOT mean/p50/p99 ms |\n");
@@ -139,6 +146,13 @@ Status run_throughput(const ThroughputOptions& o) {
                 (unsigned long long)ps.hit_tokens,
                 (unsigned long long)engine.scheduler().n_preemptions(),
                 (unsigned long long)engine.stats().steps);
+    if (const StepRoofline* r = engine.roofline()) {
+      const RooflineStats& st = r->stats();
+      std::printf("forward passes vs the roofline: %llu memory-bound steps at %.1f%% (MBU), %llu "
+                  "compute-bound steps at %.1f%% (MFU)\n",
+                  (unsigned long long)st.memory_bound_steps, 100 * st.mbu(),
+                  (unsigned long long)st.compute_bound_steps, 100 * st.mfu());
+    }
   }
   return {};
 }

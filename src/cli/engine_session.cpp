@@ -2,6 +2,7 @@
 
 #include "base/log.h"
 #include "cli/model_arg.h"
+#include "perf/machine.h"
 
 namespace sluice::cli {
 
@@ -54,6 +55,13 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   ec.scheduler.max_batch_tokens = o.max_batch_tokens;
   ec.scheduler.prefill_chunk = o.prefill_chunk;
   ec.enable_prefix_cache = !o.no_prefix_cache;
+  // Step times against the roofline, when this machine's ceilings have been measured.
+  if (auto roof = load_roofline(default_roofline_path()); roof.ok()) {
+    ec.cost_model = make_step_cost_model(s->model, *roof, kv_type);
+  } else {
+    SLUICE_LOG(kInfo, "no roofline measurements (run `sluice bench --roofline`): step times are "
+                      "not compared with the roofline");
+  }
   SLUICE_ASSIGN_OR_RETURN(s->engine, Engine::create(s->tokenizer, *s->executor, ec));
   return s;
 }

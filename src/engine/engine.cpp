@@ -42,6 +42,7 @@ Engine::Engine(const Tokenizer& tokenizer, CpuExecutor& executor, const EngineCo
       scheduler_(config.scheduler, kv_),
       epoch_(std::chrono::steady_clock::now()) {
   batch_.block_size = executor.block_size();
+  if (config.cost_model) roofline_.emplace(*config.cost_model);
 }
 
 double Engine::now() const {
@@ -49,6 +50,14 @@ double Engine::now() const {
 }
 
 Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const GenerationParams& params) {
+  SLUICE_ASSIGN_OR_RETURN(std::vector<RequestId> ids,
+                          add_request_group(std::move(prompt), {params}));
+  return ids[0];
+}
+
+Result<std::vector<RequestId>> Engine::add_request_group(
+    std::vector<int32_t> prompt, const std::vector<GenerationParams>& params) {
+  if (params.empty()) return make_error("a request group needs at least one sample");
   if (prompt.empty()) return make_error("the prompt is empty");
   const int32_t n_vocab = int32_t(executor_.config().n_vocab);
   for (int32_t t : prompt) {
@@ -65,17 +74,27 @@ Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const Generat
     return make_error("the prompt needs ", blocks_needed, " KV blocks; the cache has only ",
                       kv_.n_blocks(), " (raise --kv-cache-gb)");
   }
-  SLUICE_RETURN_IF_ERROR(params.sampling.validate(n_vocab));
-  SLUICE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(params.sampling, prompt));
+  std::vector<Sampler> samplers;
+  samplers.reserve(params.size());
+  for (const GenerationParams& p : params) {
+    SLUICE_RETURN_IF_ERROR(p.sampling.validate(n_vocab));
+    SLUICE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(p.sampling, prompt));
+    samplers.push_back(std::move(sampler));
+  }
 
-  const RequestId id = next_id_++;
-  Request r{params, std::move(sampler), StreamingDecoder(tokenizer_),
-            StopMatcher(params.stop), int32_t(prompt.size()), 0, {}};
-  r.times.arrival = now();
-  r.decoder.continue_sequence();  // the continuation follows the prompt's text
-  requests_.emplace(id, std::move(r));
-  scheduler_.add_request(id, std::move(prompt), params.priority);
-  return id;
+  std::vector<RequestId> ids;
+  const double t = now();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const RequestId id = next_id_++;
+    Request r{params[i], std::move(samplers[i]), StreamingDecoder(tokenizer_),
+              StopMatcher(params[i].stop), int32_t(prompt.size()), 0, {}};
+    r.times.arrival = t;
+    r.decoder.continue_sequence();  // the continuation follows the prompt's text
+    requests_.emplace(id, std::move(r));
+    ids.push_back(id);
+  }
+  scheduler_.add_group(ids, std::move(prompt), params[0].priority);
+  return ids;
 }
 
 void Engine::abort(RequestId id) {
@@ -172,6 +191,7 @@ Result<std::vector<EngineEvent>> Engine::step() {
   }
 
   batch_.clear();
+  for (const BlockCopy& c : out.copies) batch_.block_copies.push_back({c.src, c.dst});
   for (const ScheduledSeq& s : out.seqs) {
     const SchedRequest* sr = scheduler_.find(s.id);
     std::span<const int32_t> toks(sr->tokens.data() + s.num_computed, size_t(s.n_new));
@@ -183,17 +203,34 @@ Result<std::vector<EngineEvent>> Engine::step() {
       stats_.prompt_tokens += uint64_t(std::min(s.num_computed + s.n_new, sr->n_prompt) - s.num_computed);
     }
   }
+  const double t_exec = now();
   SLUICE_RETURN_IF_ERROR(executor_.execute(batch_, logits_));
-  scheduler_.on_step_done(out);
+  if (roofline_) roofline_->record(batch_, now() - t_exec);
+  scheduler_.on_step_done(out);  // forks the samples in ScheduledSeq::forks
+  for (const ScheduledSeq& s : out.seqs) {
+    // A sample that forked into the running set was scheduled when its leader's prompt was; one
+    // past max_seqs waits to recompute it and is scheduled when that starts.
+    const RequestTimes* leader = times(s.id);
+    for (RequestId id : s.forks) {
+      const SchedRequest* sr = scheduler_.find(id);
+      if (leader && sr && sr->state == RequestState::kRunning) {
+        requests_.at(id).times.scheduled = leader->scheduled;
+      }
+    }
+  }
 
   for (int32_t row = 0; row < logits_.n_rows(); ++row) {
     const ScheduledSeq& s = out.seqs[size_t(logits_.seq_index[size_t(row)])];
-    auto it = requests_.find(s.id);
-    if (it == requests_.end()) continue;
-    EngineEvent ev;
-    ev.id = s.id;
-    SLUICE_RETURN_IF_ERROR(advance(s.id, it->second, logits_.row(row), ev));
-    events.push_back(std::move(ev));
+    // The request, then the samples that forked it: n tokens from one row of logits.
+    for (size_t k = 0; k <= s.forks.size(); ++k) {
+      const RequestId id = k == 0 ? s.id : s.forks[k - 1];
+      auto it = requests_.find(id);
+      if (it == requests_.end()) continue;
+      EngineEvent ev;
+      ev.id = id;
+      SLUICE_RETURN_IF_ERROR(advance(id, it->second, logits_.row(row), ev));
+      events.push_back(std::move(ev));
+    }
   }
   ++stats_.steps;
   stats_.busy_seconds += now() - t0;

@@ -5,17 +5,23 @@
 //   auto engine = Engine::create(model, tokenizer, executor, {});
 //   RequestId id = *engine->add_request(prompt_ids, params);
 //   while (engine->has_work()) for (const EngineEvent& e : engine->step()) ...
+//
+// n samples of one prompt (add_request_group) compute the prompt once: the first request of
+// the group prefills it, each sample draws its first token from that one logits row with its
+// own sampler, and they share the prompt's KV blocks (copy-on-write of the partial last one).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
 #include "executor/batch.h"
+#include "engine/step_roofline.h"
 #include "executor/cpu_executor.h"
 #include "kv/kv_cache_manager.h"
 #include "sample/sampler.h"
@@ -68,14 +74,18 @@ struct EngineConfig {
   SchedulerConfig scheduler;
   bool enable_prefix_cache = true;
   int32_t n_ctx = 0;  // longest sequence (prompt + generated); 0: the model's context
+  // When set, each step's forward pass is timed against the roofline's prediction for that
+  // batch (step_roofline.h); stats in Engine::roofline().
+  std::optional<StepCostModel> cost_model;
 };
 
 // Counters since start.
 struct EngineStats {
   uint64_t steps = 0;
-  uint64_t prompt_tokens = 0;     // tokens computed for prompts (excludes prefix-cache hits)
+  // Tokens computed for prompts (excludes prefix-cache hits; a group's shared prompt counts once).
+  uint64_t prompt_tokens = 0;
   uint64_t generated_tokens = 0;
-  double busy_seconds = 0;        // inside step()
+  double busy_seconds = 0;  // inside step()
 };
 
 class Engine {
@@ -88,6 +98,13 @@ class Engine {
   // Validates (prompt non-empty, ids in the vocabulary, fits the context, sampling params)
   // and queues the request.
   Result<RequestId> add_request(std::vector<int32_t> prompt, const GenerationParams& params);
+  // Queues params.size() (>= 1) samples of one prompt, one per params (own seed, sampling,
+  // stops, max_tokens), validated as add_request; all or none are queued. The prompt is
+  // computed once and its KV blocks are shared (see the top of this file); afterwards every
+  // sample is an independent request with its own id, events and abort. The group is
+  // scheduled at params[0].priority.
+  Result<std::vector<RequestId>> add_request_group(std::vector<int32_t> prompt,
+                                                   const std::vector<GenerationParams>& params);
   // Ends a request at the next step boundary; its final event has FinishReason::kAbort.
   void abort(RequestId id);
   // Runs one step. Returns the events of every request that progressed or finished.
@@ -96,6 +113,8 @@ class Engine {
   bool has_work() const { return scheduler_.has_work() || !pending_events_.empty(); }
   const RequestTimes* times(RequestId id) const;
   const EngineStats& stats() const { return stats_; }
+  // Forward passes against the roofline (null without EngineConfig::cost_model).
+  const StepRoofline* roofline() const { return roofline_ ? &*roofline_ : nullptr; }
   const KvCacheManager& kv() const { return kv_; }
   const Scheduler& scheduler() const { return scheduler_; }
   int32_t n_ctx() const { return n_ctx_; }
@@ -131,6 +150,7 @@ class Engine {
   Logits logits_;
   SampleWorkspace sample_ws_;  // sampling scratch shared by all requests (engine thread only)
   EngineStats stats_;
+  std::optional<StepRoofline> roofline_;
   std::chrono::steady_clock::time_point epoch_;
 };
 

@@ -17,6 +17,7 @@ void Batch::clear() {
   kv_slots.clear();
   seqs.clear();
   block_tables.clear();
+  block_copies.clear();
 }
 
 void Batch::add_sequence(std::span<const int32_t> tokens, int32_t n_computed,

@@ -10,6 +10,7 @@
 //   kv_slots    [ (block, offset) for each token ]
 //   seqs        a: {token_start 0, n_new 4, context_len 9, table [0, 1)}, b: {4, 1, 42, [1, 4)} ...
 //   block_tables[ 7 | 2 9 4 | 5 ]
+//   block_copies[ (9 -> 4) ]     copy-on-write: block 4 takes block 9's K/V before the step runs
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,13 @@ struct KvSlot {
   int32_t offset = 0;
 };
 
+// Copy-on-write of a shared KV block: block `dst` receives block `src`'s K/V (every layer)
+// before the batch's tokens are computed.
+struct KvBlockCopy {
+  int32_t src = 0;
+  int32_t dst = 0;
+};
+
 struct BatchSequence {
   int32_t token_start = 0;        // first new token in Batch::token_ids
   int32_t n_new_tokens = 0;       // >= 1
@@ -44,6 +52,8 @@ struct Batch {
   std::vector<KvSlot> kv_slots;       // [n_tokens]
   std::vector<BatchSequence> seqs;    // [n_seqs], tokens in order, back to back
   std::vector<int32_t> block_tables;  // concatenated block table rows
+  // Applied in order before the forward pass (a later copy may overwrite an earlier source).
+  std::vector<KvBlockCopy> block_copies;
 
   int32_t n_tokens() const { return int32_t(token_ids.size()); }
   int32_t n_seqs() const { return int32_t(seqs.size()); }

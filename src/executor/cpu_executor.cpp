@@ -63,7 +63,7 @@ void store_kv(KvType type, const float* src, void* cache, size_t row, int64_t n)
 }
 
 MatmulParams mm(MatmulIsa isa, const WeightMatrix& w, const float* x, int64_t n, float* y,
-                const QuantizedActs* xq = nullptr) {
+                const QuantizedActs* xq) {
   MatmulParams p;
   p.xq = xq;
   p.isa = isa;
@@ -107,6 +107,7 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
   shape.head_dim = c.head_dim;
   shape.type = options.kv_type;
   SLUICE_ASSIGN_OR_RETURN(e->kv_, KvCacheStorage::create(shape));
+  e->repack(options);
   e->rope_inv_freq_.resize(size_t(c.n_rot / 2));
   const std::vector<float>& ff = model.weights().rope_freqs;
   rope_inv_freq(c.rope_params(ff.empty() ? nullptr : ff.data()), e->rope_inv_freq_.data());
@@ -174,28 +175,72 @@ Status CpuExecutor::validate(const Batch& b) const {
   if (next_token != int64_t(n)) {
     return make_error("batch: sequences cover ", next_token, " of ", n, " tokens");
   }
+  return validate_copies(b.block_copies);
+}
+
+Status CpuExecutor::validate_copies(std::span<const KvBlockCopy> copies) const {
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const KvBlockCopy& c = copies[i];
+    if (c.src < 0 || c.src >= n_blocks() || c.dst < 0 || c.dst >= n_blocks() || c.src == c.dst) {
+      return make_error("batch: block copy ", i, " (", c.src, " -> ", c.dst,
+                        ") needs two distinct blocks in [0, ", n_blocks(), ")");
+    }
+  }
+  return {};
+}
+
+Status CpuExecutor::copy_blocks(std::span<const KvBlockCopy> copies) {
+  SLUICE_RETURN_IF_ERROR(validate_copies(copies));
+  for (const KvBlockCopy& c : copies) kv_->copy_block(c.src, c.dst);
   return {};
 }
 
 Status CpuExecutor::execute(const Batch& batch, Logits& out) {
   SLUICE_RETURN_IF_ERROR(validate(batch));
+  for (const KvBlockCopy& c : batch.block_copies) kv_->copy_block(c.src, c.dst);
   forward(batch, out);
   return {};
 }
 
+void CpuExecutor::repack(const CpuExecutorOptions& options) {
+  const MatmulIsa isa = isa_ == MatmulIsa::kAuto ? matmul_isa_best() : isa_;
+  if (!options.repack_weights || isa != MatmulIsa::kAvx512) return;
+  const ModelWeights& w = model_.weights();
+  std::vector<const WeightMatrix*> ms = {&w.output};
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      ms.push_back(m);
+    }
+  }
+  for (const WeightMatrix* m : ms) {
+    if (!PackedWeights::supported(m->type) || packed_.count(m->data)) continue;
+    Result<PackedWeights> p = PackedWeights::pack(m->type, m->data, m->n_rows, m->n_cols, &pool_);
+    if (p.ok()) packed_.emplace(m->data, std::move(*p));  // else: a shape it cannot pack, unpacked
+  }
+}
+
+void CpuExecutor::matmul_w(const WeightMatrix& w, const float* x, int64_t n, float* y,
+                           const QuantizedActs* xq) {
+  MatmulParams p = mm(isa_, w, x, n, y, xq);
+  if (!packed_.empty()) {
+    const auto it = packed_.find(w.data);
+    if (it != packed_.end()) p.packed = &it->second;
+  }
+  matmul(p, &pool_);
+}
+
 // Q/K/V for every token, K/V stored into their slots, then causal attention of each sequence
 // through its block table. Leaves the attention output in s_->att.
-void CpuExecutor::attention_layer(const Batch& batch, int il) {
+void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedActs* xq) {
   const ModelConfig& c = model_.config();
   const LayerWeights& lw = model_.weights().layers[size_t(il)];
   Scratch& s = *s_;
   const int64_t T = batch.n_tokens();
   const int64_t qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
 
-  const QuantizedActs* xq = quantize_shared(s.xn.data(), T, c.n_embd, {&lw.wq, &lw.wk, &lw.wv});
-  matmul(mm(isa_, lw.wq, s.xn.data(), T, s.q.data(), xq), &pool_);
-  matmul(mm(isa_, lw.wk, s.xn.data(), T, s.k.data(), xq), &pool_);
-  matmul(mm(isa_, lw.wv, s.xn.data(), T, s.v.data(), xq), &pool_);
+  matmul_w(lw.wq, s.xn.data(), T, s.q.data(), xq);
+  matmul_w(lw.wk, s.xn.data(), T, s.k.data(), xq);
+  matmul_w(lw.wv, s.xn.data(), T, s.v.data(), xq);
   add_bias(s.q.data(), lw.bq, T);
   add_bias(s.k.data(), lw.bk, T);
   add_bias(s.v.data(), lw.bv, T);
@@ -228,13 +273,15 @@ void CpuExecutor::attention_layer(const Batch& batch, int il) {
     }
   });
 
-  // Work items: (sequence, query token, kv head), numbered sequence by sequence.
+  // Work items: (sequence, block of up to kAttentionQueryBlock query tokens, kv head), numbered
+  // sequence by sequence.
   const int n_seqs = batch.n_seqs();
   s.item_end.resize(size_t(n_seqs));
   int64_t n_items = 0, macs = 0;
   for (int si = 0; si < n_seqs; ++si) {
     const BatchSequence& seq = batch.seqs[size_t(si)];
-    n_items += int64_t(seq.n_new_tokens) * c.n_head_kv;
+    const int64_t n_qb = (seq.n_new_tokens + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
+    n_items += n_qb * c.n_head_kv;
     s.item_end[size_t(si)] = n_items;
     macs += 2 * int64_t(seq.n_new_tokens) * seq.context_len * qd;  // QK^T and PV (upper bound)
   }
@@ -262,27 +309,47 @@ void CpuExecutor::attention_layer(const Batch& batch, int il) {
       p.n_kv_head = c.n_head_kv;
       p.head_dim = c.head_dim;
       p.scale = scale;
-      paged_attention_item(p, int(local / c.n_head_kv), int(local % c.n_head_kv));
+      const int q0 = int(local / c.n_head_kv) * kAttentionQueryBlock;
+      paged_attention_block(p, q0, std::min(seq.n_new_tokens, q0 + kAttentionQueryBlock),
+                            int(local % c.n_head_kv));
     }
   });
 }
 
-// Quantizes x [n, k] once for the matmuls in `ws` that take 8-bit activations (null when none
-// does): Q/K/V and gate/up read the same normalized input. Rows are split over the pool.
-const QuantizedActs* CpuExecutor::quantize_shared(const float* x, int64_t n, int64_t k,
-                                                  std::initializer_list<const WeightMatrix*> ws) {
+// RMSNorm of the residual stream x [n, d] for the matmuls in `ws`, which all read it. When they
+// all take 8-bit activations (and there are several, or one that would quantize anyway) the
+// norm and the quantization are fused per row (the normalized row stays in L1; xn is not
+// written) and the shared quantized copy is returned. Otherwise xn is written and null
+// returned (each matmul then converts xn itself). Rows are split over the pool.
+const QuantizedActs* CpuExecutor::norm_for(const std::vector<float>& weight,
+                                           std::initializer_list<const WeightMatrix*> ws,
+                                           int64_t n) {
+  const ModelConfig& c = model_.config();
+  Scratch& s = *s_;
+  const int64_t d = c.n_embd;
   const MatmulIsa isa = isa_ == MatmulIsa::kAuto ? matmul_isa_best() : isa_;
-  if (isa == MatmulIsa::kScalar || k % kActBlock != 0) return nullptr;
-  int users = 0;
-  for (const WeightMatrix* w : ws) users += matmul_uses_int8_acts(w->type) ? 1 : 0;
-  if (users < 2) return nullptr;  // a single user quantizes inside matmul
-  ActBuffer& buf = s_->xq;
-  buf.resize(n, k);
-  pool_.parallel_for(n, token_grain(k), [&](int64_t t0, int64_t t1) {
-    quantize_acts_rows(x, t0, t1, buf, isa);
+  bool all_int8 = isa != MatmulIsa::kScalar && d % kActBlock == 0;
+  for (const WeightMatrix* w : ws) all_int8 = all_int8 && matmul_uses_int8_acts(w->type);
+  if (!all_int8) {
+    pool_.parallel_for(n, token_grain(d), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        rms_norm(s.x.data() + t * d, weight.data(), s.xn.data() + t * d, d, c.rms_eps);
+      }
+    });
+    return nullptr;
+  }
+  ActBuffer& buf = s.xq;
+  buf.resize(n, d);
+  pool_.parallel_for(n, token_grain(d), [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> row;
+    if (int64_t(row.size()) < d) row.resize(size_t(d));
+    for (int64_t t = t0; t < t1; ++t) {
+      rms_norm(s.x.data() + t * d, weight.data(), row.data(), d, c.rms_eps);
+      quantize_acts_row(row.data(), t, buf, isa);
+    }
   });
-  s_->xq_view = buf.view();
-  return &s_->xq_view;
+  s.xq_view = buf.view();
+  return &s.xq_view;
 }
 
 void CpuExecutor::forward(const Batch& batch, Logits& out) {
@@ -301,14 +368,6 @@ void CpuExecutor::forward(const Batch& batch, Logits& out) {
   Scratch::fit(s.gate, T * ff);
   Scratch::fit(s.up, T * ff);
 
-  const int64_t norm_grain = token_grain(d);
-  auto norm_rows = [&](const std::vector<float>& weight) {
-    pool_.parallel_for(T, norm_grain, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        rms_norm(s.x.data() + t * d, weight.data(), s.xn.data() + t * d, d, c.rms_eps);
-      }
-    });
-  };
   auto add_residual = [&]() {
     for (int64_t i = 0; i < T * d; ++i) s.x[size_t(i)] += s.proj[size_t(i)];
   };
@@ -316,20 +375,19 @@ void CpuExecutor::forward(const Batch& batch, Logits& out) {
   get_rows(w.token_embd.type, w.token_embd.data, d, batch.token_ids.data(), T, s.x.data());
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerWeights& lw = w.layers[size_t(il)];
-    norm_rows(lw.attn_norm);
-    attention_layer(batch, il);
-    matmul(mm(isa_, lw.wo, s.att.data(), T, s.proj.data()), &pool_);
+    const QuantizedActs* xq = norm_for(lw.attn_norm, {&lw.wq, &lw.wk, &lw.wv}, T);
+    attention_layer(batch, il, xq);
+    matmul_w(lw.wo, s.att.data(), T, s.proj.data());
     add_residual();
 
-    norm_rows(lw.ffn_norm);
-    const QuantizedActs* xq = quantize_shared(s.xn.data(), T, d, {&lw.w_gate, &lw.w_up});
-    matmul(mm(isa_, lw.w_gate, s.xn.data(), T, s.gate.data(), xq), &pool_);
-    matmul(mm(isa_, lw.w_up, s.xn.data(), T, s.up.data(), xq), &pool_);
+    xq = norm_for(lw.ffn_norm, {&lw.w_gate, &lw.w_up}, T);
+    matmul_w(lw.w_gate, s.xn.data(), T, s.gate.data(), xq);
+    matmul_w(lw.w_up, s.xn.data(), T, s.up.data(), xq);
     pool_.parallel_for(T, token_grain(ff), [&](int64_t t0, int64_t t1) {
       swiglu(s.gate.data() + t0 * ff, s.up.data() + t0 * ff, s.gate.data() + t0 * ff,
              (t1 - t0) * ff);
     });
-    matmul(mm(isa_, lw.w_down, s.gate.data(), T, s.proj.data()), &pool_);
+    matmul_w(lw.w_down, s.gate.data(), T, s.proj.data());
     add_residual();
   }
 
@@ -354,7 +412,7 @@ void CpuExecutor::forward(const Batch& batch, Logits& out) {
     rms_norm(s.x.data() + int64_t(out.token_index[size_t(r)]) * d, w.output_norm.data(),
              s.x_out.data() + r * d, d, c.rms_eps);
   }
-  matmul(mm(isa_, w.output, s.x_out.data(), R, out.values.data()), &pool_);
+  matmul_w(w.output, s.x_out.data(), R, out.values.data());
 }
 
 }  // namespace sluice

@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <unordered_map>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
@@ -28,6 +30,7 @@
 #include "executor/batch.h"
 #include "executor/kv_cache.h"
 #include "kernels/matmul_isa.h"
+#include "kernels/packed.h"
 #include "model/model.h"
 
 namespace sluice {
@@ -41,6 +44,10 @@ struct CpuExecutorOptions {
   // KV capacity in blocks (shared by all sequences); 0: enough for one sequence of
   // min(n_ctx, 8192) tokens.
   int n_blocks = 0;
+  // Repack Q8_0 / Q4_0 weights at load into 16-row interleaved groups for the AVX-512 VNNI
+  // kernels (kernels/packed.h; as many bytes again as those weights, the GGUF mapping is then
+  // left to the page cache). Only on CPUs that run them and with matmul_isa kAuto/kAvx512.
+  bool repack_weights = true;
   // Matmul kernels: kAuto picks the best ISA (8-bit activation blocks for Q8_0/Q4_0/Q4_K/Q6_K,
   // bf16-rounded activations for BF16 prefill: ~1e-2 relative logits error on random tiny
   // models, as llama.cpp); kScalar keeps f32 activations everywhere (reference comparisons).
@@ -57,9 +64,12 @@ class CpuExecutor {
   CpuExecutor& operator=(const CpuExecutor&) = delete;
 
   // Checks the batch (token ids, block ids and slots in range, contexts within n_ctx,
-  // sequences back to back), then computes. On error nothing has been written. `out` is
-  // reused: steady-state steps do not allocate.
+  // sequences back to back, block copies in range), applies its block copies, then computes.
+  // On error nothing has been written. `out` is reused: steady-state steps do not allocate.
   Status execute(const Batch& batch, Logits& out);
+  // Copy-on-write of shared KV blocks, in order: each dst takes its src's K/V, every layer.
+  // Fails, copying nothing, on an id out of range or src == dst.
+  Status copy_blocks(std::span<const KvBlockCopy> copies);
 
   const ModelConfig& config() const { return model_.config(); }
   int block_size() const { return kv_->shape().block_size; }
@@ -71,17 +81,24 @@ class CpuExecutor {
   struct Scratch;
   CpuExecutor(const Model& model, int n_threads, MatmulIsa isa);
 
+  void repack(const CpuExecutorOptions& options);
   Status validate(const Batch& batch) const;
+  Status validate_copies(std::span<const KvBlockCopy> copies) const;
   void forward(const Batch& batch, Logits& out);
-  void attention_layer(const Batch& batch, int layer);
-  const QuantizedActs* quantize_shared(const float* x, int64_t n, int64_t k,
-                                       std::initializer_list<const WeightMatrix*> ws);
+  void attention_layer(const Batch& batch, int layer, const QuantizedActs* xq);
+  // y = x W^T through the packed copy of W when there is one.
+  void matmul_w(const WeightMatrix& w, const float* x, int64_t n, float* y,
+                const QuantizedActs* xq = nullptr);
+  const QuantizedActs* norm_for(const std::vector<float>& weight,
+                                std::initializer_list<const WeightMatrix*> ws, int64_t n);
 
   const Model& model_;
   ThreadPool pool_;
   std::unique_ptr<KvCacheStorage> kv_;
   std::vector<float> rope_inv_freq_;  // [n_rot / 2]
   MatmulIsa isa_ = MatmulIsa::kAuto;
+  // Weights repacked at load for the AVX-512 kernels (kernels/packed.h), by GGUF data pointer.
+  std::unordered_map<const void*, PackedWeights> packed_;
   std::unique_ptr<Scratch> s_;
 };
 

@@ -30,6 +30,15 @@ Result<std::unique_ptr<KvCacheStorage>> KvCacheStorage::create(const KvCacheShap
   return s;
 }
 
+void KvCacheStorage::copy_block(int32_t src, int32_t dst) {
+  const size_t block_bytes = shape_.elems_per_block() * size_t(kv_type_size(shape_.type));
+  for (int layer = 0; layer < shape_.n_layer; ++layer) {
+    for (uint8_t* base : {static_cast<uint8_t*>(k(layer)), static_cast<uint8_t*>(v(layer))}) {
+      std::memcpy(base + size_t(dst) * block_bytes, base + size_t(src) * block_bytes, block_bytes);
+    }
+  }
+}
+
 BlockFreeList::BlockFreeList(int32_t n_blocks) : n_blocks_(n_blocks) {
   free_.reserve(size_t(n_blocks));
   // LIFO: block 0 is handed out first.

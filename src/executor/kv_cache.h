@@ -52,6 +52,10 @@ class KvCacheStorage {
   const void* k(int layer) const { return k_.get() + size_t(layer) * shape_.bytes_per_layer(); }
   const void* v(int layer) const { return v_.get() + size_t(layer) * shape_.bytes_per_layer(); }
 
+  // Block `dst` takes block `src`'s contents, K and V of every layer, whatever the KV type
+  // (2 * n_layer memcpy of elems_per_block elements). Ids must be in range and distinct.
+  void copy_block(int32_t src, int32_t dst);
+
  private:
   struct FreeDeleter {
     void operator()(uint8_t* p) const;

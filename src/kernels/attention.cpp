@@ -7,6 +7,11 @@
 
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_isa.h"
+
+namespace sluice::kern_avx512 {
+void attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head);
+}  // namespace sluice::kern_avx512
 
 namespace sluice {
 namespace {
@@ -97,11 +102,22 @@ void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head) {
   }
 }
 
+void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head) {
+  if (matmul_isa_best() == MatmulIsa::kAvx512 && p.head_dim % 16 == 0) {
+    kern_avx512::attention_block(p, q0, q1, kv_head);
+    return;
+  }
+  for (int qi = q0; qi < q1; ++qi) paged_attention_item(p, qi, kv_head);
+}
+
 void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
-  const int64_t n_items = int64_t(p.n_q) * p.n_kv_head;
+  const int n_qb = (p.n_q + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
+  const int64_t n_items = int64_t(n_qb) * p.n_kv_head;
   auto items = [&](int64_t b, int64_t e) {
     for (int64_t it = b; it < e; ++it) {
-      paged_attention_item(p, int(it / p.n_kv_head), int(it % p.n_kv_head));
+      const int q0 = int(it / p.n_kv_head) * kAttentionQueryBlock;
+      paged_attention_block(p, q0, std::min(p.n_q, q0 + kAttentionQueryBlock),
+                            int(it % p.n_kv_head));
     }
   };
   if (!pool) {

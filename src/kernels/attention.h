@@ -55,7 +55,13 @@ struct PagedAttentionParams {
 // f32 over tiles of keys. Items are independent (disjoint outputs): run them on any threads.
 void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head);
 
-// All n_q * n_kv_head items, over `pool` (may be null).
+// Query tokens [q0, q1) (at most kAttentionQueryBlock), every query head of kv head `kv_head`:
+// each key tile is converted and read once for all of them. AVX-512 (head_dim % 16 == 0) or
+// paged_attention_item per token. A query's result does not depend on q0, q1.
+constexpr int kAttentionQueryBlock = 16;
+void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head);
+
+// All ceil(n_q / kAttentionQueryBlock) * n_kv_head blocks, over `pool` (may be null).
 void paged_attention(const PagedAttentionParams& p, ThreadPool* pool);
 
 // The specification: per query head, full softmax in f64 over the visible positions.

@@ -103,8 +103,27 @@ std::vector<uint16_t>& bf16_scratch() {
 
 void matmul(const MatmulParams& p, ThreadPool* pool) {
   const MatmulIsa isa = p.isa == MatmulIsa::kAuto ? matmul_isa_best() : p.isa;
-  const auto* w = static_cast<const uint8_t*>(p.w);
+  const auto* w = static_cast<const uint8_t*>(p.packed && p.packed->is_copy() ? p.packed->raw() : p.w);
   const size_t rb = row_size(p.type, p.k);
+  if (isa == MatmulIsa::kAvx512 && p.packed && !p.packed->is_copy()) {
+    QuantizedActs a;
+    if (p.xq) {
+      a = *p.xq;
+    } else {
+      ActBuffer& buf = act_scratch();
+      quantize_acts(p.x, p.n, p.k, buf, isa);
+      a = buf.view();
+    }
+    const PackedWeights& pw = *p.packed;
+    const int64_t groups = pw.n_groups();
+    auto kernel = [&](int64_t g0, int64_t g1) { kern_avx512::gemm_packed(pw, g0, g1, a, p.y, p.m); };
+    if (!pool || p.m * p.k * p.n < kMinParallelMacs) {
+      kernel(0, groups);
+    } else {
+      pool->parallel_for(groups, 1, kernel);
+    }
+    return;
+  }
   if (isa != MatmulIsa::kScalar && matmul_uses_int8_acts(p.type) && p.k % kActBlock == 0) {
     QuantizedActs a;
     if (p.xq) {
@@ -125,7 +144,7 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   }
   if (isa != MatmulIsa::kScalar && (p.type == GgmlType::F16 || p.type == GgmlType::BF16)) {
     const bool bf16 = p.type == GgmlType::BF16;
-    if (isa == MatmulIsa::kAvx512 && p.n >= 4 && !bf16 && p.k % 16 == 0) {
+    if (isa == MatmulIsa::kAvx512 && !bf16 && p.k % 16 == 0) {
       over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
         kern_avx512::gemm_f16_tiled(w, r0, r1, p.x, p.n, p.k, p.y, p.m);
       });

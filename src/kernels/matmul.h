@@ -15,6 +15,7 @@
 #include "base/thread_pool.h"
 #include "gguf/types.h"
 #include "kernels/matmul_isa.h"
+#include "kernels/packed.h"
 
 namespace sluice {
 
@@ -34,6 +35,8 @@ struct MatmulParams {
   // one input (Q/K/V, gate/up). Used only by types that take 8-bit activations.
   const QuantizedActs* xq = nullptr;
   MatmulIsa isa = MatmulIsa::kAuto;  // kScalar: the dequantize + f32 dot path (tests, A/B)
+  // Optional: `w` repacked (packed.h); used when the ISA is AVX-512, else `w` is read.
+  const PackedWeights* packed = nullptr;
 };
 
 // y = x W^T. Threads over output rows: every thread streams a disjoint range of W rows, each

@@ -43,7 +43,7 @@ SLUICE_TARGET inline float hsum512(__m512 v) {
 }  // namespace
 
 SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d_out,
-                                 float* s_out) {
+                                 float* s_out, int32_t* bias_out, int32_t* sum16_out) {
   const int64_t nb = k / 32;
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t i = 0; i < n; ++i) {
@@ -51,6 +51,8 @@ SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* q
     int8_t* q = qs + i * k;
     float* d = d_out + i * nb;
     float* s = s_out + i * nb;
+    int32_t* bias = bias_out + i * nb;
+    int32_t* sum16 = sum16_out + 2 * i * nb;
     for (int64_t b = 0; b < nb; ++b) {
       const __m512 x0 = _mm512_loadu_ps(xr + 32 * b);
       const __m512 x1 = _mm512_loadu_ps(xr + 32 * b + 16);
@@ -61,32 +63,45 @@ SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* q
       const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtepi32_epi8(q0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
-      alignas(64) int32_t lanes[16];
-      _mm512_store_si512(lanes, _mm512_add_epi32(q0, q1));
-      int32_t sum = 0;
-      for (int32_t l : lanes) sum += l;
+      alignas(64) int32_t lanes[32];
+      _mm512_store_si512(lanes, q0);
+      _mm512_store_si512(lanes + 16, q1);
+      int32_t h0 = 0, h1 = 0;
+      for (int l = 0; l < 16; ++l) {
+        h0 += lanes[l];
+        h1 += lanes[16 + l];
+      }
+      sum16[2 * b] = h0;
+      sum16[2 * b + 1] = h1;
+      const int32_t sum = h0 + h1;
       d[b] = amax / 127.0f;
       s[b] = d[b] * float(sum);
+      bias[b] = -128 * sum;
     }
   }
 }
 
-// 2 weight rows x 4 activation rows per register tile: per 16 elements 2 conversions, 4 loads,
-// 8 FMAs into 8 accumulators.
+// NW weight rows x NX activation rows per register tile over `len` columns (x rows `ldx`
+// apart): per 16 columns NW conversions, NX loads, NW * NX FMAs into as many accumulators.
 template <int NW, int NX>
-SLUICE_TARGET void tile_f16(const uint8_t* w, size_t row_bytes, const float* x, int64_t k,
-                            float* out /* [NW][NX] */) {
+SLUICE_TARGET void tile_f16(const uint8_t* w, size_t row_bytes, const float* x, int64_t ldx,
+                            int64_t len, float* out /* [NW][NX] */) {
   __m512 acc[NW][NX];
   for (int a = 0; a < NW; ++a)
     for (int i = 0; i < NX; ++i) acc[a][i] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < k; j += 16) {
+  for (int64_t j = 0; j < len; j += 16) {
     __m512 wv[NW];
+    if (j % 32 == 0) {  // one cache line of each weight row per two steps, ~2 KiB ahead
+      for (int a = 0; a < NW; ++a) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + a * row_bytes + 2 * j + 2048), _MM_HINT_T0);
+      }
+    }
     for (int a = 0; a < NW; ++a) {
       wv[a] = _mm512_cvtph_ps(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + a * row_bytes + 2 * j)));
     }
     for (int i = 0; i < NX; ++i) {
-      const __m512 xv = _mm512_loadu_ps(x + i * k + j);
+      const __m512 xv = _mm512_loadu_ps(x + i * ldx + j);
       for (int a = 0; a < NW; ++a) acc[a][i] = _mm512_fmadd_ps(wv[a], xv, acc[a][i]);
     }
   }
@@ -94,29 +109,74 @@ SLUICE_TARGET void tile_f16(const uint8_t* w, size_t row_bytes, const float* x, 
     for (int i = 0; i < NX; ++i) out[a * NX + i] = hsum512(acc[a][i]);
 }
 
+// Weight rows [r, r + nw) x activation rows [i, i + nx_max) (nx_max <= 6) over the k-block
+// [kb, kb + len): y = (kb == 0 ? 0 : y) + one f32 dot per output, whichever tile computes it.
+SLUICE_TARGET void f16_block(const uint8_t* w, size_t rb, const float* x, int64_t k, float* y,
+                             int64_t m, int64_t r, int nw, int64_t i, int64_t nx_max, int64_t kb,
+                             int64_t len) {
+  float out[24];
+  const uint8_t* wr = w + size_t(r) * rb + size_t(kb) * 2;
+  auto put = [&](int64_t t0, int nx) {
+    for (int a = 0; a < nw; ++a) {
+      for (int t = 0; t < nx; ++t) {
+        float& dst = y[(i + t0 + t) * m + r + a];
+        dst = kb == 0 ? out[a * nx + t] : dst + out[a * nx + t];
+      }
+    }
+  };
+  int64_t t = 0;
+  if (nw == 4 && nx_max == 6) {
+    tile_f16<4, 6>(wr, rb, x + i * k + kb, k, len, out);
+    put(0, 6);
+    return;
+  }
+  if (nw == 2 && nx_max >= 4) {
+    tile_f16<2, 4>(wr, rb, x + i * k + kb, k, len, out);
+    put(0, 4);
+    t = 4;
+  } else if (nw == 1 && nx_max >= 4) {
+    tile_f16<1, 4>(wr, rb, x + i * k + kb, k, len, out);
+    put(0, 4);
+    t = 4;
+  }
+  for (; t < nx_max; ++t) {
+    const float* xt = x + (i + t) * k + kb;
+    if (nw == 4) tile_f16<4, 1>(wr, rb, xt, k, len, out);
+    else if (nw == 2) tile_f16<2, 1>(wr, rb, xt, k, len, out);
+    else tile_f16<1, 1>(wr, rb, xt, k, len, out);
+    put(t, 1);
+  }
+}
+
+// F16 GEMM/GEMV in 512-column k-blocks with register tiles of 4 weight rows x 6 activation rows
+// (24 accumulators: FMA-bound). Each output is the sum over k-blocks, in order, of one f32 dot
+// per block, whatever the tile and loop order: the same arithmetic whatever the batch.
+//   n > 6 (prefill): per chunk of weight rows (~256 KiB of a k-block, kept in L2) and k-block,
+//     every 6 activation rows (12 KiB of the block: L1) are swept against the chunk.
+//   n <= 6 (decode): row tiles outermost, k-blocks inside, so weights stream sequentially.
 SLUICE_TARGET void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x,
                                   int64_t n, int64_t k, float* y, int64_t m) {
+  constexpr int64_t kKb = 512;
   const size_t rb = size_t(k) * 2;
-  const int64_t x_chunk = std::max<int64_t>(4, ((512 << 10) / (4 * k)) & ~3);
-  const int64_t w_chunk = std::max<int64_t>(2, ((512 << 10) / int64_t(rb)) & ~1);
-  float out[8];
+  auto row_tile = [&](int64_t r, int64_t end) { return r + 4 <= end ? 4 : r + 2 <= end ? 2 : 1; };
+  if (n <= 6) {
+    for (int64_t r = r0; r < r1;) {
+      const int nw = row_tile(r, r1);
+      for (int64_t kb = 0; kb < k; kb += kKb) f16_block(w, rb, x, k, y, m, r, nw, 0, n, kb, std::min(kKb, k - kb));
+      r += nw;
+    }
+    return;
+  }
+  const int64_t w_chunk = std::max<int64_t>(4, ((256 << 10) / (2 * std::min(k, kKb))) & ~3);
   for (int64_t w0 = r0; w0 < r1; w0 += w_chunk) {
     const int64_t w1 = std::min(r1, w0 + w_chunk);
-    for (int64_t c0 = 0; c0 < n; c0 += x_chunk) {
-      const int64_t c1 = std::min(n, c0 + x_chunk);
-      for (int64_t r = w0; r < w1; r += 2) {
-        const int nw = r + 2 <= w1 ? 2 : 1;
-        for (int64_t i = c0; i < c1;) {
-          const int nx = i + 4 <= c1 ? 4 : 1;
-          const uint8_t* wr = w + size_t(r) * rb;
-          const float* xr = x + i * k;
-          if (nw == 2 && nx == 4) tile_f16<2, 4>(wr, rb, xr, k, out);
-          else if (nw == 2) tile_f16<2, 1>(wr, rb, xr, k, out);
-          else if (nx == 4) tile_f16<1, 4>(wr, rb, xr, k, out);
-          else tile_f16<1, 1>(wr, rb, xr, k, out);
-          for (int a = 0; a < nw; ++a)
-            for (int t = 0; t < nx; ++t) y[(i + t) * m + r + a] = out[a * nx + t];
-          i += nx;
+    for (int64_t kb = 0; kb < k; kb += kKb) {
+      const int64_t len = std::min(kKb, k - kb);
+      for (int64_t i = 0; i < n; i += 6) {
+        for (int64_t r = w0; r < w1;) {
+          const int nw = row_tile(r, w1);
+          f16_block(w, rb, x, k, y, m, r, nw, i, std::min<int64_t>(6, n - i), kb, len);
+          r += nw;
         }
       }
     }

@@ -75,25 +75,32 @@ void ActBuffer::resize(int64_t n, int64_t k) {
   if (int64_t(d_.size()) < n * k / kActBlock) {
     d_.resize(size_t(n * k / kActBlock));
     s_.resize(size_t(n * k / kActBlock));
+    bias_.resize(size_t(n * k / kActBlock));
+    sum16_.resize(size_t(2 * n * k / kActBlock));
   }
 }
 
 namespace {
 
-void quantize_rows_ref(const float* x, int64_t n_blocks, int8_t* qs, float* d, float* s) {
+void quantize_rows_ref(const float* x, int64_t n_blocks, int8_t* qs, float* d, float* s,
+                       int32_t* bias, int32_t* sum16) {
   for (int64_t b = 0; b < n_blocks; ++b) {
     const float* xb = x + b * kActBlock;
     float amax = 0;
     for (int j = 0; j < kActBlock; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    int32_t sum = 0;
+    int32_t sum = 0, half = 0;
     for (int j = 0; j < kActBlock; ++j) {
       const auto q = int8_t(std::nearbyint(xb[j] * id));
       qs[b * kActBlock + j] = q;
       sum += q;
+      if (j < 16) half += q;
     }
+    sum16[2 * b] = half;
+    sum16[2 * b + 1] = sum - half;
     d[b] = amax / 127.0f;
     s[b] = d[b] * float(sum);
+    bias[b] = -128 * sum;
   }
 }
 
@@ -101,7 +108,7 @@ void quantize_rows_ref(const float* x, int64_t n_blocks, int8_t* qs, float* d, f
 
 void quantize_acts_ref(const float* x, int64_t n, int64_t k, ActBuffer& out) {
   out.resize(n, k);
-  quantize_rows_ref(x, n * k / kActBlock, out.qs(), out.d(), out.s());
+  quantize_rows_ref(x, n * k / kActBlock, out.qs(), out.d(), out.s(), out.bias(), out.sum16());
 }
 
 void quantize_acts_rows(const float* x, int64_t r0, int64_t r1, ActBuffer& out, MatmulIsa isa) {
@@ -109,10 +116,22 @@ void quantize_acts_rows(const float* x, int64_t r0, int64_t r1, ActBuffer& out, 
   const int64_t k = out.k(), nb = k / kActBlock;
   if (isa == MatmulIsa::kAvx512) {
     kern_avx512::quantize_rows(x + r0 * k, r1 - r0, k, out.qs() + r0 * k, out.d() + r0 * nb,
-                               out.s() + r0 * nb);
+                               out.s() + r0 * nb, out.bias() + r0 * nb, out.sum16() + 2 * r0 * nb);
   } else {
     quantize_rows_ref(x + r0 * k, (r1 - r0) * nb, out.qs() + r0 * k, out.d() + r0 * nb,
-                      out.s() + r0 * nb);
+                      out.s() + r0 * nb, out.bias() + r0 * nb, out.sum16() + 2 * r0 * nb);
+  }
+}
+
+void quantize_acts_row(const float* x, int64_t r, ActBuffer& out, MatmulIsa isa) {
+  if (isa == MatmulIsa::kAuto) isa = matmul_isa_best();
+  const int64_t k = out.k(), nb = k / kActBlock;
+  if (isa == MatmulIsa::kAvx512) {
+    kern_avx512::quantize_rows(x, 1, k, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb,
+                               out.bias() + r * nb, out.sum16() + 2 * r * nb);
+  } else {
+    quantize_rows_ref(x, nb, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb,
+                      out.bias() + r * nb, out.sum16() + 2 * r * nb);
   }
 }
 

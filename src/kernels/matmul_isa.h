@@ -41,10 +41,15 @@ constexpr int64_t kActBlock = 32;
 //   qs  [n, k]        int8, x[i, j] ~= d[i, j / 32] * qs[i, j]
 //   d   [n, k / 32]   f32 block scales (amax / 127)
 //   s   [n, k / 32]   f32 d * sum of the block's qs (for weight types with block minimums)
+//   bias [n, k / 32]  int32 -128 * sum of the block's qs: the packed kernels (packed.h) dot
+//                     unsigned weights (w + 128, or w + 8 for 4-bit) and start from this
+//   sum16 [n, k / 16] int32 sum of each half block's qs (for weights with 16-column scales)
 struct QuantizedActs {
   const int8_t* qs = nullptr;
   const float* d = nullptr;
   const float* s = nullptr;
+  const int32_t* bias = nullptr;
+  const int32_t* sum16 = nullptr;
   int64_t n = 0;
   int64_t k = 0;  // a multiple of 32
 };
@@ -53,26 +58,34 @@ struct QuantizedActs {
 // steady-state decode quantizes without allocating.
 class ActBuffer {
  public:
-  QuantizedActs view() const { return {qs_.data(), d_.data(), s_.data(), n_, k_}; }
+  QuantizedActs view() const {
+    return {qs_.data(), d_.data(), s_.data(), bias_.data(), sum16_.data(), n_, k_};
+  }
   void resize(int64_t n, int64_t k);
   int8_t* qs() { return qs_.data(); }
   float* d() { return d_.data(); }
   float* s() { return s_.data(); }
+  int32_t* bias() { return bias_.data(); }
+  int32_t* sum16() { return sum16_.data(); }
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
 
  private:
   std::vector<int8_t> qs_;
   std::vector<float> d_, s_;
+  std::vector<int32_t> bias_, sum16_;
   int64_t n_ = 0, k_ = 0;
 };
 
 // x [n, k] -> out (k a multiple of 32). Per block: d = amax / 127, qs = round-half-even(x / d)
-// (computed as x * (127 / amax)), s = d * sum(qs); an all-zero block has d = 0 and qs = 0.
+// (computed as x * (127 / amax)), s = d * sum(qs), bias = -128 * sum(qs), sum16 = the sums of
+// its two halves; an all-zero block has d = 0 and qs = 0.
 void quantize_acts(const float* x, int64_t n, int64_t k, ActBuffer& out,
                    MatmulIsa isa = MatmulIsa::kAuto);
 // The specification (scalar).
 void quantize_acts_ref(const float* x, int64_t n, int64_t k, ActBuffer& out);
+// One row (row `r` of `out`, already resize()d) from its own buffer `x` [k].
+void quantize_acts_row(const float* x, int64_t r, ActBuffer& out, MatmulIsa isa = MatmulIsa::kAuto);
 // Rows [r0, r1) of x [n, k] into `out`, already resize()d to (n, k): lets a pool split the rows.
 void quantize_acts_rows(const float* x, int64_t r0, int64_t r1, ActBuffer& out,
                         MatmulIsa isa = MatmulIsa::kAuto);

@@ -11,6 +11,8 @@
 
 namespace sluice {
 
+class PackedWeights;
+
 #define SLUICE_KERNEL_DECLS                                                                   \
   /* Q8_0, Q4_0, Q4_K, Q6_K weights against 8-bit activation blocks. */                       \
   void gemm_int8(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,  \
@@ -25,9 +27,10 @@ SLUICE_KERNEL_DECLS
 
 namespace kern_avx512 {
 SLUICE_KERNEL_DECLS
-// n rows of x [n, k] -> qs [n, k], d [n, k / 32], s [n, k / 32], as quantize_acts_ref (bit for
-// bit).
-void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, float* s);
+// n rows of x [n, k] -> qs [n, k], d, s, bias [n, k / 32], sum16 [n, k / 16], as
+// quantize_acts_ref (bit for bit).
+void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, float* s,
+                   int32_t* bias, int32_t* sum16);
 // F16 weights, f32 activations, k % 16 == 0: register tiles of 2 weight rows x 4 activation
 // rows in 512-bit f32 FMA (prefill).
 void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n,
@@ -36,6 +39,10 @@ void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, in
 // AVX512-BF16). Products are exact, sums f32.
 void gemm_bf16_dp(const uint8_t* w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t n,
                   int64_t k, float* y, int64_t m);
+// Packed Q8_0 / Q4_0 weights (packed.h), groups [g0, g1) (rows 16 g0 .. min(m, 16 g1)), against
+// every quantized activation row; y [n, m].
+void gemm_packed(const PackedWeights& w, int64_t g0, int64_t g1, const QuantizedActs& a, float* y,
+                 int64_t m);
 // x [n, k] f32 -> bf16 round-to-nearest-even, k % 32 == 0.
 void to_bf16(const float* x, int64_t count, uint16_t* out);
 }  // namespace kern_avx512

@@ -1,6 +1,7 @@
 #include "kv/kv_cache_manager.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace sluice {
 
@@ -50,19 +51,32 @@ PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens) {
   return hit;
 }
 
-bool KvCacheManager::allocate_slots(RequestId id, int32_t n_tokens, const PrefixHit* prefix) {
-  Table* table = nullptr;
+bool KvCacheManager::allocate_slots(RequestId id, int32_t n_computed, int32_t n_new,
+                                    const PrefixHit* prefix) {
   auto it = tables_.find(id);
   const bool fresh = it == tables_.end();
+  assert(!fresh || !prefix || n_computed >= prefix->n_tokens);
   const size_t have = fresh ? (prefix ? prefix->blocks.size() : 0) : it->second.blocks.size();
+  const int32_t n_tokens = n_computed + n_new;
   const int32_t need = std::max(0, blocks_for(n_tokens) - int32_t(have));
+  // Blocks this step writes into that another table shares need a private copy first. Only a
+  // known table can hold such blocks (adopted prefix blocks all lie before n_computed).
+  const size_t first_written = size_t(n_computed / block_size());
+  const size_t end_written = std::min(have, size_t(blocks_for(n_tokens)));
+  int32_t n_cow = 0;
+  if (!fresh) {
+    for (size_t b = first_written; b < end_written; ++b) {
+      n_cow += pool_.ref_count(it->second.blocks[b]) > 1 ? 1 : 0;
+    }
+  }
   // Adopting free cached prefix blocks takes them out of the free pool too.
   int32_t taken_from_free = 0;
   if (fresh && prefix) {
     for (BlockId b : prefix->blocks) taken_from_free += pool_.ref_count(b) == 0 ? 1 : 0;
   }
-  if (!pool_.can_allocate(need + taken_from_free)) return false;
+  if (!pool_.can_allocate(need + n_cow + taken_from_free)) return false;
 
+  Table* table = nullptr;
   if (fresh) {
     table = &tables_[id];
     if (prefix) {
@@ -72,11 +86,48 @@ bool KvCacheManager::allocate_slots(RequestId id, int32_t n_tokens, const Prefix
   } else {
     table = &it->second;
   }
+  for (size_t b = first_written; n_cow > 0 && b < end_written; ++b) {
+    const BlockId src = table->blocks[b];
+    if (pool_.ref_count(src) <= 1) continue;
+    // A partial block: never hashed (only committed full blocks are, and they precede it).
+    assert(b >= table->hashes.size());
+    const BlockId dst = pool_.allocate(1)[0];
+    pool_.release(std::span<const BlockId>(&src, 1));  // stays held by the other tables
+    table->blocks[b] = dst;
+    copies_.push_back({src, dst});
+    ++share_stats_.cow_copies;
+  }
   if (need > 0) {
     std::vector<BlockId> fresh_blocks = pool_.allocate(need);
     table->blocks.insert(table->blocks.end(), fresh_blocks.begin(), fresh_blocks.end());
   }
   return true;
+}
+
+std::vector<BlockCopy> KvCacheManager::take_copies() {
+  std::vector<BlockCopy> out;
+  out.swap(copies_);
+  return out;
+}
+
+void KvCacheManager::fork(RequestId parent, RequestId child) {
+  assert(!tables_.count(child));
+  auto it = tables_.find(parent);
+  if (it == tables_.end()) return;
+  Table t = it->second;  // block ids and hashes: a few dozen integers
+  for (BlockId b : t.blocks) pool_.retain(b);
+  ++share_stats_.forks;
+  share_stats_.forked_blocks += t.blocks.size();
+  tables_.emplace(child, std::move(t));
+}
+
+void KvCacheManager::move_table(RequestId from, RequestId to) {
+  assert(!tables_.count(to));
+  auto it = tables_.find(from);
+  if (it == tables_.end()) return;
+  Table t = std::move(it->second);
+  tables_.erase(it);
+  tables_.emplace(to, std::move(t));
 }
 
 void KvCacheManager::commit_computed(RequestId id, std::span<const int32_t> tokens,

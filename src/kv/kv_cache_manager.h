@@ -5,6 +5,15 @@
 //   tokens:  [t0 .. t15][t16 .. t31][t32 .. t39]      block_size 16
 //   table:   [  b7     ][  b2      ][  b9 (partial)]
 //   hashes:  h0 = H(0, t0..t15, salt), h1 = H(h0, t16..t31, salt); partial blocks have none
+//
+// Block sharing and copy-on-write (n samples of one prompt): fork() gives a new table every
+// block of another (ref counts + 1, full blocks keep their hashes). A block is written only by
+// a table that holds it alone: allocate_slots() replaces a shared block that the step writes
+// into (the forked prompt's last, partial block) by a fresh one and records the copy, which
+// the executor performs before that step's forward pass. The last holder writes in place:
+//
+//   after fork:  A [b7 b2 b9*]  B [b7 b2 b9*]  C [b7 b2 b9*]     b9: 8 of 16 tokens, ref 3
+//   next step:   A [b7 b2 b4 ]  B [b7 b2 b5 ]  C [b7 b2 b9 ]     copies b9->b4, b9->b5
 #pragma once
 
 #include <cstdint>
@@ -25,6 +34,20 @@ struct KvCacheConfig {
   uint64_t salt = 0;  // distinguishes models/adapters sharing one cache
 };
 
+// Copy block `src`'s K/V (every layer) into block `dst` before the step that writes `dst`.
+struct BlockCopy {
+  BlockId src = kNoBlock;
+  BlockId dst = kNoBlock;
+  bool operator==(const BlockCopy&) const = default;
+};
+
+// Counters of block sharing since start.
+struct BlockShareStats {
+  uint64_t forks = 0;          // tables forked from another
+  uint64_t forked_blocks = 0;  // blocks those forks shared instead of allocating
+  uint64_t cow_copies = 0;     // shared blocks copied before a write (copy-on-write)
+};
+
 // Cached full blocks that prefix a token sequence (from find_prefix; no references held).
 struct PrefixHit {
   std::vector<BlockId> blocks;
@@ -43,14 +66,30 @@ class KvCacheManager {
   int32_t n_used_blocks() const { return pool_.n_used(); }
   bool prefix_cache_enabled() const { return config_.enable_prefix_cache; }
   const PrefixCacheStats& prefix_stats() const { return pool_.stats(); }
+  const BlockShareStats& share_stats() const { return share_stats_; }
 
   // Longest run of cached full blocks that prefixes `tokens`, leaving at least one token to
   // compute (its logits are needed). Counts a lookup in the stats.
   PrefixHit find_prefix(std::span<const int32_t> tokens);
 
-  // Makes request `id` hold blocks for `n_tokens` tokens. On a request's first call, `prefix`
-  // blocks are adopted first. Returns false, changing nothing, if the pool is short.
-  bool allocate_slots(RequestId id, int32_t n_tokens, const PrefixHit* prefix = nullptr);
+  // Makes request `id` hold blocks for tokens [0, n_computed + n_new), of which
+  // [n_computed, n_computed + n_new) are written next: a block there that another table shares
+  // is first replaced by a fresh private one (copy-on-write, queued for take_copies()). On a
+  // request's first call, `prefix` blocks are adopted first (n_computed is then
+  // prefix->n_tokens). Returns false, changing nothing, if the pool is short.
+  bool allocate_slots(RequestId id, int32_t n_computed, int32_t n_new,
+                      const PrefixHit* prefix = nullptr);
+  // The copies allocate_slots() queued since the last call, in order (apply them in order:
+  // a block freed after being copied from may be reused as a later copy's destination).
+  std::vector<BlockCopy> take_copies();
+
+  // `child` (unknown so far) shares every block of `parent`: ref counts + 1, committed full
+  // blocks keep their hashes. Takes no free block; the first write into the shared partial
+  // last block copies it (see allocate_slots). An unknown parent forks nothing.
+  void fork(RequestId parent, RequestId child);
+  // Hands request `from`'s table to `to` (unknown so far), refs unchanged: another request
+  // takes over a computation (a group's prompt when its first sample is aborted).
+  void move_table(RequestId from, RequestId to);
 
   // K/V now exist for tokens[0, n_computed): full blocks enter the prefix cache.
   void commit_computed(RequestId id, std::span<const int32_t> tokens, int32_t n_computed);
@@ -77,6 +116,8 @@ class KvCacheManager {
   KvCacheConfig config_;
   BlockPool pool_;
   std::unordered_map<RequestId, Table> tables_;
+  std::vector<BlockCopy> copies_;  // queued by allocate_slots, drained by take_copies
+  BlockShareStats share_stats_;
 };
 
 }  // namespace sluice

@@ -8,15 +8,30 @@ namespace sluice {
 Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
 
 void Scheduler::add_request(RequestId id, std::vector<int32_t> prompt, int32_t priority) {
-  assert(!prompt.empty() && !requests_.count(id));
-  SchedRequest r;
-  r.id = id;
-  r.n_prompt = int32_t(prompt.size());
-  r.tokens = std::move(prompt);
-  r.priority = priority;
-  r.arrival = next_arrival_++;
-  requests_.emplace(id, std::move(r));
-  insert_waiting(id, /*front=*/false);
+  add_group(std::span<const RequestId>(&id, 1), std::move(prompt), priority);
+}
+
+void Scheduler::add_group(std::span<const RequestId> ids, std::vector<int32_t> prompt,
+                          int32_t priority) {
+  assert(!ids.empty() && !prompt.empty());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    assert(!requests_.count(ids[i]));
+    SchedRequest r;
+    r.id = ids[i];
+    r.n_prompt = int32_t(prompt.size());
+    r.tokens = i + 1 < ids.size() ? prompt : std::move(prompt);
+    r.priority = priority;
+    r.arrival = next_arrival_++;  // the group's samples sort right after their leader
+    if (i == 0) {
+      r.awaiting_fork.assign(ids.begin() + 1, ids.end());
+    } else {
+      r.state = RequestState::kAwaitingFork;
+      r.leader = ids[0];
+      ++n_awaiting_fork_;
+    }
+    requests_.emplace(ids[i], std::move(r));
+  }
+  insert_waiting(ids[0], /*front=*/false);
 }
 
 void Scheduler::insert_waiting(RequestId id, bool front) {
@@ -40,10 +55,39 @@ void Scheduler::insert_waiting(RequestId id, bool front) {
 void Scheduler::abort(RequestId id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
+  SchedRequest& r = it->second;
+  if (r.state == RequestState::kAwaitingFork) {
+    std::erase(requests_.at(r.leader).awaiting_fork, id);
+    --n_awaiting_fork_;
+    requests_.erase(it);
+    return;
+  }
+  if (!r.awaiting_fork.empty()) {
+    promote_heir(r);
+    requests_.erase(id);
+    return;
+  }
   kv_.free(id);
   std::erase(running_, id);
   std::erase(waiting_, id);
   requests_.erase(it);
+}
+
+void Scheduler::promote_heir(SchedRequest& r) {
+  const RequestId heir_id = r.awaiting_fork.front();
+  SchedRequest& heir = requests_.at(heir_id);
+  // Same prompt, no generated tokens on either side: the heir simply continues r's work.
+  heir.state = r.state;
+  heir.num_computed = r.num_computed;
+  heir.arrival = r.arrival;
+  heir.n_preemptions = r.n_preemptions;
+  heir.leader = 0;
+  heir.awaiting_fork.assign(r.awaiting_fork.begin() + 1, r.awaiting_fork.end());
+  for (RequestId c : heir.awaiting_fork) requests_.at(c).leader = heir_id;
+  --n_awaiting_fork_;
+  kv_.move_table(r.id, heir_id);
+  std::replace(running_.begin(), running_.end(), r.id, heir_id);
+  std::replace(waiting_.begin(), waiting_.end(), r.id, heir_id);
 }
 
 const SchedRequest* Scheduler::find(RequestId id) const {
@@ -55,6 +99,16 @@ int32_t Scheduler::cap_new_tokens(const SchedRequest& r, int32_t budget) const {
   int32_t n = std::min(r.num_tokens() - r.num_computed, budget);
   if (config_.prefill_chunk > 0) n = std::min(n, config_.prefill_chunk);
   return n;
+}
+
+int32_t Scheduler::seats(const SchedRequest& r) const {
+  return std::min(1 + int32_t(r.awaiting_fork.size()), std::max(config_.max_seqs, 1));
+}
+
+ScheduledSeq Scheduler::make_seq(const SchedRequest& r, int32_t n_new) const {
+  ScheduledSeq q{r.id, r.num_computed, n_new, r.num_computed + n_new == r.num_tokens(), {}};
+  if (q.samples) q.forks = r.awaiting_fork;  // a leader samples first at its prompt's end
+  return q;
 }
 
 size_t Scheduler::pick_victim() const {
@@ -94,7 +148,7 @@ SchedulerOutput Scheduler::schedule() {
       continue;
     }
     bool scheduled = true;
-    while (!kv_.allocate_slots(id, r.num_computed + n_new)) {
+    while (!kv_.allocate_slots(id, r.num_computed, n_new)) {
       const size_t v = pick_victim();
       const RequestId victim = running_[v];
       // A victim already scheduled this step gives its tokens back.
@@ -115,31 +169,36 @@ SchedulerOutput Scheduler::schedule() {
       if (v < i) --i;  // an earlier entry left running_
     }
     if (!scheduled) continue;  // running_[i] is now the next request
-    out.seqs.push_back({id, r.num_computed, n_new, r.num_computed + n_new == r.num_tokens()});
+    out.seqs.push_back(make_seq(r, n_new));
     out.n_tokens += n_new;
     budget -= n_new;
     ++i;
   }
 
-  // 2. Admit waiting requests unless this step had to preempt (memory is tight).
-  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
-         int32_t(running_.size()) < config_.max_seqs) {
+  // 2. Admit waiting requests unless this step had to preempt (memory is tight). A group's
+  // leader takes seats for every sample of the group, so that they can all fork it.
+  int32_t seats_taken = 0;
+  for (RequestId id : running_) seats_taken += seats(requests_.at(id));
+  while (out.preempted.empty() && !waiting_.empty() && budget > 0) {
     const RequestId id = waiting_.front();
     SchedRequest& r = requests_.at(id);
+    if (seats_taken + seats(r) > config_.max_seqs) break;
     PrefixHit hit = kv_.find_prefix(r.tokens);
     r.num_computed = hit.n_tokens;
     const int32_t n_new = cap_new_tokens(r, budget);
-    if (!kv_.allocate_slots(id, r.num_computed + n_new, &hit)) {
+    if (!kv_.allocate_slots(id, r.num_computed, n_new, &hit)) {
       r.num_computed = 0;
       break;  // head-of-line: later requests wait too (FCFS fairness)
     }
     waiting_.pop_front();
     r.state = RequestState::kRunning;
     running_.push_back(id);
-    out.seqs.push_back({id, r.num_computed, n_new, r.num_computed + n_new == r.num_tokens()});
+    seats_taken += seats(r);
+    out.seqs.push_back(make_seq(r, n_new));
     out.n_tokens += n_new;
     budget -= n_new;
   }
+  out.copies = kv_.take_copies();
   return out;
 }
 
@@ -150,7 +209,37 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
     SchedRequest& r = it->second;
     r.num_computed = s.num_computed + s.n_new;
     kv_.commit_computed(s.id, r.tokens, r.num_computed);
+    if (!s.forks.empty()) fork_group(r, s.forks);
   }
+}
+
+void Scheduler::fork_group(SchedRequest& leader, const std::vector<RequestId>& forks) {
+  assert(leader.num_computed == leader.n_prompt && leader.awaiting_fork == forks);
+  // Forked samples run right after their leader (the group was admitted together).
+  size_t pos = size_t(std::find(running_.begin(), running_.end(), leader.id) - running_.begin());
+  assert(pos < running_.size());
+  std::vector<RequestId> overflow;
+  for (RequestId cid : forks) {
+    SchedRequest& c = requests_.at(cid);
+    --n_awaiting_fork_;
+    c.leader = 0;
+    if (int32_t(running_.size()) < config_.max_seqs) {
+      kv_.fork(leader.id, cid);
+      c.num_computed = leader.num_computed;
+      c.state = RequestState::kRunning;
+      running_.insert(running_.begin() + std::ptrdiff_t(++pos), cid);
+    } else {
+      // Only a group larger than max_seqs gets here: the rest wait and recompute the prompt
+      // (the prefix cache holds its full blocks).
+      c.num_computed = 0;
+      c.state = RequestState::kWaiting;
+      overflow.push_back(cid);
+    }
+  }
+  for (auto it = overflow.rbegin(); it != overflow.rend(); ++it) {
+    insert_waiting(*it, /*front=*/true);
+  }
+  leader.awaiting_fork.clear();
 }
 
 void Scheduler::append_token(RequestId id, int32_t token) {

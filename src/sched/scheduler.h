@@ -10,6 +10,15 @@
 //      front of the waiting queue to be recomputed later — never dropped, never an error;
 //   2. then, if nothing was preempted, waiting requests are admitted in order (FCFS, or by
 //      priority then arrival) while the token budget, the sequence cap and the pool allow.
+//
+// Groups (n samples of one prompt, add_group): only the first sample, the group's leader, is
+// queued; the others await the fork. The leader is admitted with seats for the whole group
+// (max_seqs counts them). When a step computes the prompt's last token, its ScheduledSeq lists
+// the awaiting samples in `forks`; on_step_done() forks them: each takes the leader's block
+// table (shared blocks, see KvCacheManager::fork) and num_computed, and runs right after the
+// leader; the engine samples all of them from the leader's logits row. From then on they are
+// independent requests (preempted, aborted, finished alone). Aborting a leader before that
+// hands its place, progress and blocks to the next sample of its group.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +38,12 @@ struct SchedulerConfig {
   bool use_priority = false;        // false: FCFS; true: lower `priority` value first
 };
 
-enum class RequestState { kWaiting, kRunning, kFinished };
+enum class RequestState {
+  kWaiting,
+  kRunning,
+  kAwaitingFork,  // a sample of a group, not the leader: forks the leader when its prompt is done
+  kFinished,
+};
 
 // What the scheduler knows of a request.
 struct SchedRequest {
@@ -41,6 +55,9 @@ struct SchedRequest {
   uint64_t arrival = 0;  // admission order key (monotonic)
   RequestState state = RequestState::kWaiting;
   int32_t n_preemptions = 0;
+  // A leader whose prompt is not computed yet: the other samples of its group, in order.
+  std::vector<RequestId> awaiting_fork;
+  RequestId leader = 0;  // kAwaitingFork: the request whose prompt it waits for
   int32_t num_tokens() const { return int32_t(tokens.size()); }
 };
 
@@ -51,13 +68,17 @@ struct ScheduledSeq {
   int32_t n_new = 0;         // tokens to compute now
   // True when this step computes the request's last known token: its logits yield a new token.
   bool samples = false;
+  // Samples of its group that fork it after this step and sample from its logits row too
+  // (only on the step that completes a leader's prompt).
+  std::vector<RequestId> forks;
 };
 
 // The result of one schedule() call: what the executor runs next.
 struct SchedulerOutput {
-  std::vector<ScheduledSeq> seqs;      // running order
-  std::vector<RequestId> preempted;    // preempted during this call
-  int32_t n_tokens = 0;                // sum of n_new
+  std::vector<ScheduledSeq> seqs;    // running order
+  std::vector<RequestId> preempted;  // preempted during this call
+  std::vector<BlockCopy> copies;     // copy-on-write: apply in order before the forward pass
+  int32_t n_tokens = 0;              // sum of n_new
   bool empty() const { return seqs.empty(); }
 };
 
@@ -69,19 +90,26 @@ class Scheduler {
 
   // Queues a request (state kWaiting). `tokens` must be non-empty; ids must be unique.
   void add_request(RequestId id, std::vector<int32_t> prompt, int32_t priority = 0);
-  // Removes a request wherever it is and frees its blocks. Unknown ids are ignored.
+  // Queues `ids.size()` (>= 1) samples of one prompt: ids[0] leads and computes the prompt,
+  // the others await the fork (see the top of this file). All run at `priority`.
+  void add_group(std::span<const RequestId> ids, std::vector<int32_t> prompt, int32_t priority = 0);
+  // Removes a request wherever it is and frees its blocks. Unknown ids are ignored. A leader
+  // that still has samples awaiting the fork hands its place and blocks to the first of them.
   void abort(RequestId id);
   // A request ends (stop condition met): same effect as abort, kept distinct for clarity.
   void finish(RequestId id) { abort(id); }
 
   SchedulerOutput schedule();
-  // The executor computed `out`: advance num_computed and publish full blocks to the prefix cache.
+  // The executor computed `out`: advance num_computed, publish full blocks to the prefix cache
+  // and fork the samples listed in ScheduledSeq::forks (each then runs, or, past max_seqs,
+  // waits at the front of the queue to recompute its prompt).
   void on_step_done(const SchedulerOutput& out);
   // Appends a sampled token to a running request.
   void append_token(RequestId id, int32_t token);
 
   const SchedRequest* find(RequestId id) const;
-  size_t n_waiting() const { return waiting_.size(); }
+  // Requests not running: queued, plus samples awaiting their leader's fork.
+  size_t n_waiting() const { return waiting_.size() + n_awaiting_fork_; }
   size_t n_running() const { return running_.size(); }
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
   const std::deque<RequestId>& waiting() const { return waiting_; }
@@ -95,6 +123,13 @@ class Scheduler {
   size_t pick_victim() const;
   void preempt(RequestId id);
   void insert_waiting(RequestId id, bool front);
+  // Seats (of max_seqs) a running request holds or a waiting one needs: itself plus the
+  // samples awaiting its fork (a group larger than max_seqs needs all of them).
+  int32_t seats(const SchedRequest& r) const;
+  ScheduledSeq make_seq(const SchedRequest& r, int32_t n_new) const;
+  void fork_group(SchedRequest& leader, const std::vector<RequestId>& forks);
+  // Aborting leader `r`: the first awaiting sample takes over its place, progress and blocks.
+  void promote_heir(SchedRequest& r);
 
   SchedulerConfig config_;
   KvCacheManager& kv_;
@@ -103,6 +138,7 @@ class Scheduler {
   std::vector<RequestId> running_;  // admission order
   uint64_t next_arrival_ = 0;
   uint64_t n_preemptions_ = 0;
+  size_t n_awaiting_fork_ = 0;
 };
 
 }  // namespace sluice

@@ -305,57 +305,36 @@ void EngineBridge::admit(Engine& engine, Pending& p) {
   job.channel = p.channel;
   job.watch_socket = p.job.watch_socket;
   job.ids.assign(n, kFinished);
-  job.leader.resize(n);
-  job.held_prompts.resize(n);
-  job.held_params.resize(n);
   job.never_scheduled.assign(n, true);
   job.n_open = int(n);
-  // Holding back only pays when the prompt has a full block to share.
-  const bool share = engine.kv().prefix_cache_enabled();
-  for (size_t c = 0; c < n; ++c) {
-    std::vector<int32_t>& prompt = p.job.prompts[c];
-    const bool follows = share && c > 0 && int32_t(prompt.size()) >= engine.kv().block_size() &&
-                         prompt == job.held_prompts[size_t(job.leader[c - 1])];
-    job.leader[c] = follows ? job.leader[c - 1] : int(c);
-    if (follows) {
-      job.ids[c] = kHeld;
-      job.held_prompts[c] = std::move(prompt);
-      job.held_params[c] = p.job.params[c];
-      continue;
-    }
-    // A leader keeps a copy of its prompt while the next choices compare against it.
-    if (share && c + 1 < n) job.held_prompts[c] = prompt;
-    Result<RequestId> id = engine.add_request(std::move(prompt), p.job.params[c]);
-    if (!id.ok()) {
+  // Consecutive choices over one prompt (n > 1) form one engine group: the prompt is computed
+  // once and its KV blocks are shared.
+  for (size_t c = 0; c < n;) {
+    size_t end = c + 1;
+    while (end < n && p.job.prompts[end] == p.job.prompts[c]) ++end;
+    std::vector<GenerationParams> params(p.job.params.begin() + std::ptrdiff_t(c),
+                                         p.job.params.begin() + std::ptrdiff_t(end));
+    Result<std::vector<RequestId>> ids =
+        engine.add_request_group(std::move(p.job.prompts[c]), params);
+    if (!ids.ok()) {
       for (RequestId added : job.ids) {
-        if (added <= 0) continue;
+        if (added == kFinished) continue;
         engine.abort(added);
         routes_.erase(added);
       }
       release_queue_slots(int64_t(n));
-      p.channel->deliver({}, State::kFailed, bad_request(id.message()));
+      p.channel->deliver({}, State::kFailed, bad_request(ids.message()));
       n_active_.fetch_sub(1);
       return;
     }
-    job.ids[c] = *id;
-    routes_[*id] = Route{job_id, int(c)};
-  }
-  for (size_t c = 0; c < n; ++c) {
-    if (job.leader[c] == int(c)) job.held_prompts[c] = {};  // the comparisons are done
+    for (size_t k = 0; k < ids->size(); ++k) {
+      job.ids[c + k] = (*ids)[k];
+      routes_[(*ids)[k]] = Route{job_id, int(c + k)};
+    }
+    c = end;
   }
   p.channel->deliver({}, State::kRunning);
   live_.emplace(job_id, std::move(job));
-}
-
-bool EngineBridge::release_followers(Engine& engine, uint64_t job_id, LiveJob& job, int leader) {
-  for (size_t c = 0; c < job.ids.size(); ++c) {
-    if (job.ids[c] != kHeld || job.leader[c] != leader) continue;
-    Result<RequestId> id = engine.add_request(std::move(job.held_prompts[c]), job.held_params[c]);
-    if (!id.ok()) return false;
-    job.ids[c] = *id;
-    routes_[*id] = Route{job_id, int(c)};
-  }
-  return true;
 }
 
 void EngineBridge::end_job(Engine& engine, uint64_t job_id, State state, const ApiError& error) {
@@ -366,10 +345,8 @@ void EngineBridge::end_job(Engine& engine, uint64_t job_id, State state, const A
   uint64_t aborted = 0;
   for (size_t c = 0; c < job.ids.size(); ++c) {
     if (job.ids[c] == kFinished) continue;
-    if (job.ids[c] != kHeld) {
-      engine.abort(job.ids[c]);  // frees the request's KV blocks now
-      routes_.erase(job.ids[c]);
-    }
+    engine.abort(job.ids[c]);  // frees the request's KV blocks now
+    routes_.erase(job.ids[c]);
     if (job.never_scheduled[c]) ++unscheduled;
     ++aborted;
   }
@@ -403,7 +380,6 @@ void EngineBridge::poll_hangups(Engine& engine) {
 void EngineBridge::route_events(Engine& engine, std::vector<EngineEvent>& events,
                                 std::vector<Delivery>& out) {
   std::vector<uint64_t> touched;
-  std::vector<uint64_t> refused;  // a held choice the engine would not take
   for (EngineEvent& ev : events) {
     auto rt = routes_.find(ev.id);
     if (rt == routes_.end()) continue;  // aborted by us earlier
@@ -416,9 +392,6 @@ void EngineBridge::route_events(Engine& engine, std::vector<EngineEvent>& events
     LiveJob& job = lj->second;
     const size_t c = size_t(route.choice);
     if (job.outbox.empty()) touched.push_back(route.job_id);
-    if (job.leader[c] == int(c) && !release_followers(engine, route.job_id, job, route.choice)) {
-      refused.push_back(route.job_id);
-    }
     if (ev.finished()) {
       if (const RequestTimes* t = engine.times(ev.id); t && ev.finish != FinishReason::kAbort) {
         metrics_.observe_finished(*t, ev.finish);
@@ -432,9 +405,6 @@ void EngineBridge::route_events(Engine& engine, std::vector<EngineEvent>& events
       routes_.erase(rt);
     }
     job.outbox.push_back(ChoiceEvent{route.choice, std::move(ev)});
-  }
-  for (uint64_t id : refused) {
-    end_job(engine, id, State::kFailed, internal_error("the engine refused a choice it accepted before"));
   }
   for (uint64_t id : touched) {
     auto it = live_.find(id);
@@ -456,7 +426,7 @@ void EngineBridge::account_scheduled(Engine& engine) {
   if (n_queued_.load() == 0) return;
   for (auto& [id, job] : live_) {
     for (size_t c = 0; c < job.ids.size(); ++c) {
-      if (!job.never_scheduled[c] || job.ids[c] <= 0) continue;
+      if (!job.never_scheduled[c] || job.ids[c] == kFinished) continue;
       const RequestTimes* t = engine.times(job.ids[c]);
       if (t && t->scheduled >= 0) {
         job.never_scheduled[c] = false;
@@ -476,12 +446,18 @@ void EngineBridge::publish(const Engine& engine) {
   s.prefix_queried_blocks = p.queried_blocks;
   s.prefix_hit_blocks = p.hit_blocks;
   s.prefix_hit_tokens = p.hit_tokens;
+  s.kv_forked_blocks = engine.kv().share_stats().forked_blocks;
+  s.kv_cow_copies = engine.kv().share_stats().cow_copies;
   const EngineStats& st = engine.stats();
   s.prompt_tokens_computed = st.prompt_tokens;
   s.generated_tokens = st.generated_tokens;
   s.steps = st.steps;
   s.busy_seconds = st.busy_seconds;
   s.preemptions = engine.scheduler().n_preemptions();
+  if (const StepRoofline* r = engine.roofline()) {
+    s.has_roofline = true;
+    s.roofline = r->stats();
+  }
   metrics_.set_engine(s);
   metrics_.set_queue_depth(n_queued_.load());
 }

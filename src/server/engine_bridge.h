@@ -3,7 +3,7 @@
 //
 //   HTTP thread                          engine thread (owns Engine)
 //   -----------                          ---------------------------
-//   submit(job) --inbox (mutex+cv)-->    admit: engine.add_request per choice
+//   submit(job) --inbox (mutex+cv)-->    admit: engine.add_request_group per prompt
 //   cancel(ch)  --inbox------------->    abort: engine.abort (frees KV blocks at once)
 //                                        poll() every watched socket: hang-up -> abort
 //                                        engine.step()
@@ -11,8 +11,9 @@
 //
 // Every loop iteration drains the inbox and polls the sockets of all live jobs before the next
 // step, so a cancel or a client hang-up takes effect at the next step boundary: at most the
-// step already running completes. A job is one HTTP request; its n choices are n engine
-// requests over the same prompt (the prefix cache computes the shared prompt once).
+// step already running completes. A job is one HTTP request; its n choices of one prompt are
+// one engine request group: n engine requests that compute the prompt once and share its KV
+// blocks (Engine::add_request_group).
 //
 // Contract that keeps socket polling safe: a handler does not return (so its connection does
 // not close its socket) before its channel reached a terminal state, and the engine thread
@@ -124,24 +125,16 @@ class EngineBridge {
     GenerationJob job;
     std::shared_ptr<RequestChannel> channel;
   };
-  // A job on the engine thread. Choices that repeat the previous choice's prompt (n > 1) are
-  // held back until their leader (the first choice with that prompt) has computed the prompt
-  // and produced a token: admitted together they would all miss the prefix cache (nothing is
-  // cached before a step completes); admitted one step later they adopt the leader's full
-  // prompt blocks and compute only the partial last block.
+  // A job on the engine thread.
   struct LiveJob {
     std::shared_ptr<RequestChannel> channel;
-    std::vector<RequestId> ids;  // per choice: engine id; kFinished; kHeld (waiting for its leader)
-    std::vector<int> leader;     // per choice: the choice whose prompt it shares (itself if none)
-    std::vector<std::vector<int32_t>> held_prompts;  // per held choice
-    std::vector<GenerationParams> held_params;
+    std::vector<RequestId> ids;  // per choice: engine id, or kFinished
     std::vector<bool> never_scheduled;
     int n_open = 0;
     int watch_socket = -1;
     std::vector<ChoiceEvent> outbox;  // this step's events, delivered together
   };
   static constexpr RequestId kFinished = 0;
-  static constexpr RequestId kHeld = -1;
   // Channel updates of one step, handed over after the metrics snapshot so that a client that
   // reads /metrics right after its answer sees the state after its last step.
   struct Delivery {
@@ -157,8 +150,6 @@ class EngineBridge {
   void run(const std::function<Result<Engine*>()>& load);
   void loop(Engine& engine);
   void admit(Engine& engine, Pending& p);
-  // Admits the held choices that follow `leader`. False if the engine refused one.
-  bool release_followers(Engine& engine, uint64_t job_id, LiveJob& job, int leader);
   void end_job(Engine& engine, uint64_t job_id, RequestChannel::State state, const ApiError& error);
   void poll_hangups(Engine& engine);
   void route_events(Engine& engine, std::vector<EngineEvent>& events, std::vector<Delivery>& out);

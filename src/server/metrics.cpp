@@ -151,6 +151,11 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
          double(e.prefix_hit_tokens));
   scalar(out, "sluice_prefix_cache_hit_ratio", "gauge", "prefix_cache_hits_total / prefix_cache_queries_total.",
          e.prefix_queried_blocks > 0 ? double(e.prefix_hit_blocks) / double(e.prefix_queried_blocks) : 0.0);
+  scalar(out, "sluice_kv_forked_blocks_total", "counter",
+         "KV blocks shared by the samples of one prompt (n > 1) instead of computed again.",
+         double(e.kv_forked_blocks));
+  scalar(out, "sluice_kv_cow_copies_total", "counter", "Shared KV blocks copied before a write (copy-on-write).",
+         double(e.kv_cow_copies));
   scalar(out, "sluice_prompt_tokens_total", "counter", "Prompt tokens of admitted generations.",
          double(prompt_tokens_));
   scalar(out, "sluice_prompt_tokens_computed_total", "counter", "Prompt tokens computed (prefix-cache hits excluded).",
@@ -159,6 +164,26 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
   scalar(out, "sluice_engine_steps_total", "counter", "Engine steps run.", double(e.steps));
   scalar(out, "sluice_engine_busy_seconds_total", "counter", "Time spent inside engine steps.", e.busy_seconds);
   scalar(out, "sluice_preemptions_total", "counter", "Requests preempted for KV memory.", double(e.preemptions));
+  if (e.has_roofline) {
+    const RooflineStats& r = e.roofline;
+    header(out, "sluice_engine_forward_seconds_total", "counter",
+           "Measured forward-pass time by the bound the roofline predicts for the batch "
+           "(memory: decode-heavy, compute: prefill-heavy).");
+    out += "sluice_engine_forward_seconds_total{bound=\"memory\"} " + std::to_string(r.memory_bound_seconds) + "\n";
+    out += "sluice_engine_forward_seconds_total{bound=\"compute\"} " + std::to_string(r.compute_bound_seconds) + "\n";
+    header(out, "sluice_engine_roofline_seconds_total", "counter",
+           "The roofline's time for the same forward passes (bytes / measured bandwidth or "
+           "FLOPs / measured peak).");
+    out += "sluice_engine_roofline_seconds_total{bound=\"memory\"} " + std::to_string(r.memory_bound_predicted) + "\n";
+    out += "sluice_engine_roofline_seconds_total{bound=\"compute\"} " + std::to_string(r.compute_bound_predicted) + "\n";
+    scalar(out, "sluice_engine_mbu", "gauge",
+           "Roofline time / measured time over memory-bound steps (model bandwidth utilization).", r.mbu());
+    scalar(out, "sluice_engine_mfu", "gauge",
+           "Roofline time / measured time over compute-bound steps (model FLOPs utilization).", r.mfu());
+    scalar(out, "sluice_engine_last_step_roofline_ratio", "gauge",
+           "Roofline time / measured time of the latest forward pass.",
+           r.last_seconds > 0 ? r.last_predicted / r.last_seconds : 0);
+  }
 
   scalar(out, "sluice_http_connection_threads", "gauge", "Connection threads alive.", double(conn.threads.load()));
   scalar(out, "sluice_http_connections_active", "gauge", "Connections being served.", double(conn.busy.load()));

@@ -45,11 +45,17 @@ struct EngineSnapshot {
   uint64_t prefix_queried_blocks = 0;
   uint64_t prefix_hit_blocks = 0;
   uint64_t prefix_hit_tokens = 0;
+  uint64_t kv_forked_blocks = 0;  // prompt blocks shared by the samples of a group (n > 1)
+  uint64_t kv_cow_copies = 0;     // shared blocks copied before a write
   uint64_t prompt_tokens_computed = 0;  // excludes prefix-cache hits
   uint64_t generated_tokens = 0;
   uint64_t steps = 0;
   uint64_t preemptions = 0;
   double busy_seconds = 0;
+  // Forward passes against the roofline (engine/step_roofline.h); has_roofline false when this
+  // machine's ceilings were never measured.
+  bool has_roofline = false;
+  RooflineStats roofline;
 };
 
 class ServerMetrics {

@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <random>
+#include <set>
 
 #include "engine/engine.h"
 #include "model/convert.h"
@@ -22,7 +24,8 @@ struct Loaded {
   std::unique_ptr<CpuExecutor> executor;
 };
 
-std::unique_ptr<Loaded> load(const std::string& path, int n_ctx, int n_blocks, int block_size = 16) {
+std::unique_ptr<Loaded> load(const std::string& path, int n_ctx, int n_blocks, int block_size = 16,
+                             KvType kv_type = KvType::kF16) {
   auto m = Model::load(path, {.n_ctx = n_ctx, .allow_context_beyond_trained = true});
   EXPECT_TRUE(m.ok()) << m.message();
   if (!m.ok()) return nullptr;
@@ -34,6 +37,7 @@ std::unique_ptr<Loaded> load(const std::string& path, int n_ctx, int n_blocks, i
   eo.n_threads = 2;
   eo.n_blocks = n_blocks;
   eo.block_size = block_size;
+  eo.kv_type = kv_type;
   auto e = CpuExecutor::create(l->model, eo);
   EXPECT_TRUE(e.ok()) << e.message();
   if (!e.ok()) return nullptr;
@@ -265,6 +269,321 @@ TEST(EnginePrefixCache, SharedPrefixComputesOnlyTheSuffixAndMultiTurnReusesAll) 
   auto l2 = load(sp.out_path, 2048, 256);
   auto cold = Engine::create(l2->tokenizer, *l2->executor, off);
   EXPECT_EQ(run_all(**cold, {b}, {greedy(8)}, {0})[0].tokens, second[0].tokens);
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// n samples of one prompt (Engine::add_request_group): the prompt is computed once, its KV
+// blocks are shared and the partial last one is copied on write.
+
+struct GroupResult {
+  std::vector<Output> outputs;  // per sample
+  std::vector<RequestId> ids;
+  int steps = 0;
+};
+
+// Adds one group and runs the engine until it is done. `after_step` sees the engine after
+// every step.
+GroupResult run_group(Engine& e, const std::vector<int32_t>& prompt,
+                      const std::vector<GenerationParams>& params,
+                      const std::function<void(Engine&, const std::vector<RequestId>&)>& after_step = {}) {
+  GroupResult g;
+  auto ids = e.add_request_group(prompt, params);
+  EXPECT_TRUE(ids.ok()) << ids.message();
+  if (!ids.ok()) return g;
+  g.ids = *ids;
+  g.outputs.resize(params.size());
+  std::map<RequestId, size_t> index;
+  for (size_t i = 0; i < g.ids.size(); ++i) index[g.ids[i]] = i;
+  while (e.has_work() && g.steps < 100000) {
+    auto events = e.step();
+    EXPECT_TRUE(events.ok()) << events.message();
+    if (!events.ok()) break;
+    ++g.steps;
+    for (const EngineEvent& ev : *events) {
+      Output& o = g.outputs[index.at(ev.id)];
+      o.tokens.insert(o.tokens.end(), ev.tokens.begin(), ev.tokens.end());
+      o.text += ev.text;
+      if (ev.finished()) o.finish = ev.finish;
+    }
+    if (after_step) after_step(e, g.ids);
+  }
+  return g;
+}
+
+// While every sample of a group runs with no preemption, the blocks in use are exactly the
+// prompt's full blocks once plus each sample's private blocks, and the samples' tables share
+// those full blocks. Returns false when the state is not the steady one being checked.
+bool expect_group_blocks(const Engine& e, const std::vector<RequestId>& ids, int32_t n_prompt) {
+  const int32_t bs = e.kv().block_size();
+  const int32_t shared_full = n_prompt / bs;
+  std::vector<const SchedRequest*> rs;
+  for (RequestId id : ids) {
+    const SchedRequest* r = e.scheduler().find(id);
+    if (!r || r->state != RequestState::kRunning || r->n_preemptions > 0) return false;
+    rs.push_back(r);
+  }
+  int32_t expected = 0;
+  bool any_wrote = false;
+  for (const SchedRequest* r : rs) any_wrote |= r->num_computed > n_prompt;
+  if (!any_wrote) {
+    // Just forked: the whole prompt, partial block included, is held once.
+    expected = (n_prompt + bs - 1) / bs;
+  } else {
+    expected = shared_full;
+    for (const SchedRequest* r : rs) expected += (r->num_computed + bs - 1) / bs - shared_full;
+  }
+  EXPECT_EQ(e.kv().n_used_blocks(), expected) << "prompt " << n_prompt;
+  const std::vector<BlockId>& first = e.kv().block_table(ids[0]);
+  std::set<BlockId> all;
+  for (const SchedRequest* r : rs) {
+    const std::vector<BlockId>& t = e.kv().block_table(r->id);
+    EXPECT_TRUE(std::equal(first.begin(), first.begin() + shared_full, t.begin()));
+    all.insert(t.begin(), t.end());
+  }
+  EXPECT_EQ(int32_t(all.size()), expected);
+  return true;
+}
+
+// Greedy samples of one prompt equal the request run alone; the prompt is computed once;
+// n - 1 copies when the prompt ends inside a block, none when it ends on a block boundary.
+void check_greedy_group(Loaded& l, const std::vector<int32_t>& tokens, int max_tokens,
+                        const std::vector<size_t>& lengths) {
+  const int n = 4;
+  for (size_t len : lengths) {
+    ASSERT_LE(len, tokens.size());
+    const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + std::ptrdiff_t(len));
+    GenerationParams g = greedy(max_tokens);
+    g.ignore_eos = true;
+    Output alone;
+    {
+      auto engine = Engine::create(l.tokenizer, *l.executor, {});
+      ASSERT_TRUE(engine.ok());
+      alone = run_all(**engine, {prompt}, {g}, {0})[0];
+      ASSERT_EQ(int(alone.tokens.size()), max_tokens);
+    }
+    auto engine = Engine::create(l.tokenizer, *l.executor, {});
+    ASSERT_TRUE(engine.ok());
+    int checked = 0;
+    GroupResult r = run_group(**engine, prompt, std::vector<GenerationParams>(n, g),
+                              [&](Engine& e, const std::vector<RequestId>& ids) {
+                                checked += expect_group_blocks(e, ids, int32_t(len)) ? 1 : 0;
+                              });
+    ASSERT_EQ(r.outputs.size(), size_t(n));
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(r.outputs[size_t(i)].tokens, alone.tokens) << "sample " << i << " prompt " << len;
+      EXPECT_EQ(r.outputs[size_t(i)].text, alone.text);
+      EXPECT_EQ(r.outputs[size_t(i)].finish, FinishReason::kLength);
+    }
+    const Engine& e = **engine;
+    EXPECT_GE(checked, max_tokens - 1) << "prompt " << len;
+    EXPECT_EQ(e.stats().prompt_tokens, len);
+    EXPECT_EQ(e.stats().generated_tokens, uint64_t(n * max_tokens));
+    const int32_t bs = e.kv().block_size();
+    EXPECT_EQ(e.kv().share_stats().cow_copies, len % size_t(bs) != 0 ? uint64_t(n - 1) : 0u)
+        << "prompt " << len;
+    EXPECT_EQ(e.kv().share_stats().forks, uint64_t(n - 1));
+    EXPECT_EQ(e.kv().share_stats().forked_blocks, uint64_t(n - 1) * ((len + size_t(bs) - 1) / size_t(bs)));
+    EXPECT_EQ(e.scheduler().n_preemptions(), 0u);
+    EXPECT_EQ(e.kv().n_used_blocks(), 0);
+  }
+}
+
+// Tiny KV caches force preemption of forked samples (with and without the prefix cache, at
+// several chunk sizes): the outputs still equal the request run alone.
+void check_group_under_preemption(const std::string& model_path, const std::vector<int32_t>& tokens,
+                                  const std::vector<size_t>& lengths, int n_blocks, int max_tokens) {
+  const int n = 4;
+  auto ref = load(model_path, 512, 64);
+  ASSERT_TRUE(ref);
+  uint64_t preemptions = 0;
+  for (size_t len : lengths) {
+    const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + std::ptrdiff_t(len));
+    GenerationParams g = greedy(max_tokens);
+    g.ignore_eos = true;
+    auto alone_engine = Engine::create(ref->tokenizer, *ref->executor, {});
+    const Output alone = run_all(**alone_engine, {prompt}, {g}, {0})[0];
+    for (int chunk : {0, 5}) {
+      for (bool prefix : {true, false}) {
+        auto l = load(model_path, 512, n_blocks);
+        ASSERT_TRUE(l);
+        EngineConfig cfg;
+        cfg.scheduler.prefill_chunk = chunk;
+        cfg.enable_prefix_cache = prefix;
+        auto engine = Engine::create(l->tokenizer, *l->executor, cfg);
+        ASSERT_TRUE(engine.ok());
+        GroupResult r = run_group(**engine, prompt, std::vector<GenerationParams>(n, g));
+        for (int i = 0; i < n; ++i) {
+          EXPECT_EQ(r.outputs[size_t(i)].tokens, alone.tokens)
+              << "sample " << i << " prompt " << len << " chunk " << chunk << " prefix " << prefix;
+        }
+        preemptions += (*engine)->scheduler().n_preemptions();
+        EXPECT_LE((*engine)->kv().share_stats().cow_copies, uint64_t(n - 1));
+        EXPECT_EQ((*engine)->kv().n_used_blocks(), 0);
+      }
+    }
+  }
+  EXPECT_GT(preemptions, 0u);
+}
+
+// Sampled (temperature 1) samples with their own seeds: each equals the request run alone with
+// that seed, they differ from each other, and the same seeds repeat the same texts.
+void check_seeded_group(Loaded& l, const std::vector<int32_t>& prompt, int max_tokens) {
+  std::vector<GenerationParams> params;
+  for (uint64_t seed : {11u, 22u, 33u, 44u}) {
+    GenerationParams g;
+    g.sampling.temperature = 1.0f;
+    g.sampling.seed = seed;
+    g.max_tokens = max_tokens;
+    g.ignore_eos = true;
+    params.push_back(g);
+  }
+  auto engine = Engine::create(l.tokenizer, *l.executor, {});
+  ASSERT_TRUE(engine.ok());
+  GroupResult a = run_group(**engine, prompt, params);
+  GroupResult b = run_group(**engine, prompt, params);
+  std::set<std::vector<int32_t>> distinct;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Output alone = run_all(**engine, {prompt}, {params[i]}, {0})[0];
+    EXPECT_EQ(a.outputs[i].tokens, alone.tokens) << "seed " << *params[i].sampling.seed;
+    EXPECT_EQ(a.outputs[i].text, alone.text);
+    EXPECT_EQ(b.outputs[i].tokens, a.outputs[i].tokens);
+    distinct.insert(a.outputs[i].tokens);
+  }
+  EXPECT_GE(distinct.size(), 3u);
+}
+
+std::vector<int32_t> story_tokens(const Tokenizer& tok) {
+  auto ids = tok.encode(
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+      "park with her dog. One day, she saw a big red ball under a tree. She ran to the ball and "
+      "picked it up. Her dog barked and wagged his tail.");
+  EXPECT_TRUE(ids.ok());
+  return ids.ok() ? *ids : std::vector<int32_t>{};
+}
+
+TEST(EngineGroups, GreedySamplesEqualTheRequestAloneAndComputeThePromptOnce) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto l = load(path, 512, 64);
+  ASSERT_TRUE(l);
+  const std::vector<int32_t> toks = story_tokens(l->tokenizer);
+  ASSERT_GE(toks.size(), 48u);
+  // Block size 16: 16, 32 end on a block boundary; 1, 7, 21, 45 inside a block.
+  check_greedy_group(*l, toks, 20, {1, 7, 16, 21, 32, 45});
+}
+
+TEST(EngineGroups, GreedySamplesSurvivePreemptionWithTinyKvCaches) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto l = load(path, 512, 64);
+  ASSERT_TRUE(l);
+  // 4 samples x (21 + 40) tokens need 1 shared + 4 x 3 blocks of 16; 7 blocks force preemption.
+  check_group_under_preemption(path, story_tokens(l->tokenizer), {21, 32}, 7, 40);
+}
+
+TEST(EngineGroups, SeededSamplesEqualTheRequestAloneWithThatSeed) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto l = load(path, 512, 64);
+  ASSERT_TRUE(l);
+  const std::vector<int32_t> toks = story_tokens(l->tokenizer);
+  check_seeded_group(*l, std::vector<int32_t>(toks.begin(), toks.begin() + 21), 24);
+}
+
+std::string synth_model(test::TempDir& dir, const char* name) {
+  SynthParams sp;
+  sp.preset = find_preset("tiny");
+  sp.ftype = FileType::MOSTLY_Q8_0;
+  sp.out_path = dir.path(name);
+  EXPECT_TRUE(synthesize_model(sp).ok());
+  return sp.out_path;
+}
+
+std::vector<int32_t> byte_tokens(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(3 + int32_t(rng() % 256));  // byte tokens
+  return t;
+}
+
+TEST(EngineGroups, SyntheticModelGroupsWithF16AndF32KvAndPreemption) {
+  test::TempDir dir;
+  const std::string path = synth_model(dir, "tiny.gguf");
+  const std::vector<int32_t> toks = byte_tokens(80, 5);
+  for (KvType kv : {KvType::kF16, KvType::kF32}) {
+    auto l = load(path, 512, 64, 16, kv);
+    ASSERT_TRUE(l);
+    check_greedy_group(*l, toks, 12, {5, 16, 37, 64});
+    check_seeded_group(*l, std::vector<int32_t>(toks.begin(), toks.begin() + 37), 12);
+  }
+  check_group_under_preemption(path, toks, {37, 48}, 8, 30);
+}
+
+// The leader is aborted while its prompt is half computed: another sample takes over and all
+// remaining samples still produce the output of the request alone. Aborting a forked sample
+// leaves its siblings untouched; finishing the leader first (max_tokens 1) does too.
+TEST(EngineGroups, AbortedLeaderAbortedSampleAndEarlyFinish) {
+  test::TempDir dir;
+  const std::string path = synth_model(dir, "tiny.gguf");
+  auto l = load(path, 512, 64);
+  ASSERT_TRUE(l);
+  const std::vector<int32_t> prompt = byte_tokens(40, 9);
+  GenerationParams g = greedy(10);
+  g.ignore_eos = true;
+  Output alone;
+  {
+    auto engine = Engine::create(l->tokenizer, *l->executor, {});
+    alone = run_all(**engine, {prompt}, {g}, {0})[0];
+  }
+  EngineConfig cfg;
+  cfg.scheduler.prefill_chunk = 8;  // the prompt takes 5 steps
+  auto engine = Engine::create(l->tokenizer, *l->executor, cfg);
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  auto ids = e.add_request_group(prompt, std::vector<GenerationParams>(4, g));
+  ASSERT_TRUE(ids.ok());
+  std::map<RequestId, Output> out;
+  auto collect = [&](const std::vector<EngineEvent>& events) {
+    for (const EngineEvent& ev : events) {
+      Output& o = out[ev.id];
+      o.tokens.insert(o.tokens.end(), ev.tokens.begin(), ev.tokens.end());
+      if (ev.finished()) o.finish = ev.finish;
+    }
+  };
+  for (int i = 0; i < 2; ++i) collect(*e.step());
+  EXPECT_EQ(e.stats().prompt_tokens, 16u);
+  e.abort((*ids)[0]);
+  for (int i = 0; i < 3; ++i) collect(*e.step());  // the heir finishes the prompt
+  EXPECT_EQ(e.stats().prompt_tokens, 40u);         // continued, not recomputed
+  e.abort((*ids)[2]);                              // a forked sample
+  while (e.has_work()) collect(*e.step());
+  EXPECT_EQ(out[(*ids)[0]].finish, FinishReason::kAbort);
+  EXPECT_TRUE(out[(*ids)[0]].tokens.empty());
+  EXPECT_EQ(out[(*ids)[2]].finish, FinishReason::kAbort);
+  for (size_t k : {1u, 3u}) {
+    EXPECT_EQ(out[(*ids)[k]].tokens, alone.tokens) << "sample " << k;
+    EXPECT_EQ(out[(*ids)[k]].finish, FinishReason::kLength);
+  }
+  EXPECT_EQ(e.stats().prompt_tokens, 40u);
+  EXPECT_EQ(e.kv().n_used_blocks(), 0);
+
+  // The leader finishes at its first token; the others go on with the prompt's blocks.
+  std::vector<GenerationParams> params(3, g);
+  params[0].max_tokens = 1;
+  GroupResult r = run_group(e, prompt, params);
+  EXPECT_EQ(r.outputs[0].tokens, std::vector<int32_t>(alone.tokens.begin(), alone.tokens.begin() + 1));
+  EXPECT_EQ(r.outputs[1].tokens, alone.tokens);
+  EXPECT_EQ(r.outputs[2].tokens, alone.tokens);
+  EXPECT_EQ(e.kv().n_used_blocks(), 0);
+
+  // Validation: all or nothing.
+  EXPECT_FALSE(e.add_request_group(prompt, {}).ok());
+  std::vector<GenerationParams> bad(2, g);
+  bad[1].sampling.top_p = 2;
+  EXPECT_FALSE(e.add_request_group(prompt, bad).ok());
+  EXPECT_FALSE(e.has_work());
 }
 
 }  // namespace

@@ -52,8 +52,13 @@ Case make_case(GgmlType type, int64_t m, int64_t k, int64_t n, std::mt19937& rng
 }
 
 void check_int8(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, ThreadPool& pool,
-                std::mt19937& rng) {
+                std::mt19937& rng, bool packed = false) {
   const Case c = make_case(type, m, k, n, rng);
+  Result<PackedWeights> pw = make_error("not packed");
+  if (packed) {
+    pw = PackedWeights::pack(type, c.wq.data(), m, k, &pool);
+    ASSERT_TRUE(pw.ok()) << pw.status().message();
+  }
   std::vector<float> y(size_t(n * m), -1.0f), y1(size_t(n * m)), ref_q(size_t(n * m)),
       ref(size_t(n * m));
   MatmulParams p;
@@ -64,11 +69,13 @@ void check_int8(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, T
   p.x = c.x.data();
   p.n = n;
   p.isa = isa;
+  p.packed = packed ? &*pw : nullptr;
   p.y = y.data();
   matmul(p, &pool);
   p.y = y1.data();
   matmul(p, nullptr);
   EXPECT_EQ(y, y1) << "thread count changed the result";
+  p.packed = nullptr;
   p.y = ref_q.data();
   matmul_act_ref(p);
   p.y = ref.data();
@@ -112,6 +119,69 @@ TEST(MatmulSimd, Int8ActivationTypesOddShapes) {
       }
     }
   }
+}
+
+// Q8_0 / Q4_0 / Q4_K / Q6_K repacked 16 rows at a time (packed.h): every tail of the 16-row groups, of the
+// 8/4/2/1 activation-row tiles, the decode path (n = 1) and long rows.
+TEST(MatmulSimd, PackedWeightsOddShapes) {
+  if (!PackedWeights::supported(GgmlType::Q8_0)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  ThreadPool pool(3);
+  std::mt19937 rng(4321);
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const int64_t unit = type_traits(type).block_size;
+    for (int64_t k : {unit, 3 * unit, 33 * 32 * unit / 32}) {
+      for (int64_t m : {1, 3, 16, 31, 33}) {
+        for (int64_t n : {1, 2, 3, 7, 8, 9, 15, 33}) {
+          check_int8(type, MatmulIsa::kAvx512, m, k, n, pool, rng, /*packed=*/true);
+        }
+      }
+    }
+    check_int8(type, MatmulIsa::kAvx512, 4097, 256, 1, pool, rng, true);
+    check_int8(type, MatmulIsa::kAvx512, 67, 4096, 7, pool, rng, true);
+    check_int8(type, MatmulIsa::kAvx512, 50, 512, 300, pool, rng, true);  // several L2 chunks
+  }
+}
+
+// F16 / BF16 "packing" is a copy into huge pages: the same products bit for bit.
+TEST(MatmulSimd, PackedHalfTypesAreTheSameRows) {
+  if (!PackedWeights::supported(GgmlType::F16)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
+    for (int64_t n : {1, 5, 13}) {
+      const int64_t m = 37, k = 96;
+      const Case c = make_case(type, m, k, n, rng);
+      Result<PackedWeights> pw = PackedWeights::pack(type, c.wq.data(), m, k, &pool);
+      ASSERT_TRUE(pw.ok());
+      EXPECT_EQ(pw->bytes(), c.wq.size());
+      std::vector<float> y(size_t(n * m)), yp(size_t(n * m));
+      MatmulParams p;
+      p.type = type;
+      p.w = c.wq.data();
+      p.k = k;
+      p.m = m;
+      p.x = c.x.data();
+      p.n = n;
+      p.y = y.data();
+      matmul(p, &pool);
+      p.packed = &*pw;
+      p.y = yp.data();
+      matmul(p, &pool);
+      EXPECT_EQ(y, yp) << type_name(type) << " n=" << n;
+    }
+  }
+}
+
+TEST(MatmulSimd, PackingRejectsBadShapesAndTypes) {
+  const std::vector<uint8_t> w(1024);
+  EXPECT_FALSE(PackedWeights::pack(GgmlType::Q5_K, w.data(), 1, 256).ok());
+  EXPECT_FALSE(PackedWeights::pack(GgmlType::Q4_K, w.data(), 1, 32).ok());
+  EXPECT_FALSE(PackedWeights::pack(GgmlType::Q8_0, w.data(), 1, 33).ok());
+  EXPECT_FALSE(PackedWeights::pack(GgmlType::Q8_0, w.data(), 0, 32).ok());
+  Result<PackedWeights> p = PackedWeights::pack(GgmlType::Q8_0, w.data(), 17, 64);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->n_groups(), 2);
+  EXPECT_EQ(p->bytes(), size_t(2 * 2 * (512 + 32)));
 }
 
 TEST(MatmulSimd, Int8ManyRowsAndLongRows) {
@@ -190,6 +260,13 @@ TEST(MatmulSimd, QuantizeActsMatchesReferenceBitForBit) {
         for (int64_t b = 0; b < n * k / 32; ++b) {
           ASSERT_EQ(got.d()[b], want.d()[b]);
           ASSERT_EQ(got.s()[b], want.s()[b]);
+          ASSERT_EQ(got.bias()[b], want.bias()[b]);
+          ASSERT_EQ(got.sum16()[2 * b], want.sum16()[2 * b]);
+          ASSERT_EQ(got.sum16()[2 * b + 1], want.sum16()[2 * b + 1]);
+          int32_t sum = 0;
+          for (int j = 0; j < 32; ++j) sum += want.qs()[32 * b + j];
+          ASSERT_EQ(want.bias()[b], -128 * sum);
+          ASSERT_EQ(want.sum16()[2 * b] + want.sum16()[2 * b + 1], sum);
         }
       }
     }

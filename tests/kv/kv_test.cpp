@@ -54,7 +54,7 @@ TEST(BlockPool, CachedBlocksSurviveFreeAndAreEvictedLru) {
 TEST(KvCacheManager, PrefixHitSkipsComputedBlocksAndLeavesOneToken) {
   KvCacheManager kv({.n_blocks = 16, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
   auto prompt = iota_tokens(10);
-  ASSERT_TRUE(kv.allocate_slots(1, 10));
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 10));
   EXPECT_EQ(kv.block_table(1).size(), 3u);
   kv.commit_computed(1, prompt, 10);  // blocks 0 and 1 are full -> cached
   kv.free(1);
@@ -63,7 +63,7 @@ TEST(KvCacheManager, PrefixHitSkipsComputedBlocksAndLeavesOneToken) {
   auto same = iota_tokens(12);  // shares 8 tokens (2 full blocks) then differs in length
   PrefixHit hit = kv.find_prefix(same);
   EXPECT_EQ(hit.n_tokens, 8);
-  ASSERT_TRUE(kv.allocate_slots(2, 12, &hit));
+  ASSERT_TRUE(kv.allocate_slots(2, hit.n_tokens, 12 - hit.n_tokens, &hit));
   EXPECT_EQ(kv.block_table(2).size(), 3u);
   EXPECT_EQ(kv.block_table(2)[0], hit.blocks[0]);
   EXPECT_EQ(kv.prefix_stats().hit_tokens, 8u);
@@ -73,7 +73,7 @@ TEST(KvCacheManager, PrefixHitSkipsComputedBlocksAndLeavesOneToken) {
   EXPECT_EQ(whole.n_tokens, 4);
   // A different salt (another model) never hits.
   KvCacheManager other({.n_blocks = 4, .block_size = 4, .enable_prefix_cache = true, .salt = 9});
-  ASSERT_TRUE(other.allocate_slots(1, 8));
+  ASSERT_TRUE(other.allocate_slots(1, 0, 8));
   other.commit_computed(1, iota_tokens(8), 8);
   EXPECT_EQ(other.find_prefix(iota_tokens(9)).n_tokens, 8);
   EXPECT_EQ(kv.find_prefix(iota_tokens(9, 100)).n_tokens, 0);
@@ -82,13 +82,13 @@ TEST(KvCacheManager, PrefixHitSkipsComputedBlocksAndLeavesOneToken) {
 TEST(KvCacheManager, SharedBlocksAreRefCountedAndAllocationIsAllOrNothing) {
   KvCacheManager kv({.n_blocks = 4, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
   auto p = iota_tokens(9);
-  ASSERT_TRUE(kv.allocate_slots(1, 9));
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 9));
   kv.commit_computed(1, p, 9);
   PrefixHit hit = kv.find_prefix(p);
   ASSERT_EQ(hit.blocks.size(), 2u);
-  EXPECT_FALSE(kv.allocate_slots(2, 13, &hit));  // 2 shared + 2 new, but only 1 block is free
+  EXPECT_FALSE(kv.allocate_slots(2, hit.n_tokens, 13 - hit.n_tokens, &hit));  // 2 shared + 2 new, but only 1 block is free
   EXPECT_FALSE(kv.has(2));
-  EXPECT_TRUE(kv.allocate_slots(2, 9, &hit));    // 2 shared + 1 new = exactly the last block
+  EXPECT_TRUE(kv.allocate_slots(2, hit.n_tokens, 9 - hit.n_tokens, &hit));    // 2 shared + 1 new = exactly the last block
   EXPECT_EQ(kv.ref_count(hit.blocks[0]), 2);
   kv.free(1);
   EXPECT_EQ(kv.ref_count(hit.blocks[0]), 1);
@@ -98,10 +98,123 @@ TEST(KvCacheManager, SharedBlocksAreRefCountedAndAllocationIsAllOrNothing) {
 
 TEST(KvCacheManager, DisabledPrefixCacheNeverHits) {
   KvCacheManager kv({.n_blocks = 8, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
-  ASSERT_TRUE(kv.allocate_slots(1, 8));
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 8));
   kv.commit_computed(1, iota_tokens(8), 8);
   kv.free(1);
   EXPECT_EQ(kv.find_prefix(iota_tokens(9)).n_tokens, 0);
+}
+
+
+// n samples of one prompt: a fork shares every block; the first writes into the shared partial
+// block copy it (copy-on-write) and the last holder writes in place.
+TEST(KvCacheManager, ForkSharesBlocksAndCopiesTheSharedPartialBlockOnWrite) {
+  KvCacheManager kv({.n_blocks = 16, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
+  auto prompt = iota_tokens(10);  // blocks: [0..3] [4..7] [8 9 _ _]
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 10));
+  kv.commit_computed(1, prompt, 10);
+  const std::vector<BlockId> parent = kv.block_table(1);
+  ASSERT_EQ(parent.size(), 3u);
+  kv.fork(1, 2);
+  kv.fork(1, 3);
+  EXPECT_EQ(kv.block_table(2), parent);
+  EXPECT_EQ(kv.block_table(3), parent);
+  for (BlockId b : parent) EXPECT_EQ(kv.ref_count(b), 3);
+  EXPECT_EQ(kv.n_used_blocks(), 3);  // the prompt is held once
+  EXPECT_EQ(kv.share_stats().forks, 2u);
+  EXPECT_EQ(kv.share_stats().forked_blocks, 6u);
+  EXPECT_TRUE(kv.take_copies().empty());
+
+  // Each sample decodes position 10 (in the partial block 2).
+  ASSERT_TRUE(kv.allocate_slots(1, 10, 1));
+  ASSERT_TRUE(kv.allocate_slots(2, 10, 1));
+  ASSERT_TRUE(kv.allocate_slots(3, 10, 1));
+  const std::vector<BlockCopy> copies = kv.take_copies();
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0], (BlockCopy{parent[2], kv.block_table(1)[2]}));
+  EXPECT_EQ(copies[1], (BlockCopy{parent[2], kv.block_table(2)[2]}));
+  EXPECT_TRUE(kv.take_copies().empty());
+  EXPECT_EQ(kv.block_table(3)[2], parent[2]);  // the last holder writes in place
+  EXPECT_EQ(kv.ref_count(parent[2]), 1);
+  EXPECT_EQ(kv.ref_count(kv.block_table(1)[2]), 1);
+  EXPECT_EQ(kv.ref_count(parent[0]), 3);  // full blocks stay shared
+  EXPECT_EQ(kv.share_stats().cow_copies, 2u);
+  EXPECT_EQ(kv.n_used_blocks(), 2 + 3);  // 2 shared full blocks + 3 private partial ones
+  // A second write into the now private block copies nothing.
+  ASSERT_TRUE(kv.allocate_slots(1, 11, 1));
+  EXPECT_TRUE(kv.take_copies().empty());
+
+  // The forked full blocks keep their hashes: sample 2's block 2, once full, extends the chain.
+  std::vector<int32_t> t2 = prompt;
+  t2.push_back(100);
+  t2.push_back(101);
+  ASSERT_TRUE(kv.allocate_slots(2, 11, 1));
+  kv.commit_computed(2, t2, 12);
+  std::vector<int32_t> longer = t2;
+  longer.push_back(5);
+  PrefixHit hit = kv.find_prefix(longer);
+  ASSERT_EQ(hit.blocks.size(), 3u);
+  EXPECT_EQ(hit.blocks[0], parent[0]);
+  EXPECT_EQ(hit.blocks[2], kv.block_table(2)[2]);
+  // Sample 3's partial block (same positions, other tokens) was never hashed.
+  std::vector<int32_t> t3 = prompt;
+  t3.push_back(7);
+  t3.push_back(7);
+  t3.push_back(7);
+  EXPECT_EQ(kv.find_prefix(t3).n_tokens, 8);
+
+  kv.free(1);
+  kv.free(2);
+  kv.free(3);
+  EXPECT_EQ(kv.n_used_blocks(), 0);
+}
+
+TEST(KvCacheManager, ForkOfFullBlocksNeedsNoCopyAndCopyOnWriteIsAllOrNothing) {
+  KvCacheManager kv({.n_blocks = 3, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 8));  // two full blocks
+  kv.fork(1, 2);
+  ASSERT_TRUE(kv.allocate_slots(2, 8, 1));  // a fresh third block, nothing shared is written
+  EXPECT_TRUE(kv.take_copies().empty());
+  EXPECT_EQ(kv.n_free_blocks(), 0);
+  kv.free(2);
+
+  KvCacheManager small({.n_blocks = 3, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
+  ASSERT_TRUE(small.allocate_slots(1, 0, 10));  // all 3 blocks, the last partial
+  small.fork(1, 2);
+  const std::vector<BlockId> before = small.block_table(2);
+  EXPECT_FALSE(small.allocate_slots(2, 10, 1));  // needs a block for the copy: none free
+  EXPECT_EQ(small.block_table(2), before);
+  EXPECT_TRUE(small.take_copies().empty());
+  EXPECT_EQ(small.share_stats().cow_copies, 0u);
+  small.free(1);  // now sample 2 holds the partial block alone: it writes in place
+  ASSERT_TRUE(small.allocate_slots(2, 10, 1));
+  EXPECT_TRUE(small.take_copies().empty());
+  EXPECT_EQ(small.block_table(2), before);
+  small.free(2);
+
+  // A write spanning the shared partial block and the next one copies one and allocates one.
+  KvCacheManager wide({.n_blocks = 5, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
+  ASSERT_TRUE(wide.allocate_slots(1, 0, 10));
+  wide.fork(1, 2);
+  ASSERT_TRUE(wide.allocate_slots(2, 10, 3));  // positions 10..12
+  EXPECT_EQ(wide.take_copies().size(), 1u);
+  EXPECT_EQ(wide.block_table(2).size(), 4u);
+  EXPECT_EQ(wide.n_free_blocks(), 0);
+  EXPECT_FALSE(wide.allocate_slots(1, 10, 3));  // its partial block is private now: 1 new block
+  EXPECT_TRUE(wide.allocate_slots(1, 10, 2));   // positions 10, 11: in place
+  EXPECT_TRUE(wide.take_copies().empty());
+}
+
+TEST(KvCacheManager, MoveTableHandsBlocksOver) {
+  KvCacheManager kv({.n_blocks = 8, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 6));
+  const std::vector<BlockId> t = kv.block_table(1);
+  kv.move_table(1, 7);
+  EXPECT_FALSE(kv.has(1));
+  EXPECT_EQ(kv.block_table(7), t);
+  EXPECT_EQ(kv.ref_count(t[0]), 1);
+  EXPECT_EQ(kv.n_used_blocks(), 2);
+  kv.free(7);
+  EXPECT_EQ(kv.n_used_blocks(), 0);
 }
 
 }  // namespace

@@ -111,12 +111,17 @@ TEST(Scheduler, AbortFreesBlocks) {
   EXPECT_FALSE(s.has_work());
 }
 
-// Thousands of random add/step/abort/finish schedules under memory pressure. After every step:
-// block ref counts balance with the block tables, the budget and sequence cap hold, and every
-// request eventually finishes (no starvation under FCFS).
+// Thousands of random add/step/abort/finish schedules under memory pressure, with groups of
+// samples that fork a shared prompt. A fake KV memory records which token each slot holds:
+// copies are applied before a step's writes, as the executor does. After every step: the KV
+// of every running request holds exactly its tokens (so copy-on-write, forks and prefix hits
+// are right), a block written this step is held by one table only, block ref counts balance
+// with the block tables, the budget and sequence cap hold, and every request eventually
+// finishes (no starvation under FCFS; a quarter of the trials use random priorities).
 TEST(Scheduler, PropertyRandomSchedules) {
   std::mt19937 rng(1234);
-  uint64_t total_preemptions = 0, total_hit_tokens = 0;
+  uint64_t total_preemptions = 0, total_hit_tokens = 0, total_cow = 0, total_forked = 0;
+  uint64_t total_promotions = 0;
   for (int trial = 0; trial < 300; ++trial) {
     const int32_t block_size = 1 + int32_t(rng() % 8);
     const int32_t n_blocks = 8 + int32_t(rng() % 40);
@@ -124,8 +129,10 @@ TEST(Scheduler, PropertyRandomSchedules) {
     KvCacheManager kv({.n_blocks = n_blocks, .block_size = block_size,
                        .enable_prefix_cache = prefix, .salt = 0});
     SchedulerConfig cfg{.max_batch_tokens = 1 + int32_t(rng() % 64), .max_seqs = 1 + int32_t(rng() % 8),
-                        .prefill_chunk = int32_t(rng() % 16), .use_priority = false};
+                        .prefill_chunk = int32_t(rng() % 16), .use_priority = trial % 4 == 3};
     Scheduler s(cfg, kv);
+    // memory[block][offset]: the token whose K/V the slot holds (-1: never written).
+    std::vector<std::vector<int32_t>> memory(size_t(n_blocks), std::vector<int32_t>(size_t(block_size), -1));
     std::map<RequestId, int> remaining;  // tokens still to generate
     RequestId next_id = 1;
     const int n_requests = 20;
@@ -137,11 +144,20 @@ TEST(Scheduler, PropertyRandomSchedules) {
         const int max_len = std::max(1, n_blocks * block_size / 2 - 8);
         std::vector<int32_t> p = tokens(1 + int(rng() % size_t(std::max(1, max_len))),
                                         1 + int(rng() % 3) * 1000);
-        remaining[next_id] = 1 + int(rng() % 8);
-        s.add_request(next_id++, p);
+        // One request in three is a group of 2..4 samples of the prompt.
+        const int n = rng() % 3 == 0 ? 2 + int(rng() % 3) : 1;
+        std::vector<RequestId> ids;
+        for (int k = 0; k < n; ++k) {
+          remaining[next_id] = 1 + int(rng() % 8);
+          ids.push_back(next_id++);
+        }
+        s.add_group(ids, p, cfg.use_priority ? int32_t(rng() % 3) : 0);
       }
-      if (!remaining.empty() && rng() % 50 == 0) {  // random abort
+      if (!remaining.empty() && rng() % 50 == 0) {  // random abort (leaders, awaiting samples...)
         auto it = std::next(remaining.begin(), long(rng() % remaining.size()));
+        const SchedRequest* r = s.find(it->first);
+        ASSERT_NE(r, nullptr);
+        total_promotions += r->awaiting_fork.empty() ? 0 : 1;
         s.abort(it->first);
         remaining.erase(it);
       }
@@ -154,21 +170,64 @@ TEST(Scheduler, PropertyRandomSchedules) {
         ASSERT_GT(q.n_new, 0);
         const SchedRequest* r = s.find(q.id);
         ASSERT_NE(r, nullptr);
+        ASSERT_EQ(r->state, RequestState::kRunning);
         // Blocks cover every token computed so far plus this step's.
-        ASSERT_GE(int64_t(kv.block_table(q.id).size()) * block_size, q.num_computed + q.n_new);
+        const std::vector<BlockId>& table = kv.block_table(q.id);
+        ASSERT_GE(int64_t(table.size()) * block_size, q.num_computed + q.n_new);
         if (cfg.prefill_chunk > 0) {
           ASSERT_LE(q.n_new, cfg.prefill_chunk);
         }
+        // Copy-on-write: every block written now belongs to this table alone.
+        for (int32_t b = q.num_computed / block_size; b * block_size < q.num_computed + q.n_new; ++b) {
+          ASSERT_EQ(kv.ref_count(table[size_t(b)]), 1) << "trial " << trial << " writes a shared block";
+        }
+        // Forks only where a leader's prompt completes.
+        if (!q.forks.empty()) {
+          ASSERT_TRUE(q.samples);
+          ASSERT_EQ(q.num_computed + q.n_new, r->n_prompt);
+          ASSERT_EQ(q.forks, r->awaiting_fork);
+        }
       }
       ASSERT_EQ(sum, out.n_tokens);
+      // The fake executor: copies in order, then this step's K/V.
+      for (const BlockCopy& c : out.copies) memory[size_t(c.dst)] = memory[size_t(c.src)];
+      for (const auto& q : out.seqs) {
+        const SchedRequest* r = s.find(q.id);
+        const std::vector<BlockId>& table = kv.block_table(q.id);
+        for (int32_t pos = q.num_computed; pos < q.num_computed + q.n_new; ++pos) {
+          memory[size_t(table[size_t(pos / block_size)])][size_t(pos % block_size)] = r->tokens[size_t(pos)];
+        }
+      }
       s.on_step_done(out);
       for (const auto& q : out.seqs) {
         if (!q.samples) continue;
-        if (--remaining[q.id] <= 0) {
-          s.finish(q.id);
-          remaining.erase(q.id);
-        } else {
-          s.append_token(q.id, int32_t(rng() % 5000));
+        std::vector<RequestId> sampled = {q.id};
+        sampled.insert(sampled.end(), q.forks.begin(), q.forks.end());
+        for (RequestId id : sampled) {
+          if (--remaining[id] <= 0) {
+            s.finish(id);
+            remaining.erase(id);
+          } else {
+            s.append_token(id, int32_t(rng() % 5000));
+          }
+        }
+      }
+      // Every running request's K/V is its own tokens; waiting ones hold no blocks.
+      for (RequestId id : s.running()) {
+        const SchedRequest* r = s.find(id);
+        const std::vector<BlockId>& table = kv.block_table(id);
+        for (int32_t pos = 0; pos < r->num_computed; ++pos) {
+          ASSERT_EQ(memory[size_t(table[size_t(pos / block_size)])][size_t(pos % block_size)],
+                    r->tokens[size_t(pos)])
+              << "trial " << trial << " request " << id << " position " << pos;
+        }
+      }
+      for (RequestId id : s.waiting()) {
+        ASSERT_FALSE(kv.has(id));
+        for (RequestId c : s.find(id)->awaiting_fork) {
+          ASSERT_EQ(s.find(c)->state, RequestState::kAwaitingFork);
+          ASSERT_EQ(s.find(c)->leader, id);
+          ASSERT_FALSE(kv.has(c));
         }
       }
       // Ref counts balance: each block's count equals the number of tables holding it.
@@ -180,16 +239,220 @@ TEST(Scheduler, PropertyRandomSchedules) {
         ASSERT_EQ(kv.ref_count(b), holders.count(b) ? holders[b] : 0) << "block " << b;
       }
       ASSERT_EQ(kv.n_used_blocks(), int32_t(holders.size()));
+      // Every unfinished request is known to the scheduler.
+      for (const auto& [id, left] : remaining) ASSERT_NE(s.find(id), nullptr) << "request " << id << " lost";
     }
     ASSERT_FALSE(s.has_work()) << "trial " << trial << ": requests starved";
     ASSERT_TRUE(remaining.empty());
     ASSERT_EQ(kv.n_used_blocks(), 0);
+    ASSERT_EQ(s.n_waiting(), 0u);
     total_preemptions += s.n_preemptions();
     total_hit_tokens += kv.prefix_stats().hit_tokens;
+    total_cow += kv.share_stats().cow_copies;
+    total_forked += kv.share_stats().forked_blocks;
   }
-  // The schedules did exercise preemption and prefix hits.
+  // The schedules did exercise preemption, prefix hits, forks, copy-on-write and hand-overs.
   EXPECT_GT(total_preemptions, 100u);
   EXPECT_GT(total_hit_tokens, 1000u);
+  EXPECT_GT(total_forked, 500u);
+  EXPECT_GT(total_cow, 100u);
+  EXPECT_GT(total_promotions, 5u);
+}
+
+// Runs steps with the fake model (token 7) until no work is left; returns the steps taken.
+int drain(Scheduler& s, int max_steps = 1000) {
+  int n = 0;
+  while (s.has_work() && n < max_steps) {
+    SchedulerOutput out = s.schedule();
+    s.on_step_done(out);
+    for (const auto& q : out.seqs) {
+      if (!q.samples) continue;
+      s.append_token(q.id, 7);
+      for (RequestId f : q.forks) s.append_token(f, 7);
+    }
+    ++n;
+  }
+  return n;
+}
+
+// A group of 3 samples: the leader prefills once, the others fork it at the prompt's end and
+// share its blocks; the next step copies the shared partial block for all but the last.
+TEST(SchedulerGroups, PromptComputedOnceThenForkedWithCopyOnWrite) {
+  KvCacheManager kv({.n_blocks = 32, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
+  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 0, .use_priority = false}, kv);
+  const std::vector<RequestId> ids = {1, 2, 3};
+  s.add_group(ids, tokens(10));
+  EXPECT_EQ(s.n_waiting(), 3u);  // the leader queued, two samples awaiting the fork
+  EXPECT_EQ(s.waiting().size(), 1u);
+  SchedulerOutput o1 = s.schedule();
+  ASSERT_EQ(o1.seqs.size(), 1u);
+  EXPECT_EQ(o1.seqs[0].id, 1);
+  EXPECT_EQ(o1.seqs[0].n_new, 10);
+  EXPECT_TRUE(o1.seqs[0].samples);
+  EXPECT_EQ(o1.seqs[0].forks, (std::vector<RequestId>{2, 3}));
+  s.on_step_done(o1);
+  EXPECT_EQ(s.running(), (std::vector<RequestId>{1, 2, 3}));
+  for (RequestId id : ids) {
+    EXPECT_EQ(s.find(id)->num_computed, 10);
+    EXPECT_EQ(kv.block_table(id), kv.block_table(1));
+    s.append_token(id, 100 + int32_t(id));
+  }
+  EXPECT_EQ(kv.n_used_blocks(), 3);  // the prompt's 3 blocks, held once
+  EXPECT_EQ(kv.ref_count(kv.block_table(1)[2]), 3);
+
+  SchedulerOutput o2 = s.schedule();  // everyone decodes position 10, in the partial block
+  ASSERT_EQ(o2.seqs.size(), 3u);
+  EXPECT_EQ(o2.n_tokens, 3);
+  ASSERT_EQ(o2.copies.size(), 2u);
+  EXPECT_EQ(o2.copies[0].dst, kv.block_table(1)[2]);
+  EXPECT_EQ(o2.copies[1].dst, kv.block_table(2)[2]);
+  EXPECT_EQ(o2.copies[0].src, kv.block_table(3)[2]);  // the last sample keeps the original
+  // 2 shared full blocks + 3 private partial ones.
+  EXPECT_EQ(kv.n_used_blocks(), 2 + 3);
+  EXPECT_EQ(kv.share_stats().cow_copies, 2u);
+  s.on_step_done(o2);
+  for (RequestId id : ids) s.finish(id);
+  EXPECT_EQ(kv.n_used_blocks(), 0);
+  EXPECT_FALSE(s.has_work());
+}
+
+TEST(SchedulerGroups, PromptOfWholeBlocksForksWithoutCopies) {
+  KvCacheManager kv({.n_blocks = 32, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
+  Scheduler s({}, kv);
+  const std::vector<RequestId> ids = {1, 2, 3, 4};
+  s.add_group(ids, tokens(8));
+  step(s);
+  for (RequestId id : {2, 3, 4}) s.append_token(id, 7);  // step() samples only the leader
+  EXPECT_EQ(kv.n_used_blocks(), 2);
+  SchedulerOutput o = s.schedule();
+  EXPECT_EQ(o.seqs.size(), 4u);
+  EXPECT_TRUE(o.copies.empty());
+  EXPECT_EQ(kv.n_used_blocks(), 2 + 4);  // shared prompt + one new block per sample
+}
+
+// The leader is aborted halfway through its (chunked) prompt: the next sample takes over its
+// place, its computed tokens and its blocks; the others then fork from it.
+TEST(SchedulerGroups, AbortedLeaderHandsItsPromptToTheNextSample) {
+  KvCacheManager kv({.n_blocks = 32, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
+  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 4, .use_priority = false}, kv);
+  s.add_request(9, tokens(3, 500));
+  const std::vector<RequestId> ids = {1, 2, 3};
+  s.add_group(ids, tokens(10));
+  step(s);  // request 9: whole prompt; leader 1: tokens 0..3
+  const std::vector<BlockId> table = kv.block_table(1);
+  EXPECT_EQ(s.find(1)->num_computed, 4);
+  s.abort(1);
+  EXPECT_EQ(s.find(1), nullptr);
+  const SchedRequest* heir = s.find(2);
+  ASSERT_NE(heir, nullptr);
+  EXPECT_EQ(heir->state, RequestState::kRunning);
+  EXPECT_EQ(heir->num_computed, 4);
+  EXPECT_EQ(heir->awaiting_fork, (std::vector<RequestId>{3}));
+  EXPECT_EQ(s.find(3)->leader, 2);
+  EXPECT_EQ(kv.block_table(2), table);
+  EXPECT_EQ(s.running(), (std::vector<RequestId>{9, 2}));
+  // Aborting an awaiting sample just drops it.
+  s.add_group(std::vector<RequestId>{4, 5}, tokens(6));
+  s.abort(5);
+  EXPECT_TRUE(s.find(4)->awaiting_fork.empty());
+  SchedulerOutput o = s.schedule();
+  ASSERT_GE(o.seqs.size(), 2u);
+  EXPECT_EQ(o.seqs[1].id, 2);
+  EXPECT_EQ(o.seqs[1].num_computed, 4);  // continues where request 1 stopped
+  s.on_step_done(o);
+  for (const auto& q : o.seqs) {
+    if (q.samples) s.append_token(q.id, 7);
+  }
+  SchedulerOutput o3 = s.schedule();  // tokens 8, 9: the prompt's end, sample 3 forks
+  ASSERT_EQ(o3.seqs[1].id, 2);
+  EXPECT_TRUE(o3.seqs[1].samples);
+  EXPECT_EQ(o3.seqs[1].forks, (std::vector<RequestId>{3}));
+  s.on_step_done(o3);
+  EXPECT_EQ(kv.block_table(3), kv.block_table(2));
+  for (RequestId id : {2, 3, 4, 9}) s.abort(id);
+  EXPECT_FALSE(s.has_work());
+  EXPECT_EQ(kv.n_used_blocks(), 0);
+}
+
+// A leader takes seats for its whole group; a group larger than max_seqs forks what fits and
+// queues the rest to recompute (the prefix cache then supplies the prompt's full blocks).
+TEST(SchedulerGroups, GroupsTakeSeatsForEverySample) {
+  KvCacheManager kv({.n_blocks = 64, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
+  Scheduler s({.max_batch_tokens = 64, .max_seqs = 3, .prefill_chunk = 0, .use_priority = false}, kv);
+  s.add_request(1, tokens(5, 100));
+  s.add_group(std::vector<RequestId>{2, 3, 4}, tokens(6));
+  SchedulerOutput o = step(s);
+  ASSERT_EQ(o.seqs.size(), 1u);  // 1 + 3 seats > 3: the group waits
+  s.finish(1);
+  o = step(s);
+  ASSERT_EQ(o.seqs.size(), 1u);
+  EXPECT_EQ(o.seqs[0].forks, (std::vector<RequestId>{3, 4}));
+  EXPECT_EQ(s.running(), (std::vector<RequestId>{2, 3, 4}));
+  for (RequestId id : {2, 3, 4}) s.abort(id);
+
+  s.add_group(std::vector<RequestId>{10, 11, 12, 13, 14}, tokens(9));
+  o = step(s);  // admitted alone (a group larger than max_seqs needs them all)
+  EXPECT_EQ(o.seqs[0].forks.size(), 4u);
+  EXPECT_EQ(s.running(), (std::vector<RequestId>{10, 11, 12}));
+  EXPECT_EQ(s.waiting(), (std::deque<RequestId>{13, 14}));
+  EXPECT_EQ(s.find(13)->num_computed, 0);
+  EXPECT_FALSE(kv.has(13));
+  s.append_token(13, 7);
+  s.append_token(14, 7);
+  s.append_token(11, 7);
+  s.append_token(12, 7);
+  for (RequestId id : {10, 11, 12}) s.finish(id);
+  o = step(s);
+  ASSERT_EQ(o.seqs.size(), 2u);
+  EXPECT_EQ(o.seqs[0].id, 13);
+  EXPECT_EQ(o.seqs[0].num_computed, 8);  // 2 full prompt blocks from the prefix cache
+  EXPECT_EQ(o.seqs[0].n_new, 2);         // the prompt's last token and its sampled token
+  drain(s);
+  EXPECT_EQ(kv.n_used_blocks(), 0);
+}
+
+// Preempting a forked sample frees only its references; it later recomputes prompt + its own
+// tokens while its siblings keep their blocks.
+TEST(SchedulerGroups, PreemptedSampleRecomputesAndSiblingsKeepTheirBlocks) {
+  // 5 blocks of 4: the 6-token prompt takes 2; 3 samples decoding past 8 tokens need 2 more each.
+  KvCacheManager kv({.n_blocks = 5, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
+  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 0, .use_priority = false}, kv);
+  s.add_group(std::vector<RequestId>{1, 2, 3}, tokens(6));
+  uint64_t steps = 0;
+  std::map<RequestId, int> generated;
+  while (s.has_work() && steps < 200) {
+    SchedulerOutput out = s.schedule();
+    s.on_step_done(out);
+    for (const auto& q : out.seqs) {
+      if (!q.samples) continue;
+      std::vector<RequestId> sampled = {q.id};
+      sampled.insert(sampled.end(), q.forks.begin(), q.forks.end());
+      for (RequestId id : sampled) {
+        if (++generated[id] == 6) {
+          s.finish(id);
+        } else {
+          s.append_token(id, 7);
+        }
+      }
+    }
+    ++steps;
+  }
+  EXPECT_FALSE(s.has_work());
+  EXPECT_GT(s.n_preemptions(), 0u);
+  for (RequestId id : {1, 2, 3}) EXPECT_EQ(generated[id], 6);
+  EXPECT_EQ(kv.n_used_blocks(), 0);
+  EXPECT_GE(kv.share_stats().cow_copies, 1u);
+}
+
+TEST(SchedulerGroups, GroupsFollowPriorities) {
+  KvCacheManager kv({.n_blocks = 64, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
+  Scheduler s({.max_batch_tokens = 8, .max_seqs = 8, .prefill_chunk = 0, .use_priority = true}, kv);
+  s.add_group(std::vector<RequestId>{1, 2}, tokens(8), /*priority=*/5);
+  s.add_group(std::vector<RequestId>{3, 4}, tokens(8), /*priority=*/0);
+  SchedulerOutput o = step(s);
+  ASSERT_EQ(o.seqs.size(), 1u);
+  EXPECT_EQ(o.seqs[0].id, 3);
+  EXPECT_EQ(o.seqs[0].forks, (std::vector<RequestId>{4}));
 }
 
 }  // namespace

@@ -56,6 +56,28 @@ TEST(ServerApi, HealthModelsAndMetrics) {
   }
 }
 
+// With the machine's roofline known, /metrics compares every forward pass with the roofline's
+// time for that batch (decode steps of a tiny model are memory-bound).
+TEST(ServerApi, MetricsReportForwardPassesAgainstTheRoofline) {
+  SLUICE_REQUIRE_SHARED(path, kStoriesModel);
+  EngineKnobs k;
+  k.roofline = MachineRoofline{"test", 1, 10, 10, 100, 0, 400, ""};
+  auto s = TestServer::start(path, {}, k);
+  ASSERT_TRUE(s);
+  std::string t = metrics_text(s->port);
+  EXPECT_EQ(metric(t, "sluice_engine_mbu"), 0) << t;
+  ASSERT_EQ(post(s->port, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}}).status, 200);
+  t = metrics_text(s->port);
+  EXPECT_GT(metric(t, "sluice_engine_forward_seconds_total{bound=\"memory\"}"), 0) << t;
+  EXPECT_GT(metric(t, "sluice_engine_roofline_seconds_total{bound=\"memory\"}"), 0) << t;
+  EXPECT_GT(metric(t, "sluice_engine_mbu"), 0) << t;
+  EXPECT_GE(metric(t, "sluice_engine_mfu"), 0) << t;
+  EXPECT_GT(metric(t, "sluice_engine_last_step_roofline_ratio"), 0) << t;
+  // Without measurements the series are absent.
+  SLUICE_REQUIRE_SERVER(plain);
+  EXPECT_EQ(metrics_text(plain->port).find("sluice_engine_mbu"), std::string::npos);
+}
+
 TEST(ServerApi, TokenizeAndDetokenize) {
   SLUICE_REQUIRE_SHARED(golden_path, kStoriesGolden);
   SLUICE_REQUIRE_SERVER(s, make_config([](auto& c) { c.chat_template = kPlainTemplate; }));

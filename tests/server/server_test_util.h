@@ -71,6 +71,8 @@ server::ServerConfig make_config(F set) {
 }
 
 struct EngineKnobs {
+  // Time forward passes against the roofline of this (made-up) machine.
+  std::optional<MachineRoofline> roofline;
   int n_ctx = 512;
   int n_blocks = 512;
   int max_seqs = 64;
@@ -89,6 +91,7 @@ inline server::ModelLoader stories_loader(const std::string& path, EngineKnobs k
     EngineConfig ec;
     ec.n_ctx = k.n_ctx;
     ec.scheduler.max_seqs = k.max_seqs;
+    if (k.roofline) ec.cost_model = make_step_cost_model(s->model, *k.roofline, KvType::kF16);
     SLUICE_ASSIGN_OR_RETURN(s->engine, Engine::create(s->tokenizer, *s->executor, ec));
     server::ServedModel m;
     m.engine = s->engine.get();

@@ -1,0 +1,79 @@
+#include "engine/step_roofline.h"
+
+#include <algorithm>
+
+#include "kernels/matmul_isa.h"
+
+namespace sluice {
+
+namespace {
+
+double stored_bytes(const WeightMatrix& w) { return double(row_size(w.type, w.n_cols)) * double(w.n_rows); }
+double params(const WeightMatrix& w) { return double(w.n_cols) * double(w.n_rows); }
+
+}  // namespace
+
+StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& machine,
+                                   KvType kv_type) {
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  StepCostModel out;
+  ModelCost& m = out.model;
+  m.name = "loaded model";
+  // The weights every step reads: the matmuls (the embedding lookup reads one row per token).
+  m.n_params = params(w.output);
+  m.stored_weight_bytes = stored_bytes(w.output);
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightMatrix* x : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      m.n_params += params(*x);
+      m.stored_weight_bytes += stored_bytes(*x);
+    }
+  }
+  m.n_params_active = m.n_params;
+  m.kv_elems_per_token = 2.0 * c.n_layer * double(c.kv_dim());
+  m.attn_flops_per_pair = 4.0 * c.n_layer * double(c.n_head) * double(c.head_dim);
+  m.d_model = double(c.n_embd);
+  m.d_ff = double(c.n_ff);
+
+  const GgmlType wt = w.layers.empty() ? GgmlType::F32 : w.layers[0].w_gate.type;
+  out.precision.weight_bits = 0;  // as stored
+  out.precision.kv_bits = kv_type_size(kv_type) * 8;
+  const bool int8 = matmul_uses_int8_acts(wt) && matmul_isa_best() != MatmulIsa::kScalar &&
+                    machine.peak_gops_int8 > 0;
+  out.precision.act_bits = int8 ? 8 : 16;
+
+  out.hw = hardware_from_roofline(machine, 0);
+  // The 16-bit peak the matmuls actually run at: bf16 dot products only for BF16 weights.
+  if (wt != GgmlType::BF16 || machine.peak_gflops_bf16 <= 0) {
+    out.hw.flops_bf16 = machine.peak_gflops_f32 * 1e9;
+  }
+  return out;
+}
+
+double StepRoofline::predict(const Batch& batch, bool* compute_bound) {
+  work_.clear();
+  for (const BatchSequence& s : batch.seqs) work_.push_back({s.n_new_tokens, s.context_len});
+  const StepShape shape = make_step_shape(cost_.model, cost_.precision, work_);
+  const double bytes_s = (shape.weight_bytes + shape.kv_bytes) / cost_.hw.hbm_bytes_per_s;
+  const double flops_s = shape.flops / peak_flops(cost_.hw, shape.act_bits);
+  if (compute_bound) *compute_bound = flops_s > bytes_s;
+  return predicted_step_seconds(shape, cost_.hw);
+}
+
+void StepRoofline::record(const Batch& batch, double seconds) {
+  bool compute = false;
+  const double predicted = predict(batch, &compute);
+  stats_.last_seconds = seconds;
+  stats_.last_predicted = predicted;
+  if (compute) {
+    ++stats_.compute_bound_steps;
+    stats_.compute_bound_seconds += seconds;
+    stats_.compute_bound_predicted += predicted;
+  } else {
+    ++stats_.memory_bound_steps;
+    stats_.memory_bound_seconds += seconds;
+    stats_.memory_bound_predicted += predicted;
+  }
+}
+
+}  // namespace sluice

@@ -1,0 +1,68 @@
+// Every engine step against the roofline: the measured wall time of the step next to the time
+// the seeds' roofline model (perf/roofline.h) predicts for that exact ragged batch on this
+// machine (`sluice bench --roofline`). predicted / measured is the step's efficiency: MBU for a
+// memory-bound (decode-heavy) step, MFU for a compute-bound (prefill-heavy) one.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "executor/batch.h"
+#include "kernels/attention.h"
+#include "model/model.h"
+#include "perf/hardware.h"
+#include "perf/machine.h"
+#include "perf/roofline.h"
+
+namespace sluice {
+
+// The model and machine the predictions are made for.
+struct StepCostModel {
+  ModelCost model;
+  Precision precision;
+  HardwareSpec hw;
+};
+
+// The model as loaded (its matmul weight bytes as stored, KV elements per token, attention FLOPs)
+// on this machine: bandwidth = the measured multi-threaded read bandwidth; peak = the int8 dot
+// peak for weights whose matmuls take 8-bit activations on this CPU, the f32 FMA peak for
+// F16/F32 weights, the bf16 dot peak for BF16.
+StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& machine,
+                                   KvType kv_type);
+
+// Counters of steps by the bound the roofline predicts.
+struct RooflineStats {
+  uint64_t memory_bound_steps = 0;
+  uint64_t compute_bound_steps = 0;
+  double memory_bound_seconds = 0;    // measured
+  double memory_bound_predicted = 0;  // roofline
+  double compute_bound_seconds = 0;
+  double compute_bound_predicted = 0;
+  double last_seconds = 0;
+  double last_predicted = 0;
+  // Aggregate efficiencies (0 before any such step): predicted / measured time.
+  double mbu() const {
+    return memory_bound_seconds > 0 ? memory_bound_predicted / memory_bound_seconds : 0;
+  }
+  double mfu() const {
+    return compute_bound_seconds > 0 ? compute_bound_predicted / compute_bound_seconds : 0;
+  }
+};
+
+class StepRoofline {
+ public:
+  explicit StepRoofline(StepCostModel cost) : cost_(std::move(cost)) {}
+  // The roofline time of `batch` (does not record).
+  double predict(const Batch& batch, bool* compute_bound = nullptr);
+  // Records one step of `batch` that took `seconds`.
+  void record(const Batch& batch, double seconds);
+  const RooflineStats& stats() const { return stats_; }
+  const StepCostModel& cost() const { return cost_; }
+
+ private:
+  StepCostModel cost_;
+  RooflineStats stats_;
+  std::vector<SeqWork> work_;  // reused: no allocation per step once grown
+};
+
+}  // namespace sluice

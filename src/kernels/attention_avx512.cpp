@@ -1,0 +1,146 @@
+// AVX-512 paged attention over a block of query tokens (attention.h, paged_attention_block).
+//
+// Work of one item: query tokens [q0, q1) x the `group` query heads of one kv head = up to
+// 16 * group query rows against key tiles of 16 positions. Per tile, K is converted once to
+// f32 and transposed (KT [head_dim][16]) so each query row's 16 scores are head_dim
+// broadcast-FMAs into one register; the online-softmax update and P.V are 16-wide. A row's
+// arithmetic does not depend on the other rows of its item (a fully masked tile is skipped),
+// so results do not depend on how a prompt is chunked.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/attention.h"
+
+namespace sluice::kern_avx512 {
+
+#define SLUICE_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+
+namespace {
+
+constexpr int kKeys = 16;
+
+// e^x for x <= 0 (softmax arguments), ~1 ulp: x = n ln2 + r, |r| <= ln2 / 2, degree-6 Taylor
+// polynomial of e^r, times 2^n. Arguments below -87 give 0-ish (< 2^-125): callers mask.
+SLUICE_TARGET inline __m512 exp512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// Cache row (t, kv_head) -> 16-float chunks of dst (head_dim % 16 == 0).
+SLUICE_TARGET inline void load_row(const PagedAttentionParams& p, const void* cache, int t,
+                                   int kv_head, float* dst) {
+  const int64_t block = p.block_table[t / p.block_size];
+  const int64_t off = ((block * p.block_size + t % p.block_size) * p.n_kv_head + kv_head) * p.head_dim;
+  if (p.kv_type == KvType::kF32) {
+    std::memcpy(dst, static_cast<const float*>(cache) + off, size_t(p.head_dim) * sizeof(float));
+    return;
+  }
+  const uint16_t* h = static_cast<const uint16_t*>(cache) + off;
+  for (int d = 0; d < p.head_dim; d += 16) {
+    _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + d))));
+  }
+}
+
+float* scratch(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+}  // namespace
+
+SLUICE_TARGET void attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head) {
+  const int group = p.n_head / p.n_kv_head;
+  const int hd = p.head_dim, nd = hd / 16;
+  const int nr = (q1 - q0) * group;
+  float* mem = scratch(size_t(hd) * kKeys * 3 + size_t(nr) * (hd + 2) + kKeys);
+  float* kt = mem;                  // [hd][16] the key tile, transposed
+  float* vt = kt + hd * kKeys;      // [16][hd] the value tile
+  float* row = vt + hd * kKeys;     // [hd] one converted key row
+  float* acc = row + hd * kKeys;    // [nr][hd] running weighted sums of V
+  float* m = acc + size_t(nr) * hd;  // [nr] running max
+  float* l = m + nr;                // [nr] running sum of exp
+  float* pw = l + nr;               // [16] one row's tile weights
+  std::fill(acc, acc + size_t(nr) * hd, 0.0f);
+  for (int r = 0; r < nr; ++r) {
+    m[r] = -std::numeric_limits<float>::infinity();
+    l[r] = 0;
+  }
+  const int first_pos = p.kv_len - p.n_q;  // cache position of query 0
+  const int n_keys = first_pos + q1;       // keys the last query sees
+  const __m512 scale = _mm512_set1_ps(p.scale);
+  for (int t0 = 0; t0 < n_keys; t0 += kKeys) {
+    const int nt = std::min(kKeys, n_keys - t0);
+    for (int j = 0; j < nt; ++j) {
+      load_row(p, p.k_cache, t0 + j, kv_head, row);
+      for (int d = 0; d < hd; ++d) kt[d * kKeys + j] = row[d];
+      load_row(p, p.v_cache, t0 + j, kv_head, vt + j * hd);
+    }
+    for (int j = nt; j < kKeys; ++j) {
+      for (int d = 0; d < hd; ++d) kt[d * kKeys + j] = 0.0f;
+    }
+    for (int r = 0; r < nr; ++r) {
+      const int qi = q0 + r / group;
+      const int visible = std::min(nt, first_pos + qi + 1 - t0);  // keys of this tile it sees
+      if (visible <= 0) continue;
+      const __mmask16 mask = __mmask16((1u << visible) - 1);
+      const float* q = p.q + (int64_t(qi) * p.n_head + int64_t(kv_head) * group + r % group) * hd;
+      __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+      int d = 0;
+      for (; d + 2 <= hd; d += 2) {
+        s0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(kt + d * kKeys), s0);
+        s1 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 1]), _mm512_loadu_ps(kt + (d + 1) * kKeys), s1);
+      }
+      const __m512 s = _mm512_mul_ps(_mm512_add_ps(s0, s1), scale);
+      const float tile_max = _mm512_mask_reduce_max_ps(mask, s);
+      const float mx = std::max(m[r], tile_max);
+      const float corr = std::exp(m[r] - mx);  // 0 on the row's first tile
+      const __m512 e = _mm512_maskz_mov_ps(mask, exp512(_mm512_sub_ps(s, _mm512_set1_ps(mx))));
+      l[r] = l[r] * corr + _mm512_reduce_add_ps(e);
+      m[r] = mx;
+      _mm512_storeu_ps(pw, e);
+      float* a = acc + size_t(r) * hd;
+      const __m512 c = _mm512_set1_ps(corr);
+      for (int b = 0; b < nd; ++b) {
+        __m512 av = _mm512_mul_ps(_mm512_loadu_ps(a + 16 * b), c);
+        for (int j = 0; j < visible; ++j) {
+          av = _mm512_fmadd_ps(_mm512_set1_ps(pw[j]), _mm512_loadu_ps(vt + j * hd + 16 * b), av);
+        }
+        _mm512_storeu_ps(a + 16 * b, av);
+      }
+    }
+  }
+  for (int r = 0; r < nr; ++r) {
+    const int qi = q0 + r / group;
+    float* out = p.out + (int64_t(qi) * p.n_head + int64_t(kv_head) * group + r % group) * hd;
+    const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
+    for (int b = 0; b < nd; ++b) {
+      _mm512_storeu_ps(out + 16 * b, _mm512_mul_ps(_mm512_loadu_ps(acc + size_t(r) * hd + 16 * b), inv));
+    }
+  }
+}
+
+#undef SLUICE_TARGET
+
+}  // namespace sluice::kern_avx512

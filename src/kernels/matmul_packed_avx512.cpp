@@ -1,0 +1,253 @@
+// AVX-512 VNNI kernels over PackedWeights (packed.h): 16 weight rows per 512-bit register, one
+// embedded-broadcast vpdpbusd per 4 activation bytes, NX activation rows per weight tile.
+//
+// For every output the f32 accumulation is the same sequence whatever NX is (one fused
+// multiply-add per block, in column order), so a row's result does not depend on which tile it
+// lands in, i.e. on the batch it was computed in.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/matmul_kernels.h"
+#include "kernels/packed.h"
+
+namespace sluice::kern_avx512 {
+
+#define SLUICE_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+
+namespace {
+
+enum Kind { kQ8_0, kQ4_0, kQ4_K, kQ6_K };
+
+// Software prefetch distance on the weight stream (bytes).
+constexpr int64_t kAhead = 4096;
+
+SLUICE_TARGET inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+SLUICE_TARGET inline __m512 load_f16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+SLUICE_TARGET inline __m512 load_s8x16(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+SLUICE_TARGET inline __m512 load_u8x16(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+// Activation rows i0 .. i0 + NX of `a`.
+template <int NX>
+struct Rows {
+  const int8_t* q[NX];
+  const float* d[NX];
+  const float* s[NX];
+  const int32_t* bias[NX];
+  const int32_t* sum16[NX];
+  Rows(const QuantizedActs& a, int64_t i0) {
+    const int64_t nb = a.k / 32;
+    for (int i = 0; i < NX; ++i) {
+      q[i] = a.qs + (i0 + i) * a.k;
+      d[i] = a.d + (i0 + i) * nb;
+      s[i] = a.s + (i0 + i) * nb;
+      bias[i] = a.bias + (i0 + i) * nb;
+      sum16[i] = a.sum16 + (i0 + i) * 2 * nb;
+    }
+  }
+};
+
+// Q8_0 / Q4_0 block b (columns 32b ..): acc[i] lane r = exact dot of row r with activation row i.
+template <int NX, Kind K>
+SLUICE_TARGET inline void block_dots(const uint8_t* v, const Rows<NX>& x, int64_t b, __m512i* acc) {
+  const int64_t col = 32 * b;
+  if constexpr (NX == 1) {
+    // Two chains so the vpdpbusd latency overlaps (integer sums: the order is free).
+    __m512i s0 = _mm512_set1_epi32(K == kQ4_0 ? x.bias[0][b] >> 4 : x.bias[0][b]);
+    __m512i s1 = _mm512_setzero_si512();
+    if constexpr (K == kQ4_0) {
+      const __m512i m4 = _mm512_set1_epi8(0x0f);
+      for (int j = 0; j < 4; ++j) {
+        const __m512i raw = _mm512_load_si512(v + 64 * j);
+        s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(raw, m4), bcast4(x.q[0] + col + 4 * j));
+        s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4),
+                                 bcast4(x.q[0] + col + 16 + 4 * j));
+      }
+    } else {
+      for (int j = 0; j < 8; j += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, _mm512_load_si512(v + 64 * j), bcast4(x.q[0] + col + 4 * j));
+        s1 = _mm512_dpbusd_epi32(s1, _mm512_load_si512(v + 64 * j + 64), bcast4(x.q[0] + col + 4 * j + 4));
+      }
+    }
+    acc[0] = _mm512_add_epi32(s0, s1);
+  } else {
+    for (int i = 0; i < NX; ++i) acc[i] = _mm512_set1_epi32(K == kQ4_0 ? x.bias[i][b] >> 4 : x.bias[i][b]);
+    if constexpr (K == kQ4_0) {
+      const __m512i m4 = _mm512_set1_epi8(0x0f);
+      for (int j = 0; j < 4; ++j) {
+        const __m512i raw = _mm512_load_si512(v + 64 * j);
+        const __m512i lo = _mm512_and_si512(raw, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        for (int i = 0; i < NX; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], lo, bcast4(x.q[i] + col + 4 * j));
+        for (int i = 0; i < NX; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], hi, bcast4(x.q[i] + col + 16 + 4 * j));
+      }
+    } else {
+      for (int j = 0; j < 8; ++j) {
+        const __m512i raw = _mm512_load_si512(v + 64 * j);
+        for (int i = 0; i < NX; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], raw, bcast4(x.q[i] + col + 4 * j));
+      }
+    }
+  }
+}
+
+// y[(i0 + i) * m + r0 + r] for the group's 16 rows (masked past m) and NX activation rows.
+template <int NX, Kind K>
+SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, const QuantizedActs& a, int64_t i0,
+                        float* y, int64_t m, __mmask16 mask) {
+  const Rows<NX> x(a, i0);
+  const uint8_t* wq = w.quants(g);
+  const uint8_t* meta = w.meta(g);
+  const int64_t nu = w.n_units();
+  __m512 facc[NX];
+  for (int i = 0; i < NX; ++i) facc[i] = _mm512_setzero_ps();
+  if constexpr (K == kQ4_K) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int64_t u = 0; u < nu; ++u) {
+      const uint8_t* v = wq + u * 2048;
+      const uint8_t* mt = meta + u * 320;
+      const __m512 d = load_f16x16(mt), dmin = load_f16x16(mt + 32);
+      for (int p = 0; p < 4; ++p) {
+        for (int64_t l = 0; l < 512; l += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(v + 512 * p + kAhead + l), _MM_HINT_T0);
+        }
+        const int64_t sb = 8 * u + 2 * p;  // activation block of the pair's low sub-block
+        __m512i lo_acc[NX], hi_acc[NX];
+        for (int i = 0; i < NX; ++i) lo_acc[i] = hi_acc[i] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; ++j) {
+          const __m512i raw = _mm512_load_si512(v + (8 * p + j) * 64);
+          const __m512i lo = _mm512_and_si512(raw, m4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+          for (int i = 0; i < NX; ++i) {
+            lo_acc[i] = _mm512_dpbusd_epi32(lo_acc[i], lo, bcast4(x.q[i] + 32 * sb + 4 * j));
+            hi_acc[i] = _mm512_dpbusd_epi32(hi_acc[i], hi, bcast4(x.q[i] + 32 * (sb + 1) + 4 * j));
+          }
+        }
+        for (int t = 0; t < 2; ++t) {
+          const int s = 2 * p + t;
+          const __m512 sc = _mm512_mul_ps(d, load_u8x16(mt + 64 + 16 * s));
+          const __m512 mn = _mm512_mul_ps(dmin, load_u8x16(mt + 192 + 16 * s));
+          for (int i = 0; i < NX; ++i) {
+            const __m512 dots = _mm512_cvtepi32_ps(t == 0 ? lo_acc[i] : hi_acc[i]);
+            facc[i] = _mm512_fmadd_ps(dots, _mm512_mul_ps(sc, _mm512_set1_ps(x.d[i][sb + t])), facc[i]);
+            facc[i] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(x.s[i][sb + t]), facc[i]);
+          }
+        }
+      }
+    }
+  } else if constexpr (K == kQ6_K) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t u = 0; u < nu; ++u) {
+      const uint8_t* v = wq + u * 3072;
+      const uint8_t* mt = meta + u * 288;
+      const __m512 d = load_f16x16(mt);
+      for (int g = 0; g < 16; ++g) {
+        const uint8_t* gv = v + 192 * g;
+        for (int64_t l = 0; l < 192; l += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(gv + kAhead + l), _MM_HINT_T0);
+        }
+        const __m512i v0 = _mm512_load_si512(gv), v1 = _mm512_load_si512(gv + 64);
+        const __m512i vh = _mm512_load_si512(gv + 128);
+        // q = low nibble | high pair << 4 (ternary logic 0xF8: a | (b & c)).
+        const __m512i q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, m4), _mm512_slli_epi16(vh, 4), m30, 0xF8);
+        const __m512i q1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), m4),
+                                                     _mm512_slli_epi16(vh, 2), m30, 0xF8);
+        const __m512i q2 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, m4), vh, m30, 0xF8);
+        const __m512i q3 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v1, 4), m4),
+                                                     _mm512_srli_epi16(vh, 2), m30, 0xF8);
+        const __m512 dsc = _mm512_mul_ps(d, load_s8x16(mt + 32 + 16 * g));
+        const int64_t col = 256 * u + 16 * g;
+        for (int i = 0; i < NX; ++i) {
+          __m512i acc = _mm512_set1_epi32(-32 * x.sum16[i][col / 16]);
+          acc = _mm512_dpbusd_epi32(acc, q0, bcast4(x.q[i] + col));
+          acc = _mm512_dpbusd_epi32(acc, q1, bcast4(x.q[i] + col + 4));
+          acc = _mm512_dpbusd_epi32(acc, q2, bcast4(x.q[i] + col + 8));
+          acc = _mm512_dpbusd_epi32(acc, q3, bcast4(x.q[i] + col + 12));
+          facc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dsc, _mm512_set1_ps(x.d[i][col / 32])),
+                                    facc[i]);
+        }
+      }
+    }
+  } else {
+    constexpr int64_t kQb = K == kQ4_0 ? 256 : 512;
+    for (int64_t b = 0; b < nu; ++b) {
+      // Weights stream from memory while the block is computed: fetch ~4 KiB ahead (past the
+      // group's end that is the next group, which is contiguous).
+      for (int64_t l = 0; l < kQb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(wq + b * kQb + kAhead + l), _MM_HINT_T0);
+      __m512i acc[NX];
+      block_dots<NX, K>(wq + b * kQb, x, b, acc);
+      const __m512 dw = load_f16x16(meta + 32 * b);
+      for (int i = 0; i < NX; ++i) {
+        facc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]), _mm512_mul_ps(dw, _mm512_set1_ps(x.d[i][b])),
+                                  facc[i]);
+      }
+    }
+  }
+  const int64_t r0 = g * PackedWeights::kRows;
+  for (int i = 0; i < NX; ++i) _mm512_mask_storeu_ps(y + (i0 + i) * m + r0, mask, facc[i]);
+}
+
+template <Kind K>
+SLUICE_TARGET void gemm_packed_t(const PackedWeights& w, int64_t g0, int64_t g1,
+                                 const QuantizedActs& a, float* y, int64_t m) {
+  const int64_t group_bytes = w.n_units() * (w.unit_quant_bytes() + w.unit_meta_bytes());
+  // Cache blocking: a chunk of activation rows (~384 KiB) stays in L2 while a chunk of weight
+  // groups (~256 KiB, read from memory once per activation chunk) is swept against it.
+  const int64_t x_rows = std::max<int64_t>(8, ((384 << 10) / a.k) & ~int64_t(7));
+  const int64_t w_groups = std::max<int64_t>(1, (256 << 10) / group_bytes);
+  constexpr bool kWide = K != kQ4_K;  // Q4_K: 2 accumulators per row, at most 4 rows
+  for (int64_t gw0 = g0; gw0 < g1; gw0 += w_groups) {
+    const int64_t gw1 = std::min(g1, gw0 + w_groups);
+    for (int64_t c0 = 0; c0 < a.n; c0 += x_rows) {
+      const int64_t c1 = std::min(a.n, c0 + x_rows);
+      for (int64_t g = gw0; g < gw1; ++g) {
+        const int64_t r0 = g * PackedWeights::kRows;
+        const __mmask16 mask = m - r0 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (m - r0)) - 1);
+        int64_t i = c0;
+        if constexpr (kWide) {
+          for (; i + 8 <= c1; i += 8) tile<8, K>(w, g, a, i, y, m, mask);
+        }
+        for (; i + 4 <= c1; i += 4) tile<4, K>(w, g, a, i, y, m, mask);
+        if (i + 2 <= c1) {
+          tile<2, K>(w, g, a, i, y, m, mask);
+          i += 2;
+        }
+        if (i < c1) tile<1, K>(w, g, a, i, y, m, mask);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+SLUICE_TARGET void gemm_packed(const PackedWeights& w, int64_t g0, int64_t g1,
+                               const QuantizedActs& a, float* y, int64_t m) {
+  switch (w.type()) {
+    case GgmlType::Q4_0: gemm_packed_t<kQ4_0>(w, g0, g1, a, y, m); return;
+    case GgmlType::Q4_K: gemm_packed_t<kQ4_K>(w, g0, g1, a, y, m); return;
+    case GgmlType::Q6_K: gemm_packed_t<kQ6_K>(w, g0, g1, a, y, m); return;
+    default: gemm_packed_t<kQ8_0>(w, g0, g1, a, y, m); return;
+  }
+}
+
+#undef SLUICE_TARGET
+
+}  // namespace sluice::kern_avx512

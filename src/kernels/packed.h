@@ -1,0 +1,94 @@
+// Weights repacked once, at load time, for the AVX-512 VNNI kernels.
+//
+// GGUF stores a quantized matrix row by row (row r: its blocks of 32, each an f16 scale and 32
+// quants). The packed form interleaves 16 rows so one 512-bit vpdpbusd multiplies 4 bytes of
+// each of 16 rows by the same 4 activation bytes (an embedded broadcast): lane r of the
+// accumulator is row r's partial dot, and no horizontal sums or sign tricks are needed.
+//
+//   group g = rows [16g, 16g + 16); a row is cut into units (Q8_0, Q4_0: blocks of 32 columns;
+//   Q4_K: super-blocks of 256), nu = k / unit_cols() per row:
+//   quants  [n_groups][nu][unit_quant_bytes()]   64-byte vectors of [16 rows][4 bytes]
+//   meta    [n_groups][nu][unit_meta_bytes()]    the unit's scales for the 16 rows
+//
+// Quants are stored unsigned so they can be vpdpbusd's u8 operand against the int8
+// activations:
+//   Q8_0: 8 vectors of q + 128 (columns 4j .. 4j + 3 in vector j); meta: 16 f16 scales.
+//   Q4_0: 4 vectors of the raw nibble bytes: low nibbles are columns 4j .. 4j + 3, high nibbles
+//         columns 16 + 4j .. 16 + 4j + 3, values q in [0, 15] (the weight is q - 8); meta: 16
+//         f16 scales.
+//   Q4_K: per pair p of 32-column sub-blocks, 8 vectors of the raw bytes qs[32p + 4j ..]: low
+//         nibbles are sub-block 2p, high nibbles sub-block 2p + 1, columns 4j .. 4j + 3;
+//         meta: d[16], dmin[16] (f16), then the 6-bit scales sc[8][16] and mins m[8][16] as
+//         bytes (weight = d * sc_s * q - dmin * m_s).
+//   Q6_K: per 16-column scale group g, 3 vectors: two of low nibbles (lo/hi nibbles of the
+//         first are columns 16g + 0..3 / 4..7, of the second 8..11 / 12..15) and one of high
+//         bit pairs (bits 2s, 2s + 1 of byte t: column 16g + 4s + t), q in [0, 63]; meta:
+//         d[16] (f16), then the int8 scales sc[16][16] (weight = d * sc_g * (q - 32)); the
+//         offset 32 comes back through the activations' 16-column sums.
+//   F16, BF16: the rows unchanged (a copy into huge pages: decode streams them without a page
+//         walk every 4 KiB, which the file mapping cannot avoid); raw() is the [m, k] matrix.
+// The offsets come back exactly through the activation blocks' `bias` = -128 * sum(x_q)
+// (matmul_isa.h): dot(q + 128, x) + bias = dot(q, x), and bias / 16 for the 4-bit offset 8;
+// Q4_K's minimums through the activation block sums `s`.
+// The packed matrix has the bytes of the original (Q4_K: 148 instead of 144 per 256 weights),
+// so decode reads about as much memory as before; rows past m in the last group are zero.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "gguf/types.h"
+
+namespace sluice {
+
+class PackedWeights {
+ public:
+  static constexpr int64_t kRows = 16;  // rows per group
+
+  // Whether `type` has a packed form (Q8_0, Q4_0, Q4_K, Q6_K, F16, BF16) and this CPU runs its kernels
+  // (AVX-512 VNNI).
+  static bool supported(GgmlType type);
+
+  // Repacks W [m, k] of `type` (GGUF row layout; k a multiple of the unit). Threads over groups.
+  static Result<PackedWeights> pack(GgmlType type, const void* w, int64_t m, int64_t k,
+                                    ThreadPool* pool = nullptr);
+
+  GgmlType type() const { return type_; }
+  int64_t m() const { return m_; }
+  int64_t k() const { return k_; }
+  int64_t n_groups() const { return (m_ + kRows - 1) / kRows; }
+  int64_t unit_cols() const { return k_quant() ? 256 : 32; }
+  int64_t n_units() const { return k_ / unit_cols(); }  // per row
+  int64_t unit_quant_bytes() const {
+    switch (type_) {
+      case GgmlType::Q8_0: return 512;
+      case GgmlType::Q4_0: return 256;
+      case GgmlType::Q4_K: return 2048;
+      default: return 3072;  // Q6_K
+    }
+  }
+  int64_t unit_meta_bytes() const {
+    return type_ == GgmlType::Q4_K ? 320 : type_ == GgmlType::Q6_K ? 288 : 32;
+  }
+  const uint8_t* quants(int64_t group) const {
+    return quants_.get() + group * n_units() * unit_quant_bytes();
+  }
+  bool is_copy() const { return type_ == GgmlType::F16 || type_ == GgmlType::BF16; }
+  const uint8_t* raw() const { return quants_.get(); }  // F16 / BF16: the rows
+  const uint8_t* meta(int64_t group) const { return meta_.get() + group * n_units() * unit_meta_bytes(); }
+  size_t bytes() const;
+
+ private:
+  bool k_quant() const { return type_ == GgmlType::Q4_K || type_ == GgmlType::Q6_K; }
+  struct Free {
+    void operator()(void* p) const;
+  };
+  GgmlType type_ = GgmlType::Q8_0;
+  int64_t m_ = 0, k_ = 0;
+  std::unique_ptr<uint8_t[], Free> quants_;
+  std::unique_ptr<uint8_t[], Free> meta_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,120 @@
+// Step times against the roofline: the cost model of a loaded model, the prediction for a batch
+// (bytes / bandwidth or FLOPs / peak, whichever is larger), and the engine's per-bound counters.
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "engine/step_roofline.h"
+#include "kernels/matmul_isa.h"
+#include "model/model_test_util.h"
+#include "test_util.h"
+
+namespace sluice {
+namespace {
+
+double matmul_params(const Model& m) {
+  auto n = [](const WeightMatrix& w) { return double(w.n_cols) * double(w.n_rows); };
+  double total = n(m.weights().output);
+  for (const LayerWeights& l : m.weights().layers) {
+    total += n(l.wq) + n(l.wk) + n(l.wv) + n(l.wo) + n(l.w_gate) + n(l.w_up) + n(l.w_down);
+  }
+  return total;
+}
+
+MachineRoofline fake_machine() {
+  MachineRoofline r;
+  r.cpu = "test";
+  r.threads = 2;
+  r.read_gbps_1t = 5;
+  r.read_gbps = 10;
+  r.peak_gflops_f32 = 100;
+  r.peak_gflops_bf16 = 200;
+  r.peak_gops_int8 = 400;
+  return r;
+}
+
+TEST(StepRoofline, CostModelAndPredictions) {
+  test::TempDir dir;
+  const std::string path = dir.path("tiny.gguf");
+  test::write_synthetic_model("tiny", FileType::MOSTLY_Q8_0, path);
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  const ModelConfig& c = model->config();
+  const StepCostModel cost = make_step_cost_model(*model, fake_machine(), KvType::kF16);
+  EXPECT_DOUBLE_EQ(cost.model.n_params, matmul_params(*model));
+  EXPECT_DOUBLE_EQ(cost.model.kv_elems_per_token, 2.0 * c.n_layer * c.kv_dim());
+  EXPECT_EQ(cost.precision.kv_bits, 16);
+  EXPECT_EQ(cost.precision.act_bits, matmul_isa_best() == MatmulIsa::kScalar ? 16 : 8);
+  EXPECT_DOUBLE_EQ(cost.hw.hbm_bytes_per_s, 10e9);
+  EXPECT_DOUBLE_EQ(cost.hw.flops_bf16, 100e9);  // Q8_0 is not BF16: the f32 peak
+  // Q8_0 stores 34 bytes per 32 weights.
+  EXPECT_NEAR(cost.model.stored_weight_bytes, cost.model.n_params * 34.0 / 32.0, 1.0);
+
+  StepRoofline roof(cost);
+  // One decode token at context 10: memory-bound, weights + 10 tokens of KV over the bandwidth.
+  Batch decode;
+  std::vector<int32_t> table = {0};
+  const std::vector<int32_t> one = {1};
+  decode.add_sequence(one, 9, table, LogitsMode::kLast);
+  bool compute = true;
+  const double kv_bytes = 10 * cost.model.kv_elems_per_token * 2;
+  EXPECT_NEAR(roof.predict(decode, &compute), (cost.model.stored_weight_bytes + kv_bytes) / 10e9,
+              1e-15);
+  EXPECT_FALSE(compute);
+
+  // A long prefill on a machine with almost no FLOP/s: compute-bound, FLOPs / peak.
+  StepCostModel slow = cost;
+  slow.hw.ops_int8 = slow.hw.flops_bf16 = 1e6;
+  StepRoofline slow_roof(slow);
+  Batch prefill;
+  std::vector<int32_t> ptable = {0, 1, 2, 3};
+  const std::vector<int32_t> prompt(64, 1);
+  prefill.add_sequence(prompt, 0, ptable, LogitsMode::kLast);
+  const double pairs = 64.0 * 65.0 / 2.0;
+  const double flops = 2 * cost.model.n_params * 64 + cost.model.attn_flops_per_pair * pairs;
+  EXPECT_NEAR(slow_roof.predict(prefill, &compute), flops / 1e6, flops / 1e6 * 1e-12);
+  EXPECT_TRUE(compute);
+
+  slow_roof.record(prefill, 2.0);
+  slow_roof.record(decode, 0.5);
+  const RooflineStats& st = slow_roof.stats();
+  EXPECT_EQ(st.compute_bound_steps, 2u);
+  EXPECT_EQ(st.memory_bound_steps, 0u);  // the decode step is compute-bound on this machine too
+  EXPECT_EQ(st.last_seconds, 0.5);
+  EXPECT_NEAR(st.mfu(), (flops / 1e6 + slow_roof.predict(decode)) / 2.5, 1e-9);
+  EXPECT_EQ(st.mbu(), 0.0);
+}
+
+TEST(StepRoofline, EngineTimesEveryForwardPass) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  auto tok = Tokenizer::from_gguf(model->file());
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  auto exec = CpuExecutor::create(*model, {.n_threads = 1, .n_blocks = 64});
+  ASSERT_TRUE(exec.ok()) << exec.message();
+  EngineConfig ec;
+  ec.cost_model = make_step_cost_model(*model, fake_machine(), KvType::kF16);
+  auto engine = Engine::create(*tok, **exec, ec);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  GenerationParams g;
+  g.sampling.temperature = 0;
+  g.max_tokens = 8;
+  auto prompt = tok->encode("Once upon a time");
+  ASSERT_TRUE(prompt.ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*engine)->add_request(*prompt, g).ok());
+  while ((*engine)->has_work()) ASSERT_TRUE((*engine)->step().ok());
+  const StepRoofline* r = (*engine)->roofline();
+  ASSERT_NE(r, nullptr);
+  const RooflineStats& st = r->stats();
+  EXPECT_EQ(st.memory_bound_steps + st.compute_bound_steps, (*engine)->stats().steps);
+  EXPECT_GT(st.memory_bound_steps, 0u);
+  EXPECT_GT(st.mbu(), 0.0);
+  EXPECT_GT(st.memory_bound_seconds, 0.0);
+
+  auto plain = Engine::create(*tok, **exec, EngineConfig{});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)->roofline(), nullptr);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,89 @@
+// Copy-on-write of KV blocks (n samples sharing a prompt): CpuExecutor::copy_blocks and
+// Batch::block_copies copy K and V of every layer, for every KV type, before the forward pass.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "executor/cpu_executor.h"
+#include "model/model_test_util.h"
+
+namespace sluice {
+namespace {
+
+// Bytes of block `b` of layer `layer`'s K (or V) cache.
+std::vector<uint8_t> block_bytes(const CpuExecutor& e, int layer, bool v, int32_t b) {
+  const KvCacheShape& sh = e.kv_cache().shape();
+  const size_t n = sh.elems_per_block() * size_t(kv_type_size(sh.type));
+  const uint8_t* base =
+      static_cast<const uint8_t*>(v ? e.kv_cache().v(layer) : e.kv_cache().k(layer));
+  return std::vector<uint8_t>(base + size_t(b) * n, base + size_t(b + 1) * n);
+}
+
+bool blocks_equal(const CpuExecutor& e, int32_t a, int32_t b) {
+  for (int l = 0; l < e.kv_cache().shape().n_layer; ++l) {
+    for (bool v : {false, true}) {
+      if (block_bytes(e, l, v, a) != block_bytes(e, l, v, b)) return false;
+    }
+  }
+  return true;
+}
+
+TEST(BlockCopy, CopiesKAndVOfEveryLayerBeforeTheStepForEachKvType) {
+  test::TempDir dir;
+  const std::string path = dir.path("tiny.gguf");
+  test::write_synthetic_model("tiny", FileType::MOSTLY_Q8_0, path);
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  for (KvType kv : {KvType::kF16, KvType::kF32}) {
+    CpuExecutorOptions opts;
+    opts.block_size = 4;
+    opts.n_blocks = 8;
+    opts.kv_type = kv;
+    opts.n_threads = 2;
+    auto exec = CpuExecutor::create(*model, opts);
+    ASSERT_TRUE(exec.ok()) << exec.message();
+    CpuExecutor& e = **exec;
+    Batch batch;
+    batch.block_size = 4;
+    Logits out;
+    // A 6-token prompt in blocks {2, 5}: block 5 holds positions 4, 5 (partial).
+    const std::vector<int32_t> prompt = {5, 17, 99, 3, 42, 7};
+    const std::vector<int32_t> table_a = {2, 5}, table_b = {2, 6};
+    batch.add_sequence(prompt, 0, table_a, LogitsMode::kLast);
+    ASSERT_TRUE(e.execute(batch, out).ok());
+    EXPECT_FALSE(blocks_equal(e, 5, 6));  // 6 is still zero
+
+    // Two samples decode the same token at position 6: A in place, B in a copy of block 5.
+    batch.clear();
+    batch.add_sequence(std::vector<int32_t>{11}, 6, table_a, LogitsMode::kLast);
+    batch.add_sequence(std::vector<int32_t>{11}, 6, table_b, LogitsMode::kLast);
+    Batch without = batch;
+    batch.block_copies.push_back({5, 6});
+    ASSERT_TRUE(e.execute(batch, out).ok());
+    ASSERT_EQ(out.n_rows(), 2);
+    EXPECT_EQ(std::memcmp(out.row(0), out.row(1), sizeof(float) * size_t(out.n_vocab)), 0);
+    EXPECT_TRUE(blocks_equal(e, 5, 6));  // same contents, position 6 written in both
+    // Without the copy, B attends to an empty block and its logits differ.
+    ASSERT_TRUE(e.copy_blocks(std::vector<KvBlockCopy>{{0, 6}}).ok());  // block 0: never written
+    ASSERT_TRUE(e.execute(without, out).ok());
+    EXPECT_NE(std::memcmp(out.row(0), out.row(1), sizeof(float) * size_t(out.n_vocab)), 0);
+
+    // copy_blocks applies copies in order, every layer.
+    ASSERT_TRUE(e.copy_blocks(std::vector<KvBlockCopy>{{2, 7}, {5, 2}}).ok());
+    EXPECT_FALSE(blocks_equal(e, 7, 5));
+    EXPECT_TRUE(blocks_equal(e, 2, 5));
+    // Bad copies fail and copy nothing; a batch carrying one is rejected before any write.
+    const std::vector<uint8_t> k1 = block_bytes(e, 0, false, 1);
+    for (KvBlockCopy bad : {KvBlockCopy{3, 3}, KvBlockCopy{-1, 1}, KvBlockCopy{1, 8}}) {
+      EXPECT_FALSE(e.copy_blocks(std::vector<KvBlockCopy>{{5, 1}, bad}).ok());
+      batch.block_copies = {{5, 1}, bad};
+      const Status s = e.execute(batch, out);
+      EXPECT_FALSE(s.ok());
+      EXPECT_NE(s.message().find("block copy 1"), std::string::npos) << s.message();
+    }
+    EXPECT_EQ(block_bytes(e, 0, false, 1), k1);
+  }
+}
+
+}  // namespace
+}  // namespace sluice
