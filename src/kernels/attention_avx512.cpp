@@ -62,6 +62,41 @@ SLUICE_TARGET inline void load_row(const PagedAttentionParams& p, const void* ca
   }
 }
 
+// out[c * 16 + r] = in[r * ld + c] for a 16 x 16 block: unpack pairs of rows, then pairs of
+// pairs, then 128-bit lanes twice (64 shuffles instead of 256 scalar stores).
+SLUICE_TARGET inline void transpose16(const float* in, int64_t ld, float* out) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(in + i * ld);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+  }
+  // r[4q + s] holds, in each 128-bit lane L, column 4L + s of rows 4q .. 4q + 3.
+  for (int q = 0; q < 4; q += 2) {
+    for (int s = 0; s < 4; ++s) {
+      t[4 * q + s] = _mm512_shuffle_f32x4(r[4 * q + s], r[4 * q + 4 + s], 0x88);      // lanes 0, 2
+      t[4 * q + 4 + s] = _mm512_shuffle_f32x4(r[4 * q + s], r[4 * q + 4 + s], 0xdd);  // lanes 1, 3
+    }
+  }
+  // t[s] = rows 0-7, lanes (0, 2); t[4 + s] = rows 0-7, lanes (1, 3); t[8 + s], t[12 + s]: rows 8-15.
+  for (int s = 0; s < 4; ++s) {
+    const __m512 l0 = _mm512_shuffle_f32x4(t[s], t[8 + s], 0x88);       // lane 0: rows 0-15
+    const __m512 l2 = _mm512_shuffle_f32x4(t[s], t[8 + s], 0xdd);       // lane 2
+    const __m512 l1 = _mm512_shuffle_f32x4(t[4 + s], t[12 + s], 0x88);  // lane 1
+    const __m512 l3 = _mm512_shuffle_f32x4(t[4 + s], t[12 + s], 0xdd);  // lane 3
+    _mm512_storeu_ps(out + (0 + s) * 16, l0);
+    _mm512_storeu_ps(out + (4 + s) * 16, l1);
+    _mm512_storeu_ps(out + (8 + s) * 16, l2);
+    _mm512_storeu_ps(out + (12 + s) * 16, l3);
+  }
+}
+
 float* scratch(size_t n) {
   thread_local std::vector<float> buf;
   if (buf.size() < n) buf.resize(n);
@@ -77,7 +112,7 @@ SLUICE_TARGET void attention_block(const PagedAttentionParams& p, int q0, int q1
   float* mem = scratch(size_t(hd) * kKeys * 3 + size_t(nr) * (hd + 2) + kKeys);
   float* kt = mem;                  // [hd][16] the key tile, transposed
   float* vt = kt + hd * kKeys;      // [16][hd] the value tile
-  float* row = vt + hd * kKeys;     // [hd] one converted key row
+  float* row = vt + hd * kKeys;     // [16][hd] the key tile as rows
   float* acc = row + hd * kKeys;    // [nr][hd] running weighted sums of V
   float* m = acc + size_t(nr) * hd;  // [nr] running max
   float* l = m + nr;                // [nr] running sum of exp
@@ -93,13 +128,11 @@ SLUICE_TARGET void attention_block(const PagedAttentionParams& p, int q0, int q1
   for (int t0 = 0; t0 < n_keys; t0 += kKeys) {
     const int nt = std::min(kKeys, n_keys - t0);
     for (int j = 0; j < nt; ++j) {
-      load_row(p, p.k_cache, t0 + j, kv_head, row);
-      for (int d = 0; d < hd; ++d) kt[d * kKeys + j] = row[d];
+      load_row(p, p.k_cache, t0 + j, kv_head, row + j * hd);
       load_row(p, p.v_cache, t0 + j, kv_head, vt + j * hd);
     }
-    for (int j = nt; j < kKeys; ++j) {
-      for (int d = 0; d < hd; ++d) kt[d * kKeys + j] = 0.0f;
-    }
+    std::fill(row + nt * hd, row + kKeys * hd, 0.0f);
+    for (int c = 0; c < hd; c += 16) transpose16(row + c, hd, kt + c * kKeys);
     for (int r = 0; r < nr; ++r) {
       const int qi = q0 + r / group;
       const int visible = std::min(nt, first_pos + qi + 1 - t0);  // keys of this tile it sees
