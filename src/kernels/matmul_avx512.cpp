@@ -81,6 +81,20 @@ SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* q
   }
 }
 
+// The four horizontal sums of a0..a3 in one register, with 4 + 2 + 4 shuffles/adds instead of
+// four separate reductions.
+SLUICE_TARGET inline __m128 hsum4x512(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  const __m512 a01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+  const __m512 a23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+  // Per 128-bit lane: [a0 + a0', a1 + a1', a0 .., a1 ..] -> [s0, s1, s2, s3] partials.
+  const __m512 s = _mm512_add_ps(
+      _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a01), _mm512_castps_pd(a23))),
+      _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a01), _mm512_castps_pd(a23))));
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
 // NW weight rows x NX activation rows per register tile over `len` columns (x rows `ldx`
 // apart): per 16 columns NW conversions, NX loads, NW * NX FMAs into as many accumulators.
 template <int NW, int NX>
@@ -91,9 +105,9 @@ SLUICE_TARGET void tile_f16(const uint8_t* w, size_t row_bytes, const float* x, 
     for (int i = 0; i < NX; ++i) acc[a][i] = _mm512_setzero_ps();
   for (int64_t j = 0; j < len; j += 16) {
     __m512 wv[NW];
-    if (j % 32 == 0) {  // one cache line of each weight row per two steps, ~2 KiB ahead
+    if (j % 32 == 0) {  // the same line of the next tile's weight rows (tiles go down the rows)
       for (int a = 0; a < NW; ++a) {
-        _mm_prefetch(reinterpret_cast<const char*>(w + a * row_bytes + 2 * j + 2048), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w + (a + NW) * row_bytes + 2 * j), _MM_HINT_T0);
       }
     }
     for (int a = 0; a < NW; ++a) {
@@ -105,8 +119,16 @@ SLUICE_TARGET void tile_f16(const uint8_t* w, size_t row_bytes, const float* x, 
       for (int a = 0; a < NW; ++a) acc[a][i] = _mm512_fmadd_ps(wv[a], xv, acc[a][i]);
     }
   }
-  for (int a = 0; a < NW; ++a)
-    for (int i = 0; i < NX; ++i) out[a * NX + i] = hsum512(acc[a][i]);
+  // One reduction tree for every tile shape (missing rows are zeros), so an output's value
+  // does not depend on the tile that computed it.
+  const __m512 zero = _mm512_setzero_ps();
+  for (int i = 0; i < NX; ++i) {
+    alignas(16) float s4[4];
+    _mm_store_ps(s4, hsum4x512(acc[0][i], NW > 1 ? acc[NW > 1 ? 1 : 0][i] : zero,
+                               NW > 2 ? acc[NW > 2 ? 2 : 0][i] : zero,
+                               NW > 3 ? acc[NW > 3 ? 3 : 0][i] : zero));
+    for (int a = 0; a < NW; ++a) out[a * NX + i] = s4[a];
+  }
 }
 
 // Weight rows [r, r + nw) x activation rows [i, i + nx_max) (nx_max <= 6) over the k-block
@@ -156,7 +178,7 @@ SLUICE_TARGET void f16_block(const uint8_t* w, size_t rb, const float* x, int64_
 //   n <= 6 (decode): row tiles outermost, k-blocks inside, so weights stream sequentially.
 SLUICE_TARGET void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x,
                                   int64_t n, int64_t k, float* y, int64_t m) {
-  constexpr int64_t kKb = 512;
+  constexpr int64_t kKb = 1024;
   const size_t rb = size_t(k) * 2;
   auto row_tile = [&](int64_t r, int64_t end) { return r + 4 <= end ? 4 : r + 2 <= end ? 2 : 1; };
   if (n <= 6) {
