@@ -1,14 +1,18 @@
 // Kernel microbenchmarks: matmul per weight type at the Llama-3.2-1B FFN shape (2048 -> 8192) as
 // GEMV (decode, n = 1: bytes/s of weights streamed) and GEMM (prefill, n = 128: ops/s), with
-// every ISA this CPU runs, and activation quantization.
+// every ISA this CPU runs, repacked weights (also beyond the L3: GemvDram, Gemm16Dram),
+// activation quantization, paged attention (decode and prefill), RMSNorm and SwiGLU.
 //   build-kern/bench/kernels_bench --benchmark_filter=Gemv
 #include <benchmark/benchmark.h>
 
 #include <random>
 #include <vector>
 
+#include "base/fp16.h"
 #include "gguf/quants.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 
 namespace sluice {
 namespace {
@@ -136,6 +140,69 @@ void BM_QuantizeActs(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * n * k * 4);
 }
 BENCHMARK(BM_QuantizeActs)->Arg(1)->Arg(512);
+
+// Paged attention at the Llama-3.2-1B shape (32 query heads, 8 kv heads, head_dim 64, f16 cache)
+// for one sequence: decode (1 query) at context `range(0)`, or a prefill of range(0) tokens.
+void BM_Attention(benchmark::State& state, bool prefill) {
+  const int ctx = int(state.range(0)), bs = 16, n_kv = 8, nh = 32, hd = 64;
+  const int n_blocks = (ctx + bs - 1) / bs;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<uint16_t> k(size_t(n_blocks) * bs * n_kv * hd), v(k.size());
+  for (auto& e : k) e = f32_to_f16(dist(rng));
+  for (auto& e : v) e = f32_to_f16(dist(rng));
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  for (int i = 0; i < n_blocks; ++i) table[size_t(i)] = i;
+  const int n_q = prefill ? ctx : 1;
+  std::vector<float> q(size_t(n_q) * nh * hd), out(q.size());
+  for (float& e : q) e = dist(rng);
+  PagedAttentionParams p;
+  p.q = q.data();
+  p.out = out.data();
+  p.n_q = n_q;
+  p.kv_len = ctx;
+  p.kv_type = KvType::kF16;
+  p.k_cache = k.data();
+  p.v_cache = v.data();
+  p.block_table = table.data();
+  p.block_size = bs;
+  p.n_head = nh;
+  p.n_kv_head = n_kv;
+  p.head_dim = hd;
+  p.scale = 0.125f;
+  ThreadPool pool(2);
+  for (auto _ : state) {
+    paged_attention(p, &pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  // K and V bytes read per call (decode) / causal pairs (prefill).
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(k.size() + v.size()) * 2);
+}
+BENCHMARK_CAPTURE(BM_Attention, decode, false)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Attention, prefill, true)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// RMSNorm and SwiGLU over a prefill's activations (512 x 2048, 512 x 8192).
+void BM_RmsNorm(benchmark::State& state) {
+  const int64_t n = 512, d = 2048;
+  std::vector<float> x(size_t(n * d), 0.5f), w(size_t(d), 1.0f), y(x.size());
+  for (auto _ : state) {
+    for (int64_t t = 0; t < n; ++t) rms_norm(x.data() + t * d, w.data(), y.data() + t * d, d, 1e-5f);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * n * d * 8);
+}
+BENCHMARK(BM_RmsNorm)->Unit(benchmark::kMicrosecond);
+
+void BM_SwiGlu(benchmark::State& state) {
+  const int64_t n = 512 * 8192;
+  std::vector<float> g(size_t(n), 0.25f), u(size_t(n), 0.5f);
+  for (auto _ : state) {
+    swiglu(g.data(), u.data(), g.data(), n);
+    benchmark::DoNotOptimize(g.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * n * 8);
+}
+BENCHMARK(BM_SwiGlu)->Unit(benchmark::kMicrosecond);
 
 const bool registered = (register_all(), true);
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/simd_math.h"
 
 namespace sluice::kern_avx512 {
 
@@ -28,24 +29,6 @@ namespace sluice::kern_avx512 {
 namespace {
 
 constexpr int kKeys = 16;
-
-// e^x for x <= 0 (softmax arguments), ~1 ulp: x = n ln2 + r, |r| <= ln2 / 2, degree-6 Taylor
-// polynomial of e^r, times 2^n. Arguments below -87 give 0-ish (< 2^-125): callers mask.
-SLUICE_TARGET inline __m512 exp512(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
 
 // Cache row (t, kv_head) -> 16-float chunks of dst (head_dim % 16 == 0).
 SLUICE_TARGET inline void load_row(const PagedAttentionParams& p, const void* cache, int t,

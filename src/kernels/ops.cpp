@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/matmul_isa.h"
+#include "kernels/simd_math.h"
+
 namespace sluice {
 
 // ---- RMSNorm ----------------------------------------------------------------------------------
@@ -86,6 +89,10 @@ void rope_ref(float* x, int n_heads, int32_t pos, const RopeParams& p) {
 // ---- SwiGLU -----------------------------------------------------------------------------------
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  if (matmul_isa_best() == MatmulIsa::kAvx512) {
+    kern_avx512::swiglu(gate, up, out, n);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
