@@ -110,6 +110,20 @@ SLUICE_TARGET void attention_block(const PagedAttentionParams& p, int q0, int q1
   const __m512 scale = _mm512_set1_ps(p.scale);
   for (int t0 = 0; t0 < n_keys; t0 += kKeys) {
     const int nt = std::min(kKeys, n_keys - t0);
+    // The next tile's K and V rows (scattered: one head's row every n_kv_head rows) are fetched
+    // while this one is computed.
+    const int next_end = std::min(n_keys, t0 + 2 * kKeys);
+    for (int t = t0 + kKeys; t < next_end; ++t) {
+      const int64_t block = p.block_table[t / p.block_size];
+      const int64_t off = ((block * p.block_size + t % p.block_size) * p.n_kv_head + kv_head) * p.head_dim;
+      const int64_t bytes = int64_t(p.head_dim) * kv_type_size(p.kv_type);
+      const char* kr = static_cast<const char*>(p.k_cache) + off * kv_type_size(p.kv_type);
+      const char* vr = static_cast<const char*>(p.v_cache) + off * kv_type_size(p.kv_type);
+      for (int64_t b = 0; b < bytes; b += 64) {
+        _mm_prefetch(kr + b, _MM_HINT_T0);
+        _mm_prefetch(vr + b, _MM_HINT_T0);
+      }
+    }
     for (int j = 0; j < nt; ++j) {
       load_row(p, p.k_cache, t0 + j, kv_head, row + j * hd);
       load_row(p, p.v_cache, t0 + j, kv_head, vt + j * hd);
