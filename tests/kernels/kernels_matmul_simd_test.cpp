@@ -106,7 +106,7 @@ void check_int8(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, T
 
 TEST(MatmulSimd, Int8ActivationTypesOddShapes) {
   ThreadPool pool(3);
-  std::mt19937 rng(1234);
+  SLUICE_FRESH_RNG(rng);
   for (MatmulIsa isa : simd_isas()) {
     for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
       const int64_t bs = type_traits(type).block_size;
@@ -126,7 +126,7 @@ TEST(MatmulSimd, Int8ActivationTypesOddShapes) {
 TEST(MatmulSimd, PackedWeightsOddShapes) {
   if (!PackedWeights::supported(GgmlType::Q8_0)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   ThreadPool pool(3);
-  std::mt19937 rng(4321);
+  SLUICE_FRESH_RNG(rng);
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     const int64_t unit = type_traits(type).block_size;
     for (int64_t k : {unit, 3 * unit, 33 * 32 * unit / 32}) {
@@ -146,7 +146,7 @@ TEST(MatmulSimd, PackedWeightsOddShapes) {
 TEST(MatmulSimd, PackedHalfTypesAreTheSameRows) {
   if (!PackedWeights::supported(GgmlType::F16)) GTEST_SKIP() << "no AVX-512 on this CPU";
   ThreadPool pool(2);
-  std::mt19937 rng(11);
+  SLUICE_FRESH_RNG(rng);
   for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
     for (int64_t n : {1, 5, 13}) {
       const int64_t m = 37, k = 96;
@@ -186,7 +186,7 @@ TEST(MatmulSimd, PackingRejectsBadShapesAndTypes) {
 
 TEST(MatmulSimd, Int8ManyRowsAndLongRows) {
   ThreadPool pool(2);
-  std::mt19937 rng(99);
+  SLUICE_FRESH_RNG(rng);
   for (MatmulIsa isa : simd_isas()) {
     for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
       check_int8(type, isa, 4097, 256, 1, pool, rng);
@@ -233,7 +233,7 @@ void check_half(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, T
 
 TEST(MatmulSimd, HalfTypesOddShapes) {
   ThreadPool pool(3);
-  std::mt19937 rng(5);
+  SLUICE_FRESH_RNG(rng);
   for (MatmulIsa isa : simd_isas()) {
     for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
       for (int64_t k : {1, 3, 31, 33, 64, 96, 4097, 4096}) {
@@ -246,7 +246,7 @@ TEST(MatmulSimd, HalfTypesOddShapes) {
 }
 
 TEST(MatmulSimd, QuantizeActsMatchesReferenceBitForBit) {
-  std::mt19937 rng(77);
+  SLUICE_FRESH_RNG(rng);
   for (MatmulIsa isa : simd_isas()) {
     for (int64_t k : {32, 96, 1056, 4096}) {
       for (int64_t n : {1, 3, 33}) {
@@ -274,7 +274,7 @@ TEST(MatmulSimd, QuantizeActsMatchesReferenceBitForBit) {
 }
 
 TEST(MatmulSimd, PrequantizedActivationsGiveTheSameResult) {
-  std::mt19937 rng(8);
+  SLUICE_FRESH_RNG(rng);
   const int64_t m = 40, k = 512, n = 6;
   const Case c = make_case(GgmlType::Q4_K, m, k, n, rng);
   ActBuffer a;

@@ -79,7 +79,7 @@ void check(GgmlType type, int64_t m, int64_t k, int64_t n, ThreadPool& pool, std
 
 TEST(Matmul, EveryTypeOddShapes) {
   ThreadPool pool(3);
-  std::mt19937 rng(42);
+  SLUICE_FRESH_RNG(rng);
   for (GgmlType type : kTypes) {
     ASSERT_TRUE(matmul_supports(type)) << type_name(type);
     const int64_t bs = type_traits(type).block_size;
@@ -96,7 +96,7 @@ TEST(Matmul, EveryTypeOddShapes) {
 
 TEST(Matmul, ManyRowsThreaded) {
   ThreadPool pool(4);
-  std::mt19937 rng(7);
+  SLUICE_FRESH_RNG(rng);
   for (GgmlType type : {GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     check(type, 4097, 256, 1, pool, rng);
     check(type, 257, 512, 7, pool, rng);
@@ -109,7 +109,7 @@ TEST(Matmul, UnsupportedTypesAreReported) {
 }
 
 TEST(GetRows, MatchesDequantizeRow) {
-  std::mt19937 rng(3);
+  SLUICE_FRESH_RNG(rng);
   for (GgmlType type : kTypes) {
     const int64_t k = type_traits(type).block_size == 1 ? 33 : 2 * type_traits(type).block_size;
     const int64_t rows = 9;

@@ -5,10 +5,23 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace sluice::test {
+
+// A fresh seed every run (std::random_device), or SLUICE_TEST_SEED to replay one; the seed is
+// attached to every failure message of the scope via SCOPED_TRACE.
+inline uint32_t fresh_seed() {
+  if (const char* s = std::getenv("SLUICE_TEST_SEED"); s && *s) return uint32_t(std::strtoul(s, nullptr, 10));
+  return std::random_device{}();
+}
+#define SLUICE_FRESH_RNG(rng)                                                       \
+  const uint32_t rng##_seed = ::sluice::test::fresh_seed();                        \
+  SCOPED_TRACE("random seed " + std::to_string(rng##_seed) + " (SLUICE_TEST_SEED)"); \
+  std::mt19937 rng(rng##_seed)
 
 inline std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo = -1.0f,
                                         float hi = 1.0f) {
