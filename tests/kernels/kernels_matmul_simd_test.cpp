@@ -173,7 +173,7 @@ TEST(MatmulSimd, PackedHalfTypesAreTheSameRows) {
 }
 
 TEST(MatmulSimd, PackingRejectsBadShapesAndTypes) {
-  const std::vector<uint8_t> w(1024);
+  const std::vector<uint8_t> w(4096);  // >= 17 rows x 2 blocks x 34 bytes
   EXPECT_FALSE(PackedWeights::pack(GgmlType::Q5_K, w.data(), 1, 256).ok());
   EXPECT_FALSE(PackedWeights::pack(GgmlType::Q4_K, w.data(), 1, 32).ok());
   EXPECT_FALSE(PackedWeights::pack(GgmlType::Q8_0, w.data(), 1, 33).ok());
