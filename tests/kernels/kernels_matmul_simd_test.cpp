@@ -51,6 +51,20 @@ Case make_case(GgmlType type, int64_t m, int64_t k, int64_t n, std::mt19937& rng
   return c;
 }
 
+// W [m, k] of `c` against its activations [n, k], on `isa`.
+MatmulParams params_of(const Case& c, GgmlType type, int64_t m, int64_t k, int64_t n,
+                       MatmulIsa isa = MatmulIsa::kAuto) {
+  MatmulParams p;
+  p.type = type;
+  p.w = c.wq.data();
+  p.k = k;
+  p.m = m;
+  p.x = c.x.data();
+  p.n = n;
+  p.isa = isa;
+  return p;
+}
+
 void check_int8(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, ThreadPool& pool,
                 std::mt19937& rng, bool packed = false) {
   const Case c = make_case(type, m, k, n, rng);
@@ -61,14 +75,7 @@ void check_int8(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, T
   }
   std::vector<float> y(size_t(n * m), -1.0f), y1(size_t(n * m)), ref_q(size_t(n * m)),
       ref(size_t(n * m));
-  MatmulParams p;
-  p.type = type;
-  p.w = c.wq.data();
-  p.k = k;
-  p.m = m;
-  p.x = c.x.data();
-  p.n = n;
-  p.isa = isa;
+  MatmulParams p = params_of(c, type, m, k, n, isa);
   p.packed = packed ? &*pw : nullptr;
   p.y = y.data();
   matmul(p, &pool);
@@ -155,13 +162,7 @@ TEST(MatmulSimd, PackedHalfTypesAreTheSameRows) {
       ASSERT_TRUE(pw.ok());
       EXPECT_EQ(pw->bytes(), c.wq.size());
       std::vector<float> y(size_t(n * m)), yp(size_t(n * m));
-      MatmulParams p;
-      p.type = type;
-      p.w = c.wq.data();
-      p.k = k;
-      p.m = m;
-      p.x = c.x.data();
-      p.n = n;
+      MatmulParams p = params_of(c, type, m, k, n);
       p.y = y.data();
       matmul(p, &pool);
       p.packed = &*pw;
@@ -199,14 +200,7 @@ void check_half(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, T
                 std::mt19937& rng) {
   const Case c = make_case(type, m, k, n, rng);
   std::vector<float> y(size_t(n * m), -1.0f), y1(size_t(n * m)), ref(size_t(n * m));
-  MatmulParams p;
-  p.type = type;
-  p.w = c.wq.data();
-  p.k = k;
-  p.m = m;
-  p.x = c.x.data();
-  p.n = n;
-  p.isa = isa;
+  MatmulParams p = params_of(c, type, m, k, n, isa);
   p.y = y.data();
   matmul(p, &pool);
   p.y = y1.data();
@@ -281,13 +275,7 @@ TEST(MatmulSimd, PrequantizedActivationsGiveTheSameResult) {
   quantize_acts(c.x.data(), n, k, a);
   const QuantizedActs view = a.view();
   std::vector<float> y0(size_t(n * m)), y1(size_t(n * m));
-  MatmulParams p;
-  p.type = GgmlType::Q4_K;
-  p.w = c.wq.data();
-  p.k = k;
-  p.m = m;
-  p.x = c.x.data();
-  p.n = n;
+  MatmulParams p = params_of(c, GgmlType::Q4_K, m, k, n);
   p.y = y0.data();
   matmul(p, nullptr);
   p.xq = &view;
