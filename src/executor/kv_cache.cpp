@@ -1,5 +1,7 @@
 #include "executor/kv_cache.h"
 
+#include "base/huge_alloc.h"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -19,7 +21,7 @@ Result<std::unique_ptr<KvCacheStorage>> KvCacheStorage::create(const KvCacheShap
   const size_t bytes = shape.bytes_per_layer() * size_t(shape.n_layer);
   const size_t rounded = (bytes + 63) / 64 * 64;
   for (auto* dst : {&s->k_, &s->v_}) {
-    dst->reset(static_cast<uint8_t*>(std::aligned_alloc(64, rounded)));
+    dst->reset(alloc_streamed(rounded));  // huge pages: attention reads rows all over it
     if (!*dst) {
       return make_error("KV cache: cannot allocate ", 2 * rounded, " bytes (", shape.n_blocks,
                         " blocks of ", shape.block_size, " tokens x ", shape.n_layer,

@@ -1,33 +1,16 @@
 #include "kernels/packed.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
+#include "base/huge_alloc.h"
 #include "gguf/quants.h"
 #include "kernels/matmul_isa.h"
 
 namespace sluice {
 
 namespace {
-
-// 64-byte aligned; large buffers 2 MiB aligned and advised into transparent huge pages, so
-// streaming the weights does not walk a page table every 4 KiB.
-uint8_t* alloc_aligned(size_t bytes) {
-  constexpr size_t kHuge = size_t(2) << 20;
-  if (bytes >= 2 * kHuge) {
-    bytes = (bytes + kHuge - 1) / kHuge * kHuge;
-    void* p = std::aligned_alloc(kHuge, bytes);
-#ifdef MADV_HUGEPAGE
-    if (p) madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-    return static_cast<uint8_t*>(p);
-  }
-  bytes = (bytes + 63) / 64 * 64;
-  return static_cast<uint8_t*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));
-}
 
 // Q4_K's 6-bit scale and min of sub-block s (layout in gguf/quants.h).
 void q4_k_scale_min(const uint8_t* sc, int s, uint8_t* scale, uint8_t* min) {
@@ -124,7 +107,7 @@ Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t 
   if (p.is_copy()) {
     if (m <= 0 || k <= 0) return make_error("packed weights: shape [", m, ", ", k, "] must be positive");
     const size_t n = size_t(m * k * 2);
-    p.quants_.reset(alloc_aligned(n));
+    p.quants_.reset(alloc_streamed(n));
     if (!p.quants_) return make_error("packed weights: out of memory");
     const size_t chunk = size_t(4) << 20;
     auto copy = [&](int64_t c0, int64_t c1) {
@@ -148,8 +131,8 @@ Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t 
                       " must be positive with k % ", p.unit_cols(), " == 0");
   }
   const int64_t nu = p.n_units(), qb = p.unit_quant_bytes(), mb = p.unit_meta_bytes();
-  p.quants_.reset(alloc_aligned(size_t(p.n_groups() * nu * qb)));
-  p.meta_.reset(alloc_aligned(size_t(p.n_groups() * nu * mb)));
+  p.quants_.reset(alloc_streamed(size_t(p.n_groups() * nu * qb)));
+  p.meta_.reset(alloc_streamed(size_t(p.n_groups() * nu * mb)));
   if (!p.quants_ || !p.meta_) return make_error("packed weights: out of memory");
 
   const size_t rb = row_size(type, k);

@@ -4,7 +4,6 @@
 #include "perf/machine.h"
 
 #include <immintrin.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
+
+#include "base/huge_alloc.h"
 
 namespace sluice {
 namespace {
@@ -204,10 +205,7 @@ MachineRoofline measure_machine_roofline(int threads) {
   // 512 MiB of floats in transparent huge pages where the kernel allows them, as the executor
   // keeps its repacked weights (kernels/packed.h): the ceiling decode is measured against.
   const size_t n = size_t(512) << 20 >> 2;
-  float* buf = static_cast<float*>(std::aligned_alloc(size_t(2) << 20, n * sizeof(float)));
-#ifdef MADV_HUGEPAGE
-  madvise(buf, n * sizeof(float), MADV_HUGEPAGE);
-#endif
+  float* buf = reinterpret_cast<float*>(alloc_streamed(n * sizeof(float)));
   // First touch from the threads that will read it, so pages are local to them.
   run_parallel(threads, [&](int t) {
     const size_t per = n / size_t(threads);
