@@ -205,6 +205,72 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, const QuantizedActs& 
   for (int i = 0; i < NX; ++i) _mm512_mask_storeu_ps(y + (i0 + i) * m + r0, mask, facc[i]);
 }
 
+// Two full-or-last groups g, g + 1 (32 weight rows) x NX activation rows, Q8_0 / Q4_0: each
+// activation broadcast feeds two vpdpbusd. Per output the same operations as tile().
+template <int NX, Kind K>
+SLUICE_TARGET void tile2(const PackedWeights& w, int64_t g, const QuantizedActs& a, int64_t i0,
+                         float* y, int64_t m, __mmask16 mask1) {
+  constexpr int64_t kQb = K == kQ4_0 ? 256 : 512;
+  const Rows<NX> x(a, i0);
+  const uint8_t* wq0 = w.quants(g);
+  const uint8_t* wq1 = w.quants(g + 1);
+  const uint8_t* meta0 = w.meta(g);
+  const uint8_t* meta1 = w.meta(g + 1);
+  const int64_t nu = w.n_units();
+  __m512 f0[NX], f1[NX];
+  for (int i = 0; i < NX; ++i) f0[i] = f1[i] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  for (int64_t b = 0; b < nu; ++b) {
+    const uint8_t* v0 = wq0 + b * kQb;
+    const uint8_t* v1 = wq1 + b * kQb;
+    for (int64_t l = 0; l < kQb; l += 64) {  // both weight streams, ~4 KiB ahead
+      _mm_prefetch(reinterpret_cast<const char*>(v0 + kAhead + l), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(v1 + kAhead + l), _MM_HINT_T0);
+    }
+    __m512i a0[NX], a1[NX];
+    for (int i = 0; i < NX; ++i) a0[i] = a1[i] = _mm512_set1_epi32(K == kQ4_0 ? x.bias[i][b] >> 4 : x.bias[i][b]);
+    const int64_t col = 32 * b;
+    if constexpr (K == kQ4_0) {
+      for (int j = 0; j < 4; ++j) {
+        const __m512i r0 = _mm512_load_si512(v0 + 64 * j), r1 = _mm512_load_si512(v1 + 64 * j);
+        const __m512i lo0 = _mm512_and_si512(r0, m4), lo1 = _mm512_and_si512(r1, m4);
+        const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(r0, 4), m4);
+        const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(r1, 4), m4);
+        for (int i = 0; i < NX; ++i) {
+          const __m512i xl = bcast4(x.q[i] + col + 4 * j);
+          a0[i] = _mm512_dpbusd_epi32(a0[i], lo0, xl);
+          a1[i] = _mm512_dpbusd_epi32(a1[i], lo1, xl);
+        }
+        for (int i = 0; i < NX; ++i) {
+          const __m512i xh = bcast4(x.q[i] + col + 16 + 4 * j);
+          a0[i] = _mm512_dpbusd_epi32(a0[i], hi0, xh);
+          a1[i] = _mm512_dpbusd_epi32(a1[i], hi1, xh);
+        }
+      }
+    } else {
+      for (int j = 0; j < 8; ++j) {
+        const __m512i r0 = _mm512_load_si512(v0 + 64 * j), r1 = _mm512_load_si512(v1 + 64 * j);
+        for (int i = 0; i < NX; ++i) {
+          const __m512i xv = bcast4(x.q[i] + col + 4 * j);
+          a0[i] = _mm512_dpbusd_epi32(a0[i], r0, xv);
+          a1[i] = _mm512_dpbusd_epi32(a1[i], r1, xv);
+        }
+      }
+    }
+    const __m512 dw0 = load_f16x16(meta0 + 32 * b), dw1 = load_f16x16(meta1 + 32 * b);
+    for (int i = 0; i < NX; ++i) {
+      const __m512 xd = _mm512_set1_ps(x.d[i][b]);
+      f0[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[i]), _mm512_mul_ps(dw0, xd), f0[i]);
+      f1[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[i]), _mm512_mul_ps(dw1, xd), f1[i]);
+    }
+  }
+  const int64_t r0 = g * PackedWeights::kRows;
+  for (int i = 0; i < NX; ++i) {
+    _mm512_storeu_ps(y + (i0 + i) * m + r0, f0[i]);
+    _mm512_mask_storeu_ps(y + (i0 + i) * m + r0 + 16, mask1, f1[i]);
+  }
+}
+
 template <Kind K>
 SLUICE_TARGET void gemm_packed_t(const PackedWeights& w, int64_t g0, int64_t g1,
                                  const QuantizedActs& a, float* y, int64_t m) {
@@ -222,6 +288,26 @@ SLUICE_TARGET void gemm_packed_t(const PackedWeights& w, int64_t g0, int64_t g1,
         const int64_t r0 = g * PackedWeights::kRows;
         const __mmask16 mask = m - r0 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (m - r0)) - 1);
         int64_t i = c0;
+        if constexpr (K == kQ8_0 || K == kQ4_0) {
+          // Pairs of groups share the activation broadcasts (4 rows at a time); what is left of
+          // the rows goes through the one-group tiles of both groups below.
+          if (g + 1 < gw1 && c1 - c0 >= 4) {
+            const int64_t r1 = r0 + PackedWeights::kRows;
+            const __mmask16 mask1 = m - r1 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (m - r1)) - 1);
+            for (; i + 4 <= c1; i += 4) tile2<4, K>(w, g, a, i, y, m, mask1);
+            for (int64_t gg = g; gg <= g + 1; ++gg) {
+              const __mmask16 mk = gg == g ? mask : mask1;
+              int64_t t = i;
+              if (t + 2 <= c1) {
+                tile<2, K>(w, gg, a, t, y, m, mk);
+                t += 2;
+              }
+              if (t < c1) tile<1, K>(w, gg, a, t, y, m, mk);
+            }
+            ++g;  // both groups done
+            continue;
+          }
+        }
         if constexpr (kWide) {
           for (; i + 8 <= c1; i += 8) tile<8, K>(w, g, a, i, y, m, mask);
         }

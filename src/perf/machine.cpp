@@ -58,6 +58,9 @@ __attribute__((target("avx512f"))) float hsum_i32(__m512i v) {
 __attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (size_t i = 0; i + 64 <= n; i += 64) {
+    // Software prefetch 8 KiB ahead (the matmul kernels prefetch their weights too): the hardware
+    // prefetchers alone leave DRAM bandwidth unused on this kind of machine.
+    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(p + i + 2048 + 16 * l), _MM_HINT_T0);
     a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
     a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
     a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
