@@ -27,12 +27,13 @@ TEST(ServerApi, HealthModelsAndMetrics) {
 
   ASSERT_EQ(post(s->port, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}}).status, 200);
   post(s->port, "/v1/completions", {{"prompt", 5}});  // a 400
-  // A response is counted once it has been written, which can be just after the client has read
-  // it: wait for the count rather than racing it.
+  // A response is counted once it has been written (httplib's logger), which can be just after
+  // the client has read it: wait for both counts rather than racing them.
   HttpResult met;
   ASSERT_TRUE(eventually([&] {
     met = http_call(s->port, "GET", "/metrics");
-    return metric(met.body, "sluice_http_requests_total{route=\"/v1/completions\",status=\"400\"}") == 1;
+    return metric(met.body, "sluice_http_requests_total{route=\"/v1/completions\",status=\"400\"}") == 1 &&
+           metric(met.body, "sluice_http_requests_total{route=\"/v1/completions\",status=\"200\"}") == 1;
   })) << met.body;
   ASSERT_EQ(met.status, 200);
   EXPECT_NE(met.headers.find("Content-Type")->second.find("text/plain"), std::string::npos);
