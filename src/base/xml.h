@@ -1,4 +1,4 @@
-// Text for XML/SVG documents.
+// Text for HTML/XML/SVG documents.
 #pragma once
 
 #include <string>
@@ -6,8 +6,9 @@
 
 namespace sluice {
 
-// `s` with &, <, > and " replaced by their entities (element text and attribute values).
-inline std::string xml_escape(std::string_view s) {
+// `s` with & < > ' " replaced by entities, as Python's MarkupSafe does (Jinja's `escape`):
+// &amp; &lt; &gt; &#39; &#34;, valid in HTML and XML text and attribute values.
+inline std::string html_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
@@ -15,7 +16,8 @@ inline std::string xml_escape(std::string_view s) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      case '"': out += "&#34;"; break;
       default: out.push_back(c);
     }
   }

@@ -160,6 +160,9 @@ struct BlockQ4K {
 };
 static_assert(sizeof(BlockQ4K) == 144);
 
+// Q4_K / Q5_K: the 6-bit scale and min of sub-block s (0..7) from a block's 12 `scales` bytes.
+void unpack_scale_min_k4(const uint8_t* scales, int s, uint8_t* sc, uint8_t* m);
+
 // Q5_K: as Q4_K with q_e in [0, 31]; bit 4 of q_e is bit (e / 32) of qh[e % 32].
 struct BlockQ5K {
   static constexpr int64_t kElems = 256;

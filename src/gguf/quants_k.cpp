@@ -62,16 +62,6 @@ bool high_bit(const uint8_t* plane, int e) {
 //           byte s-4 =      byte s =
 //           sc_s >> 4       m_s >> 4
 
-void unpack_scale_min_k4(const uint8_t* scales, int s, int* sc, int* m) {
-  if (s < 4) {
-    *sc = scales[s] & 63;
-    *m = scales[s + 4] & 63;
-  } else {
-    *sc = (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4;
-    *m = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4;
-  }
-}
-
 void pack_scale_min_k4(const uint8_t* sc, const uint8_t* m, uint8_t* scales) {
   for (int s = 0; s < 4; ++s) {
     scales[s] = sc[s];
@@ -138,7 +128,7 @@ void quantize_affine_k(const float* x, int nmax, const AffineSearch& search, uin
 
   const float d_all = f16_to_f32(*d_out), dmin_all = f16_to_f32(*dmin_out);
   for (int s = 0; s < 8; ++s) {
-    int sc, m;
+    uint8_t sc, m;
     unpack_scale_min_k4(scales, s, &sc, &m);
     const float d = d_all * float(sc);
     if (d == 0.0f) continue;
@@ -269,7 +259,7 @@ void quantize_block(const float* x, BlockQ3K& b) {
 void dequantize_block(const BlockQ4K& b, float* y) {
   const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
   for (int e = 0; e < kQkK; ++e) {
-    int sc, m;
+    uint8_t sc, m;
     unpack_scale_min_k4(b.scales, e / 32, &sc, &m);
     const float dl = d * float(sc), ml = dmin * float(m);
     y[e] = dl * float(unpack_4bit(b.qs, e)) - ml;
@@ -288,7 +278,7 @@ void quantize_block(const float* x, BlockQ4K& b) {
 void dequantize_block(const BlockQ5K& b, float* y) {
   const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
   for (int e = 0; e < kQkK; ++e) {
-    int sc, m;
+    uint8_t sc, m;
     unpack_scale_min_k4(b.scales, e / 32, &sc, &m);
     const float dl = d * float(sc), ml = dmin * float(m);
     const int q = unpack_4bit(b.qs, e) + (high_bit(b.qh, e) ? 16 : 0);
@@ -395,3 +385,17 @@ void quantize_block(const float* x, BlockQ8K& b) {
 }
 
 }  // namespace sluice::quant_ref
+
+namespace sluice {
+
+void unpack_scale_min_k4(const uint8_t* scales, int s, uint8_t* sc, uint8_t* m) {
+  if (s < 4) {
+    *sc = scales[s] & 63;
+    *m = scales[s + 4] & 63;
+  } else {
+    *sc = uint8_t((scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4);
+    *m = uint8_t((scales[s + 4] >> 4) | (scales[s] >> 6) << 4);
+  }
+}
+
+}  // namespace sluice

@@ -94,6 +94,14 @@ ActBuffer& act_scratch() {
   thread_local ActBuffer buf;
   return buf;
 }
+// p.x as 8-bit blocks: the caller's shared copy (p.xq) or quantized here into act_scratch().
+QuantizedActs int8_acts(const MatmulParams& p, MatmulIsa isa) {
+  if (p.xq) return *p.xq;
+  ActBuffer& buf = act_scratch();
+  quantize_acts(p.x, p.n, p.k, buf, isa);
+  return buf.view();
+}
+
 std::vector<uint16_t>& bf16_scratch() {
   thread_local std::vector<uint16_t> buf;
   return buf;
@@ -106,14 +114,7 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   const auto* w = static_cast<const uint8_t*>(p.packed && p.packed->is_copy() ? p.packed->raw() : p.w);
   const size_t rb = row_size(p.type, p.k);
   if (isa == MatmulIsa::kAvx512 && p.packed && !p.packed->is_copy()) {
-    QuantizedActs a;
-    if (p.xq) {
-      a = *p.xq;
-    } else {
-      ActBuffer& buf = act_scratch();
-      quantize_acts(p.x, p.n, p.k, buf, isa);
-      a = buf.view();
-    }
+    const QuantizedActs a = int8_acts(p, isa);
     const PackedWeights& pw = *p.packed;
     const int64_t groups = pw.n_groups();
     auto kernel = [&](int64_t g0, int64_t g1) { kern_avx512::gemm_packed(pw, g0, g1, a, p.y, p.m); };
@@ -125,14 +126,7 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
     return;
   }
   if (isa != MatmulIsa::kScalar && matmul_uses_int8_acts(p.type) && p.k % kActBlock == 0) {
-    QuantizedActs a;
-    if (p.xq) {
-      a = *p.xq;
-    } else {
-      ActBuffer& buf = act_scratch();
-      quantize_acts(p.x, p.n, p.k, buf, isa);
-      a = buf.view();
-    }
+    const QuantizedActs a = int8_acts(p, isa);
     over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
       if (isa == MatmulIsa::kAvx512) {
         kern_avx512::gemm_int8(p.type, w, rb, r0, r1, a, p.y, p.m);

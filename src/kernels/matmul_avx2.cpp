@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "gguf/quants.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul_kernels.h"
 

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "gguf/quants.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul_kernels.h"
 
@@ -239,15 +240,7 @@ SLUICE_TARGET_BF16 void tile_bf16(const uint8_t* w, size_t row_bytes, const uint
     }
   }
   for (int a = 0; a < NW; ++a)
-    for (int i = 0; i < NX; ++i) {
-      const __m512 v = acc[a][i];
-      const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
-                                     _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-      __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-      s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-      s = _mm_add_ss(s, _mm_movehdup_ps(s));
-      out[a * NX + i] = _mm_cvtss_f32(s);
-    }
+    for (int i = 0; i < NX; ++i) out[a * NX + i] = hsum512(acc[a][i]);
 }
 
 SLUICE_TARGET_BF16 void gemm_bf16_dp(const uint8_t* w, int64_t r0, int64_t r1, const uint16_t* xb,

@@ -12,17 +12,6 @@ namespace sluice {
 
 namespace {
 
-// Q4_K's 6-bit scale and min of sub-block s (layout in gguf/quants.h).
-void q4_k_scale_min(const uint8_t* sc, int s, uint8_t* scale, uint8_t* min) {
-  if (s < 4) {
-    *scale = sc[s] & 63;
-    *min = sc[s + 4] & 63;
-  } else {
-    *scale = uint8_t((sc[s + 4] & 15) | (sc[s - 4] >> 6 << 4));
-    *min = uint8_t((sc[s + 4] >> 4) | (sc[s] >> 6 << 4));
-  }
-}
-
 // Q6_K super-block `src` (null: padding) -> row r's bytes of the packed unit (packed.h).
 void pack_q6_k(const uint8_t* src, int r, uint8_t* q, uint8_t* meta) {
   constexpr int kR = int(PackedWeights::kRows);
@@ -64,7 +53,7 @@ void pack_unit(GgmlType type, const uint8_t* src, int r, uint8_t* q, uint8_t* me
     }
     std::memcpy(meta + 2 * r, src, 2);           // d
     std::memcpy(meta + 32 + 2 * r, src + 2, 2);  // dmin
-    for (int s = 0; s < 8; ++s) q4_k_scale_min(src + 4, s, &meta[64 + s * kR + r], &meta[192 + s * kR + r]);
+    for (int s = 0; s < 8; ++s) unpack_scale_min_k4(src + 4, s, &meta[64 + s * kR + r], &meta[192 + s * kR + r]);
     const uint8_t* qs = src + 16;
     for (int v = 0; v < 32; ++v) std::memcpy(q + v * 64 + r * 4, qs + 4 * v, 4);
     return;

@@ -246,11 +246,11 @@ std::string sweep_svg(const std::vector<RunResult>& runs) {
   std::string title = "sluice bench serve: latency vs throughput";
   if (!runs.empty() && !runs[0].info.model.empty()) title += " (" + runs[0].info.model + ")";
   s += "<text x=\"" + fmt("%.1f", kW / 2) + "\" y=\"26\" text-anchor=\"middle\" font-size=\"15\">" +
-       xml_escape(title) + "</text>\n";
+       html_escape(title) + "</text>\n";
   if (!runs.empty()) {
     s += "<text x=\"" + fmt("%.1f", kW / 2) +
          "\" y=\"44\" text-anchor=\"middle\" font-size=\"11\" fill=\"#555\">" +
-         xml_escape(runs[0].info.url + "; " + runs[0].info.dataset +
+         html_escape(runs[0].info.url + "; " + runs[0].info.dataset +
                     "; one point per offered rate") +
          "</text>\n";
   }

@@ -79,7 +79,7 @@ std::string pareto_svg(const Plan& plan) {
                 p.model.name.c_str(), p.n_chips, p.chip.name.c_str(), wts.c_str(),
                 p.precision.kv_bits, (long long)p.context);
   s += "<text x=\"" + num(kW / 2) + "\" y=\"28\" text-anchor=\"middle\" font-size=\"15\">" +
-       xml_escape(title) + "</text>\n";
+       html_escape(title) + "</text>\n";
   s += "<text x=\"" + num(kW / 2) +
        "\" y=\"46\" text-anchor=\"middle\" font-size=\"11\" fill=\"#555\">theoretical "
        "latency-throughput frontier (roofline); hollow = does not fit in memory</text>\n";

@@ -500,20 +500,5 @@ void append_py_float(std::string& out, double d) {
   out += ebuf;
 }
 
-std::string html_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '\'': out += "&#39;"; break;
-      case '"': out += "&#34;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 }  // namespace sluice::jinja

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/xml.h"  // html_escape (Jinja's escape filter)
+
 namespace sluice::jinja {
 
 bool is_ascii(std::string_view s);
@@ -60,7 +62,5 @@ void append_py_repr(std::string& out, std::string_view s);
 void append_json_string(std::string& out, std::string_view s, bool ensure_ascii);
 // Python repr() of a float: shortest round-trip digits, '1e+16' / '1e-05' / '3.0'.
 void append_py_float(std::string& out, double d);
-// markupsafe.escape: & < > ' " as HTML entities.
-std::string html_escape(std::string_view s);
 
 }  // namespace sluice::jinja
