@@ -195,17 +195,16 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
     eo.n_threads = t;
     eo.n_blocks = max_b * ((n_ctx + 15) / 16 + 1) + 4;
     SLUICE_ASSIGN_OR_RETURN(auto exec, CpuExecutor::create(model, eo));
-    const int used = exec->n_threads();
-    StepCostModel cost = make_step_cost_model(model, r, KvType::kF16);
-    if (used != r.threads) {  // the ceilings scale with the cores used
-      cost.hw.hbm_bytes_per_s = (used == 1 ? r.read_gbps_1t : r.read_gbps) * 1e9;
-      cost.hw.flops_bf16 *= double(used) / r.threads;
-      cost.hw.ops_int8 *= double(used) / r.threads;
-    }
-    StepRoofline roof(cost);
-    Runner runner(model, *exec, &roof);
+    // The ceilings of the cores used: bandwidth as measured with 1 or all threads, peaks pro rata.
     const int nt = exec->n_threads();
     const double bw = nt == 1 ? r.read_gbps_1t : r.read_gbps;
+    const double share = double(nt) / r.threads;
+    StepCostModel cost = make_step_cost_model(model, r, KvType::kF16);
+    cost.hw.hbm_bytes_per_s = bw * 1e9;
+    cost.hw.flops_bf16 *= share;
+    cost.hw.ops_int8 *= share;
+    StepRoofline roof(cost);
+    Runner runner(model, *exec, &roof);
     double ps = 0, ds = 0;
     SLUICE_RETURN_IF_ERROR(runner.run(8, 2, 1, ps, ds));  // warm-up: pages in the weights
     for (int p : o.prompts) {
@@ -230,7 +229,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
       pr.gbps = pr.tps.mean * pr.bytes_per_token / 1e9;
       pr.mbu = pr.gbps / bw;
       const double flops = 2.0 * params * p + 2.0 * c.n_layer * double(p) * p * c.q_dim();
-      pr.mfu = flops / (p / pr.tps.mean) / 1e9 / (peak * (nt == r.threads ? 1.0 : double(nt) / r.threads));
+      pr.mfu = flops / (p / pr.tps.mean) / 1e9 / (peak * share);
       pr.roofline = pred_p / meas_p;
       rows.push_back(pr);
       if (!tg.empty()) {

@@ -53,11 +53,9 @@ StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& ma
 double StepRoofline::predict(const Batch& batch, bool* compute_bound) {
   work_.clear();
   for (const BatchSequence& s : batch.seqs) work_.push_back({s.n_new_tokens, s.context_len});
-  const StepShape shape = make_step_shape(cost_.model, cost_.precision, work_);
-  const double bytes_s = (shape.weight_bytes + shape.kv_bytes) / cost_.hw.hbm_bytes_per_s;
-  const double flops_s = shape.flops / peak_flops(cost_.hw, shape.act_bits);
-  if (compute_bound) *compute_bound = flops_s > bytes_s;
-  return predicted_step_seconds(shape, cost_.hw);
+  const StepFloors f = step_floors(make_step_shape(cost_.model, cost_.precision, work_), cost_.hw);
+  if (compute_bound) *compute_bound = f.compute_bound();
+  return f.seconds();
 }
 
 void StepRoofline::record(const Batch& batch, double seconds) {

@@ -104,12 +104,11 @@ double tp_comm_bound_shards(const TpMatmul& mm, const HardwareSpec& chip) {
 StepShape make_step_shape(const ModelCost& m, const Precision& p, std::span<const SeqWork> seqs) {
   StepShape s;
   s.act_bits = p.act_bits;
-  s.context_lens.reserve(seqs.size());
+  s.n_seqs = int64_t(seqs.size());
   const double kvb = kv_bytes_per_token(m, p);
   double pairs = 0;  // (query token, attended token) pairs under the causal mask
   for (const SeqWork& w : seqs) {
     s.n_tokens += w.n_new;
-    s.context_lens.push_back(w.n_context);
     // Cached tokens are read; new tokens are written (and attended from on-chip memory).
     s.kv_bytes += double(w.n_context) * kvb;
     // New token i (0-based) sits at position n_context - n_new + i and attends to that many + 1.
@@ -121,10 +120,13 @@ StepShape make_step_shape(const ModelCost& m, const Precision& p, std::span<cons
   return s;
 }
 
+StepFloors step_floors(const StepShape& step, const HardwareSpec& hw) {
+  return {(step.weight_bytes + step.kv_bytes) / hw.hbm_bytes_per_s,
+          step.flops / peak_flops(hw, step.act_bits)};
+}
+
 double predicted_step_seconds(const StepShape& step, const HardwareSpec& hw) {
-  const double bytes_s = (step.weight_bytes + step.kv_bytes) / hw.hbm_bytes_per_s;
-  const double flops_s = step.flops / peak_flops(hw, step.act_bits);
-  return std::max(bytes_s, flops_s);
+  return step_floors(step, hw).seconds();
 }
 
 }  // namespace sluice

@@ -143,7 +143,7 @@ struct SeqWork {
 // The work of one ragged batch, as the roofline sees it.
 struct StepShape {
   int64_t n_tokens = 0;               // sum of n_new
-  std::vector<int64_t> context_lens;  // per sequence, n_context
+  int64_t n_seqs = 0;                 // sequences in the step (no per-step allocation)
   double weight_bytes = 0;            // weights read
   double kv_bytes = 0;                // KV read (every attended token) + written (new tokens)
   double flops = 0;                   // 2 * active params * n_tokens + causal attention FLOPs
@@ -153,9 +153,18 @@ struct StepShape {
 // Bytes and FLOPs of a step from the model and the sequences' work.
 StepShape make_step_shape(const ModelCost& m, const Precision& p, std::span<const SeqWork> seqs);
 
+// The two floors of one step on `hw` (everything the step runs on; aggregate() for several
+// chips): moving its bytes at the bandwidth and doing its FLOPs at the peak.
+struct StepFloors {
+  double bytes_s = 0;  // (weight + KV bytes) / bandwidth
+  double flops_s = 0;  // FLOPs / peak at the step's activation precision
+  double seconds() const { return bytes_s > flops_s ? bytes_s : flops_s; }
+  bool compute_bound() const { return flops_s > bytes_s; }
+};
+StepFloors step_floors(const StepShape& step, const HardwareSpec& hw);
+
 // The roofline time of one step: max(bytes / bandwidth, flops / peak), perfect overlap of
-// loading and compute. `hw` is everything the step runs on (aggregate() for several chips).
-// Its ratio to the measured step time is the step's MBU / MFU.
+// loading and compute. Its ratio to the measured step time is the step's MBU / MFU.
 double predicted_step_seconds(const StepShape& step, const HardwareSpec& hw);
 
 }  // namespace sluice

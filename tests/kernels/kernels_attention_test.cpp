@@ -96,6 +96,27 @@ TEST(PagedAttention, LongContext) {
   run_case({14, 2, 128, 16, 300, 17, KvType::kF16}, pool, rng);
 }
 
+// f32 caches: `n_q` queries of `n_head` heads over `kv_len` positions through `table`.
+PagedAttentionParams f32_params(const std::vector<float>& q, std::vector<float>& out, int n_q,
+                                int kv_len, const std::vector<float>& k, const std::vector<float>& v,
+                                const std::vector<int32_t>& table, int block_size, int n_head,
+                                int n_kv_head, int head_dim, float scale) {
+  PagedAttentionParams p;
+  p.q = q.data();
+  p.out = out.data();
+  p.n_q = n_q;
+  p.kv_len = kv_len;
+  p.k_cache = k.data();
+  p.v_cache = v.data();
+  p.block_table = table.data();
+  p.block_size = block_size;
+  p.n_head = n_head;
+  p.n_kv_head = n_kv_head;
+  p.head_dim = head_dim;
+  p.scale = scale;
+  return p;
+}
+
 // A query's output is the same whether it is computed alone or in a block with others (chunked
 // prefill must not change results).
 TEST(PagedAttention, QueryBlocksDoNotChangeResults) {
@@ -106,19 +127,7 @@ TEST(PagedAttention, QueryBlocksDoNotChangeResults) {
   const std::vector<float> v = random_floats(rng, 5 * bs * nkv * hd);
   const std::vector<float> q = random_floats(rng, n_q * nh * hd, -2, 2);
   std::vector<float> whole(q.size()), single(q.size());
-  PagedAttentionParams p;
-  p.q = q.data();
-  p.out = whole.data();
-  p.n_q = n_q;
-  p.kv_len = kv_len;
-  p.k_cache = k.data();
-  p.v_cache = v.data();
-  p.block_table = table.data();
-  p.block_size = bs;
-  p.n_head = nh;
-  p.n_kv_head = nkv;
-  p.head_dim = hd;
-  p.scale = 0.125f;
+  PagedAttentionParams p = f32_params(q, whole, n_q, kv_len, k, v, table, bs, nh, nkv, hd, 0.125f);
   paged_attention(p, nullptr);
   p.out = single.data();
   for (int qi = 0; qi < n_q; ++qi) {
@@ -135,19 +144,7 @@ TEST(PagedAttention, CausalWithinChunk) {
   std::vector<float> k = random_floats(rng, 3 * bs * hd), v = random_floats(rng, 3 * bs * hd);
   const std::vector<float> q = random_floats(rng, n_q * hd);
   std::vector<float> out1(q.size()), out2(q.size());
-  PagedAttentionParams p;
-  p.q = q.data();
-  p.out = out1.data();
-  p.n_q = n_q;
-  p.kv_len = kv_len;
-  p.k_cache = k.data();
-  p.v_cache = v.data();
-  p.block_table = table.data();
-  p.block_size = bs;
-  p.n_head = 1;
-  p.n_kv_head = 1;
-  p.head_dim = hd;
-  p.scale = 0.3f;
+  PagedAttentionParams p = f32_params(q, out1, n_q, kv_len, k, v, table, bs, 1, 1, hd, 0.3f);
   paged_attention(p, nullptr);
   // Cache position 9 (the last query's own token) lives in block table[2] = 1, row 1.
   for (int i = 0; i < hd; ++i) {

@@ -233,7 +233,7 @@ TEST(StepShape, DecodeMatchesTheSeedsMemoryBound) {
   std::vector<SeqWork> seqs(4, SeqWork{1, 8192});
   const StepShape s = make_step_shape(m, int8, seqs);
   EXPECT_EQ(s.n_tokens, 4);
-  EXPECT_EQ(s.context_lens, std::vector<int64_t>(4, 8192));
+  EXPECT_EQ(s.n_seqs, 4);
   EXPECT_DOUBLE_EQ(s.weight_bytes, 30e9);
   EXPECT_DOUBLE_EQ(s.kv_bytes, 4 * 8192 * 100e3);
   const HardwareSpec slice = aggregate(*find_hardware("TPU v5e"), 16);
