@@ -1,7 +1,9 @@
 // `sluice bench MODEL`: prefill and decode tokens/s of the CPU executor, driven directly with
 // Batches (no engine, no sampling), with bytes moved per token, achieved GB/s, MBU against the
 // measured read bandwidth and MFU against the measured peak. `sluice bench --roofline` measures
-// and caches this machine's ceilings (read bandwidth, f32 FMA, bf16 and int8 dot peaks).
+// and caches this machine's ceilings (read bandwidth, f32 FMA, bf16 and int8 dot peaks). On a
+// shared host the bandwidth drifts between runs, so each test also re-probes it before every
+// repetition and reports MBU* against what was available alongside it.
 //
 //   prefill p:  one sequence, one Batch of p tokens (logits for the last), fresh KV each rep
 //   decode:     after a prefill of p tokens, n steps of 1 token (b = 1)
@@ -36,6 +38,7 @@ struct BenchOptions {
   int reps = 3;
   std::string format = "md";
   std::string roofline_file;
+  bool probe = true;  // probe the read bandwidth alongside each test (MBU*)
 };
 
 struct Stat {
@@ -81,7 +84,9 @@ struct Row {
   Stat tps;
   double bytes_per_token = 0;  // weights + K/V read per token
   double gbps = 0;             // at the mean rate
-  double mbu = 0;              // gbps / read bandwidth
+  double mbu = 0;              // gbps / the cached read bandwidth (`--roofline`)
+  double probe_gbps = 0;       // read bandwidth probed alongside this test's repetitions
+  double mbu_probe = 0;        // gbps / probe_gbps
   double mfu = 0;              // prefill: FLOP/s / peak
   double roofline = 0;         // the planner's time for these exact batches / measured time
 };
@@ -144,6 +149,26 @@ class Runner {
   Logits out_;
 };
 
+// The read bandwidth probed before each repetition of a test and after the last one (null
+// probe: not measured), and the test's MBU against their mean.
+class Probed {
+ public:
+  Probed(const BandwidthProbe* probe, int threads) : probe_(probe), threads_(threads) {}
+  void sample() {
+    if (probe_) gbps_.push_back(probe_->measure(threads_));
+  }
+  void set(Row& r) const {
+    if (gbps_.empty()) return;
+    r.probe_gbps = stats(gbps_).mean;
+    r.mbu_probe = r.gbps / r.probe_gbps;
+  }
+
+ private:
+  const BandwidthProbe* probe_;
+  int threads_;
+  std::vector<double> gbps_;
+};
+
 Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& desc) {
   SLUICE_ASSIGN_OR_RETURN(std::string path, resolve_model_arg(o.model));
   const int max_p = *std::max_element(o.prompts.begin(), o.prompts.end());
@@ -152,7 +177,8 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
   SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, {n_ctx, true}));
   const ModelConfig& c = model.config();
 
-  auto roof = load_roofline(default_roofline_path());
+  const std::string roof_path = o.roofline_file.empty() ? default_roofline_path() : o.roofline_file;
+  auto roof = load_roofline(roof_path);
   MachineRoofline r;
   if (roof.ok()) {
     r = *roof;
@@ -160,7 +186,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
     std::fprintf(stderr, "no cached roofline (%s); measuring (about 10 s)...\n",
                  roof.message().c_str());
     r = measure_machine_roofline(0);
-    (void)save_roofline(r, default_roofline_path());
+    (void)save_roofline(r, roof_path);
   }
   const double wbytes = matmul_weight_bytes(model);
   const double params = matmul_params(model);
@@ -184,6 +210,10 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
                 path.c_str(), std::string(type_name(wtype)).c_str(), wbytes / 1e9, params / 1e9,
                 matmul_isa_name(matmul_isa_best()), r.read_gbps, r.read_gbps_1t, peak_name, peak);
   desc = buf;
+
+  std::unique_ptr<BandwidthProbe> probe_buf;
+  if (o.probe) probe_buf = std::make_unique<BandwidthProbe>(0);
+  const BandwidthProbe* probe = probe_buf.get();
 
   // K/V bytes read per decode token at context L (f16 cache): 2 (K and V) x layers x kv_dim x 2.
   const double kv_per_pos = 2.0 * c.n_layer * c.kv_dim() * 2.0;
@@ -210,7 +240,9 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
     for (int p : o.prompts) {
       std::vector<double> pp, tg;
       double pred_p = 0, pred_d = 0, meas_p = 0, meas_d = 0;
+      Probed probed(probe, nt);
       for (int rep = 0; rep < o.reps; ++rep) {
+        probed.sample();
         SLUICE_RETURN_IF_ERROR(runner.run(p, has_b1 ? o.n_decode : 0, 1, ps, ds));
         pp.push_back(p / ps);
         pred_p += runner.predicted_prefill;
@@ -221,6 +253,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
           meas_d += ds;
         }
       }
+      probed.sample();
       Row pr;
       pr.test = "pp" + std::to_string(p);
       pr.threads = nt;
@@ -228,6 +261,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
       pr.bytes_per_token = wbytes / p;
       pr.gbps = pr.tps.mean * pr.bytes_per_token / 1e9;
       pr.mbu = pr.gbps / bw;
+      probed.set(pr);
       const double flops = 2.0 * params * p + 2.0 * c.n_layer * double(p) * p * c.q_dim();
       pr.mfu = flops / (p / pr.tps.mean) / 1e9 / (peak * share);
       pr.roofline = pred_p / meas_p;
@@ -240,6 +274,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
         dr.bytes_per_token = wbytes + kv_per_pos * (p + o.n_decode / 2.0);
         dr.gbps = dr.tps.mean * dr.bytes_per_token / 1e9;
         dr.mbu = dr.gbps / bw;
+        probed.set(dr);
         dr.roofline = pred_d / meas_d;
         rows.push_back(dr);
       }
@@ -250,12 +285,15 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
       if (b == 1 || o.n_decode == 0) continue;
       std::vector<double> tg;
       double pred = 0, meas = 0;
+      Probed probed(probe, nt);
       for (int rep = 0; rep < o.reps; ++rep) {
+        probed.sample();
         SLUICE_RETURN_IF_ERROR(runner.run(bp, o.n_decode, b, ps, ds));
         tg.push_back(double(b) * o.n_decode / ds);
         pred += runner.predicted_decode;
         meas += ds;
       }
+      probed.sample();
       Row br;
       br.test = "tg" + std::to_string(o.n_decode) + " b" + std::to_string(b) + " @" + std::to_string(bp);
       br.threads = nt;
@@ -263,6 +301,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
       br.bytes_per_token = (wbytes + b * kv_per_pos * (bp + o.n_decode / 2.0)) / b;
       br.gbps = br.tps.mean * br.bytes_per_token / 1e9;
       br.mbu = br.gbps / bw;
+      probed.set(br);
       br.roofline = pred / meas;
       rows.push_back(br);
     }
@@ -278,23 +317,30 @@ void print_rows(const BenchOptions& o, const std::string& desc, const std::vecto
       std::printf(
           "  {\"test\": \"%s\", \"threads\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f, "
           "\"tok_s_best\": %.3f, \"bytes_per_token\": %.0f, \"gb_s\": %.2f, \"mbu\": %.3f, "
-          "\"mfu\": %.3f, \"roofline\": %.3f}%s\n",
+          "\"probe_gb_s\": %.2f, \"mbu_probe\": %.3f, \"mfu\": %.3f, \"roofline\": %.3f}%s\n",
           r.test.c_str(), r.threads, r.tps.mean, r.tps.sd, r.tps.best, r.bytes_per_token, r.gbps,
-          r.mbu, r.mfu, r.roofline, i + 1 < rows.size() ? "," : "");
+          r.mbu, r.probe_gbps, r.mbu_probe, r.mfu, r.roofline, i + 1 < rows.size() ? "," : "");
     }
     std::printf("]}\n");
     return;
   }
   std::printf("%s\n\n", desc.c_str());
-  std::printf("| test | threads | tok/s | best | MB/token | GB/s | MBU | MFU | roofline |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| test | threads | tok/s | best | MB/token | GB/s | MBU | probe GB/s | MBU* | MFU | roofline |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
-    char mfu[32] = "";
+    char mfu[32] = "", probe[32] = "", mbu_probe[32] = "";
     if (r.mfu > 0) std::snprintf(mfu, sizeof mfu, "%.1f%%", 100 * r.mfu);
-    std::printf("| %s | %d | %.2f ± %.2f | %.2f | %.1f | %.1f | %.1f%% | %s | %.1f%% |\n",
+    if (r.probe_gbps > 0) {
+      std::snprintf(probe, sizeof probe, "%.1f", r.probe_gbps);
+      std::snprintf(mbu_probe, sizeof mbu_probe, "%.1f%%", 100 * r.mbu_probe);
+    }
+    std::printf("| %s | %d | %.2f ± %.2f | %.2f | %.1f | %.1f | %.1f%% | %s | %s | %s | %.1f%% |\n",
                 r.test.c_str(), r.threads, r.tps.mean, r.tps.sd, r.tps.best,
-                r.bytes_per_token / 1e6, r.gbps, 100 * r.mbu, mfu, 100 * r.roofline);
+                r.bytes_per_token / 1e6, r.gbps, 100 * r.mbu, probe, mbu_probe, mfu, 100 * r.roofline);
   }
+  std::printf("\nMBU: against the cached `--roofline` read bandwidth. MBU*: against the read bandwidth "
+              "probed before each repetition and after the last (probe GB/s, their mean)%s.\n",
+              o.probe ? "" : "; --no-probe: not measured");
 }
 
 }  // namespace
@@ -315,9 +361,12 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("-b,--batch", opt->batches, "Sequences decoding together (default 1)")
       ->delimiter(',');
   cmd->add_option("-r,--reps", opt->reps, "Repetitions (default 3)");
+  cmd->add_flag("!--no-probe", opt->probe,
+                "Do not probe the read bandwidth alongside each test (no MBU* column, 512 MiB less memory)");
   cmd->add_option("--output-format", opt->format, "md or json")->check(CLI::IsMember({"md", "json"}));
-  cmd->add_option("--roofline-file", opt->roofline_file, "Where to cache the result (default: " +
-                                                             default_roofline_path() + ")");
+  cmd->add_option("--roofline-file", opt->roofline_file,
+                  "The cached ceilings: written by --roofline, read for MBU/MFU (default: " +
+                      default_roofline_path() + ")");
   cmd->callback([cmd, opt, &exit_code] {
     for (const CLI::App* sub : cmd->get_subcommands()) {
       if (sub->parsed()) return;  // e.g. `bench throughput` runs its own callback

@@ -205,18 +205,11 @@ MachineRoofline measure_machine_roofline(int threads) {
   r.threads = threads;
   r.measured_at = now_iso8601();
 
-  // 512 MiB of floats in transparent huge pages where the kernel allows them, as the executor
-  // keeps its repacked weights (kernels/packed.h): the ceiling decode is measured against.
-  const size_t n = size_t(512) << 20 >> 2;
-  float* buf = reinterpret_cast<float*>(alloc_streamed(n * sizeof(float)));
-  // First touch from the threads that will read it, so pages are local to them.
-  run_parallel(threads, [&](int t) {
-    const size_t per = n / size_t(threads);
-    std::fill(buf + size_t(t) * per, buf + size_t(t + 1) * per, 1.0f);
-  });
-  r.read_gbps_1t = measure_read_gbps(buf, n, 1);
-  r.read_gbps = measure_read_gbps(buf, n, threads);
-  std::free(buf);
+  {
+    const BandwidthProbe probe(threads);
+    r.read_gbps_1t = probe.measure(1);
+    r.read_gbps = probe.measure();
+  }
 
   if (__builtin_cpu_supports("avx512f")) {
     r.peak_gflops_f32 = measure_peak(&fma_f32_avx512, threads);
@@ -226,6 +219,25 @@ MachineRoofline measure_machine_roofline(int threads) {
   if (__builtin_cpu_supports("avx512bf16")) r.peak_gflops_bf16 = measure_peak(&dot_bf16_avx512, threads);
   if (__builtin_cpu_supports("avx512vnni")) r.peak_gops_int8 = measure_peak(&dot_int8_avx512, threads);
   return r;
+}
+
+// 512 MiB of floats in transparent huge pages where the kernel allows them, as the executor
+// keeps its repacked weights (kernels/packed.h): the ceiling decode is measured against.
+BandwidthProbe::BandwidthProbe(int threads)
+    : n_(size_t(512) << 20 >> 2),
+      threads_(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()))) {
+  buf_ = reinterpret_cast<float*>(alloc_streamed(n_ * sizeof(float)));
+  // First touch from the threads that will read it, so pages are local to them.
+  run_parallel(threads_, [&](int t) {
+    const size_t per = n_ / size_t(threads_);
+    std::fill(buf_ + size_t(t) * per, buf_ + size_t(t + 1) * per, 1.0f);
+  });
+}
+
+BandwidthProbe::~BandwidthProbe() { std::free(buf_); }
+
+double BandwidthProbe::measure(int threads) const {
+  return measure_read_gbps(buf_, n_, threads > 0 ? threads : threads_);
 }
 
 std::string default_roofline_path() {

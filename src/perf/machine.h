@@ -23,6 +23,26 @@ struct MachineRoofline {
 // Measures everything (a few seconds). `threads` <= 0: all cores.
 MachineRoofline measure_machine_roofline(int threads);
 
+// The streaming-read bandwidth probe of `measure_machine_roofline`, keeping its buffer (512 MiB
+// in huge pages, far beyond the caches) so it can be re-measured between other work: on a
+// shared host the bandwidth drifts, and `sluice bench` divides each test by the bandwidth
+// probed alongside it.
+class BandwidthProbe {
+ public:
+  explicit BandwidthProbe(int threads);  // <= 0: all cores
+  ~BandwidthProbe();
+  BandwidthProbe(const BandwidthProbe&) = delete;
+  BandwidthProbe& operator=(const BandwidthProbe&) = delete;
+
+  // GB/s (1e9 B/s) with `threads` threads (<= 0: the constructor's): the best of 5 passes.
+  double measure(int threads = 0) const;
+
+ private:
+  float* buf_ = nullptr;
+  size_t n_ = 0;  // floats
+  int threads_ = 1;
+};
+
 // Default cache file: $SLUICE_CACHE or $XDG_CACHE_HOME/sluice or ~/.cache/sluice, + /roofline.json
 std::string default_roofline_path();
 Status save_roofline(const MachineRoofline& r, const std::string& path);

@@ -1,0 +1,94 @@
+// `sluice bench MODEL` black-box: the rows and the numbers a script reads, on a synthetic tiny
+// model with a given roofline cache (no ../shared needed, no 10-second roofline measurement).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_util.h"
+#include "test_util.h"
+
+namespace sluice {
+namespace {
+
+class CliBench : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = dir_.path("tiny.gguf");
+    const auto synth = test::run_sluice("synth --preset tiny --type q8_0 -t 1 -o " + model_);
+    ASSERT_EQ(synth.exit_code, 0) << synth.err;
+    cache_ = dir_.path("roofline.json");
+    FILE* f = std::fopen(cache_.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs(R"({"cpu": "Test CPU", "threads": 2, "read_gbps_1t": 10, "read_gbps": 20,
+                   "peak_gflops_f32": 100, "peak_gflops_bf16": 0, "peak_gops_int8": 400,
+                   "measured_at": "2025-01-01T00:00:00Z"})",
+               f);
+    std::fclose(f);
+  }
+
+  test::CommandResult bench(const std::string& args) {
+    return test::run_sluice("bench " + model_ + " --roofline-file " + cache_ + " " + args);
+  }
+
+  test::TempDir dir_;
+  std::string model_, cache_;
+};
+
+TEST_F(CliBench, JsonRowsDivideByTheCachedAndTheProbedBandwidth) {
+  const auto r = bench("-t 1 -p 8,16 -n 4 -b 1,3 -r 2 --output-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& rows = j["results"];
+  ASSERT_EQ(rows.size(), 5u) << r.out;  // pp8, tg4 @8, pp16, tg4 @16, tg4 b3 @8
+  EXPECT_EQ(rows[0]["test"], "pp8");
+  EXPECT_EQ(rows[1]["test"], "tg4 @8");
+  EXPECT_EQ(rows[2]["test"], "pp16");
+  EXPECT_EQ(rows[3]["test"], "tg4 @16");
+  EXPECT_EQ(rows[4]["test"], "tg4 b3 @8");
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["threads"], 1);
+    const double tps = row["tok_s"].get<double>(), gbs = row["gb_s"].get<double>();
+    EXPECT_GT(tps, 0);
+    EXPECT_GE(row["tok_s_best"].get<double>(), tps);
+    EXPECT_NEAR(gbs, tps * row["bytes_per_token"].get<double>() / 1e9, 1e-2 * gbs + 1e-6);
+    // 1 thread: MBU divides by the cached 1-thread bandwidth.
+    EXPECT_NEAR(row["mbu"].get<double>(), gbs / 10, 1e-3);
+    const double probe = row["probe_gb_s"].get<double>();
+    EXPECT_GT(probe, 0);
+    EXPECT_NEAR(row["mbu_probe"].get<double>(), gbs / probe, 1e-3);
+    EXPECT_GT(row["roofline"].get<double>(), 0);
+  }
+  EXPECT_GT(rows[0]["mfu"].get<double>(), 0);  // prefill rows carry MFU, decode rows do not
+  EXPECT_EQ(rows[1]["mfu"].get<double>(), 0);
+}
+
+TEST_F(CliBench, MarkdownTableAndNoProbe) {
+  const auto r = bench("-t 1 -p 8 -n 2 -r 1 --no-probe");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| test | threads | tok/s |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| pp8 | 1 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| tg2 @8 | 1 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--no-probe: not measured"), std::string::npos) << r.out;
+  const auto j = bench("-t 1 -p 8 -n 2 -r 1 --no-probe --output-format json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  for (const auto& row : nlohmann::json::parse(j.out)["results"]) {
+    EXPECT_EQ(row["probe_gb_s"].get<double>(), 0);
+  }
+}
+
+TEST_F(CliBench, ClearErrors) {
+  const auto none = test::run_sluice("bench");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("give a MODEL"), std::string::npos) << none.err;
+  const auto zero = bench("-p 0");
+  EXPECT_EQ(zero.exit_code, 1);
+  EXPECT_NE(zero.err.find("-p and -b need values >= 1"), std::string::npos) << zero.err;
+  const auto missing = test::run_sluice("bench /nonexistent.gguf --roofline-file " + cache_);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("does not exist"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace sluice
