@@ -53,15 +53,6 @@ void add_bias(float* x, const std::vector<float>& b, int64_t n_rows) {
 }
 
 // Writes n floats to cache elements [row, row + n) as the cache's type.
-void store_kv(KvType type, const float* src, void* cache, size_t row, int64_t n) {
-  if (type == KvType::kF32) {
-    std::memcpy(static_cast<float*>(cache) + row, src, size_t(n) * sizeof(float));
-    return;
-  }
-  uint16_t* dst = static_cast<uint16_t*>(cache) + row;
-  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
-}
-
 MatmulParams mm(MatmulIsa isa, const WeightMatrix& w, const float* x, int64_t n, float* y,
                 const QuantizedActs* xq) {
   MatmulParams p;
@@ -250,6 +241,7 @@ void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedAct
   void* v_cache = kv_->v(il);
   const KvType kv_type = kv_->shape().type;
   const int bs = block_size();
+  const KvLayout layout{bs, c.n_head_kv, c.head_dim};
   pool_.parallel_for(T, token_grain(qd + 2 * kvd), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* q = s.q.data() + t * qd;
@@ -265,11 +257,9 @@ void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedAct
       const int32_t pos = batch.positions[size_t(t)];
       rope(q, c.n_head, pos, rp, rope_inv_freq_.data());
       rope(k, c.n_head_kv, pos, rp, rope_inv_freq_.data());
-      // Element offset of slot (block, offset): [n_blocks, block_size, n_kv_head, head_dim].
       const KvSlot slot = batch.kv_slots[size_t(t)];
-      const size_t row = (size_t(slot.block_id) * size_t(bs) + size_t(slot.offset)) * size_t(kvd);
-      store_kv(kv_type, k, k_cache, row, kvd);
-      store_kv(kv_type, s.v.data() + t * kvd, v_cache, row, kvd);
+      store_kv_token(kv_type, layout, k, s.v.data() + t * kvd, k_cache, v_cache, slot.block_id,
+                     slot.offset);
     }
   });
 

@@ -1,7 +1,8 @@
 // Paged K/V memory of the CPU executor, and a trivial block allocator.
 //
 // KvCacheStorage owns the tensor memory: per layer, K and V as fixed-size blocks
-//   k(layer): [n_blocks, block_size, n_kv_head, head_dim]   (f16 or f32; v(layer) the same)
+//   k(layer): [n_blocks, n_kv_head, head_dim, block_size]   (f16 or f32)
+//   v(layer): [n_blocks, n_kv_head, block_size, head_dim]   (kernels/attention.h, KvLayout)
 // Which blocks a sequence uses is not its business: block ids arrive in each Batch.
 //
 // BlockFreeList is the stand-in allocator until kv/ (ref counts, prefix cache) replaces it:
@@ -46,7 +47,8 @@ class KvCacheStorage {
   const KvCacheShape& shape() const { return shape_; }
   size_t n_bytes() const { return 2 * size_t(shape_.n_layer) * shape_.bytes_per_layer(); }
 
-  // A layer's K or V: [n_blocks, block_size, n_kv_head, head_dim] elements of shape().type.
+  // A layer's K or V: n_blocks blocks of block_size x n_kv_head x head_dim elements of
+  // shape().type, in the KvLayout of kernels/attention.h.
   void* k(int layer) { return k_.get() + size_t(layer) * shape_.bytes_per_layer(); }
   void* v(int layer) { return v_.get() + size_t(layer) * shape_.bytes_per_layer(); }
   const void* k(int layer) const { return k_.get() + size_t(layer) * shape_.bytes_per_layer(); }
@@ -64,9 +66,9 @@ class KvCacheStorage {
 
   KvCacheShape shape_;
   std::unique_ptr<uint8_t[], FreeDeleter>
-      k_;  // [n_layer, n_blocks, block_size, n_kv_head, head_dim]
+      k_;  // [n_layer, n_blocks, n_kv_head, head_dim, block_size]
   std::unique_ptr<uint8_t[], FreeDeleter>
-      v_;  // [n_layer, n_blocks, block_size, n_kv_head, head_dim]
+      v_;  // [n_layer, n_blocks, n_kv_head, block_size, head_dim]
 };
 
 // A LIFO free list of block ids [0, n_blocks).

@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "base/fp16.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_isa.h"
@@ -19,18 +20,23 @@ namespace {
 // Keys scored per online-softmax update: the rescale of the accumulators is paid once per tile.
 constexpr int kTile = 32;
 
-// Element offset of cache position t, kv head h: [n_blocks, block_size, n_kv_head, head_dim].
-inline int64_t kv_offset(const PagedAttentionParams& p, int t, int kv_head) {
-  const int64_t block = p.block_table[t / p.block_size];
-  return ((block * p.block_size + t % p.block_size) * p.n_kv_head + kv_head) * p.head_dim;
+// Cache position t of kv head h as an f32 row (K gathered from its dim-major block, V in
+// place when f32): in `buf` unless it can be returned in place.
+inline const float* k_row(const PagedAttentionParams& p, int t, int kv_head, float* buf) {
+  const KvLayout l = p.layout();
+  const int64_t off = l.k(p.block_table[t / p.block_size], t % p.block_size, kv_head, 0);
+  for (int i = 0; i < p.head_dim; ++i) {
+    const int64_t e = off + int64_t(i) * p.block_size;
+    buf[i] = p.kv_type == KvType::kF32 ? static_cast<const float*>(p.k_cache)[e]
+                                       : f16_to_f32_fast(static_cast<const uint16_t*>(p.k_cache)[e]);
+  }
+  return buf;
 }
 
-// Cache row (t, kv_head) of K or V as f32: f32 rows in place, f16 rows converted into `buf`.
-inline const float* kv_row(const PagedAttentionParams& p, const void* cache, int t, int kv_head,
-                           float* buf) {
-  const int64_t off = kv_offset(p, t, kv_head);
-  if (p.kv_type == KvType::kF32) return static_cast<const float*>(cache) + off;
-  const uint16_t* h = static_cast<const uint16_t*>(cache) + off;
+inline const float* v_row(const PagedAttentionParams& p, int t, int kv_head, float* buf) {
+  const int64_t off = p.layout().v(p.block_table[t / p.block_size], t % p.block_size, kv_head, 0);
+  if (p.kv_type == KvType::kF32) return static_cast<const float*>(p.v_cache) + off;
+  const uint16_t* h = static_cast<const uint16_t*>(p.v_cache) + off;
   for (int i = 0; i < p.head_dim; ++i) buf[i] = f16_to_f32_fast(h[i]);
   return buf;
 }
@@ -44,6 +50,27 @@ float* scratch(size_t n) {
 }
 
 }  // namespace
+
+void store_kv_token(KvType type, const KvLayout& l, const float* k, const float* v, void* k_cache,
+                    void* v_cache, int64_t block, int pos) {
+  for (int h = 0; h < l.n_kv_head; ++h) {
+    const float* kh = k + int64_t(h) * l.head_dim;
+    const float* vh = v + int64_t(h) * l.head_dim;
+    const int64_t ko = l.k(block, pos, h, 0), vo = l.v(block, pos, h, 0);
+    if (type == KvType::kF32) {
+      auto* kc = static_cast<float*>(k_cache);
+      for (int d = 0; d < l.head_dim; ++d) kc[ko + int64_t(d) * l.block_size] = kh[d];
+      std::copy(vh, vh + l.head_dim, static_cast<float*>(v_cache) + vo);
+    } else {
+      auto* kc = static_cast<uint16_t*>(k_cache);
+      auto* vc = static_cast<uint16_t*>(v_cache) + vo;
+      for (int d = 0; d < l.head_dim; ++d) {
+        kc[ko + int64_t(d) * l.block_size] = f32_to_f16(kh[d]);
+        vc[d] = f32_to_f16(vh[d]);
+      }
+    }
+  }
+}
 
 void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head) {
   const int group = p.n_head / p.n_kv_head;
@@ -66,7 +93,7 @@ void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head) {
   for (int t0 = 0; t0 < n_visible; t0 += kTile) {
     const int nt = std::min(kTile, n_visible - t0);
     for (int j = 0; j < nt; ++j) {
-      const float* k = kv_row(p, p.k_cache, t0 + j, kv_head, row);
+      const float* k = k_row(p, t0 + j, kv_head, row);
       for (int g = 0; g < group; ++g) s[g * kTile + j] = dot_f32(q + g * hd, k, hd) * p.scale;
     }
     for (int g = 0; g < group; ++g) {
@@ -87,7 +114,7 @@ void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head) {
       }
     }
     for (int j = 0; j < nt; ++j) {
-      const float* v = kv_row(p, p.v_cache, t0 + j, kv_head, row);
+      const float* v = v_row(p, t0 + j, kv_head, row);
       for (int g = 0; g < group; ++g) {
         const float w = s[g * kTile + j];
         float* ag = acc + g * hd;
@@ -141,7 +168,7 @@ void paged_attention_ref(const PagedAttentionParams& p) {
       const float* q = p.q + (int64_t(qi) * p.n_head + h) * hd;
       double mx = -std::numeric_limits<double>::infinity();
       for (int t = 0; t < n_visible; ++t) {
-        const float* k = kv_row(p, p.k_cache, t, kvh, row.data());
+        const float* k = k_row(p, t, kvh, row.data());
         double d = 0;
         for (int i = 0; i < hd; ++i) d += double(q[i]) * double(k[i]);
         score[size_t(t)] = d * double(p.scale);
@@ -154,7 +181,7 @@ void paged_attention_ref(const PagedAttentionParams& p) {
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int t = 0; t < n_visible; ++t) {
-        const float* v = kv_row(p, p.v_cache, t, kvh, row.data());
+        const float* v = v_row(p, t, kvh, row.data());
         for (int i = 0; i < hd; ++i) acc[size_t(i)] += score[size_t(t)] * double(v[i]);
       }
       float* out = p.out + (int64_t(qi) * p.n_head + h) * hd;

@@ -5,8 +5,12 @@
 //
 //   block_table[t / block_size], row t % block_size
 //
-//   k_cache: [n_blocks, block_size, n_kv_head, head_dim]  (v_cache the same)
-//             ^ block id  ^ offset    ^ kv head   ^ contiguous
+//   k_cache: [n_blocks, n_kv_head, head_dim, block_size]   a head's keys dim-major: column d of
+//                                                          a key tile is contiguous positions
+//   v_cache: [n_blocks, n_kv_head, block_size, head_dim]   a head's value rows contiguous
+//
+// (KvLayout has the offsets.) Both keep one kv head's K or V of a block in one contiguous run,
+// so a decode step streams it; K needs no transpose before the score FMAs.
 //
 // The n_q queries are the sequence's newest tokens, cache positions kv_len - n_q .. kv_len - 1,
 // and their K/V are already in the cache. Query i sees positions [0, kv_len - n_q + i]:
@@ -35,20 +39,40 @@ inline int kv_type_size(KvType t) {
   return t == KvType::kF16 ? 2 : 4;
 }
 
+// Element offsets of (cache block, row `pos` < block_size, kv head h, dimension d).
+struct KvLayout {
+  int block_size = 0;
+  int n_kv_head = 0;
+  int head_dim = 0;
+  int64_t k(int64_t block, int pos, int h, int d) const {
+    return ((block * n_kv_head + h) * head_dim + d) * block_size + pos;
+  }
+  int64_t v(int64_t block, int pos, int h, int d) const {
+    return ((block * n_kv_head + h) * block_size + pos) * head_dim + d;
+  }
+};
+
+// Writes one token's K and V ([n_kv_head * head_dim] f32 each) into row `pos` of `block`,
+// converting to the cache type.
+void store_kv_token(KvType type, const KvLayout& layout, const float* k, const float* v,
+                    void* k_cache, void* v_cache, int64_t block, int pos);
+
 struct PagedAttentionParams {
   const float* q = nullptr;  // [n_q, n_head, head_dim]
   float* out = nullptr;      // [n_q, n_head, head_dim]
   int n_q = 0;               // new tokens (queries)
   int kv_len = 0;            // cache positions of the sequence after this step, >= n_q
   KvType kv_type = KvType::kF32;
-  const void* k_cache = nullptr;         // [n_blocks, block_size, n_kv_head, head_dim]
-  const void* v_cache = nullptr;         // [n_blocks, block_size, n_kv_head, head_dim]
+  const void* k_cache = nullptr;         // [n_blocks, n_kv_head, head_dim, block_size]
+  const void* v_cache = nullptr;         // [n_blocks, n_kv_head, block_size, head_dim]
   const int32_t* block_table = nullptr;  // [ceil(kv_len / block_size)]
   int block_size = 0;
   int n_head = 0;
   int n_kv_head = 0;  // divides n_head
   int head_dim = 0;
   float scale = 1.0f;  // usually 1 / sqrt(head_dim)
+
+  KvLayout layout() const { return {block_size, n_kv_head, head_dim}; }
 };
 
 // One work item: query token `qi`, every query head of kv head `kv_head`. Online softmax in

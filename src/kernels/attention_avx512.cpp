@@ -2,8 +2,8 @@
 //
 // Work of one item: query tokens [q0, q1) x the `group` query heads of one kv head = up to
 // 16 * group query rows against key tiles of 16 positions. Per tile, K is converted once to
-// f32 and transposed (KT [head_dim][16]) so each query row's 16 scores are head_dim
-// broadcast-FMAs into one register; the online-softmax update and P.V are 16-wide. A row's
+// f32 as KT [head_dim][16] (the cache keeps K dim-major, so that is one load per dimension)
+// and each query row's 16 scores are head_dim broadcast-FMAs into one register; the online-softmax update and P.V are 16-wide. A row's
 // arithmetic does not depend on the other rows of its item (a fully masked tile is skipped),
 // so results do not depend on how a prompt is chunked.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/dequant.h"
 #include "kernels/simd_math.h"
 
 namespace sluice::kern_avx512 {
@@ -29,55 +30,71 @@ namespace sluice::kern_avx512 {
 namespace {
 
 constexpr int kKeys = 16;
+constexpr int kRowsPerPass = 4;  // query rows sharing each K column / V block load
 
-// Cache row (t, kv_head) -> 16-float chunks of dst (head_dim % 16 == 0).
-SLUICE_TARGET inline void load_row(const PagedAttentionParams& p, const void* cache, int t,
-                                   int kv_head, float* dst) {
-  const int64_t block = p.block_table[t / p.block_size];
-  const int64_t off = ((block * p.block_size + t % p.block_size) * p.n_kv_head + kv_head) * p.head_dim;
-  if (p.kv_type == KvType::kF32) {
-    std::memcpy(dst, static_cast<const float*>(cache) + off, size_t(p.head_dim) * sizeof(float));
+// Key tile [t0, t0 + nt) of kv head h as KT [head_dim][16] f32, columns past nt zero. With
+// block_size % 16 == 0 the tile lies in one block whose K is dim-major (attention.h): column d
+// is 16 contiguous positions, one (masked) load each; otherwise gathered position by position.
+SLUICE_TARGET inline void load_k_tile(const PagedAttentionParams& p, int t0, int nt, int h, float* kt) {
+  const KvLayout l = p.layout();
+  const int hd = p.head_dim, bs = p.block_size;
+  const bool f16 = p.kv_type == KvType::kF16;
+  if (bs % kKeys == 0) {
+    const __mmask16 m = nt == kKeys ? __mmask16(0xffff) : __mmask16((1u << nt) - 1);
+    const int64_t off = l.k(p.block_table[t0 / bs], t0 % bs, h, 0);
+    for (int d = 0; d < hd; ++d) {
+      const int64_t e = off + int64_t(d) * bs;
+      const __m512 col = f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(p.k_cache) + e))
+                             : _mm512_maskz_loadu_ps(m, static_cast<const float*>(p.k_cache) + e);
+      _mm512_storeu_ps(kt + d * kKeys, col);
+    }
     return;
   }
-  const uint16_t* h = static_cast<const uint16_t*>(cache) + off;
-  for (int d = 0; d < p.head_dim; d += 16) {
-    _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + d))));
+  for (int j = 0; j < kKeys; ++j) {
+    const int t = t0 + j;
+    const int64_t off = j < nt ? l.k(p.block_table[t / bs], t % bs, h, 0) : 0;
+    for (int d = 0; d < hd; ++d) {
+      const int64_t e = off + int64_t(d) * bs;
+      kt[d * kKeys + j] = j >= nt ? 0.0f
+                          : f16   ? f16_to_f32_fast(static_cast<const uint16_t*>(p.k_cache)[e])
+                                  : static_cast<const float*>(p.k_cache)[e];
+    }
   }
 }
 
-// out[c * 16 + r] = in[r * ld + c] for a 16 x 16 block: unpack pairs of rows, then pairs of
-// pairs, then 128-bit lanes twice (64 shuffles instead of 256 scalar stores).
-SLUICE_TARGET inline void transpose16(const float* in, int64_t ld, float* out) {
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(in + i * ld);
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-  }
-  // r[4q + s] holds, in each 128-bit lane L, column 4L + s of rows 4q .. 4q + 3.
-  for (int q = 0; q < 4; q += 2) {
-    for (int s = 0; s < 4; ++s) {
-      t[4 * q + s] = _mm512_shuffle_f32x4(r[4 * q + s], r[4 * q + 4 + s], 0x88);      // lanes 0, 2
-      t[4 * q + 4 + s] = _mm512_shuffle_f32x4(r[4 * q + s], r[4 * q + 4 + s], 0xdd);  // lanes 1, 3
+// Value rows [t0, t0 + nt) of kv head h as f32 rows [nt][head_dim].
+SLUICE_TARGET inline void load_v_tile(const PagedAttentionParams& p, int t0, int nt, int h, float* vt) {
+  const KvLayout l = p.layout();
+  const int hd = p.head_dim, bs = p.block_size;
+  for (int j = 0; j < nt; ++j) {
+    const int t = t0 + j;
+    const int64_t off = l.v(p.block_table[t / bs], t % bs, h, 0);
+    float* dst = vt + j * hd;
+    if (p.kv_type == KvType::kF32) {
+      std::memcpy(dst, static_cast<const float*>(p.v_cache) + off, size_t(hd) * sizeof(float));
+      continue;
+    }
+    const uint16_t* src = static_cast<const uint16_t*>(p.v_cache) + off;
+    for (int d = 0; d < hd; d += 16) {
+      _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + d))));
     }
   }
-  // t[s] = rows 0-7, lanes (0, 2); t[4 + s] = rows 0-7, lanes (1, 3); t[8 + s], t[12 + s]: rows 8-15.
-  for (int s = 0; s < 4; ++s) {
-    const __m512 l0 = _mm512_shuffle_f32x4(t[s], t[8 + s], 0x88);       // lane 0: rows 0-15
-    const __m512 l2 = _mm512_shuffle_f32x4(t[s], t[8 + s], 0xdd);       // lane 2
-    const __m512 l1 = _mm512_shuffle_f32x4(t[4 + s], t[12 + s], 0x88);  // lane 1
-    const __m512 l3 = _mm512_shuffle_f32x4(t[4 + s], t[12 + s], 0xdd);  // lane 3
-    _mm512_storeu_ps(out + (0 + s) * 16, l0);
-    _mm512_storeu_ps(out + (4 + s) * 16, l1);
-    _mm512_storeu_ps(out + (8 + s) * 16, l2);
-    _mm512_storeu_ps(out + (12 + s) * 16, l3);
-  }
+}
+
+// Fetches the K and V of tile [t0, t0 + 16) of kv head h into the cache ahead of use: with
+// block_size % 16 == 0 each is one contiguous run of the block (K: the columns' span).
+SLUICE_TARGET inline void prefetch_tile(const PagedAttentionParams& p, int t0, int n_keys, int h) {
+  const int bs = p.block_size;
+  if (t0 >= n_keys || bs % kKeys != 0) return;
+  const KvLayout l = p.layout();
+  const int64_t es = kv_type_size(p.kv_type);
+  const int64_t block = p.block_table[t0 / bs];
+  const char* k = static_cast<const char*>(p.k_cache) + l.k(block, t0 % bs, h, 0) * es;
+  const char* v = static_cast<const char*>(p.v_cache) + l.v(block, t0 % bs, h, 0) * es;
+  const int64_t k_bytes = (int64_t(p.head_dim - 1) * bs + kKeys) * es;
+  const int64_t v_bytes = int64_t(kKeys) * p.head_dim * es;
+  for (int64_t b = 0; b < k_bytes; b += 64) _mm_prefetch(k + b, _MM_HINT_T0);
+  for (int64_t b = 0; b < v_bytes; b += 64) _mm_prefetch(v + b, _MM_HINT_T0);
 }
 
 float* scratch(size_t n) {
@@ -86,20 +103,71 @@ float* scratch(size_t n) {
   return buf.data();
 }
 
+// P.V of RN rows over value rows [0, jmax) of a tile (row j at v + j * ld, f16 or f32):
+// acc[i] = acc[i] * corr[i] + sum over j < vis[i] of pw[i][j] * V[j], one 16-dim block at a
+// time, the V block loaded once for all rows. Rows with vis <= 0 are untouched. kAll: every
+// row sees all jmax rows (decode, and every tile of a prefill but the diagonal), no per-row test.
+template <bool kF16, int RN, bool kAll>
+SLUICE_TARGET inline void pv_rows(const void* v, int64_t ld, int hd, int jmax, const int* vis,
+                                  const float* corr, const float* pw, float* const* acc) {
+  for (int b = 0; b < hd; b += 16) {
+    __m512 a[RN];
+    for (int i = 0; i < RN; ++i) {
+      a[i] = _mm512_loadu_ps(acc[i] + b);
+      if (kAll || vis[i] > 0) a[i] = _mm512_mul_ps(a[i], _mm512_set1_ps(corr[i]));
+    }
+    for (int j = 0; j < jmax; ++j) {
+      const __m512 vv =
+          kF16 ? _mm512_cvtph_ps(_mm256_loadu_si256(
+                     reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(v) + j * ld + b)))
+               : _mm512_loadu_ps(static_cast<const float*>(v) + j * ld + b);
+      for (int i = 0; i < RN; ++i) {
+        if (kAll || j < vis[i]) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(pw[i * kKeys + j]), vv, a[i]);
+      }
+    }
+    for (int i = 0; i < RN; ++i) {
+      if (kAll || vis[i] > 0) _mm512_storeu_ps(acc[i] + b, a[i]);
+    }
+  }
+}
+
+template <bool kF16, int RN>
+SLUICE_TARGET inline void pv_dispatch_all(const void* v, int64_t ld, int hd, int jmax, const int* vis,
+                                          const float* corr, const float* pw, float* const* acc) {
+  bool all = true;
+  for (int i = 0; i < RN; ++i) all = all && vis[i] == jmax;
+  if (all) {
+    pv_rows<kF16, RN, true>(v, ld, hd, jmax, vis, corr, pw, acc);
+  } else {
+    pv_rows<kF16, RN, false>(v, ld, hd, jmax, vis, corr, pw, acc);
+  }
+}
+
+template <bool kF16>
+SLUICE_TARGET void pv(int rn, const void* v, int64_t ld, int hd, int jmax, const int* vis,
+                      const float* corr, const float* pw, float* const* acc) {
+  switch (rn) {
+    case 1: pv_dispatch_all<kF16, 1>(v, ld, hd, jmax, vis, corr, pw, acc); return;
+    case 2: pv_dispatch_all<kF16, 2>(v, ld, hd, jmax, vis, corr, pw, acc); return;
+    case 3: pv_dispatch_all<kF16, 3>(v, ld, hd, jmax, vis, corr, pw, acc); return;
+    default: pv_dispatch_all<kF16, 4>(v, ld, hd, jmax, vis, corr, pw, acc); return;
+  }
+}
+
 }  // namespace
 
 SLUICE_TARGET void attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head) {
   const int group = p.n_head / p.n_kv_head;
-  const int hd = p.head_dim, nd = hd / 16;
+  const int hd = p.head_dim, bs = p.block_size;
   const int nr = (q1 - q0) * group;
-  float* mem = scratch(size_t(hd) * kKeys * 3 + size_t(nr) * (hd + 2) + kKeys);
-  float* kt = mem;                  // [hd][16] the key tile, transposed
-  float* vt = kt + hd * kKeys;      // [16][hd] the value tile
-  float* row = vt + hd * kKeys;     // [16][hd] the key tile as rows
-  float* acc = row + hd * kKeys;    // [nr][hd] running weighted sums of V
+  const bool f16 = p.kv_type == KvType::kF16;
+  float* mem = scratch(size_t(hd) * kKeys * 2 + size_t(nr) * (hd + 2) + kRowsPerPass * kKeys);
+  float* kt = mem;                   // [hd][16] the key tile, dim-major
+  float* vt = kt + hd * kKeys;       // [16][hd] the value tile (block_size % 16 != 0 only)
+  float* acc = vt + hd * kKeys;      // [nr][hd] running weighted sums of V
   float* m = acc + size_t(nr) * hd;  // [nr] running max
-  float* l = m + nr;                // [nr] running sum of exp
-  float* pw = l + nr;               // [16] one row's tile weights
+  float* l = m + nr;                 // [nr] running sum of exp
+  float* pw = l + nr;                // [kRowsPerPass][16] the pass's tile weights
   std::fill(acc, acc + size_t(nr) * hd, 0.0f);
   for (int r = 0; r < nr; ++r) {
     m[r] = -std::numeric_limits<float>::infinity();
@@ -108,56 +176,64 @@ SLUICE_TARGET void attention_block(const PagedAttentionParams& p, int q0, int q1
   const int first_pos = p.kv_len - p.n_q;  // cache position of query 0
   const int n_keys = first_pos + q1;       // keys the last query sees
   const __m512 scale = _mm512_set1_ps(p.scale);
+  const KvLayout layout = p.layout();
   for (int t0 = 0; t0 < n_keys; t0 += kKeys) {
     const int nt = std::min(kKeys, n_keys - t0);
-    // The next tile's K and V rows (scattered: one head's row every n_kv_head rows) are fetched
-    // while this one is computed.
-    const int next_end = std::min(n_keys, t0 + 2 * kKeys);
-    for (int t = t0 + kKeys; t < next_end; ++t) {
-      const int64_t block = p.block_table[t / p.block_size];
-      const int64_t off = ((block * p.block_size + t % p.block_size) * p.n_kv_head + kv_head) * p.head_dim;
-      const int64_t bytes = int64_t(p.head_dim) * kv_type_size(p.kv_type);
-      const char* kr = static_cast<const char*>(p.k_cache) + off * kv_type_size(p.kv_type);
-      const char* vr = static_cast<const char*>(p.v_cache) + off * kv_type_size(p.kv_type);
-      for (int64_t b = 0; b < bytes; b += 64) {
-        _mm_prefetch(kr + b, _MM_HINT_T0);
-        _mm_prefetch(vr + b, _MM_HINT_T0);
-      }
+    prefetch_tile(p, t0 + kKeys, n_keys, kv_head);  // the next tile, while this one computes
+    load_k_tile(p, t0, nt, kv_head, kt);
+    // The tile's value rows: in place (one block, rows hd apart) or gathered into vt as f32.
+    const void* v = vt;
+    bool v_f16 = false;
+    if (bs % kKeys == 0) {
+      const int64_t off = layout.v(p.block_table[t0 / bs], t0 % bs, kv_head, 0);
+      v = f16 ? static_cast<const void*>(static_cast<const uint16_t*>(p.v_cache) + off)
+              : static_cast<const void*>(static_cast<const float*>(p.v_cache) + off);
+      v_f16 = f16;
+    } else {
+      load_v_tile(p, t0, nt, kv_head, vt);
     }
-    for (int j = 0; j < nt; ++j) {
-      load_row(p, p.k_cache, t0 + j, kv_head, row + j * hd);
-      load_row(p, p.v_cache, t0 + j, kv_head, vt + j * hd);
-    }
-    std::fill(row + nt * hd, row + kKeys * hd, 0.0f);
-    for (int c = 0; c < hd; c += 16) transpose16(row + c, hd, kt + c * kKeys);
-    for (int r = 0; r < nr; ++r) {
-      const int qi = q0 + r / group;
-      const int visible = std::min(nt, first_pos + qi + 1 - t0);  // keys of this tile it sees
-      if (visible <= 0) continue;
-      const __mmask16 mask = __mmask16((1u << visible) - 1);
-      const float* q = p.q + (int64_t(qi) * p.n_head + int64_t(kv_head) * group + r % group) * hd;
-      __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-      int d = 0;
-      for (; d + 2 <= hd; d += 2) {
-        s0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(kt + d * kKeys), s0);
-        s1 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 1]), _mm512_loadu_ps(kt + (d + 1) * kKeys), s1);
+    // Rows in passes of kRowsPerPass: each K column and V block loaded once per pass, and
+    // independent FMA chains per row. A row's arithmetic is the same in any pass.
+    for (int r0 = 0; r0 < nr; r0 += kRowsPerPass) {
+      const int rn = std::min(kRowsPerPass, nr - r0);
+      int vis[kRowsPerPass];
+      const float* q[kRowsPerPass];
+      float corr[kRowsPerPass];
+      float* a[kRowsPerPass];
+      int jmax = 0;
+      for (int i = 0; i < rn; ++i) {
+        const int r = r0 + i, qi = q0 + r / group;
+        vis[i] = std::min(nt, first_pos + qi + 1 - t0);  // keys of this tile row r sees
+        jmax = std::max(jmax, vis[i]);
+        q[i] = p.q + (int64_t(qi) * p.n_head + int64_t(kv_head) * group + r % group) * hd;
+        a[i] = acc + size_t(r) * hd;
       }
-      const __m512 s = _mm512_mul_ps(_mm512_add_ps(s0, s1), scale);
-      const float tile_max = _mm512_mask_reduce_max_ps(mask, s);
-      const float mx = std::max(m[r], tile_max);
-      const float corr = std::exp(m[r] - mx);  // 0 on the row's first tile
-      const __m512 e = _mm512_maskz_mov_ps(mask, exp512(_mm512_sub_ps(s, _mm512_set1_ps(mx))));
-      l[r] = l[r] * corr + _mm512_reduce_add_ps(e);
-      m[r] = mx;
-      _mm512_storeu_ps(pw, e);
-      float* a = acc + size_t(r) * hd;
-      const __m512 c = _mm512_set1_ps(corr);
-      for (int b = 0; b < nd; ++b) {
-        __m512 av = _mm512_mul_ps(_mm512_loadu_ps(a + 16 * b), c);
-        for (int j = 0; j < visible; ++j) {
-          av = _mm512_fmadd_ps(_mm512_set1_ps(pw[j]), _mm512_loadu_ps(vt + j * hd + 16 * b), av);
+      if (jmax <= 0) continue;
+      __m512 s0[kRowsPerPass], s1[kRowsPerPass];
+      for (int i = 0; i < rn; ++i) s0[i] = s1[i] = _mm512_setzero_ps();
+      for (int d = 0; d + 2 <= hd; d += 2) {
+        const __m512 k0 = _mm512_loadu_ps(kt + d * kKeys), k1 = _mm512_loadu_ps(kt + (d + 1) * kKeys);
+        for (int i = 0; i < rn; ++i) {
+          s0[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d]), k0, s0[i]);
+          s1[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d + 1]), k1, s1[i]);
         }
-        _mm512_storeu_ps(a + 16 * b, av);
+      }
+      for (int i = 0; i < rn; ++i) {
+        if (vis[i] <= 0) continue;
+        const int r = r0 + i;
+        const __mmask16 mask = __mmask16((1u << vis[i]) - 1);
+        const __m512 sc = _mm512_mul_ps(_mm512_add_ps(s0[i], s1[i]), scale);
+        const float mx = std::max(m[r], _mm512_mask_reduce_max_ps(mask, sc));
+        corr[i] = std::exp(m[r] - mx);  // 0 on the row's first tile
+        const __m512 e = _mm512_maskz_mov_ps(mask, exp512(_mm512_sub_ps(sc, _mm512_set1_ps(mx))));
+        l[r] = l[r] * corr[i] + _mm512_reduce_add_ps(e);
+        m[r] = mx;
+        _mm512_storeu_ps(pw + i * kKeys, e);
+      }
+      if (v_f16) {
+        pv<true>(rn, v, hd, hd, jmax, vis, corr, pw, a);
+      } else {
+        pv<false>(rn, v, hd, hd, jmax, vis, corr, pw, a);
       }
     }
   }
@@ -165,8 +241,8 @@ SLUICE_TARGET void attention_block(const PagedAttentionParams& p, int q0, int q1
     const int qi = q0 + r / group;
     float* out = p.out + (int64_t(qi) * p.n_head + int64_t(kv_head) * group + r % group) * hd;
     const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
-    for (int b = 0; b < nd; ++b) {
-      _mm512_storeu_ps(out + 16 * b, _mm512_mul_ps(_mm512_loadu_ps(acc + size_t(r) * hd + 16 * b), inv));
+    for (int b = 0; b < hd; b += 16) {
+      _mm512_storeu_ps(out + b, _mm512_mul_ps(_mm512_loadu_ps(acc + size_t(r) * hd + b), inv));
     }
   }
 }

@@ -147,9 +147,10 @@ TEST(PagedAttention, CausalWithinChunk) {
   PagedAttentionParams p = f32_params(q, out1, n_q, kv_len, k, v, table, bs, 1, 1, hd, 0.3f);
   paged_attention(p, nullptr);
   // Cache position 9 (the last query's own token) lives in block table[2] = 1, row 1.
+  const KvLayout layout = p.layout();
   for (int i = 0; i < hd; ++i) {
-    k[size_t((1 * bs + 1) * hd + i)] += 1.0f;
-    v[size_t((1 * bs + 1) * hd + i)] += 1.0f;
+    k[size_t(layout.k(1, 1, 0, i))] += 1.0f;
+    v[size_t(layout.v(1, 1, 0, i))] += 1.0f;
   }
   p.out = out2.data();
   paged_attention(p, nullptr);
