@@ -103,6 +103,22 @@ float* scratch(size_t n) {
   return buf.data();
 }
 
+// The 16 scaled scores of RN query rows against the key tile KT [hd][16]: per row two FMA
+// chains (even and odd dimensions), each K column loaded once for all rows.
+template <int RN>
+SLUICE_TARGET inline void scores(const float* kt, const float* const* q, int hd, __m512 scale, __m512* sc) {
+  __m512 s0[RN], s1[RN];
+  for (int i = 0; i < RN; ++i) s0[i] = s1[i] = _mm512_setzero_ps();
+  for (int d = 0; d + 2 <= hd; d += 2) {
+    const __m512 k0 = _mm512_loadu_ps(kt + d * kKeys), k1 = _mm512_loadu_ps(kt + (d + 1) * kKeys);
+    for (int i = 0; i < RN; ++i) {
+      s0[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d]), k0, s0[i]);
+      s1[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d + 1]), k1, s1[i]);
+    }
+  }
+  for (int i = 0; i < RN; ++i) sc[i] = _mm512_mul_ps(_mm512_add_ps(s0[i], s1[i]), scale);
+}
+
 // P.V of RN rows over value rows [0, jmax) of a tile (row j at v + j * ld, f16 or f32):
 // acc[i] = acc[i] * corr[i] + sum over j < vis[i] of pw[i][j] * V[j], one 16-dim block at a
 // time, the V block loaded once for all rows. Rows with vis <= 0 are untouched. kAll: every
@@ -209,23 +225,20 @@ SLUICE_TARGET void attention_block(const PagedAttentionParams& p, int q0, int q1
         a[i] = acc + size_t(r) * hd;
       }
       if (jmax <= 0) continue;
-      __m512 s0[kRowsPerPass], s1[kRowsPerPass];
-      for (int i = 0; i < rn; ++i) s0[i] = s1[i] = _mm512_setzero_ps();
-      for (int d = 0; d + 2 <= hd; d += 2) {
-        const __m512 k0 = _mm512_loadu_ps(kt + d * kKeys), k1 = _mm512_loadu_ps(kt + (d + 1) * kKeys);
-        for (int i = 0; i < rn; ++i) {
-          s0[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d]), k0, s0[i]);
-          s1[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d + 1]), k1, s1[i]);
-        }
+      __m512 sc[kRowsPerPass];
+      switch (rn) {
+        case 1: scores<1>(kt, q, hd, scale, sc); break;
+        case 2: scores<2>(kt, q, hd, scale, sc); break;
+        case 3: scores<3>(kt, q, hd, scale, sc); break;
+        default: scores<4>(kt, q, hd, scale, sc); break;
       }
       for (int i = 0; i < rn; ++i) {
         if (vis[i] <= 0) continue;
         const int r = r0 + i;
         const __mmask16 mask = __mmask16((1u << vis[i]) - 1);
-        const __m512 sc = _mm512_mul_ps(_mm512_add_ps(s0[i], s1[i]), scale);
-        const float mx = std::max(m[r], _mm512_mask_reduce_max_ps(mask, sc));
+        const float mx = std::max(m[r], _mm512_mask_reduce_max_ps(mask, sc[i]));
         corr[i] = std::exp(m[r] - mx);  // 0 on the row's first tile
-        const __m512 e = _mm512_maskz_mov_ps(mask, exp512(_mm512_sub_ps(sc, _mm512_set1_ps(mx))));
+        const __m512 e = _mm512_maskz_mov_ps(mask, exp512(_mm512_sub_ps(sc[i], _mm512_set1_ps(mx))));
         l[r] = l[r] * corr[i] + _mm512_reduce_add_ps(e);
         m[r] = mx;
         _mm512_storeu_ps(pw + i * kKeys, e);
