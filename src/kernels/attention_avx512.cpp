@@ -3,9 +3,10 @@
 // Work of one item: query tokens [q0, q1) x the `group` query heads of one kv head = up to
 // 16 * group query rows against key tiles of 16 positions. Per tile, K is converted once to
 // f32 as KT [head_dim][16] (the cache keeps K dim-major, so that is one load per dimension)
-// and each query row's 16 scores are head_dim broadcast-FMAs into one register; the online-softmax update and P.V are 16-wide. A row's
-// arithmetic does not depend on the other rows of its item (a fully masked tile is skipped),
-// so results do not depend on how a prompt is chunked.
+// and each query row's 16 scores are head_dim broadcast-FMAs into one register; the
+// online-softmax update and P.V are 16-wide. Rows go in passes of 4 that share each K-column
+// and V-block load. A row's arithmetic does not depend on the other rows of its item or pass
+// (a fully masked tile is skipped), so results do not depend on how a prompt is chunked.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
