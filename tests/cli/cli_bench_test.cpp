@@ -2,7 +2,6 @@
 // model with a given roofline cache (no ../shared needed, no 10-second roofline measurement).
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -19,13 +18,7 @@ class CliBench : public ::testing::Test {
     const auto synth = test::run_sluice("synth --preset tiny --type q8_0 -t 1 -o " + model_);
     ASSERT_EQ(synth.exit_code, 0) << synth.err;
     cache_ = dir_.path("roofline.json");
-    FILE* f = std::fopen(cache_.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    std::fputs(R"({"cpu": "Test CPU", "threads": 2, "read_gbps_1t": 10, "read_gbps": 20,
-                   "peak_gflops_f32": 100, "peak_gflops_bf16": 0, "peak_gops_int8": 400,
-                   "measured_at": "2025-01-01T00:00:00Z"})",
-               f);
-    std::fclose(f);
+    ASSERT_TRUE(test::write_roofline_cache(cache_, 400));
   }
 
   test::CommandResult bench(const std::string& args) {

@@ -110,15 +110,7 @@ TEST(CliPlan, LocalHardwareFromCache) {
   SLUICE_REQUIRE_PLAN();
   test::TempDir dir;
   const std::string cache = dir.path("roofline.json");
-  {
-    FILE* f = std::fopen(cache.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    std::fputs(R"({"cpu": "Test CPU", "threads": 2, "read_gbps_1t": 10, "read_gbps": 20,
-                   "peak_gflops_f32": 100, "peak_gflops_bf16": 0, "peak_gops_int8": 0,
-                   "measured_at": "2025-01-01T00:00:00Z"})",
-               f);
-    std::fclose(f);
-  }
+  ASSERT_TRUE(test::write_roofline_cache(cache, 0));
   auto r = test::run_sluice("plan --model llama-3-8b --hw local --roofline " + cache +
                             " --batch 1 --output-format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
