@@ -55,29 +55,6 @@ Stat stats(const std::vector<double>& v) {
   return s;
 }
 
-// Bytes of the matrices a forward pass streams (token_embd is a row lookup, not counted; a tied
-// output matrix is).
-double matmul_weight_bytes(const Model& m) {
-  auto bytes = [](const WeightMatrix& w) {
-    return double(row_size(w.type, w.n_cols)) * double(w.n_rows);
-  };
-  double total = bytes(m.weights().output);
-  for (const LayerWeights& l : m.weights().layers) {
-    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) +
-             bytes(l.w_up) + bytes(l.w_down);
-  }
-  return total;
-}
-
-double matmul_params(const Model& m) {
-  auto n = [](const WeightMatrix& w) { return double(w.n_cols) * double(w.n_rows); };
-  double total = n(m.weights().output);
-  for (const LayerWeights& l : m.weights().layers) {
-    total += n(l.wq) + n(l.wk) + n(l.wv) + n(l.wo) + n(l.w_gate) + n(l.w_up) + n(l.w_down);
-  }
-  return total;
-}
-
 struct Row {
   std::string test;  // "pp512", "tg64", "tg64 b16"
   int threads = 0;
@@ -188,8 +165,10 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
     r = measure_machine_roofline(0);
     (void)save_roofline(r, roof_path);
   }
-  const double wbytes = matmul_weight_bytes(model);
-  const double params = matmul_params(model);
+  // The planner's view of the loaded model: matmul bytes as stored and parameters.
+  const StepCostModel model_cost = make_step_cost_model(model, r, KvType::kF16);
+  const double wbytes = model_cost.model.stored_weight_bytes;
+  const double params = model_cost.model.n_params;
   const GgmlType wtype = model.weights().layers.empty() ? GgmlType::F32
                                                         : model.weights().layers[0].w_gate.type;
   // The peak the prefill arithmetic runs on.
@@ -229,7 +208,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
     const int nt = exec->n_threads();
     const double bw = nt == 1 ? r.read_gbps_1t : r.read_gbps;
     const double share = double(nt) / r.threads;
-    StepCostModel cost = make_step_cost_model(model, r, KvType::kF16);
+    StepCostModel cost = model_cost;
     cost.hw.hbm_bytes_per_s = bw * 1e9;
     cost.hw.flops_bf16 *= share;
     cost.hw.ops_int8 *= share;
