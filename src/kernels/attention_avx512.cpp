@@ -7,10 +7,8 @@
 // online-softmax update and P.V are 16-wide. Rows go in passes of 4 that share each K-column
 // and V-block load. A row's arithmetic does not depend on the other rows of its item or pass
 // (a fully masked tile is skipped), so results do not depend on how a prompt is chunked.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "kernels/avx512_diagnostics.h"
+
 #include <immintrin.h>
 
 #include <algorithm>

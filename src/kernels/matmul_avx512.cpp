@@ -1,11 +1,7 @@
 // The AVX-512 (F/BW/VL/DQ + VNNI) build of matmul_simd.inc, plus kernels that only exist here:
 // activation quantization, 512-bit f16 GEMM tiles and the AVX512-BF16 GEMM.
-// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_*()
-// pass-through operands (GCC PR105593), at every extract/convert intrinsic.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "kernels/avx512_diagnostics.h"
+
 #include <immintrin.h>
 
 #include <algorithm>

@@ -4,10 +4,8 @@
 // For every output the f32 accumulation is the same sequence whatever NX is (one fused
 // multiply-add per block, in column order), so a row's result does not depend on which tile it
 // lands in, i.e. on the batch it was computed in.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "kernels/avx512_diagnostics.h"
+
 #include <immintrin.h>
 
 #include <algorithm>

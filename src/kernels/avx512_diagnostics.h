@@ -1,0 +1,9 @@
+// Included first by the AVX-512 kernel files: GCC 12's AVX-512 headers trip
+// -Wmaybe-uninitialized on their own _mm512_undefined_*() pass-through operands (GCC PR105593),
+// at every extract/convert intrinsic. Silenced for the including file only (it is a .cpp).
+#pragma once
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
