@@ -88,6 +88,17 @@ void over_rows(const MatmulParams& p, size_t row_bytes, ThreadPool* pool, F&& ke
   pool->parallel_for(p.m, grain, kernel);
 }
 
+// The 16-row groups of p.packed, split between the pool's threads when the product is big enough.
+template <class F>
+void over_groups(const MatmulParams& p, ThreadPool* pool, F&& kernel) {
+  const int64_t groups = p.packed->n_groups();
+  if (!pool || p.m * p.k * p.n < kMinParallelMacs) {
+    kernel(int64_t(0), groups);
+  } else {
+    pool->parallel_for(groups, 1, kernel);
+  }
+}
+
 // Scratch for activations converted on the calling thread (quantized, bf16). Grows to the
 // largest call, then never allocates; holds nothing between calls.
 ActBuffer& act_scratch() {
@@ -113,16 +124,15 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   const MatmulIsa isa = p.isa == MatmulIsa::kAuto ? matmul_isa_best() : p.isa;
   const auto* w = static_cast<const uint8_t*>(p.packed && p.packed->is_copy() ? p.packed->raw() : p.w);
   const size_t rb = row_size(p.type, p.k);
-  if (isa == MatmulIsa::kAvx512 && p.packed && !p.packed->is_copy()) {
+  if (isa == MatmulIsa::kAvx512 && p.packed && matmul_uses_int8_acts(p.type)) {
     const QuantizedActs a = int8_acts(p, isa);
     const PackedWeights& pw = *p.packed;
-    const int64_t groups = pw.n_groups();
-    auto kernel = [&](int64_t g0, int64_t g1) { kern_avx512::gemm_packed(pw, g0, g1, a, p.y, p.m); };
-    if (!pool || p.m * p.k * p.n < kMinParallelMacs) {
-      kernel(0, groups);
-    } else {
-      pool->parallel_for(groups, 1, kernel);
-    }
+    over_groups(p, pool, [&](int64_t g0, int64_t g1) { kern_avx512::gemm_packed(pw, g0, g1, a, p.y, p.m); });
+    return;
+  }
+  if (isa == MatmulIsa::kAvx512 && p.packed && p.type == GgmlType::F16) {
+    const PackedWeights& pw = *p.packed;
+    over_groups(p, pool, [&](int64_t g0, int64_t g1) { kern_avx512::gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m); });
     return;
   }
   if (isa != MatmulIsa::kScalar && matmul_uses_int8_acts(p.type) && p.k % kActBlock == 0) {

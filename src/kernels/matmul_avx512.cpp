@@ -11,6 +11,7 @@
 #include "gguf/quants.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/packed.h"
 
 namespace sluice::kern_avx512 {
 
@@ -92,24 +93,45 @@ SLUICE_TARGET inline __m128 hsum4x512(__m512 a0, __m512 a1, __m512 a2, __m512 a3
   return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
+// Where an F16 register tile's weights are, from its first row and column block on.
+// The GGUF rows: row a of the tile at w + a * rb.
+struct F16Rows {
+  const uint8_t* w;
+  size_t rb;
+  const uint8_t* at(int a, int64_t j) const { return w + a * rb + 2 * j; }
+  // The same line of the next tile's rows (tiles go down the rows), once per 64 bytes.
+  template <int NW>
+  SLUICE_TARGET void prefetch(int64_t j) const {
+    if (j % 32 != 0) return;
+    for (int a = 0; a < NW; ++a) _mm_prefetch(reinterpret_cast<const char*>(at(a + NW, j)), _MM_HINT_T0);
+  }
+};
+// A packed 4-row tile (packed.h): 16 columns of the 4 rows in 128 contiguous bytes, so the tile
+// is one sequential stream, prefetched a fixed distance ahead.
+struct F16Tile4 {
+  static constexpr int64_t kAhead = 4096;
+  const uint8_t* w;
+  const uint8_t* at(int a, int64_t j) const { return w + 8 * j + 32 * a; }
+  template <int NW>
+  SLUICE_TARGET void prefetch(int64_t j) const {
+    _mm_prefetch(reinterpret_cast<const char*>(w + 8 * j + kAhead), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w + 8 * j + kAhead + 64), _MM_HINT_T0);
+  }
+};
+
 // NW weight rows x NX activation rows per register tile over `len` columns (x rows `ldx`
 // apart): per 16 columns NW conversions, NX loads, NW * NX FMAs into as many accumulators.
-template <int NW, int NX>
-SLUICE_TARGET void tile_f16(const uint8_t* w, size_t row_bytes, const float* x, int64_t ldx,
-                            int64_t len, float* out /* [NW][NX] */) {
+template <int NW, int NX, class Layout>
+SLUICE_TARGET void tile_f16(Layout w, const float* x, int64_t ldx, int64_t len,
+                            float* out /* [NW][NX] */) {
   __m512 acc[NW][NX];
   for (int a = 0; a < NW; ++a)
     for (int i = 0; i < NX; ++i) acc[a][i] = _mm512_setzero_ps();
   for (int64_t j = 0; j < len; j += 16) {
     __m512 wv[NW];
-    if (j % 32 == 0) {  // the same line of the next tile's weight rows (tiles go down the rows)
-      for (int a = 0; a < NW; ++a) {
-        _mm_prefetch(reinterpret_cast<const char*>(w + (a + NW) * row_bytes + 2 * j), _MM_HINT_T0);
-      }
-    }
+    w.template prefetch<NW>(j);
     for (int a = 0; a < NW; ++a) {
-      wv[a] = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + a * row_bytes + 2 * j)));
+      wv[a] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.at(a, j))));
     }
     for (int i = 0; i < NX; ++i) {
       const __m512 xv = _mm512_loadu_ps(x + i * ldx + j);
@@ -128,60 +150,69 @@ SLUICE_TARGET void tile_f16(const uint8_t* w, size_t row_bytes, const float* x, 
   }
 }
 
-// Weight rows [r, r + nw) x activation rows [i, i + nx_max) (nx_max <= 6) over the k-block
-// [kb, kb + len): y = (kb == 0 ? 0 : y) + one f32 dot per output, whichever tile computes it.
-SLUICE_TARGET void f16_block(const uint8_t* w, size_t rb, const float* x, int64_t k, float* y,
-                             int64_t m, int64_t r, int nw, int64_t i, int64_t nx_max, int64_t kb,
-                             int64_t len) {
+// Weight rows [r, r + nw) (`w` positioned at row r, column kb; the first nv of them are
+// stored) x activation rows [i, i + nx_max) (nx_max <= 6) over the k-block [kb, kb + len):
+// y = (kb == 0 ? 0 : y) + one f32 dot per output, whichever tile computes it.
+template <class Layout>
+SLUICE_TARGET void f16_block(Layout w, const float* x, int64_t k, float* y, int64_t m, int64_t r,
+                             int nw, int nv, int64_t i, int64_t nx_max, int64_t kb, int64_t len) {
   float out[24];
-  const uint8_t* wr = w + size_t(r) * rb + size_t(kb) * 2;
   auto put = [&](int64_t t0, int nx) {
-    for (int a = 0; a < nw; ++a) {
+    for (int a = 0; a < nv; ++a) {
       for (int t = 0; t < nx; ++t) {
         float& dst = y[(i + t0 + t) * m + r + a];
         dst = kb == 0 ? out[a * nx + t] : dst + out[a * nx + t];
       }
     }
   };
+  const float* xb = x + i * k + kb;
   int64_t t = 0;
   if (nw == 4 && nx_max == 6) {
-    tile_f16<4, 6>(wr, rb, x + i * k + kb, k, len, out);
+    tile_f16<4, 6>(w, xb, k, len, out);
     put(0, 6);
     return;
   }
-  if (nw == 2 && nx_max >= 4) {
-    tile_f16<2, 4>(wr, rb, x + i * k + kb, k, len, out);
+  if (nw == 4 && nx_max >= 4) {
+    tile_f16<4, 4>(w, xb, k, len, out);
+    put(0, 4);
+    t = 4;
+  } else if (nw == 2 && nx_max >= 4) {
+    tile_f16<2, 4>(w, xb, k, len, out);
     put(0, 4);
     t = 4;
   } else if (nw == 1 && nx_max >= 4) {
-    tile_f16<1, 4>(wr, rb, x + i * k + kb, k, len, out);
+    tile_f16<1, 4>(w, xb, k, len, out);
     put(0, 4);
     t = 4;
   }
   for (; t < nx_max; ++t) {
-    const float* xt = x + (i + t) * k + kb;
-    if (nw == 4) tile_f16<4, 1>(wr, rb, xt, k, len, out);
-    else if (nw == 2) tile_f16<2, 1>(wr, rb, xt, k, len, out);
-    else tile_f16<1, 1>(wr, rb, xt, k, len, out);
+    const float* xt = xb + t * k;
+    if (nw == 4) tile_f16<4, 1>(w, xt, k, len, out);
+    else if (nw == 2) tile_f16<2, 1>(w, xt, k, len, out);
+    else tile_f16<1, 1>(w, xt, k, len, out);
     put(t, 1);
   }
 }
 
-// F16 GEMM/GEMV in 512-column k-blocks with register tiles of 4 weight rows x 6 activation rows
-// (24 accumulators: FMA-bound). Each output is the sum over k-blocks, in order, of one f32 dot
-// per block, whatever the tile and loop order: the same arithmetic whatever the batch.
+// F16 GEMM/GEMV in 1024-column k-blocks with register tiles of 4 weight rows x 6 activation
+// rows (24 accumulators: FMA-bound). Each output is the sum over k-blocks, in order, of one f32
+// dot per block, whatever the tile, loop order and layout: the same arithmetic whatever the
+// batch, packed or not.
 //   n > 6 (prefill): per chunk of weight rows (~256 KiB of a k-block, kept in L2) and k-block,
-//     every 6 activation rows (12 KiB of the block: L1) are swept against the chunk.
+//     every 6 activation rows (24 KiB of the block: L1) are swept against the chunk.
 //   n <= 6 (decode): row tiles outermost, k-blocks inside, so weights stream sequentially.
-SLUICE_TARGET void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x,
-                                  int64_t n, int64_t k, float* y, int64_t m) {
+// tile(r, kb) is the layout at row r (a tile's first row), column kb; rows_at(r, end) the rows
+// of the tile starting at r: {computed, stored}.
+template <class TileAt, class RowsAt>
+SLUICE_TARGET void f16_sweep(TileAt tile, RowsAt rows_at, int64_t r0, int64_t r1, const float* x,
+                             int64_t n, int64_t k, float* y, int64_t m) {
   constexpr int64_t kKb = 1024;
-  const size_t rb = size_t(k) * 2;
-  auto row_tile = [&](int64_t r, int64_t end) { return r + 4 <= end ? 4 : r + 2 <= end ? 2 : 1; };
   if (n <= 6) {
     for (int64_t r = r0; r < r1;) {
-      const int nw = row_tile(r, r1);
-      for (int64_t kb = 0; kb < k; kb += kKb) f16_block(w, rb, x, k, y, m, r, nw, 0, n, kb, std::min(kKb, k - kb));
+      const auto [nw, nv] = rows_at(r, r1);
+      for (int64_t kb = 0; kb < k; kb += kKb) {
+        f16_block(tile(r, kb), x, k, y, m, r, nw, nv, 0, n, kb, std::min(kKb, k - kb));
+      }
       r += nw;
     }
     return;
@@ -193,13 +224,35 @@ SLUICE_TARGET void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, cons
       const int64_t len = std::min(kKb, k - kb);
       for (int64_t i = 0; i < n; i += 6) {
         for (int64_t r = w0; r < w1;) {
-          const int nw = row_tile(r, w1);
-          f16_block(w, rb, x, k, y, m, r, nw, i, std::min<int64_t>(6, n - i), kb, len);
+          const auto [nw, nv] = rows_at(r, w1);
+          f16_block(tile(r, kb), x, k, y, m, r, nw, nv, i, std::min<int64_t>(6, n - i), kb, len);
           r += nw;
         }
       }
     }
   }
+}
+
+SLUICE_TARGET void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x,
+                                  int64_t n, int64_t k, float* y, int64_t m) {
+  const size_t rb = size_t(k) * 2;
+  auto tile = [&](int64_t r, int64_t kb) { return F16Rows{w + size_t(r) * rb + size_t(kb) * 2, rb}; };
+  auto rows_at = [](int64_t r, int64_t end) {
+    const int nw = r + 4 <= end ? 4 : r + 2 <= end ? 2 : 1;
+    return std::pair<int, int>(nw, nw);
+  };
+  f16_sweep(tile, rows_at, r0, r1, x, n, k, y, m);
+}
+
+SLUICE_TARGET void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
+                                   int64_t n, float* y, int64_t m) {
+  constexpr int64_t kTile = PackedWeights::kF16TileRows;
+  auto tile = [&](int64_t r, int64_t kb) { return F16Tile4{w.f16_tile(r / kTile) + kb * 8}; };
+  auto rows_at = [m, kTile](int64_t r, int64_t) {  // rows past m are the tile's zero padding
+    return std::pair<int, int>(int(kTile), int(std::min(kTile, m - r)));
+  };
+  const int64_t r1 = std::min(m, g1 * PackedWeights::kRows);
+  f16_sweep(tile, rows_at, g0 * PackedWeights::kRows, r1, x, n, w.k(), y, m);
 }
 
 #define SLUICE_TARGET_BF16                                                                    \

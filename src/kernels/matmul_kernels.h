@@ -31,10 +31,14 @@ SLUICE_KERNEL_DECLS
 // quantize_acts_ref (bit for bit).
 void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, float* s,
                    int32_t* bias, int32_t* sum16);
-// F16 weights, f32 activations, k % 16 == 0: register tiles of 2 weight rows x 4 activation
-// rows in 512-bit f32 FMA (prefill).
+// F16 weights, f32 activations, k % 16 == 0: register tiles of up to 4 weight rows x 6
+// activation rows in 512-bit f32 FMA.
 void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n,
                     int64_t k, float* y, int64_t m);
+// The same on packed F16 weights (4-row tiles, packed.h), groups [g0, g1): bit for bit the
+// result of gemm_f16_tiled on the rows.
+void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,
+                     float* y, int64_t m);
 // BF16 weights, activations rounded to bf16 `xb` [n, k] (k % 32 == 0), vdpbf16ps (needs
 // AVX512-BF16). Products are exact, sums f32.
 void gemm_bf16_dp(const uint8_t* w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t n,

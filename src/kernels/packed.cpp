@@ -74,6 +74,38 @@ void pack_unit(GgmlType type, const uint8_t* src, int r, uint8_t* q, uint8_t* me
 
 }  // namespace
 
+// F16 rows into 4-row tiles (packed.h); the rows past m in the last group are zeros.
+Result<PackedWeights> PackedWeights::pack_f16(PackedWeights p, const uint8_t* src, ThreadPool* pool) {
+  const int64_t m = p.m_, k = p.k_;
+  if (m <= 0 || k <= 0 || k % 16 != 0) {
+    return make_error("packed weights: shape [", m, ", ", k, "] of F16 must be positive with k % 16 == 0");
+  }
+  p.quants_.reset(alloc_streamed(p.bytes()));
+  if (!p.quants_) return make_error("packed weights: out of memory");
+  const int64_t tiles_per_group = kRows / kF16TileRows;
+  auto pack_groups = [&](int64_t g0, int64_t g1) {
+    for (int64_t t = g0 * tiles_per_group; t < g1 * tiles_per_group; ++t) {
+      uint8_t* dst = p.quants_.get() + t * kF16TileRows * k * 2;
+      for (int64_t c = 0; c < k; c += 16) {
+        for (int64_t a = 0; a < kF16TileRows; ++a, dst += 32) {
+          const int64_t row = t * kF16TileRows + a;
+          if (row < m) {
+            std::memcpy(dst, src + size_t(row * k + c) * 2, 32);
+          } else {
+            std::memset(dst, 0, 32);
+          }
+        }
+      }
+    }
+  };
+  if (pool) {
+    pool->parallel_for(p.n_groups(), 16, pack_groups);
+  } else {
+    pack_groups(0, p.n_groups());
+  }
+  return p;
+}
+
 void PackedWeights::Free::operator()(void* p) const { std::free(p); }
 
 bool PackedWeights::supported(GgmlType type) {
@@ -84,6 +116,7 @@ bool PackedWeights::supported(GgmlType type) {
 
 size_t PackedWeights::bytes() const {
   if (is_copy()) return size_t(m_ * k_ * 2);
+  if (type_ == GgmlType::F16) return size_t(n_groups() * kRows * k_ * 2);
   return size_t(n_groups() * n_units()) * size_t(unit_quant_bytes() + unit_meta_bytes());
 }
 
@@ -111,6 +144,7 @@ Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t 
     }
     return p;
   }
+  if (type == GgmlType::F16) return pack_f16(std::move(p), static_cast<const uint8_t*>(w), pool);
   if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0 && type != GgmlType::Q4_K &&
       type != GgmlType::Q6_K) {
     return make_error("packed weights: ", type_name(type), " has no packed form");

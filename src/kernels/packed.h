@@ -25,8 +25,13 @@
 //         bit pairs (bits 2s, 2s + 1 of byte t: column 16g + 4s + t), q in [0, 63]; meta:
 //         d[16] (f16), then the int8 scales sc[16][16] (weight = d * sc_g * (q - 32)); the
 //         offset 32 comes back through the activations' 16-column sums.
-//   F16, BF16: the rows unchanged (a copy into huge pages: decode streams them without a page
+//   F16: tiles of 4 rows (k % 16 == 0): tile t = rows [4t, 4t + 4) is 8k contiguous bytes,
+//         per 16 columns the 4 rows' 32 bytes in row order (column j of row 4t + a at
+//         tile + 8 (j - j % 16) + 32 a + 2 (j % 16)). The F16 kernels' 4-row register tiles then
+//         read one sequential stream instead of 4 rows 2k bytes apart; f16_tile(t) is tile t.
+//   BF16: the rows unchanged (a copy into huge pages: decode streams them without a page
 //         walk every 4 KiB, which the file mapping cannot avoid); raw() is the [m, k] matrix.
+// Both are in huge pages.
 // The offsets come back exactly through the activation blocks' `bias` = -128 * sum(x_q)
 // (matmul_isa.h): dot(q + 128, x) + bias = dot(q, x), and bias / 16 for the 4-bit offset 8;
 // Q4_K's minimums through the activation block sums `s`.
@@ -47,11 +52,14 @@ class PackedWeights {
  public:
   static constexpr int64_t kRows = 16;  // rows per group
 
+  static constexpr int64_t kF16TileRows = 4;
+
   // Whether `type` has a packed form (Q8_0, Q4_0, Q4_K, Q6_K, F16, BF16) and this CPU runs its kernels
   // (AVX-512 VNNI).
   static bool supported(GgmlType type);
 
-  // Repacks W [m, k] of `type` (GGUF row layout; k a multiple of the unit). Threads over groups.
+  // Repacks W [m, k] of `type` (GGUF row layout; k a multiple of the unit: F16 16). Threads over
+  // groups.
   static Result<PackedWeights> pack(GgmlType type, const void* w, int64_t m, int64_t k,
                                     ThreadPool* pool = nullptr);
 
@@ -75,12 +83,14 @@ class PackedWeights {
   const uint8_t* quants(int64_t group) const {
     return quants_.get() + group * n_units() * unit_quant_bytes();
   }
-  bool is_copy() const { return type_ == GgmlType::F16 || type_ == GgmlType::BF16; }
-  const uint8_t* raw() const { return quants_.get(); }  // F16 / BF16: the rows
+  bool is_copy() const { return type_ == GgmlType::BF16; }
+  const uint8_t* raw() const { return quants_.get(); }  // BF16: the rows
+  const uint8_t* f16_tile(int64_t t) const { return quants_.get() + t * kF16TileRows * k_ * 2; }
   const uint8_t* meta(int64_t group) const { return meta_.get() + group * n_units() * unit_meta_bytes(); }
   size_t bytes() const;
 
  private:
+  static Result<PackedWeights> pack_f16(PackedWeights p, const uint8_t* src, ThreadPool* pool);
   bool k_quant() const { return type_ == GgmlType::Q4_K || type_ == GgmlType::Q6_K; }
   struct Free {
     void operator()(void* p) const;

@@ -149,28 +149,41 @@ TEST(MatmulSimd, PackedWeightsOddShapes) {
   }
 }
 
-// F16 / BF16 "packing" is a copy into huge pages: the same products bit for bit.
-TEST(MatmulSimd, PackedHalfTypesAreTheSameRows) {
+// F16 packed in 4-row tiles and BF16 copied into huge pages: the same products bit for bit as
+// the row kernels, for every tail of the tiles and groups, several 1024-column k-blocks, the
+// decode tiles (n <= 6) and several prefill chunks.
+TEST(MatmulSimd, PackedHalfTypesGiveTheRowKernelsResults) {
   if (!PackedWeights::supported(GgmlType::F16)) GTEST_SKIP() << "no AVX-512 on this CPU";
   ThreadPool pool(2);
   SLUICE_FRESH_RNG(rng);
+  struct Shape {
+    int64_t m, k, n;
+  };
+  const Shape shapes[] = {{37, 96, 1},   {37, 96, 5},   {37, 96, 13}, {1, 16, 1},    {3, 32, 2},
+                          {16, 48, 6},   {17, 64, 7},   {33, 2064, 1}, {31, 3072, 4}, {4097, 32, 1},
+                          {300, 1040, 9}, {130, 256, 33}};
   for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
-    for (int64_t n : {1, 5, 13}) {
-      const int64_t m = 37, k = 96;
-      const Case c = make_case(type, m, k, n, rng);
-      Result<PackedWeights> pw = PackedWeights::pack(type, c.wq.data(), m, k, &pool);
-      ASSERT_TRUE(pw.ok());
-      EXPECT_EQ(pw->bytes(), c.wq.size());
-      std::vector<float> y(size_t(n * m)), yp(size_t(n * m));
-      MatmulParams p = params_of(c, type, m, k, n);
+    for (const Shape& sh : shapes) {
+      const Case c = make_case(type, sh.m, sh.k, sh.n, rng);
+      Result<PackedWeights> pw = PackedWeights::pack(type, c.wq.data(), sh.m, sh.k, &pool);
+      ASSERT_TRUE(pw.ok()) << pw.status().message();
+      const size_t rows = type == GgmlType::F16 ? size_t(pw->n_groups() * PackedWeights::kRows) : size_t(sh.m);
+      EXPECT_EQ(pw->bytes(), rows * size_t(sh.k) * 2);
+      std::vector<float> y(size_t(sh.n * sh.m)), yp(size_t(sh.n * sh.m), -1.0f), y1(yp);
+      MatmulParams p = params_of(c, type, sh.m, sh.k, sh.n);
       p.y = y.data();
       matmul(p, &pool);
       p.packed = &*pw;
       p.y = yp.data();
       matmul(p, &pool);
-      EXPECT_EQ(y, yp) << type_name(type) << " n=" << n;
+      p.y = y1.data();
+      matmul(p, nullptr);
+      EXPECT_EQ(y, yp) << type_name(type) << " m=" << sh.m << " k=" << sh.k << " n=" << sh.n;
+      EXPECT_EQ(yp, y1) << "thread count changed the result";
     }
   }
+  const std::vector<uint8_t> w(64 * 2);
+  EXPECT_FALSE(PackedWeights::pack(GgmlType::F16, w.data(), 2, 24).ok()) << "k % 16 != 0";
 }
 
 TEST(MatmulSimd, PackingRejectsBadShapesAndTypes) {
