@@ -158,11 +158,10 @@ void BM_Attention(benchmark::State& state, bool prefill) {
   std::uniform_real_distribution<float> dist(-1, 1);
   // The executor's KV cache lives in huge pages (base/huge_alloc.h): so does this one.
   const size_t n_elems = size_t(n_blocks) * bs * n_kv * hd;
-  using Mem = std::unique_ptr<uint8_t, decltype(&std::free)>;
-  std::vector<Mem> kmem, vmem;
+  std::vector<StreamedBuffer> kmem, vmem;
   for (int l = 0; l < n_layers; ++l) {
-    kmem.emplace_back(alloc_streamed(n_elems * 2), &std::free);
-    vmem.emplace_back(alloc_streamed(n_elems * 2), &std::free);
+    kmem.push_back(alloc_streamed(n_elems * 2));
+    vmem.push_back(alloc_streamed(n_elems * 2));
     auto* k = reinterpret_cast<uint16_t*>(kmem.back().get());
     auto* v = reinterpret_cast<uint16_t*>(vmem.back().get());
     for (size_t i = 0; i < n_elems; ++i) {

@@ -1,28 +1,24 @@
 // Memory that is streamed through (weights, the KV cache): 64-byte aligned, and for large
-// buffers 2 MiB aligned and advised into transparent huge pages, so a stream does not walk the
-// page table every 4 KiB (the TLB covers only a few MiB of 4 KiB pages). Free with std::free.
+// buffers a fresh anonymous mapping, 2 MiB aligned and advised into transparent huge pages
+// before its first touch, so a stream does not walk the page table every 4 KiB (the TLB covers
+// only a few MiB of 4 KiB pages). A mapping of its own, not the heap: glibc serves
+// allocations below its (growing) mmap threshold from heap pages that may already be mapped
+// 4 KiB at a time, where the advice comes too late.
 #pragma once
-
-#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
+#include <memory>
 
 namespace sluice {
 
-inline uint8_t* alloc_streamed(size_t bytes) {
-  constexpr size_t kHuge = size_t(2) << 20;
-  if (bytes >= 2 * kHuge) {
-    bytes = (bytes + kHuge - 1) / kHuge * kHuge;
-    void* p = std::aligned_alloc(kHuge, bytes);
-#ifdef MADV_HUGEPAGE
-    if (p) madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-    return static_cast<uint8_t*>(p);
-  }
-  bytes = (bytes + 63) / 64 * 64;
-  return static_cast<uint8_t*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));
-}
+struct StreamedFree {
+  size_t mapped = 0;  // bytes mapped (0: from the heap)
+  void operator()(uint8_t* p) const;
+};
+using StreamedBuffer = std::unique_ptr<uint8_t[], StreamedFree>;
+
+// At least `bytes` bytes (contents unspecified); null when the memory is not there.
+StreamedBuffer alloc_streamed(size_t bytes);
 
 }  // namespace sluice

@@ -7,10 +7,6 @@
 
 namespace sluice {
 
-void KvCacheStorage::FreeDeleter::operator()(uint8_t* p) const {
-  std::free(p);
-}
-
 Result<std::unique_ptr<KvCacheStorage>> KvCacheStorage::create(const KvCacheShape& shape) {
   if (shape.n_layer <= 0 || shape.n_blocks <= 0 || shape.block_size <= 0 || shape.n_kv_head <= 0 ||
       shape.head_dim <= 0) {
@@ -21,7 +17,7 @@ Result<std::unique_ptr<KvCacheStorage>> KvCacheStorage::create(const KvCacheShap
   const size_t bytes = shape.bytes_per_layer() * size_t(shape.n_layer);
   const size_t rounded = (bytes + 63) / 64 * 64;
   for (auto* dst : {&s->k_, &s->v_}) {
-    dst->reset(alloc_streamed(rounded));  // huge pages: attention reads rows all over it
+    *dst = alloc_streamed(rounded);  // huge pages: attention reads rows all over it
     if (!*dst) {
       return make_error("KV cache: cannot allocate ", 2 * rounded, " bytes (", shape.n_blocks,
                         " blocks of ", shape.block_size, " tokens x ", shape.n_layer,

@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "base/huge_alloc.h"
 #include "base/status.h"
 #include "kernels/attention.h"
 
@@ -59,16 +60,11 @@ class KvCacheStorage {
   void copy_block(int32_t src, int32_t dst);
 
  private:
-  struct FreeDeleter {
-    void operator()(uint8_t* p) const;
-  };
   explicit KvCacheStorage(const KvCacheShape& shape) : shape_(shape) {}
 
   KvCacheShape shape_;
-  std::unique_ptr<uint8_t[], FreeDeleter>
-      k_;  // [n_layer, n_blocks, n_kv_head, head_dim, block_size]
-  std::unique_ptr<uint8_t[], FreeDeleter>
-      v_;  // [n_layer, n_blocks, n_kv_head, block_size, head_dim]
+  StreamedBuffer k_;  // [n_layer, n_blocks, n_kv_head, head_dim, block_size]
+  StreamedBuffer v_;  // [n_layer, n_blocks, n_kv_head, block_size, head_dim]
 };
 
 // A LIFO free list of block ids [0, n_blocks).

@@ -80,7 +80,7 @@ Result<PackedWeights> PackedWeights::pack_f16(PackedWeights p, const uint8_t* sr
   if (m <= 0 || k <= 0 || k % 16 != 0) {
     return make_error("packed weights: shape [", m, ", ", k, "] of F16 must be positive with k % 16 == 0");
   }
-  p.quants_.reset(alloc_streamed(p.bytes()));
+  p.quants_ = alloc_streamed(p.bytes());
   if (!p.quants_) return make_error("packed weights: out of memory");
   const int64_t tiles_per_group = kRows / kF16TileRows;
   auto pack_groups = [&](int64_t g0, int64_t g1) {
@@ -106,8 +106,6 @@ Result<PackedWeights> PackedWeights::pack_f16(PackedWeights p, const uint8_t* sr
   return p;
 }
 
-void PackedWeights::Free::operator()(void* p) const { std::free(p); }
-
 bool PackedWeights::supported(GgmlType type) {
   return (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K ||
           type == GgmlType::Q6_K || type == GgmlType::F16 || type == GgmlType::BF16) &&
@@ -129,7 +127,7 @@ Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t 
   if (p.is_copy()) {
     if (m <= 0 || k <= 0) return make_error("packed weights: shape [", m, ", ", k, "] must be positive");
     const size_t n = size_t(m * k * 2);
-    p.quants_.reset(alloc_streamed(n));
+    p.quants_ = alloc_streamed(n);
     if (!p.quants_) return make_error("packed weights: out of memory");
     const size_t chunk = size_t(4) << 20;
     auto copy = [&](int64_t c0, int64_t c1) {
@@ -154,8 +152,8 @@ Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t 
                       " must be positive with k % ", p.unit_cols(), " == 0");
   }
   const int64_t nu = p.n_units(), qb = p.unit_quant_bytes(), mb = p.unit_meta_bytes();
-  p.quants_.reset(alloc_streamed(size_t(p.n_groups() * nu * qb)));
-  p.meta_.reset(alloc_streamed(size_t(p.n_groups() * nu * mb)));
+  p.quants_ = alloc_streamed(size_t(p.n_groups() * nu * qb));
+  p.meta_ = alloc_streamed(size_t(p.n_groups() * nu * mb));
   if (!p.quants_ || !p.meta_) return make_error("packed weights: out of memory");
 
   const size_t rb = row_size(type, k);

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/huge_alloc.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "gguf/types.h"
@@ -92,13 +93,10 @@ class PackedWeights {
  private:
   static Result<PackedWeights> pack_f16(PackedWeights p, const uint8_t* src, ThreadPool* pool);
   bool k_quant() const { return type_ == GgmlType::Q4_K || type_ == GgmlType::Q6_K; }
-  struct Free {
-    void operator()(void* p) const;
-  };
   GgmlType type_ = GgmlType::Q8_0;
   int64_t m_ = 0, k_ = 0;
-  std::unique_ptr<uint8_t[], Free> quants_;
-  std::unique_ptr<uint8_t[], Free> meta_;
+  StreamedBuffer quants_;
+  StreamedBuffer meta_;
 };
 
 }  // namespace sluice

@@ -226,7 +226,8 @@ MachineRoofline measure_machine_roofline(int threads) {
 BandwidthProbe::BandwidthProbe(int threads)
     : n_(size_t(512) << 20 >> 2),
       threads_(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()))) {
-  buf_ = reinterpret_cast<float*>(alloc_streamed(n_ * sizeof(float)));
+  mem_ = alloc_streamed(n_ * sizeof(float));
+  buf_ = reinterpret_cast<float*>(mem_.get());
   // First touch from the threads that will read it, so pages are local to them.
   run_parallel(threads_, [&](int t) {
     const size_t per = n_ / size_t(threads_);
@@ -234,7 +235,7 @@ BandwidthProbe::BandwidthProbe(int threads)
   });
 }
 
-BandwidthProbe::~BandwidthProbe() { std::free(buf_); }
+BandwidthProbe::~BandwidthProbe() = default;
 
 double BandwidthProbe::measure(int threads) const {
   return measure_read_gbps(buf_, n_, threads > 0 ? threads : threads_);

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "base/huge_alloc.h"
 #include "base/status.h"
 
 namespace sluice {
@@ -38,6 +39,7 @@ class BandwidthProbe {
   double measure(int threads = 0) const;
 
  private:
+  StreamedBuffer mem_;
   float* buf_ = nullptr;
   size_t n_ = 0;  // floats
   int threads_ = 1;
