@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <unordered_set>
 
 #include "base/fp16.h"
+#include "base/log.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -203,10 +206,28 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
       ms.push_back(m);
     }
   }
+  // One huge-page mapping for all of them: no page walk every 4 KiB in the small matrices
+  // (K/V projections) and no per-matrix rounding to 2 MiB.
+  std::vector<std::pair<const WeightMatrix*, size_t>> plan;  // matrix, offset in packed_mem_
+  size_t total = 0;
+  std::unordered_set<const void*> seen;
   for (const WeightMatrix* m : ms) {
-    if (!PackedWeights::supported(m->type) || packed_.count(m->data)) continue;
-    Result<PackedWeights> p = PackedWeights::pack(m->type, m->data, m->n_rows, m->n_cols, &pool_);
-    if (p.ok()) packed_.emplace(m->data, std::move(*p));  // else: a shape it cannot pack, unpacked
+    if (!PackedWeights::supported(m->type) || !seen.insert(m->data).second) continue;
+    const Result<size_t> bytes = PackedWeights::bytes_needed(m->type, m->n_rows, m->n_cols);
+    if (!bytes.ok()) continue;  // a shape it cannot pack: stays unpacked
+    plan.emplace_back(m, total);
+    total += (*bytes + 63) / 64 * 64;
+  }
+  if (plan.empty()) return;
+  packed_mem_ = alloc_streamed(total);
+  if (!packed_mem_) {
+    SLUICE_LOG(kWarn, "cannot allocate " + std::to_string(total) + " bytes for repacked weights: running unpacked");
+    return;
+  }
+  for (const auto& [m, offset] : plan) {
+    Result<PackedWeights> p = PackedWeights::pack(m->type, m->data, m->n_rows, m->n_cols, &pool_,
+                                                  packed_mem_.get() + offset);
+    if (p.ok()) packed_.emplace(m->data, std::move(*p));
   }
 }
 

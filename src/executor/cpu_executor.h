@@ -98,6 +98,7 @@ class CpuExecutor {
   std::vector<float> rope_inv_freq_;  // [n_rot / 2]
   MatmulIsa isa_ = MatmulIsa::kAuto;
   // Weights repacked at load for the AVX-512 kernels (kernels/packed.h), by GGUF data pointer.
+  StreamedBuffer packed_mem_;  // every packed matrix (declared first: outlives packed_)
   std::unordered_map<const void*, PackedWeights> packed_;
   std::unique_ptr<Scratch> s_;
 };

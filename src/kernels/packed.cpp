@@ -74,37 +74,20 @@ void pack_unit(GgmlType type, const uint8_t* src, int r, uint8_t* q, uint8_t* me
 
 }  // namespace
 
-// F16 rows into 4-row tiles (packed.h); the rows past m in the last group are zeros.
-Result<PackedWeights> PackedWeights::pack_f16(PackedWeights p, const uint8_t* src, ThreadPool* pool) {
-  const int64_t m = p.m_, k = p.k_;
-  if (m <= 0 || k <= 0 || k % 16 != 0) {
-    return make_error("packed weights: shape [", m, ", ", k, "] of F16 must be positive with k % 16 == 0");
-  }
-  p.quants_ = alloc_streamed(p.bytes());
-  if (!p.quants_) return make_error("packed weights: out of memory");
-  const int64_t tiles_per_group = kRows / kF16TileRows;
-  auto pack_groups = [&](int64_t g0, int64_t g1) {
-    for (int64_t t = g0 * tiles_per_group; t < g1 * tiles_per_group; ++t) {
-      uint8_t* dst = p.quants_.get() + t * kF16TileRows * k * 2;
-      for (int64_t c = 0; c < k; c += 16) {
-        for (int64_t a = 0; a < kF16TileRows; ++a, dst += 32) {
-          const int64_t row = t * kF16TileRows + a;
-          if (row < m) {
-            std::memcpy(dst, src + size_t(row * k + c) * 2, 32);
-          } else {
-            std::memset(dst, 0, 32);
-          }
-        }
-      }
-    }
-  };
+namespace {
+
+size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+
+template <class F>
+void over_groups(ThreadPool* pool, int64_t n_groups, F&& f) {
   if (pool) {
-    pool->parallel_for(p.n_groups(), 16, pack_groups);
+    pool->parallel_for(n_groups, 16, f);
   } else {
-    pack_groups(0, p.n_groups());
+    f(int64_t(0), n_groups);
   }
-  return p;
 }
+
+}  // namespace
 
 bool PackedWeights::supported(GgmlType type) {
   return (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K ||
@@ -112,69 +95,94 @@ bool PackedWeights::supported(GgmlType type) {
          matmul_isa_best() == MatmulIsa::kAvx512;
 }
 
-size_t PackedWeights::bytes() const {
+PackedWeights::PackedWeights(GgmlType type, int64_t m, int64_t k) : type_(type), m_(m), k_(k) {}
+
+size_t PackedWeights::quant_bytes() const {
   if (is_copy()) return size_t(m_ * k_ * 2);
   if (type_ == GgmlType::F16) return size_t(n_groups() * kRows * k_ * 2);
-  return size_t(n_groups() * n_units()) * size_t(unit_quant_bytes() + unit_meta_bytes());
+  return size_t(n_groups() * n_units() * unit_quant_bytes());
+}
+
+size_t PackedWeights::meta_bytes() const {
+  if (is_copy() || type_ == GgmlType::F16) return 0;
+  return size_t(n_groups() * n_units() * unit_meta_bytes());
+}
+
+size_t PackedWeights::bytes() const { return quant_bytes() + meta_bytes(); }
+
+Result<size_t> PackedWeights::bytes_needed(GgmlType type, int64_t m, int64_t k) {
+  const PackedWeights p(type, m, k);
+  if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0 && type != GgmlType::Q4_K &&
+      type != GgmlType::Q6_K && type != GgmlType::F16 && type != GgmlType::BF16) {
+    return make_error("packed weights: ", type_name(type), " has no packed form");
+  }
+  const int64_t unit = type == GgmlType::F16 ? 16 : p.is_copy() ? 1 : p.unit_cols();
+  if (m <= 0 || k <= 0 || k % unit != 0) {
+    return make_error("packed weights: shape [", m, ", ", k, "] of ", type_name(type),
+                      " must be positive with k % ", unit, " == 0");
+  }
+  return round64(p.quant_bytes()) + p.meta_bytes();
 }
 
 Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t m, int64_t k,
-                                          ThreadPool* pool) {
-  PackedWeights p;
-  p.type_ = type;
-  p.m_ = m;
-  p.k_ = k;
+                                          ThreadPool* pool, uint8_t* dst) {
+  const Result<size_t> need = bytes_needed(type, m, k);
+  if (!need.ok()) return need.status();
+  PackedWeights p(type, m, k);
+  if (!dst) {
+    p.own_ = alloc_streamed(*need);
+    if (!p.own_) return make_error("packed weights: out of memory (", *need, " bytes)");
+    dst = p.own_.get();
+  }
+  p.quants_ = dst;
+  p.meta_ = dst + round64(p.quant_bytes());
+  const auto* src = static_cast<const uint8_t*>(w);
   if (p.is_copy()) {
-    if (m <= 0 || k <= 0) return make_error("packed weights: shape [", m, ", ", k, "] must be positive");
-    const size_t n = size_t(m * k * 2);
-    p.quants_ = alloc_streamed(n);
-    if (!p.quants_) return make_error("packed weights: out of memory");
-    const size_t chunk = size_t(4) << 20;
+    const size_t n = p.quant_bytes(), chunk = size_t(4) << 20;
+    const auto n_chunks = int64_t((n + chunk - 1) / chunk);
     auto copy = [&](int64_t c0, int64_t c1) {
       const size_t b0 = size_t(c0) * chunk, b1 = std::min(n, size_t(c1) * chunk);
-      std::memcpy(p.quants_.get() + b0, static_cast<const uint8_t*>(w) + b0, b1 - b0);
+      std::memcpy(p.quants_ + b0, src + b0, b1 - b0);
     };
-    const auto n_chunks = int64_t((n + chunk - 1) / chunk);
     if (pool) {
       pool->parallel_for(n_chunks, 1, copy);
     } else {
       copy(0, n_chunks);
     }
-    return p;
-  }
-  if (type == GgmlType::F16) return pack_f16(std::move(p), static_cast<const uint8_t*>(w), pool);
-  if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0 && type != GgmlType::Q4_K &&
-      type != GgmlType::Q6_K) {
-    return make_error("packed weights: ", type_name(type), " has no packed form");
-  }
-  if (m <= 0 || k <= 0 || k % p.unit_cols() != 0) {
-    return make_error("packed weights: shape [", m, ", ", k, "] of ", type_name(type),
-                      " must be positive with k % ", p.unit_cols(), " == 0");
-  }
-  const int64_t nu = p.n_units(), qb = p.unit_quant_bytes(), mb = p.unit_meta_bytes();
-  p.quants_ = alloc_streamed(size_t(p.n_groups() * nu * qb));
-  p.meta_ = alloc_streamed(size_t(p.n_groups() * nu * mb));
-  if (!p.quants_ || !p.meta_) return make_error("packed weights: out of memory");
-
-  const size_t rb = row_size(type, k);
-  const size_t unit_bytes = type_traits(type).type_size;
-  const auto* src = static_cast<const uint8_t*>(w);
-  auto pack_groups = [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      for (int64_t u = 0; u < nu; ++u) {
-        uint8_t* q = p.quants_.get() + (g * nu + u) * qb;
-        uint8_t* meta = p.meta_.get() + (g * nu + u) * mb;
-        for (int r = 0; r < int(kRows); ++r) {
-          const int64_t row = g * kRows + r;
-          pack_unit(type, row < m ? src + size_t(row) * rb + size_t(u) * unit_bytes : nullptr, r, q, meta);
+  } else if (type == GgmlType::F16) {
+    // Rows into 4-row tiles (packed.h); the rows past m in the last group are zeros.
+    over_groups(pool, p.n_groups(), [&](int64_t g0, int64_t g1) {
+      constexpr int64_t kTilesPerGroup = kRows / kF16TileRows;
+      for (int64_t t = g0 * kTilesPerGroup; t < g1 * kTilesPerGroup; ++t) {
+        uint8_t* out = p.quants_ + t * kF16TileRows * k * 2;
+        for (int64_t c = 0; c < k; c += 16) {
+          for (int64_t a = 0; a < kF16TileRows; ++a, out += 32) {
+            const int64_t row = t * kF16TileRows + a;
+            if (row < m) {
+              std::memcpy(out, src + size_t(row * k + c) * 2, 32);
+            } else {
+              std::memset(out, 0, 32);
+            }
+          }
         }
       }
-    }
-  };
-  if (pool) {
-    pool->parallel_for(p.n_groups(), 16, pack_groups);
+    });
   } else {
-    pack_groups(0, p.n_groups());
+    const int64_t nu = p.n_units(), qb = p.unit_quant_bytes(), mb = p.unit_meta_bytes();
+    const size_t rb = row_size(type, k);
+    const size_t unit_bytes = type_traits(type).type_size;
+    over_groups(pool, p.n_groups(), [&](int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1; ++g) {
+        for (int64_t u = 0; u < nu; ++u) {
+          uint8_t* q = p.quants_ + (g * nu + u) * qb;
+          uint8_t* meta = p.meta_ + (g * nu + u) * mb;
+          for (int r = 0; r < int(kRows); ++r) {
+            const int64_t row = g * kRows + r;
+            pack_unit(type, row < m ? src + size_t(row) * rb + size_t(u) * unit_bytes : nullptr, r, q, meta);
+          }
+        }
+      }
+    });
   }
   return p;
 }

@@ -59,10 +59,15 @@ class PackedWeights {
   // (AVX-512 VNNI).
   static bool supported(GgmlType type);
 
-  // Repacks W [m, k] of `type` (GGUF row layout; k a multiple of the unit: F16 16). Threads over
-  // groups.
+  // Bytes pack() writes for W [m, k] of `type` (the quants, then the scales 64-byte aligned),
+  // or why that shape or type has no packed form (k must be a multiple of the unit; F16: 16).
+  static Result<size_t> bytes_needed(GgmlType type, int64_t m, int64_t k);
+
+  // Repacks W [m, k] of `type` (GGUF row layout). Threads over groups. Into `dst` when given
+  // (bytes_needed bytes, 64-byte aligned, kept alive by the caller: one mapping for a whole
+  // model), else into huge-page memory of its own.
   static Result<PackedWeights> pack(GgmlType type, const void* w, int64_t m, int64_t k,
-                                    ThreadPool* pool = nullptr);
+                                    ThreadPool* pool = nullptr, uint8_t* dst = nullptr);
 
   GgmlType type() const { return type_; }
   int64_t m() const { return m_; }
@@ -82,21 +87,24 @@ class PackedWeights {
     return type_ == GgmlType::Q4_K ? 320 : type_ == GgmlType::Q6_K ? 288 : 32;
   }
   const uint8_t* quants(int64_t group) const {
-    return quants_.get() + group * n_units() * unit_quant_bytes();
+    return quants_ + group * n_units() * unit_quant_bytes();
   }
   bool is_copy() const { return type_ == GgmlType::BF16; }
-  const uint8_t* raw() const { return quants_.get(); }  // BF16: the rows
-  const uint8_t* f16_tile(int64_t t) const { return quants_.get() + t * kF16TileRows * k_ * 2; }
-  const uint8_t* meta(int64_t group) const { return meta_.get() + group * n_units() * unit_meta_bytes(); }
-  size_t bytes() const;
+  const uint8_t* raw() const { return quants_; }  // BF16: the rows
+  const uint8_t* f16_tile(int64_t t) const { return quants_ + t * kF16TileRows * k_ * 2; }
+  const uint8_t* meta(int64_t group) const { return meta_ + group * n_units() * unit_meta_bytes(); }
+  size_t bytes() const;  // quants + scales
 
  private:
-  static Result<PackedWeights> pack_f16(PackedWeights p, const uint8_t* src, ThreadPool* pool);
+  PackedWeights(GgmlType type, int64_t m, int64_t k);
+  size_t quant_bytes() const;
+  size_t meta_bytes() const;
   bool k_quant() const { return type_ == GgmlType::Q4_K || type_ == GgmlType::Q6_K; }
   GgmlType type_ = GgmlType::Q8_0;
   int64_t m_ = 0, k_ = 0;
-  StreamedBuffer quants_;
-  StreamedBuffer meta_;
+  StreamedBuffer own_;  // null when packed into the caller's memory
+  uint8_t* quants_ = nullptr;
+  uint8_t* meta_ = nullptr;
 };
 
 }  // namespace sluice
