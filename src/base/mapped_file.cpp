@@ -54,6 +54,15 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   return *this;
 }
 
+void MappedFile::release(const void* p, size_t n) const {
+  const auto* b = static_cast<const uint8_t*>(p);
+  if (!data_ || b < data_ || n > size_ || b - data_ > std::ptrdiff_t(size_ - n)) return;
+  const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(b) + page - 1) & ~(page - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(b) + n) & ~(page - 1);
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -25,6 +25,11 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Drops this process's resident pages of [p, p + n) (the whole pages inside it; p outside the
+  // mapping: nothing). The contents stay: touching them reads the file (the page cache) again.
+  // For data copied elsewhere, so it is not held twice.
+  void release(const void* p, size_t n) const;
+
  private:
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;

@@ -227,7 +227,11 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
   for (const auto& [m, offset] : plan) {
     Result<PackedWeights> p = PackedWeights::pack(m->type, m->data, m->n_rows, m->n_cols, &pool_,
                                                   packed_mem_.get() + offset);
-    if (p.ok()) packed_.emplace(m->data, std::move(*p));
+    if (!p.ok()) continue;
+    packed_.emplace(m->data, std::move(*p));
+    // The file's copy is not read again (get_rows of a tied embedding touches a few rows, read
+    // back from the page cache): resident once, not twice.
+    model_.file().release(m->data, row_size(m->type, m->n_cols) * size_t(m->n_rows));
   }
 }
 

@@ -87,6 +87,10 @@ class GgufFile {
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
 
+  // Drops the resident pages of [p, p + n) when this file is mapped (MappedFile::release);
+  // parsed buffers are the caller's and stay untouched.
+  void release(const void* p, size_t n) const { map_.release(p, n); }
+
  private:
   std::string path_;
   MappedFile map_;
