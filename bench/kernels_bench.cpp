@@ -200,6 +200,8 @@ void BM_Attention(benchmark::State& state, bool prefill) {
 }
 BENCHMARK_CAPTURE(BM_Attention, decode, false)
     ->Args({512, 1})
+    ->Args({512, 16})
+    ->Args({1024, 16})
     ->Args({4096, 1})
     ->Args({4096, 16})
     ->Unit(benchmark::kMicrosecond)

@@ -28,6 +28,9 @@ struct CpuExecutor::Scratch {
   std::vector<float> up;          // [n_tokens, n_ff]
   std::vector<float> x_out;       // [n_logit_rows, n_embd] rows that produce logits
   std::vector<int64_t> item_end;  // [n_seqs] cumulative attention work items
+  std::vector<int64_t> partial_at;  // [n_seqs] offset in partial of a split sequence, or -1
+  std::vector<float> partial;       // split sequences' per-segment attention states
+  std::vector<int> split_seqs;      // the sequences split by key segments
   ActBuffer xq;                   // xn quantized to 8-bit blocks, shared by Q/K/V and gate/up
   QuantizedActs xq_view;          // view of xq for the current sub-layer
 
@@ -288,19 +291,50 @@ void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedAct
     }
   });
 
-  // Work items: (sequence, block of up to kAttentionQueryBlock query tokens, kv head), numbered
-  // sequence by sequence.
+  const float scale = float(1.0 / std::sqrt(double(hd)));
+  auto params_of = [&](const BatchSequence& seq) {
+    PagedAttentionParams p;
+    p.q = s.q.data() + int64_t(seq.token_start) * qd;
+    p.out = s.att.data() + int64_t(seq.token_start) * qd;
+    p.n_q = seq.n_new_tokens;
+    p.kv_len = seq.context_len;
+    p.kv_type = kv_type;
+    p.k_cache = k_cache;
+    p.v_cache = v_cache;
+    p.block_table = batch.block_tables.data() + seq.block_table_start;
+    p.block_size = bs;
+    p.n_head = c.n_head;
+    p.n_kv_head = c.n_head_kv;
+    p.head_dim = c.head_dim;
+    p.scale = scale;
+    return p;
+  };
+  // Work items, numbered sequence by sequence: (sequence, block of up to kAttentionQueryBlock
+  // query tokens, kv head), or for a few queries over a context of several key segments
+  // (decode) (sequence, segment) over every kv head, whose partial states are merged after.
+  // Either way the same arithmetic (attention.h).
   const int n_seqs = batch.n_seqs();
   s.item_end.resize(size_t(n_seqs));
-  int64_t n_items = 0, macs = 0;
+  s.partial_at.resize(size_t(n_seqs));
+  s.split_seqs.clear();
+  int64_t n_items = 0, macs = 0, partial_floats = 0;
   for (int si = 0; si < n_seqs; ++si) {
     const BatchSequence& seq = batch.seqs[size_t(si)];
-    const int64_t n_qb = (seq.n_new_tokens + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
-    n_items += n_qb * c.n_head_kv;
+    const PagedAttentionParams p = params_of(seq);
+    const int n_seg = paged_attention_n_segments(p);
+    if (n_seg > 1 && paged_attention_splits(p)) {
+      s.partial_at[size_t(si)] = partial_floats;
+      partial_floats += int64_t(n_seg) * int64_t(paged_attention_partial_floats(p));
+      n_items += n_seg;
+      s.split_seqs.push_back(si);
+    } else {
+      s.partial_at[size_t(si)] = -1;
+      n_items += int64_t((seq.n_new_tokens + kAttentionQueryBlock - 1) / kAttentionQueryBlock) * c.n_head_kv;
+    }
     s.item_end[size_t(si)] = n_items;
     macs += 2 * int64_t(seq.n_new_tokens) * seq.context_len * qd;  // QK^T and PV (upper bound)
   }
-  const float scale = float(1.0 / std::sqrt(double(hd)));
+  Scratch::fit(s.partial, partial_floats);
   // Small steps (tiny models, short contexts) are cheaper on one thread than a pool wake-up.
   const int64_t grain = macs < kMinParallelMacs ? n_items : 1;
   pool_.parallel_for(n_items, grain, [&](int64_t i0, int64_t i1) {
@@ -310,23 +344,24 @@ void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedAct
       while (it >= s.item_end[size_t(si)]) ++si;
       const BatchSequence& seq = batch.seqs[size_t(si)];
       const int64_t local = it - (si > 0 ? s.item_end[size_t(si) - 1] : 0);
-      PagedAttentionParams p;
-      p.q = s.q.data() + int64_t(seq.token_start) * qd;
-      p.out = s.att.data() + int64_t(seq.token_start) * qd;
-      p.n_q = seq.n_new_tokens;
-      p.kv_len = seq.context_len;
-      p.kv_type = kv_type;
-      p.k_cache = k_cache;
-      p.v_cache = v_cache;
-      p.block_table = batch.block_tables.data() + seq.block_table_start;
-      p.block_size = bs;
-      p.n_head = c.n_head;
-      p.n_kv_head = c.n_head_kv;
-      p.head_dim = c.head_dim;
-      p.scale = scale;
+      const PagedAttentionParams p = params_of(seq);
+      if (s.partial_at[size_t(si)] >= 0) {
+        paged_attention_segments(p, int(local), int(local) + 1, s.partial.data() + s.partial_at[size_t(si)]);
+        continue;
+      }
       const int q0 = int(local / c.n_head_kv) * kAttentionQueryBlock;
       paged_attention_block(p, q0, std::min(seq.n_new_tokens, q0 + kAttentionQueryBlock),
                             int(local % c.n_head_kv));
+    }
+  });
+  if (s.split_seqs.empty()) return;
+  // Merge items: (split sequence, kv head).
+  const auto n_merges = int64_t(s.split_seqs.size()) * c.n_head_kv;
+  pool_.parallel_for(n_merges, 1, [&](int64_t m0, int64_t m1) {
+    for (int64_t it = m0; it < m1; ++it) {
+      const int si = s.split_seqs[size_t(it / c.n_head_kv)];
+      paged_attention_merge(params_of(batch.seqs[size_t(si)]), int(it % c.n_head_kv),
+                            s.partial.data() + s.partial_at[size_t(si)]);
     }
   });
 }

@@ -12,6 +12,9 @@
 
 namespace sluice::kern_avx512 {
 void attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head);
+size_t attention_partial_floats(const PagedAttentionParams& p);
+void attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial);
+void attention_merge(const PagedAttentionParams& p, int kv_head, int n_seg, const float* partial);
 }  // namespace sluice::kern_avx512
 
 namespace sluice {
@@ -137,7 +140,37 @@ void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv
   for (int qi = q0; qi < q1; ++qi) paged_attention_item(p, qi, kv_head);
 }
 
+bool paged_attention_splits(const PagedAttentionParams& p) {
+  return matmul_isa_best() == MatmulIsa::kAvx512 && p.head_dim % 16 == 0 &&
+         p.n_q <= kAttentionQueryBlock;
+}
+
+size_t paged_attention_partial_floats(const PagedAttentionParams& p) {
+  return kern_avx512::attention_partial_floats(p);
+}
+
+void paged_attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial) {
+  kern_avx512::attention_segments(p, s0, s1, partial);
+}
+
+void paged_attention_merge(const PagedAttentionParams& p, int kv_head, const float* partial) {
+  kern_avx512::attention_merge(p, kv_head, paged_attention_n_segments(p), partial);
+}
+
 void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
+  const int n_seg = paged_attention_n_segments(p);
+  if (pool && n_seg > 1 && paged_attention_splits(p)) {
+    thread_local std::vector<float> buf;  // the caller's: the workers get a pointer
+    buf.resize(size_t(n_seg) * paged_attention_partial_floats(p));
+    float* partial = buf.data();
+    pool->parallel_for(n_seg, 1, [&](int64_t s0, int64_t s1) {
+      paged_attention_segments(p, int(s0), int(s1), partial);
+    });
+    pool->parallel_for(p.n_kv_head, 1, [&](int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h) paged_attention_merge(p, int(h), partial);
+    });
+    return;
+  }
   const int n_qb = (p.n_q + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
   const int64_t n_items = int64_t(n_qb) * p.n_kv_head;
   auto items = [&](int64_t b, int64_t e) {

@@ -27,6 +27,7 @@
 // arithmetic are f32 (the reference: f64).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "base/thread_pool.h"
@@ -85,7 +86,28 @@ void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head);
 constexpr int kAttentionQueryBlock = 16;
 void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head);
 
-// All ceil(n_q / kAttentionQueryBlock) * n_kv_head blocks, over `pool` (may be null).
+// The arithmetic, whatever the split of the work: per query row, keys in segments of
+// kAttentionSegment positions from 0; within a segment the online softmax over 16-key tiles in
+// order; the segments' states (max, sum of exponentials, weighted sum of V) merged in order.
+constexpr int kAttentionSegment = 256;
+
+// Flash-decoding: few queries (n_q <= kAttentionQueryBlock) over a long context split by key
+// segments between threads, then merged per kv head. Whether this CPU's kernel does it for p
+// (AVX-512, head_dim % 16 == 0), and into how many segments.
+bool paged_attention_splits(const PagedAttentionParams& p);
+inline int paged_attention_n_segments(const PagedAttentionParams& p) {
+  return (p.kv_len + kAttentionSegment - 1) / kAttentionSegment;
+}
+// Floats of one segment's partial state: n_q * n_head rows of (max, sum, head_dim weighted V).
+size_t paged_attention_partial_floats(const PagedAttentionParams& p);
+// Segments [s0, s1) of every kv head into partial[s * paged_attention_partial_floats(p) ...].
+void paged_attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial);
+// Merges the n_segments(p) partial states of kv head `kv_head` into p.out: bit for bit what
+// paged_attention_block gives.
+void paged_attention_merge(const PagedAttentionParams& p, int kv_head, const float* partial);
+
+// All ceil(n_q / kAttentionQueryBlock) * n_kv_head blocks, over `pool` (may be null); a long
+// context with few queries split by segments when paged_attention_splits(p).
 void paged_attention(const PagedAttentionParams& p, ThreadPool* pool);
 
 // The specification: per query head, full softmax in f64 over the visible positions.

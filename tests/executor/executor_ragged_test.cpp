@@ -113,6 +113,21 @@ TEST(Ragged, SyntheticModelChunksAndInterleavedDecode) {
   }
 }
 
+// Contexts of several attention key segments: decode steps split each sequence's attention by
+// segments between threads (flash-decoding) while prompt chunks go by kv head.
+TEST(Ragged, LongContextsSplitBySegments) {
+  test::TempDir dir;
+  const std::string path = dir.path("tiny.gguf");
+  test::write_synthetic_model("tiny", FileType::MOSTLY_F16, path);
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  RaggedSpec spec;
+  spec.prompt_lens = {300, 40, 480};
+  spec.n_decode = 4;
+  spec.chunk = 64;
+  check_ragged(*model, spec, KvType::kF16, 13);
+}
+
 TEST(Ragged, Qwen3AndF32Cache) {
   test::TempDir dir;
   const std::string path = dir.path("qwen3.gguf");

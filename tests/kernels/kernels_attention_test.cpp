@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -27,36 +28,53 @@ std::vector<uint16_t> to_f16(const std::vector<float>& x) {
   return h;
 }
 
+// A case's cache (with other sequences' blocks around, in a shuffled block table) and queries.
+struct CaseData {
+  Case c;
+  std::vector<int32_t> table;
+  std::vector<float> k, v, q;
+  std::vector<uint16_t> k16, v16;
+
+  CaseData(const Case& cs, std::mt19937& rng) : c(cs) {
+    const int n_seq_blocks = (c.kv_len + c.block_size - 1) / c.block_size;
+    const int n_blocks = n_seq_blocks + 5;
+    std::vector<int32_t> all(static_cast<size_t>(n_blocks));
+    for (int i = 0; i < n_blocks; ++i) all[size_t(i)] = i;
+    std::shuffle(all.begin(), all.end(), rng);
+    table.assign(all.begin(), all.begin() + n_seq_blocks);
+    const int64_t cache_floats = int64_t(n_blocks) * c.block_size * c.n_kv_head * c.head_dim;
+    k = random_floats(rng, cache_floats, -2, 2);
+    v = random_floats(rng, cache_floats);
+    q = random_floats(rng, int64_t(c.n_q) * c.n_head * c.head_dim, -2, 2);
+    k16 = to_f16(k);
+    v16 = to_f16(v);
+  }
+
+  PagedAttentionParams params(std::vector<float>& out) const {
+    const bool f16 = c.kv_type == KvType::kF16;
+    PagedAttentionParams p;
+    p.kv_type = c.kv_type;
+    p.q = q.data();
+    p.out = out.data();
+    p.n_q = c.n_q;
+    p.kv_len = c.kv_len;
+    p.k_cache = f16 ? static_cast<const void*>(k16.data()) : k.data();
+    p.v_cache = f16 ? static_cast<const void*>(v16.data()) : v.data();
+    p.block_table = table.data();
+    p.block_size = c.block_size;
+    p.n_head = c.n_head;
+    p.n_kv_head = c.n_kv_head;
+    p.head_dim = c.head_dim;
+    p.scale = 1.0f / std::sqrt(float(c.head_dim));
+    return p;
+  }
+};
+
 void run_case(const Case& c, ThreadPool& pool, std::mt19937& rng) {
-  const int n_seq_blocks = (c.kv_len + c.block_size - 1) / c.block_size;
-  const int n_blocks = n_seq_blocks + 5;  // a cache with other sequences' blocks around
-  std::vector<int32_t> all(static_cast<size_t>(n_blocks));
-  for (int i = 0; i < n_blocks; ++i) all[size_t(i)] = i;
-  std::shuffle(all.begin(), all.end(), rng);
-  const std::vector<int32_t> table(all.begin(), all.begin() + n_seq_blocks);
-
-  const int64_t cache_floats = int64_t(n_blocks) * c.block_size * c.n_kv_head * c.head_dim;
-  const std::vector<float> k = random_floats(rng, cache_floats, -2, 2);
-  const std::vector<float> v = random_floats(rng, cache_floats);
-  const std::vector<float> q = random_floats(rng, int64_t(c.n_q) * c.n_head * c.head_dim, -2, 2);
-  std::vector<float> out(q.size(), 7.0f), ref(q.size(), -7.0f);
-  const std::vector<uint16_t> k16 = to_f16(k), v16 = to_f16(v);
+  const CaseData data(c, rng);
+  std::vector<float> out(data.q.size(), 7.0f), ref(data.q.size(), -7.0f);
   const bool f16 = c.kv_type == KvType::kF16;
-
-  PagedAttentionParams p;
-  p.kv_type = c.kv_type;
-  p.q = q.data();
-  p.out = out.data();
-  p.n_q = c.n_q;
-  p.kv_len = c.kv_len;
-  p.k_cache = f16 ? static_cast<const void*>(k16.data()) : k.data();
-  p.v_cache = f16 ? static_cast<const void*>(v16.data()) : v.data();
-  p.block_table = table.data();
-  p.block_size = c.block_size;
-  p.n_head = c.n_head;
-  p.n_kv_head = c.n_kv_head;
-  p.head_dim = c.head_dim;
-  p.scale = 1.0f / std::sqrt(float(c.head_dim));
+  const PagedAttentionParams p = data.params(out);
   paged_attention(p, &pool);
   PagedAttentionParams pr = p;
   pr.out = ref.data();
@@ -94,6 +112,46 @@ TEST(PagedAttention, LongContext) {
   run_case({8, 2, 64, 16, 4097, 3, KvType::kF16}, pool, rng);
   run_case({32, 8, 64, 16, 600, 600, KvType::kF16}, pool, rng);  // a long prompt, 38 query blocks
   run_case({14, 2, 128, 16, 300, 17, KvType::kF16}, pool, rng);
+}
+
+// Flash-decoding: a long context split by key segments between threads, in any order and any
+// grouping, then merged, gives bit for bit what one thread going through it gives; every tail
+// of the segments and tiles, and block sizes that are not multiples of the 16-key tile.
+TEST(PagedAttention, SegmentSplitIsBitExact) {
+  const Case probe{8, 2, 64, 16, 1000, 1};
+  std::mt19937 rng(11);
+  {
+    const CaseData d(probe, rng);
+    std::vector<float> out(d.q.size());
+    if (!paged_attention_splits(d.params(out))) GTEST_SKIP() << "no AVX-512 on this CPU";
+  }
+  ThreadPool pool(3);
+  const Case cases[] = {
+      {8, 2, 64, 16, 257, 1, KvType::kF16},  {8, 2, 64, 16, 512, 1, KvType::kF16},
+      {32, 8, 64, 16, 1000, 1, KvType::kF16}, {4, 1, 128, 32, 700, 3},
+      {8, 8, 16, 16, 513, 16, KvType::kF16}, {6, 3, 32, 3, 600, 5},
+      {8, 2, 64, 16, 4097, 2, KvType::kF16},
+  };
+  for (const Case& c : cases) {
+    const CaseData d(c, rng);
+    std::vector<float> one(d.q.size(), 1.0f), split(d.q.size(), 2.0f), pooled(d.q.size(), 3.0f);
+    const PagedAttentionParams p1 = d.params(one);
+    for (int h = 0; h < c.n_kv_head; ++h) paged_attention_block(p1, 0, c.n_q, h);
+
+    const PagedAttentionParams ps = d.params(split);
+    const int n_seg = paged_attention_n_segments(ps);
+    ASSERT_GT(n_seg, 1);
+    std::vector<float> partial(size_t(n_seg) * paged_attention_partial_floats(ps), 9.0f);
+    // Last segment first, then the rest in uneven groups.
+    paged_attention_segments(ps, n_seg - 1, n_seg, partial.data());
+    for (int s = 0; s < n_seg - 1; s += 2) paged_attention_segments(ps, s, std::min(n_seg - 1, s + 2), partial.data());
+    for (int h = c.n_kv_head - 1; h >= 0; --h) paged_attention_merge(ps, h, partial.data());
+    EXPECT_EQ(one, split) << "heads " << c.n_head << "/" << c.n_kv_head << " kv " << c.kv_len
+                          << " q " << c.n_q << " bs " << c.block_size;
+
+    paged_attention(d.params(pooled), &pool);
+    EXPECT_EQ(one, pooled) << "kv " << c.kv_len;
+  }
 }
 
 // f32 caches: `n_q` queries of `n_head` heads over `kv_len` positions through `table`.
