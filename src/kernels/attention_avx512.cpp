@@ -118,18 +118,54 @@ float* scratch(size_t n) {
 
 // The 16 scaled scores of RN query rows against the key tile KT [hd][16]: per row two FMA
 // chains (even and odd dimensions), each K column loaded once for all rows.
-template <int RN>
-SLUICE_TARGET inline void scores(const float* kt, const float* const* q, int hd, __m512 scale, __m512* sc) {
+// Column d of a key tile (16 positions, zero past the tile's keys): from the converted tile KT,
+struct TileColumns {
+  const float* kt;
+  SLUICE_TARGET __m512 operator()(int d) const { return _mm512_loadu_ps(kt + d * kKeys); }
+};
+// or straight from the cache (block_size % 16 == 0: column d at k + d * block_size), converted
+// on the fly: a single pass of query rows over a tile (decode) has no use for KT. The same
+// values either way.
+template <bool kF16>
+struct CacheColumns {
+  const void* k;  // the tile's first position, dimension 0
+  int64_t stride;  // block_size
+  __mmask16 mask;  // the tile's keys
+  SLUICE_TARGET __m512 operator()(int d) const {
+    if constexpr (kF16) {
+      const uint16_t* src = static_cast<const uint16_t*>(k) + d * stride;
+      return _mm512_cvtph_ps(mask == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))
+                                            : _mm256_maskz_loadu_epi16(mask, src));
+    } else {
+      const float* src = static_cast<const float*>(k) + d * stride;
+      return mask == 0xffff ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(mask, src);
+    }
+  }
+};
+
+template <int RN, class Columns>
+SLUICE_TARGET inline void scores(Columns col, const float* const* q, int hd, __m512 scale, __m512* sc) {
   __m512 s0[RN], s1[RN];
   for (int i = 0; i < RN; ++i) s0[i] = s1[i] = _mm512_setzero_ps();
   for (int d = 0; d + 2 <= hd; d += 2) {
-    const __m512 k0 = _mm512_loadu_ps(kt + d * kKeys), k1 = _mm512_loadu_ps(kt + (d + 1) * kKeys);
+    const __m512 k0 = col(d), k1 = col(d + 1);
     for (int i = 0; i < RN; ++i) {
       s0[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d]), k0, s0[i]);
       s1[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d + 1]), k1, s1[i]);
     }
   }
   for (int i = 0; i < RN; ++i) sc[i] = _mm512_mul_ps(_mm512_add_ps(s0[i], s1[i]), scale);
+}
+
+template <class Columns>
+SLUICE_TARGET inline void scores_rows(int rn, Columns col, const float* const* q, int hd, __m512 scale,
+                                      __m512* sc) {
+  switch (rn) {
+    case 1: scores<1>(col, q, hd, scale, sc); return;
+    case 2: scores<2>(col, q, hd, scale, sc); return;
+    case 3: scores<3>(col, q, hd, scale, sc); return;
+    default: scores<4>(col, q, hd, scale, sc); return;
+  }
 }
 
 // P.V of RN rows over value rows [0, jmax) of a tile (row j at v + j * ld, f16 or f32):
@@ -214,7 +250,12 @@ SLUICE_TARGET void fold_tile(const PagedAttentionParams& p, int q0, int nr, int 
   const bool f16 = p.kv_type == KvType::kF16;
   const int first_pos = p.kv_len - p.n_q;  // cache position of query 0
   const __m512 scale = _mm512_set1_ps(p.scale);
-  load_k_tile(p, t0, nt, kv_head, b.kt);
+  // One pass over the tile (decode) reads K columns straight from the cache; several convert
+  // the tile once into KT.
+  const bool direct = bs % kKeys == 0 && nr <= kRowsPerPass;
+  if (!direct) load_k_tile(p, t0, nt, kv_head, b.kt);
+  const int64_t k_off = bs % kKeys == 0 ? p.layout().k(p.block_table[t0 / bs], t0 % bs, kv_head, 0) : 0;
+  const __mmask16 k_mask = nt == kKeys ? __mmask16(0xffff) : __mmask16((1u << nt) - 1);
   // The tile's value rows: in place (one block, rows hd apart) or gathered into vt as f32.
   const void* v = b.vt;
   bool v_f16 = false;
@@ -244,11 +285,12 @@ SLUICE_TARGET void fold_tile(const PagedAttentionParams& p, int q0, int nr, int 
     }
     if (jmax <= 0) continue;
     __m512 sc[kRowsPerPass];
-    switch (rn) {
-      case 1: scores<1>(b.kt, q, hd, scale, sc); break;
-      case 2: scores<2>(b.kt, q, hd, scale, sc); break;
-      case 3: scores<3>(b.kt, q, hd, scale, sc); break;
-      default: scores<4>(b.kt, q, hd, scale, sc); break;
+    if (!direct) {
+      scores_rows(rn, TileColumns{b.kt}, q, hd, scale, sc);
+    } else if (f16) {
+      scores_rows(rn, CacheColumns<true>{static_cast<const uint16_t*>(p.k_cache) + k_off, bs, k_mask}, q, hd, scale, sc);
+    } else {
+      scores_rows(rn, CacheColumns<false>{static_cast<const float*>(p.k_cache) + k_off, bs, k_mask}, q, hd, scale, sc);
     }
     for (int i = 0; i < rn; ++i) {
       if (vis[i] <= 0) continue;
