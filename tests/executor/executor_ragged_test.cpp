@@ -98,11 +98,16 @@ void check_ragged(const Model& model, const RaggedSpec& spec, KvType kv_type, ui
               spec.chunk, n_seqs, worst, max_rows_in_a_batch);
 }
 
+// The synthetic model `preset` of file type `type`, written into `dir` and loaded.
+Result<Model> load_synthetic(const test::TempDir& dir, const std::string& preset, FileType type) {
+  const std::string path = dir.path(preset + ".gguf");
+  test::write_synthetic_model(preset, type, path);
+  return Model::load(path);
+}
+
 TEST(Ragged, SyntheticModelChunksAndInterleavedDecode) {
   test::TempDir dir;
-  const std::string path = dir.path("tiny.gguf");
-  test::write_synthetic_model("tiny", FileType::MOSTLY_Q8_0, path);
-  auto model = Model::load(path);
+  auto model = load_synthetic(dir, "tiny", FileType::MOSTLY_Q8_0);
   ASSERT_TRUE(model.ok()) << model.message();
   for (int chunk : {1, 7, 64}) {
     RaggedSpec spec;
@@ -117,9 +122,7 @@ TEST(Ragged, SyntheticModelChunksAndInterleavedDecode) {
 // segments between threads (flash-decoding) while prompt chunks go by kv head.
 TEST(Ragged, LongContextsSplitBySegments) {
   test::TempDir dir;
-  const std::string path = dir.path("tiny.gguf");
-  test::write_synthetic_model("tiny", FileType::MOSTLY_F16, path);
-  auto model = Model::load(path);
+  auto model = load_synthetic(dir, "tiny", FileType::MOSTLY_F16);
   ASSERT_TRUE(model.ok()) << model.message();
   RaggedSpec spec;
   spec.prompt_lens = {300, 40, 480};
@@ -130,9 +133,7 @@ TEST(Ragged, LongContextsSplitBySegments) {
 
 TEST(Ragged, Qwen3AndF32Cache) {
   test::TempDir dir;
-  const std::string path = dir.path("qwen3.gguf");
-  test::write_synthetic_model("tiny-qwen3", FileType::MOSTLY_F16, path);
-  auto model = Model::load(path);
+  auto model = load_synthetic(dir, "tiny-qwen3", FileType::MOSTLY_F16);
   ASSERT_TRUE(model.ok()) << model.message();
   RaggedSpec spec;
   spec.prompt_lens = {3, 64, 17};
