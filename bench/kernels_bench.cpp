@@ -74,9 +74,9 @@ void run(benchmark::State& state, GgmlType type, int64_t n, MatmulIsa isa, int t
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.q.size()));
-  state.counters["GOP/s"] = benchmark::Counter(2.0 * double(m * k * n) * double(state.iterations()),
-                                               benchmark::Counter::kIsRate,
-                                               benchmark::Counter::kIs1000);
+  state.counters["GOP/s"] =
+      benchmark::Counter(2.0 * double(m * k * n) * double(state.iterations()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
 void register_all() {
@@ -95,16 +95,14 @@ void register_all() {
             ->Unit(benchmark::kMicrosecond);
       }
       // 64 Ki rows: 70-140 MB of weights, far beyond the L3 (DRAM bandwidth, as in decode).
-      benchmark::RegisterBenchmark((std::string("GemvDram/") + tn + "/packed/t2").c_str(),
-                                   [=](benchmark::State& s) {
-                                     run(s, type, 1, MatmulIsa::kAvx512, 2, true, 65536);
-                                   })
+      benchmark::RegisterBenchmark(
+          (std::string("GemvDram/") + tn + "/packed/t2").c_str(),
+          [=](benchmark::State& s) { run(s, type, 1, MatmulIsa::kAvx512, 2, true, 65536); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark((std::string("Gemm16Dram/") + tn + "/packed/t2").c_str(),
-                                   [=](benchmark::State& s) {
-                                     run(s, type, 16, MatmulIsa::kAvx512, 2, true, 65536);
-                                   })
+      benchmark::RegisterBenchmark(
+          (std::string("Gemm16Dram/") + tn + "/packed/t2").c_str(),
+          [=](benchmark::State& s) { run(s, type, 16, MatmulIsa::kAvx512, 2, true, 65536); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
       for (int64_t n : {16, 128}) {
@@ -206,14 +204,18 @@ BENCHMARK_CAPTURE(BM_Attention, decode, false)
     ->Args({4096, 16})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_Attention, prefill, true)->Args({512, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Attention, prefill, true)
+    ->Args({512, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // RMSNorm and SwiGLU over a prefill's activations (512 x 2048, 512 x 8192).
 void BM_RmsNorm(benchmark::State& state) {
   const int64_t n = 512, d = 2048;
   std::vector<float> x(size_t(n * d), 0.5f), w(size_t(d), 1.0f), y(x.size());
   for (auto _ : state) {
-    for (int64_t t = 0; t < n; ++t) rms_norm(x.data() + t * d, w.data(), y.data() + t * d, d, 1e-5f);
+    for (int64_t t = 0; t < n; ++t)
+      rms_norm(x.data() + t * d, w.data(), y.data() + t * d, d, 1e-5f);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * n * d * 8);

@@ -25,10 +25,12 @@ StreamedBuffer alloc_streamed(size_t bytes) {
   }
   const size_t len = (bytes + kHuge - 1) / kHuge * kHuge;
   // Over-map by one huge page, then give back the unaligned head and the tail.
-  void* raw = mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* raw =
+      mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return StreamedBuffer(nullptr);
   auto* base = static_cast<uint8_t*>(raw);
-  auto* p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHuge - 1) & ~(kHuge - 1));
+  auto* p =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHuge - 1) & ~(kHuge - 1));
   if (p > base) munmap(base, size_t(p - base));
   if (base + len + kHuge > p + len) munmap(p + len, size_t(base + len + kHuge - (p + len)));
 #ifdef MADV_HUGEPAGE

@@ -41,7 +41,8 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
 }
 
 MappedFile::MappedFile(MappedFile&& o) noexcept
-    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)),
+    : data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
       path_(std::move(o.path_)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {

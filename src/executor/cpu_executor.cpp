@@ -17,22 +17,22 @@ namespace sluice {
 // Activations of one step. Grown to the largest batch seen, never shrunk: a decode step after
 // warm-up allocates nothing.
 struct CpuExecutor::Scratch {
-  std::vector<float> x;           // [n_tokens, n_embd] residual stream
-  std::vector<float> xn;          // [n_tokens, n_embd] normalized input of a sub-layer
-  std::vector<float> q;           // [n_tokens, n_head, head_dim]
-  std::vector<float> k;           // [n_tokens, n_kv_head, head_dim]
-  std::vector<float> v;           // [n_tokens, n_kv_head, head_dim]
-  std::vector<float> att;         // [n_tokens, n_head, head_dim] attention output
-  std::vector<float> proj;        // [n_tokens, n_embd] sub-layer output before the residual add
-  std::vector<float> gate;        // [n_tokens, n_ff]
-  std::vector<float> up;          // [n_tokens, n_ff]
-  std::vector<float> x_out;       // [n_logit_rows, n_embd] rows that produce logits
-  std::vector<int64_t> item_end;  // [n_seqs] cumulative attention work items
+  std::vector<float> x;             // [n_tokens, n_embd] residual stream
+  std::vector<float> xn;            // [n_tokens, n_embd] normalized input of a sub-layer
+  std::vector<float> q;             // [n_tokens, n_head, head_dim]
+  std::vector<float> k;             // [n_tokens, n_kv_head, head_dim]
+  std::vector<float> v;             // [n_tokens, n_kv_head, head_dim]
+  std::vector<float> att;           // [n_tokens, n_head, head_dim] attention output
+  std::vector<float> proj;          // [n_tokens, n_embd] sub-layer output before the residual add
+  std::vector<float> gate;          // [n_tokens, n_ff]
+  std::vector<float> up;            // [n_tokens, n_ff]
+  std::vector<float> x_out;         // [n_logit_rows, n_embd] rows that produce logits
+  std::vector<int64_t> item_end;    // [n_seqs] cumulative attention work items
   std::vector<int64_t> partial_at;  // [n_seqs] offset in partial of a split sequence, or -1
   std::vector<float> partial;       // split sequences' per-segment attention states
   std::vector<int> split_seqs;      // the sequences split by key segments
-  ActBuffer xq;                   // xn quantized to 8-bit blocks, shared by Q/K/V and gate/up
-  QuantizedActs xq_view;          // view of xq for the current sub-layer
+  ActBuffer xq;                     // xn quantized to 8-bit blocks, shared by Q/K/V and gate/up
+  QuantizedActs xq_view;            // view of xq for the current sub-layer
 
   static void fit(std::vector<float>& v, int64_t n) {
     if (int64_t(v.size()) < n) v.resize(size_t(n));
@@ -224,7 +224,8 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
   if (plan.empty()) return;
   packed_mem_ = alloc_streamed(total);
   if (!packed_mem_) {
-    SLUICE_LOG(kWarn, "cannot allocate " + std::to_string(total) + " bytes for repacked weights: running unpacked");
+    SLUICE_LOG(kWarn, "cannot allocate " + std::to_string(total) +
+                          " bytes for repacked weights: running unpacked");
     return;
   }
   for (const auto& [m, offset] : plan) {
@@ -329,7 +330,8 @@ void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedAct
       s.split_seqs.push_back(si);
     } else {
       s.partial_at[size_t(si)] = -1;
-      n_items += int64_t((seq.n_new_tokens + kAttentionQueryBlock - 1) / kAttentionQueryBlock) * c.n_head_kv;
+      n_items += int64_t((seq.n_new_tokens + kAttentionQueryBlock - 1) / kAttentionQueryBlock) *
+                 c.n_head_kv;
     }
     s.item_end[size_t(si)] = n_items;
     macs += 2 * int64_t(seq.n_new_tokens) * seq.context_len * qd;  // QK^T and PV (upper bound)
@@ -346,7 +348,8 @@ void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedAct
       const int64_t local = it - (si > 0 ? s.item_end[size_t(si) - 1] : 0);
       const PagedAttentionParams p = params_of(seq);
       if (s.partial_at[size_t(si)] >= 0) {
-        paged_attention_segments(p, int(local), int(local) + 1, s.partial.data() + s.partial_at[size_t(si)]);
+        paged_attention_segments(p, int(local), int(local) + 1,
+                                 s.partial.data() + s.partial_at[size_t(si)]);
         continue;
       }
       const int q0 = int(local / c.n_head_kv) * kAttentionQueryBlock;

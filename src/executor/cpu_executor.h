@@ -21,8 +21,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
-#include <unordered_map>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"

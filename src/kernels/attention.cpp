@@ -30,8 +30,9 @@ inline const float* k_row(const PagedAttentionParams& p, int t, int kv_head, flo
   const int64_t off = l.k(p.block_table[t / p.block_size], t % p.block_size, kv_head, 0);
   for (int i = 0; i < p.head_dim; ++i) {
     const int64_t e = off + int64_t(i) * p.block_size;
-    buf[i] = p.kv_type == KvType::kF32 ? static_cast<const float*>(p.k_cache)[e]
-                                       : f16_to_f32_fast(static_cast<const uint16_t*>(p.k_cache)[e]);
+    buf[i] = p.kv_type == KvType::kF32
+                 ? static_cast<const float*>(p.k_cache)[e]
+                 : f16_to_f32_fast(static_cast<const uint16_t*>(p.k_cache)[e]);
   }
   return buf;
 }

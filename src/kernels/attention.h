@@ -86,9 +86,10 @@ void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head);
 constexpr int kAttentionQueryBlock = 16;
 void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head);
 
-// The arithmetic, whatever the split of the work: per query row, keys in segments of
-// kAttentionSegment positions from 0; within a segment the online softmax over 16-key tiles in
-// order; the segments' states (max, sum of exponentials, weighted sum of V) merged in order.
+// The AVX-512 kernel's arithmetic, whatever the split of the work: per query row, keys in
+// segments of kAttentionSegment positions from 0; within a segment the online softmax over
+// 16-key tiles in order; the segments' states (max, sum of exponentials, weighted sum of V)
+// merged in order. (The portable fallback folds every key in one pass and is never split.)
 constexpr int kAttentionSegment = 256;
 
 // Flash-decoding: few queries (n_q <= kAttentionQueryBlock) over a long context split by key

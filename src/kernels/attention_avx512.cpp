@@ -28,8 +28,7 @@
 
 namespace sluice::kern_avx512 {
 
-#define SLUICE_TARGET \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define SLUICE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
 namespace {
 
@@ -39,7 +38,8 @@ constexpr int kRowsPerPass = 4;  // query rows sharing each K column / V block l
 // Key tile [t0, t0 + nt) of kv head h as KT [head_dim][16] f32, columns past nt zero. With
 // block_size % 16 == 0 the tile lies in one block whose K is dim-major (attention.h): column d
 // is 16 contiguous positions, one (masked) load each; otherwise gathered position by position.
-SLUICE_TARGET inline void load_k_tile(const PagedAttentionParams& p, int t0, int nt, int h, float* kt) {
+SLUICE_TARGET inline void load_k_tile(const PagedAttentionParams& p, int t0, int nt, int h,
+                                      float* kt) {
   const KvLayout l = p.layout();
   const int hd = p.head_dim, bs = p.block_size;
   const bool f16 = p.kv_type == KvType::kF16;
@@ -53,8 +53,9 @@ SLUICE_TARGET inline void load_k_tile(const PagedAttentionParams& p, int t0, int
       __m512 col;
       if (f16) {
         const uint16_t* src = static_cast<const uint16_t*>(p.k_cache) + e;
-        col = _mm512_cvtph_ps(nt == kKeys ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))
-                                          : _mm256_maskz_loadu_epi16(m, src));
+        col =
+            _mm512_cvtph_ps(nt == kKeys ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))
+                                        : _mm256_maskz_loadu_epi16(m, src));
       } else {
         const float* src = static_cast<const float*>(p.k_cache) + e;
         col = nt == kKeys ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(m, src);
@@ -76,7 +77,8 @@ SLUICE_TARGET inline void load_k_tile(const PagedAttentionParams& p, int t0, int
 }
 
 // Value rows [t0, t0 + nt) of kv head h as f32 rows [nt][head_dim].
-SLUICE_TARGET inline void load_v_tile(const PagedAttentionParams& p, int t0, int nt, int h, float* vt) {
+SLUICE_TARGET inline void load_v_tile(const PagedAttentionParams& p, int t0, int nt, int h,
+                                      float* vt) {
   const KvLayout l = p.layout();
   const int hd = p.head_dim, bs = p.block_size;
   for (int j = 0; j < nt; ++j) {
@@ -89,7 +91,8 @@ SLUICE_TARGET inline void load_v_tile(const PagedAttentionParams& p, int t0, int
     }
     const uint16_t* src = static_cast<const uint16_t*>(p.v_cache) + off;
     for (int d = 0; d < hd; d += 16) {
-      _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + d))));
+      _mm512_storeu_ps(
+          dst + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + d))));
     }
   }
 }
@@ -128,14 +131,15 @@ struct TileColumns {
 // values either way.
 template <bool kF16>
 struct CacheColumns {
-  const void* k;  // the tile's first position, dimension 0
+  const void* k;   // the tile's first position, dimension 0
   int64_t stride;  // block_size
   __mmask16 mask;  // the tile's keys
   SLUICE_TARGET __m512 operator()(int d) const {
     if constexpr (kF16) {
       const uint16_t* src = static_cast<const uint16_t*>(k) + d * stride;
-      return _mm512_cvtph_ps(mask == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))
-                                            : _mm256_maskz_loadu_epi16(mask, src));
+      return _mm512_cvtph_ps(mask == 0xffff
+                                 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))
+                                 : _mm256_maskz_loadu_epi16(mask, src));
     } else {
       const float* src = static_cast<const float*>(k) + d * stride;
       return mask == 0xffff ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(mask, src);
@@ -144,7 +148,8 @@ struct CacheColumns {
 };
 
 template <int RN, class Columns>
-SLUICE_TARGET inline void scores(Columns col, const float* const* q, int hd, __m512 scale, __m512* sc) {
+SLUICE_TARGET inline void scores(Columns col, const float* const* q, int hd, __m512 scale,
+                                 __m512* sc) {
   __m512 s0[RN], s1[RN];
   for (int i = 0; i < RN; ++i) s0[i] = s1[i] = _mm512_setzero_ps();
   for (int d = 0; d + 2 <= hd; d += 2) {
@@ -158,13 +163,21 @@ SLUICE_TARGET inline void scores(Columns col, const float* const* q, int hd, __m
 }
 
 template <class Columns>
-SLUICE_TARGET inline void scores_rows(int rn, Columns col, const float* const* q, int hd, __m512 scale,
-                                      __m512* sc) {
+SLUICE_TARGET inline void scores_rows(int rn, Columns col, const float* const* q, int hd,
+                                      __m512 scale, __m512* sc) {
   switch (rn) {
-    case 1: scores<1>(col, q, hd, scale, sc); return;
-    case 2: scores<2>(col, q, hd, scale, sc); return;
-    case 3: scores<3>(col, q, hd, scale, sc); return;
-    default: scores<4>(col, q, hd, scale, sc); return;
+    case 1:
+      scores<1>(col, q, hd, scale, sc);
+      return;
+    case 2:
+      scores<2>(col, q, hd, scale, sc);
+      return;
+    case 3:
+      scores<3>(col, q, hd, scale, sc);
+      return;
+    default:
+      scores<4>(col, q, hd, scale, sc);
+      return;
   }
 }
 
@@ -182,10 +195,9 @@ SLUICE_TARGET inline void pv_rows(const void* v, int64_t ld, int hd, int jmax, c
       if (kAll || vis[i] > 0) a[i] = _mm512_mul_ps(a[i], _mm512_set1_ps(corr[i]));
     }
     for (int j = 0; j < jmax; ++j) {
-      const __m512 vv =
-          kF16 ? _mm512_cvtph_ps(_mm256_loadu_si256(
-                     reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(v) + j * ld + b)))
-               : _mm512_loadu_ps(static_cast<const float*>(v) + j * ld + b);
+      const __m512 vv = kF16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                   static_cast<const uint16_t*>(v) + j * ld + b)))
+                             : _mm512_loadu_ps(static_cast<const float*>(v) + j * ld + b);
       for (int i = 0; i < RN; ++i) {
         if (kAll || j < vis[i]) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(pw[i * kKeys + j]), vv, a[i]);
       }
@@ -197,8 +209,9 @@ SLUICE_TARGET inline void pv_rows(const void* v, int64_t ld, int hd, int jmax, c
 }
 
 template <bool kF16, int RN>
-SLUICE_TARGET inline void pv_dispatch_all(const void* v, int64_t ld, int hd, int jmax, const int* vis,
-                                          const float* corr, const float* pw, float* const* acc) {
+SLUICE_TARGET inline void pv_dispatch_all(const void* v, int64_t ld, int hd, int jmax,
+                                          const int* vis, const float* corr, const float* pw,
+                                          float* const* acc) {
   bool all = true;
   for (int i = 0; i < RN; ++i) all = all && vis[i] == jmax;
   if (all) {
@@ -212,10 +225,18 @@ template <bool kF16>
 SLUICE_TARGET void pv(int rn, const void* v, int64_t ld, int hd, int jmax, const int* vis,
                       const float* corr, const float* pw, float* const* acc) {
   switch (rn) {
-    case 1: pv_dispatch_all<kF16, 1>(v, ld, hd, jmax, vis, corr, pw, acc); return;
-    case 2: pv_dispatch_all<kF16, 2>(v, ld, hd, jmax, vis, corr, pw, acc); return;
-    case 3: pv_dispatch_all<kF16, 3>(v, ld, hd, jmax, vis, corr, pw, acc); return;
-    default: pv_dispatch_all<kF16, 4>(v, ld, hd, jmax, vis, corr, pw, acc); return;
+    case 1:
+      pv_dispatch_all<kF16, 1>(v, ld, hd, jmax, vis, corr, pw, acc);
+      return;
+    case 2:
+      pv_dispatch_all<kF16, 2>(v, ld, hd, jmax, vis, corr, pw, acc);
+      return;
+    case 3:
+      pv_dispatch_all<kF16, 3>(v, ld, hd, jmax, vis, corr, pw, acc);
+      return;
+    default:
+      pv_dispatch_all<kF16, 4>(v, ld, hd, jmax, vis, corr, pw, acc);
+      return;
   }
 }
 
@@ -254,7 +275,8 @@ SLUICE_TARGET void fold_tile(const PagedAttentionParams& p, int q0, int nr, int 
   // the tile once into KT.
   const bool direct = bs % kKeys == 0 && nr <= kRowsPerPass;
   if (!direct) load_k_tile(p, t0, nt, kv_head, b.kt);
-  const int64_t k_off = bs % kKeys == 0 ? p.layout().k(p.block_table[t0 / bs], t0 % bs, kv_head, 0) : 0;
+  const int64_t k_off =
+      bs % kKeys == 0 ? p.layout().k(p.block_table[t0 / bs], t0 % bs, kv_head, 0) : 0;
   const __mmask16 k_mask = nt == kKeys ? __mmask16(0xffff) : __mmask16((1u << nt) - 1);
   // The tile's value rows: in place (one block, rows hd apart) or gathered into vt as f32.
   const void* v = b.vt;
@@ -288,9 +310,12 @@ SLUICE_TARGET void fold_tile(const PagedAttentionParams& p, int q0, int nr, int 
     if (!direct) {
       scores_rows(rn, TileColumns{b.kt}, q, hd, scale, sc);
     } else if (f16) {
-      scores_rows(rn, CacheColumns<true>{static_cast<const uint16_t*>(p.k_cache) + k_off, bs, k_mask}, q, hd, scale, sc);
+      scores_rows(rn,
+                  CacheColumns<true>{static_cast<const uint16_t*>(p.k_cache) + k_off, bs, k_mask},
+                  q, hd, scale, sc);
     } else {
-      scores_rows(rn, CacheColumns<false>{static_cast<const float*>(p.k_cache) + k_off, bs, k_mask}, q, hd, scale, sc);
+      scores_rows(rn, CacheColumns<false>{static_cast<const float*>(p.k_cache) + k_off, bs, k_mask},
+                  q, hd, scale, sc);
     }
     for (int i = 0; i < rn; ++i) {
       if (vis[i] <= 0) continue;
@@ -337,7 +362,8 @@ SLUICE_TARGET void merge_rows(RowState into, RowState seg, int nr, int hd) {
 }
 
 // out = acc / l for the nr rows of kv head `kv_head` from query q0.
-SLUICE_TARGET void write_rows(const PagedAttentionParams& p, int q0, int nr, int kv_head, RowState st) {
+SLUICE_TARGET void write_rows(const PagedAttentionParams& p, int q0, int nr, int kv_head,
+                              RowState st) {
   const int group = p.n_head / p.n_kv_head, hd = p.head_dim;
   for (int r = 0; r < nr; ++r) {
     const int qi = q0 + r / group;
@@ -350,7 +376,9 @@ SLUICE_TARGET void write_rows(const PagedAttentionParams& p, int q0, int nr, int
 }
 
 // The state of `nr` rows laid out [m][l][acc] from `base`.
-RowState rows_at(float* base, int nr) { return {base, base + nr, base + 2 * nr}; }
+RowState rows_at(float* base, int nr) {
+  return {base, base + nr, base + 2 * nr};
+}
 
 }  // namespace
 
@@ -383,7 +411,8 @@ SLUICE_TARGET void attention_block(const PagedAttentionParams& p, int q0, int q1
   write_rows(p, q0, nr, kv_head, run);
 }
 
-SLUICE_TARGET void attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial) {
+SLUICE_TARGET void attention_segments(const PagedAttentionParams& p, int s0, int s1,
+                                      float* partial) {
   const int group = p.n_head / p.n_kv_head, hd = p.head_dim;
   const int nr = p.n_q * group;  // rows per kv head
   const size_t per_seg = attention_partial_floats(p);
@@ -414,7 +443,9 @@ SLUICE_TARGET void attention_merge(const PagedAttentionParams& p, int kv_head, i
   init_rows(run, nr, hd);
   for (int s = 0; s < n_seg; ++s) {
     const RowState all = rows_at(const_cast<float*>(partial) + size_t(s) * per_seg, n_rows);
-    merge_rows(run, {all.m + kv_head * nr, all.l + kv_head * nr, all.acc + size_t(kv_head) * nr * hd}, nr, hd);
+    merge_rows(run,
+               {all.m + kv_head * nr, all.l + kv_head * nr, all.acc + size_t(kv_head) * nr * hd},
+               nr, hd);
   }
   write_rows(p, 0, nr, kv_head, run);
 }

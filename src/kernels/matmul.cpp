@@ -82,9 +82,8 @@ void over_rows(const MatmulParams& p, size_t row_bytes, ThreadPool* pool, F&& ke
     kernel(int64_t(0), p.m);
     return;
   }
-  const int64_t grain = std::max<int64_t>(
-      {1, int64_t((16 << 10) / std::max<size_t>(1, row_bytes)),
-       (kMinChunkMacs + p.k * p.n - 1) / (p.k * p.n)});
+  const int64_t grain = std::max<int64_t>({1, int64_t((16 << 10) / std::max<size_t>(1, row_bytes)),
+                                           (kMinChunkMacs + p.k * p.n - 1) / (p.k * p.n)});
   pool->parallel_for(p.m, grain, kernel);
 }
 
@@ -122,17 +121,21 @@ std::vector<uint16_t>& bf16_scratch() {
 
 void matmul(const MatmulParams& p, ThreadPool* pool) {
   const MatmulIsa isa = p.isa == MatmulIsa::kAuto ? matmul_isa_best() : p.isa;
-  const auto* w = static_cast<const uint8_t*>(p.packed && p.packed->is_copy() ? p.packed->raw() : p.w);
+  const auto* w =
+      static_cast<const uint8_t*>(p.packed && p.packed->is_copy() ? p.packed->raw() : p.w);
   const size_t rb = row_size(p.type, p.k);
   if (isa == MatmulIsa::kAvx512 && p.packed && matmul_uses_int8_acts(p.type)) {
     const QuantizedActs a = int8_acts(p, isa);
     const PackedWeights& pw = *p.packed;
-    over_groups(p, pool, [&](int64_t g0, int64_t g1) { kern_avx512::gemm_packed(pw, g0, g1, a, p.y, p.m); });
+    over_groups(p, pool,
+                [&](int64_t g0, int64_t g1) { kern_avx512::gemm_packed(pw, g0, g1, a, p.y, p.m); });
     return;
   }
   if (isa == MatmulIsa::kAvx512 && p.packed && p.type == GgmlType::F16) {
     const PackedWeights& pw = *p.packed;
-    over_groups(p, pool, [&](int64_t g0, int64_t g1) { kern_avx512::gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m); });
+    over_groups(p, pool, [&](int64_t g0, int64_t g1) {
+      kern_avx512::gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m);
+    });
     return;
   }
   if (isa != MatmulIsa::kScalar && matmul_uses_int8_acts(p.type) && p.k % kActBlock == 0) {

@@ -54,7 +54,8 @@ SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* q
     for (int64_t b = 0; b < nb; ++b) {
       const __m512 x0 = _mm512_loadu_ps(xr + 32 * b);
       const __m512 x1 = _mm512_loadu_ps(xr + 32 * b + 16);
-      const float amax = hmax512(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
+      const float amax =
+          hmax512(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
       const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
       const __m512 vid = _mm512_set1_ps(id);
       const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid));
@@ -103,7 +104,8 @@ struct F16Rows {
   template <int NW>
   SLUICE_TARGET void prefetch(int64_t j) const {
     if (j % 32 != 0) return;
-    for (int a = 0; a < NW; ++a) _mm_prefetch(reinterpret_cast<const char*>(at(a + NW, j)), _MM_HINT_T0);
+    for (int a = 0; a < NW; ++a)
+      _mm_prefetch(reinterpret_cast<const char*>(at(a + NW, j)), _MM_HINT_T0);
   }
 };
 // A packed 4-row tile (packed.h): 16 columns of the 4 rows in 128 contiguous bytes, so the tile
@@ -187,9 +189,12 @@ SLUICE_TARGET void f16_block(Layout w, const float* x, int64_t k, float* y, int6
   }
   for (; t < nx_max; ++t) {
     const float* xt = xb + t * k;
-    if (nw == 4) tile_f16<4, 1>(w, xt, k, len, out);
-    else if (nw == 2) tile_f16<2, 1>(w, xt, k, len, out);
-    else tile_f16<1, 1>(w, xt, k, len, out);
+    if (nw == 4)
+      tile_f16<4, 1>(w, xt, k, len, out);
+    else if (nw == 2)
+      tile_f16<2, 1>(w, xt, k, len, out);
+    else
+      tile_f16<1, 1>(w, xt, k, len, out);
     put(t, 1);
   }
 }
@@ -236,7 +241,9 @@ SLUICE_TARGET void f16_sweep(TileAt tile, RowsAt rows_at, int64_t r0, int64_t r1
 SLUICE_TARGET void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x,
                                   int64_t n, int64_t k, float* y, int64_t m) {
   const size_t rb = size_t(k) * 2;
-  auto tile = [&](int64_t r, int64_t kb) { return F16Rows{w + size_t(r) * rb + size_t(kb) * 2, rb}; };
+  auto tile = [&](int64_t r, int64_t kb) {
+    return F16Rows{w + size_t(r) * rb + size_t(kb) * 2, rb};
+  };
   auto rows_at = [](int64_t r, int64_t end) {
     const int nw = r + 4 <= end ? 4 : r + 2 <= end ? 2 : 1;
     return std::pair<int, int>(nw, nw);
@@ -255,7 +262,7 @@ SLUICE_TARGET void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g
   f16_sweep(tile, rows_at, g0 * PackedWeights::kRows, r1, x, n, w.k(), y, m);
 }
 
-#define SLUICE_TARGET_BF16                                                                    \
+#define SLUICE_TARGET_BF16 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
 
 SLUICE_TARGET_BF16 void to_bf16(const float* x, int64_t count, uint16_t* out) {
@@ -272,8 +279,8 @@ SLUICE_TARGET_BF16 void to_bf16(const float* x, int64_t count, uint16_t* out) {
 }
 
 template <int NW, int NX>
-SLUICE_TARGET_BF16 void tile_bf16(const uint8_t* w, size_t row_bytes, const uint16_t* x,
-                                  int64_t k, float* out) {
+SLUICE_TARGET_BF16 void tile_bf16(const uint8_t* w, size_t row_bytes, const uint16_t* x, int64_t k,
+                                  float* out) {
   __m512 acc[NW][NX];
   for (int a = 0; a < NW; ++a)
     for (int i = 0; i < NX; ++i) acc[a][i] = _mm512_setzero_ps();
@@ -308,10 +315,14 @@ SLUICE_TARGET_BF16 void gemm_bf16_dp(const uint8_t* w, int64_t r0, int64_t r1, c
           const int nx = i + 4 <= c1 ? 4 : 1;
           const uint8_t* wr = w + size_t(r) * rb;
           const uint16_t* xr = xb + i * k;
-          if (nw == 2 && nx == 4) tile_bf16<2, 4>(wr, rb, xr, k, out);
-          else if (nw == 2) tile_bf16<2, 1>(wr, rb, xr, k, out);
-          else if (nx == 4) tile_bf16<1, 4>(wr, rb, xr, k, out);
-          else tile_bf16<1, 1>(wr, rb, xr, k, out);
+          if (nw == 2 && nx == 4)
+            tile_bf16<2, 4>(wr, rb, xr, k, out);
+          else if (nw == 2)
+            tile_bf16<2, 1>(wr, rb, xr, k, out);
+          else if (nx == 4)
+            tile_bf16<1, 4>(wr, rb, xr, k, out);
+          else
+            tile_bf16<1, 1>(wr, rb, xr, k, out);
           for (int a = 0; a < nw; ++a)
             for (int t = 0; t < nx; ++t) y[(i + t) * m + r + a] = out[a * nx + t];
           i += nx;

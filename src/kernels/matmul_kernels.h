@@ -13,13 +13,13 @@ namespace sluice {
 
 class PackedWeights;
 
-#define SLUICE_KERNEL_DECLS                                                                   \
-  /* Q8_0, Q4_0, Q4_K, Q6_K weights against 8-bit activation blocks. */                       \
-  void gemm_int8(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,  \
-                 const QuantizedActs& a, float* y, int64_t m);                                \
-  /* F16 (bf16 = false) or BF16 weights against f32 activations [n, k], exact products. */   \
-  void gemm_half(bool bf16, const uint8_t* w, int64_t r0, int64_t r1, const float* x,         \
-                 int64_t n, int64_t k, float* y, int64_t m);
+#define SLUICE_KERNEL_DECLS                                                                      \
+  /* Q8_0, Q4_0, Q4_K, Q6_K weights against 8-bit activation blocks. */                          \
+  void gemm_int8(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,      \
+                 const QuantizedActs& a, float* y, int64_t m);                                   \
+  /* F16 (bf16 = false) or BF16 weights against f32 activations [n, k], exact products. */       \
+  void gemm_half(bool bf16, const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n, \
+                 int64_t k, float* y, int64_t m);
 
 namespace kern_avx2 {
 SLUICE_KERNEL_DECLS
@@ -33,8 +33,8 @@ void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, f
                    int32_t* bias, int32_t* sum16);
 // F16 weights, f32 activations, k % 16 == 0: register tiles of up to 4 weight rows x 6
 // activation rows in 512-bit f32 FMA.
-void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n,
-                    int64_t k, float* y, int64_t m);
+void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n, int64_t k,
+                    float* y, int64_t m);
 // The same on packed F16 weights (4-row tiles, packed.h), groups [g0, g1): bit for bit the
 // result of gemm_f16_tiled on the rows.
 void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,

@@ -53,7 +53,8 @@ void pack_unit(GgmlType type, const uint8_t* src, int r, uint8_t* q, uint8_t* me
     }
     std::memcpy(meta + 2 * r, src, 2);           // d
     std::memcpy(meta + 32 + 2 * r, src + 2, 2);  // dmin
-    for (int s = 0; s < 8; ++s) unpack_scale_min_k4(src + 4, s, &meta[64 + s * kR + r], &meta[192 + s * kR + r]);
+    for (int s = 0; s < 8; ++s)
+      unpack_scale_min_k4(src + 4, s, &meta[64 + s * kR + r], &meta[192 + s * kR + r]);
     const uint8_t* qs = src + 16;
     for (int v = 0; v < 32; ++v) std::memcpy(q + v * 64 + r * 4, qs + 4 * v, 4);
     return;
@@ -68,7 +69,8 @@ void pack_unit(GgmlType type, const uint8_t* src, int r, uint8_t* q, uint8_t* me
   std::memcpy(meta + 2 * r, src, 2);
   const uint8_t* qs = src + 2;
   for (int j = 0; j < n_vec; ++j) {
-    for (int t = 0; t < 4; ++t) q[j * 64 + r * 4 + t] = q8 ? uint8_t(qs[4 * j + t] ^ 0x80) : qs[4 * j + t];
+    for (int t = 0; t < 4; ++t)
+      q[j * 64 + r * 4 + t] = q8 ? uint8_t(qs[4 * j + t] ^ 0x80) : qs[4 * j + t];
   }
 }
 
@@ -76,7 +78,9 @@ void pack_unit(GgmlType type, const uint8_t* src, int r, uint8_t* q, uint8_t* me
 
 namespace {
 
-size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+size_t round64(size_t n) {
+  return (n + 63) / 64 * 64;
+}
 
 template <class F>
 void over_groups(ThreadPool* pool, int64_t n_groups, F&& f) {
@@ -108,7 +112,9 @@ size_t PackedWeights::meta_bytes() const {
   return size_t(n_groups() * n_units() * unit_meta_bytes());
 }
 
-size_t PackedWeights::bytes() const { return quant_bytes() + meta_bytes(); }
+size_t PackedWeights::bytes() const {
+  return quant_bytes() + meta_bytes();
+}
 
 Result<size_t> PackedWeights::bytes_needed(GgmlType type, int64_t m, int64_t k) {
   const PackedWeights p(type, m, k);
@@ -178,7 +184,8 @@ Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t 
           uint8_t* meta = p.meta_ + (g * nu + u) * mb;
           for (int r = 0; r < int(kRows); ++r) {
             const int64_t row = g * kRows + r;
-            pack_unit(type, row < m ? src + size_t(row) * rb + size_t(u) * unit_bytes : nullptr, r, q, meta);
+            pack_unit(type, row < m ? src + size_t(row) * rb + size_t(u) * unit_bytes : nullptr, r,
+                      q, meta);
           }
         }
       }

@@ -55,8 +55,8 @@ class PackedWeights {
 
   static constexpr int64_t kF16TileRows = 4;
 
-  // Whether `type` has a packed form (Q8_0, Q4_0, Q4_K, Q6_K, F16, BF16) and this CPU runs its kernels
-  // (AVX-512 VNNI).
+  // Whether `type` has a packed form (Q8_0, Q4_0, Q4_K, Q6_K, F16, BF16) and this CPU runs its
+  // kernels (AVX-512 VNNI).
   static bool supported(GgmlType type);
 
   // Bytes pack() writes for W [m, k] of `type` (the quants, then the scales 64-byte aligned),
@@ -77,10 +77,14 @@ class PackedWeights {
   int64_t n_units() const { return k_ / unit_cols(); }  // per row
   int64_t unit_quant_bytes() const {
     switch (type_) {
-      case GgmlType::Q8_0: return 512;
-      case GgmlType::Q4_0: return 256;
-      case GgmlType::Q4_K: return 2048;
-      default: return 3072;  // Q6_K
+      case GgmlType::Q8_0:
+        return 512;
+      case GgmlType::Q4_0:
+        return 256;
+      case GgmlType::Q4_K:
+        return 2048;
+      default:
+        return 3072;  // Q6_K
     }
   }
   int64_t unit_meta_bytes() const {

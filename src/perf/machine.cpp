@@ -60,7 +60,8 @@ __attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n) {
   for (size_t i = 0; i + 64 <= n; i += 64) {
     // Software prefetch 8 KiB ahead (the matmul kernels prefetch their weights too): the hardware
     // prefetchers alone leave DRAM bandwidth unused on this kind of machine.
-    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(p + i + 2048 + 16 * l), _MM_HINT_T0);
+    for (int l = 0; l < 4; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + 2048 + 16 * l), _MM_HINT_T0);
     a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
     a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
     a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
@@ -98,9 +99,8 @@ double measure_read_gbps(const float* buf, size_t n, int threads) {
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const size_t per = n / size_t(threads) / 64 * 64;
-    const double s = run_parallel(threads, [&](int t) {
-      g_sink = g_sink + sum_any(buf + size_t(t) * per, per);
-    });
+    const double s = run_parallel(
+        threads, [&](int t) { g_sink = g_sink + sum_any(buf + size_t(t) * per, per); });
     best = std::max(best, double(per * size_t(threads) * sizeof(float)) / s / 1e9);
   }
   return best;
@@ -216,8 +216,10 @@ MachineRoofline measure_machine_roofline(int threads) {
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     r.peak_gflops_f32 = measure_peak(&fma_f32_avx2, threads);
   }
-  if (__builtin_cpu_supports("avx512bf16")) r.peak_gflops_bf16 = measure_peak(&dot_bf16_avx512, threads);
-  if (__builtin_cpu_supports("avx512vnni")) r.peak_gops_int8 = measure_peak(&dot_int8_avx512, threads);
+  if (__builtin_cpu_supports("avx512bf16"))
+    r.peak_gflops_bf16 = measure_peak(&dot_bf16_avx512, threads);
+  if (__builtin_cpu_supports("avx512vnni"))
+    r.peak_gops_int8 = measure_peak(&dot_int8_avx512, threads);
   return r;
 }
 

@@ -11,14 +11,14 @@
 namespace sluice {
 
 struct MachineRoofline {
-  std::string cpu;               // model name from /proc/cpuinfo
-  int threads = 0;               // threads used for the multi-threaded numbers
-  double read_gbps_1t = 0;       // streaming read bandwidth, 1 thread (GB/s = 1e9 B/s)
-  double read_gbps = 0;          // streaming read bandwidth, `threads` threads
-  double peak_gflops_f32 = 0;    // f32 FMA peak, `threads` threads (GFLOP/s, FMA = 2 flops)
-  double peak_gflops_bf16 = 0;   // bf16 dot-product peak (0 when the CPU lacks AVX512-BF16)
-  double peak_gops_int8 = 0;     // int8 dot-product peak (VNNI; 0 when absent)
-  std::string measured_at;       // ISO-8601 UTC
+  std::string cpu;              // model name from /proc/cpuinfo
+  int threads = 0;              // threads used for the multi-threaded numbers
+  double read_gbps_1t = 0;      // streaming read bandwidth, 1 thread (GB/s = 1e9 B/s)
+  double read_gbps = 0;         // streaming read bandwidth, `threads` threads
+  double peak_gflops_f32 = 0;   // f32 FMA peak, `threads` threads (GFLOP/s, FMA = 2 flops)
+  double peak_gflops_bf16 = 0;  // bf16 dot-product peak (0 when the CPU lacks AVX512-BF16)
+  double peak_gops_int8 = 0;    // int8 dot-product peak (VNNI; 0 when absent)
+  std::string measured_at;      // ISO-8601 UTC
 };
 
 // Measures everything (a few seconds). `threads` <= 0: all cores.

@@ -29,7 +29,9 @@ long rss_kib(const void* start) {
   return -1;
 }
 
-uint8_t byte_at(size_t i) { return uint8_t(i * 7 + i / 4096); }
+uint8_t byte_at(size_t i) {
+  return uint8_t(i * 7 + i / 4096);
+}
 
 std::string temp_file(size_t bytes) {
   std::string path = ::testing::TempDir() + "mapped_file_test.bin";

@@ -127,9 +127,9 @@ TEST(PagedAttention, SegmentSplitIsBitExact) {
   }
   ThreadPool pool(3);
   const Case cases[] = {
-      {8, 2, 64, 16, 257, 1, KvType::kF16},  {8, 2, 64, 16, 512, 1, KvType::kF16},
+      {8, 2, 64, 16, 257, 1, KvType::kF16},   {8, 2, 64, 16, 512, 1, KvType::kF16},
       {32, 8, 64, 16, 1000, 1, KvType::kF16}, {4, 1, 128, 32, 700, 3},
-      {8, 8, 16, 16, 513, 16, KvType::kF16}, {6, 3, 32, 3, 600, 5},
+      {8, 8, 16, 16, 513, 16, KvType::kF16},  {6, 3, 32, 3, 600, 5},
       {8, 2, 64, 16, 4097, 2, KvType::kF16},
   };
   for (const Case& c : cases) {
@@ -144,7 +144,8 @@ TEST(PagedAttention, SegmentSplitIsBitExact) {
     std::vector<float> partial(size_t(n_seg) * paged_attention_partial_floats(ps), 9.0f);
     // Last segment first, then the rest in uneven groups.
     paged_attention_segments(ps, n_seg - 1, n_seg, partial.data());
-    for (int s = 0; s < n_seg - 1; s += 2) paged_attention_segments(ps, s, std::min(n_seg - 1, s + 2), partial.data());
+    for (int s = 0; s < n_seg - 1; s += 2)
+      paged_attention_segments(ps, s, std::min(n_seg - 1, s + 2), partial.data());
     for (int h = c.n_kv_head - 1; h >= 0; --h) paged_attention_merge(ps, h, partial.data());
     EXPECT_EQ(one, split) << "heads " << c.n_head << "/" << c.n_kv_head << " kv " << c.kv_len
                           << " q " << c.n_q << " bs " << c.block_size;
@@ -156,9 +157,10 @@ TEST(PagedAttention, SegmentSplitIsBitExact) {
 
 // f32 caches: `n_q` queries of `n_head` heads over `kv_len` positions through `table`.
 PagedAttentionParams f32_params(const std::vector<float>& q, std::vector<float>& out, int n_q,
-                                int kv_len, const std::vector<float>& k, const std::vector<float>& v,
-                                const std::vector<int32_t>& table, int block_size, int n_head,
-                                int n_kv_head, int head_dim, float scale) {
+                                int kv_len, const std::vector<float>& k,
+                                const std::vector<float>& v, const std::vector<int32_t>& table,
+                                int block_size, int n_head, int n_kv_head, int head_dim,
+                                float scale) {
   PagedAttentionParams p;
   p.q = q.data();
   p.out = out.data();

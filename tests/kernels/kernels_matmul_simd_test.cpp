@@ -103,9 +103,9 @@ void check_int8(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, T
       // intermediate terms (|d sc q x| <= |w x| + |dmin m x|, both bounded by ~2 mag).
       const double tol = 4e-7 * std::sqrt(double(k)) * 4 * mag + 1e-30;
       const size_t at = size_t(i * m + r);
-      ASSERT_NEAR(y[at], ref_q[at], tol) << type_name(type) << " " << matmul_isa_name(isa)
-                                         << " m=" << m << " k=" << k << " n=" << n << " at " << i
-                                         << "," << r;
+      ASSERT_NEAR(y[at], ref_q[at], tol)
+          << type_name(type) << " " << matmul_isa_name(isa) << " m=" << m << " k=" << k
+          << " n=" << n << " at " << i << "," << r;
       ASSERT_NEAR(y[at], ref[at], act_err * 1.0001 + tol) << type_name(type) << " vs exact x";
     }
   }
@@ -128,8 +128,8 @@ TEST(MatmulSimd, Int8ActivationTypesOddShapes) {
   }
 }
 
-// Q8_0 / Q4_0 / Q4_K / Q6_K repacked 16 rows at a time (packed.h): every tail of the 16-row groups, of the
-// 8/4/2/1 activation-row tiles, the decode path (n = 1) and long rows.
+// Q8_0 / Q4_0 / Q4_K / Q6_K repacked 16 rows at a time (packed.h): every tail of the 16-row groups,
+// of the 8/4/2/1 activation-row tiles, the decode path (n = 1) and long rows.
 TEST(MatmulSimd, PackedWeightsOddShapes) {
   if (!PackedWeights::supported(GgmlType::Q8_0)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   ThreadPool pool(3);
@@ -159,15 +159,16 @@ TEST(MatmulSimd, PackedHalfTypesGiveTheRowKernelsResults) {
   struct Shape {
     int64_t m, k, n;
   };
-  const Shape shapes[] = {{37, 96, 1},   {37, 96, 5},   {37, 96, 13}, {1, 16, 1},    {3, 32, 2},
-                          {16, 48, 6},   {17, 64, 7},   {33, 2064, 1}, {31, 3072, 4}, {4097, 32, 1},
-                          {300, 1040, 9}, {130, 256, 33}};
+  const Shape shapes[] = {{37, 96, 1},   {37, 96, 5},   {37, 96, 13},   {1, 16, 1},
+                          {3, 32, 2},    {16, 48, 6},   {17, 64, 7},    {33, 2064, 1},
+                          {31, 3072, 4}, {4097, 32, 1}, {300, 1040, 9}, {130, 256, 33}};
   for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
     for (const Shape& sh : shapes) {
       const Case c = make_case(type, sh.m, sh.k, sh.n, rng);
       Result<PackedWeights> pw = PackedWeights::pack(type, c.wq.data(), sh.m, sh.k, &pool);
       ASSERT_TRUE(pw.ok()) << pw.status().message();
-      const size_t rows = type == GgmlType::F16 ? size_t(pw->n_groups() * PackedWeights::kRows) : size_t(sh.m);
+      const size_t rows =
+          type == GgmlType::F16 ? size_t(pw->n_groups() * PackedWeights::kRows) : size_t(sh.m);
       EXPECT_EQ(pw->bytes(), rows * size_t(sh.k) * 2);
       std::vector<float> y(size_t(sh.n * sh.m)), yp(size_t(sh.n * sh.m), -1.0f), y1(yp);
       MatmulParams p = params_of(c, type, sh.m, sh.k, sh.n);
@@ -259,7 +260,7 @@ TEST(MatmulSimd, QuantizeActsMatchesReferenceBitForBit) {
       for (int64_t n : {1, 3, 33}) {
         std::vector<float> x = random_floats(rng, n * k, -3.0f, 3.0f);
         for (int64_t j = 0; j < 32 && j < n * k; ++j) x[size_t(j)] = 0.0f;  // an all-zero block
-        x[size_t(n * k - 1)] = 1e-30f;                                       // tiny values
+        x[size_t(n * k - 1)] = 1e-30f;                                      // tiny values
         ActBuffer got, want;
         quantize_acts(x.data(), n, k, got, isa);
         quantize_acts_ref(x.data(), n, k, want);
