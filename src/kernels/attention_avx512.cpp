@@ -35,32 +35,57 @@ namespace {
 constexpr int kKeys = 16;
 constexpr int kRowsPerPass = 4;  // query rows sharing each K column / V block load
 
-// Key tile [t0, t0 + nt) of kv head h as KT [head_dim][16] f32, columns past nt zero. With
-// block_size % 16 == 0 the tile lies in one block whose K is dim-major (attention.h): column d
-// is 16 contiguous positions, one (masked) load each; otherwise gathered position by position.
+// Column d of a key tile (16 positions, zero past the tile's keys): from the converted tile KT,
+struct TileColumns {
+  const float* kt;
+  SLUICE_TARGET __m512 operator()(int d) const { return _mm512_loadu_ps(kt + d * kKeys); }
+};
+// or straight from the cache (block_size % 16 == 0: the tile lies in one block whose K is
+// dim-major, attention.h, so column d is 16 contiguous positions at k + d * block_size),
+// converted on the fly. Full tiles take plain loads: masked loads that miss the cache stall
+// (Zen 4), and decode's K comes from DRAM (BM_Attention/decode/4096/16: 0.85 -> 0.67 ms).
+template <bool kF16>
+struct CacheColumns {
+  const void* k;   // the tile's first position, dimension 0
+  int64_t stride;  // block_size
+  __mmask16 mask;  // the tile's keys
+  SLUICE_TARGET __m512 operator()(int d) const {
+    if constexpr (kF16) {
+      const uint16_t* src = static_cast<const uint16_t*>(k) + d * stride;
+      return _mm512_cvtph_ps(mask == 0xffff
+                                 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))
+                                 : _mm256_maskz_loadu_epi16(mask, src));
+    } else {
+      const float* src = static_cast<const float*>(k) + d * stride;
+      return mask == 0xffff ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(mask, src);
+    }
+  }
+};
+
+// The columns of key tile [t0, t0 + nt) of kv head h in the cache (block_size % 16 == 0).
+template <bool kF16>
+CacheColumns<kF16> cache_columns(const PagedAttentionParams& p, int t0, int nt, int h) {
+  const int bs = p.block_size;
+  const int64_t off = p.layout().k(p.block_table[t0 / bs], t0 % bs, h, 0);
+  const __mmask16 mask = nt == kKeys ? __mmask16(0xffff) : __mmask16((1u << nt) - 1);
+  return {static_cast<const uint8_t*>(p.k_cache) + off * (kF16 ? 2 : 4), bs, mask};
+}
+
+// Key tile [t0, t0 + nt) of kv head h as KT [head_dim][16] f32, columns past nt zero: with
+// block_size % 16 == 0 a column load each (CacheColumns), otherwise gathered position by
+// position.
 SLUICE_TARGET inline void load_k_tile(const PagedAttentionParams& p, int t0, int nt, int h,
                                       float* kt) {
   const KvLayout l = p.layout();
   const int hd = p.head_dim, bs = p.block_size;
   const bool f16 = p.kv_type == KvType::kF16;
   if (bs % kKeys == 0) {
-    const __mmask16 m = nt == kKeys ? __mmask16(0xffff) : __mmask16((1u << nt) - 1);
-    const int64_t off = l.k(p.block_table[t0 / bs], t0 % bs, h, 0);
-    for (int d = 0; d < hd; ++d) {
-      const int64_t e = off + int64_t(d) * bs;
-      // Plain loads for a full tile: masked loads that miss the cache stall (Zen 4), and decode's
-      // K comes from DRAM (BM_Attention/decode/4096/16: 0.85 -> 0.67 ms without them).
-      __m512 col;
-      if (f16) {
-        const uint16_t* src = static_cast<const uint16_t*>(p.k_cache) + e;
-        col =
-            _mm512_cvtph_ps(nt == kKeys ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))
-                                        : _mm256_maskz_loadu_epi16(m, src));
-      } else {
-        const float* src = static_cast<const float*>(p.k_cache) + e;
-        col = nt == kKeys ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(m, src);
-      }
-      _mm512_storeu_ps(kt + d * kKeys, col);
+    if (f16) {
+      const CacheColumns<true> col = cache_columns<true>(p, t0, nt, h);
+      for (int d = 0; d < hd; ++d) _mm512_storeu_ps(kt + d * kKeys, col(d));
+    } else {
+      const CacheColumns<false> col = cache_columns<false>(p, t0, nt, h);
+      for (int d = 0; d < hd; ++d) _mm512_storeu_ps(kt + d * kKeys, col(d));
     }
     return;
   }
@@ -119,34 +144,8 @@ float* scratch(size_t n) {
   return buf.data();
 }
 
-// The 16 scaled scores of RN query rows against the key tile KT [hd][16]: per row two FMA
+// The 16 scaled scores of RN query rows against a key tile's columns: per row two FMA
 // chains (even and odd dimensions), each K column loaded once for all rows.
-// Column d of a key tile (16 positions, zero past the tile's keys): from the converted tile KT,
-struct TileColumns {
-  const float* kt;
-  SLUICE_TARGET __m512 operator()(int d) const { return _mm512_loadu_ps(kt + d * kKeys); }
-};
-// or straight from the cache (block_size % 16 == 0: column d at k + d * block_size), converted
-// on the fly: a single pass of query rows over a tile (decode) has no use for KT. The same
-// values either way.
-template <bool kF16>
-struct CacheColumns {
-  const void* k;   // the tile's first position, dimension 0
-  int64_t stride;  // block_size
-  __mmask16 mask;  // the tile's keys
-  SLUICE_TARGET __m512 operator()(int d) const {
-    if constexpr (kF16) {
-      const uint16_t* src = static_cast<const uint16_t*>(k) + d * stride;
-      return _mm512_cvtph_ps(mask == 0xffff
-                                 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))
-                                 : _mm256_maskz_loadu_epi16(mask, src));
-    } else {
-      const float* src = static_cast<const float*>(k) + d * stride;
-      return mask == 0xffff ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(mask, src);
-    }
-  }
-};
-
 template <int RN, class Columns>
 SLUICE_TARGET inline void scores(Columns col, const float* const* q, int hd, __m512 scale,
                                  __m512* sc) {
@@ -275,9 +274,6 @@ SLUICE_TARGET void fold_tile(const PagedAttentionParams& p, int q0, int nr, int 
   // the tile once into KT.
   const bool direct = bs % kKeys == 0 && nr <= kRowsPerPass;
   if (!direct) load_k_tile(p, t0, nt, kv_head, b.kt);
-  const int64_t k_off =
-      bs % kKeys == 0 ? p.layout().k(p.block_table[t0 / bs], t0 % bs, kv_head, 0) : 0;
-  const __mmask16 k_mask = nt == kKeys ? __mmask16(0xffff) : __mmask16((1u << nt) - 1);
   // The tile's value rows: in place (one block, rows hd apart) or gathered into vt as f32.
   const void* v = b.vt;
   bool v_f16 = false;
@@ -310,12 +306,9 @@ SLUICE_TARGET void fold_tile(const PagedAttentionParams& p, int q0, int nr, int 
     if (!direct) {
       scores_rows(rn, TileColumns{b.kt}, q, hd, scale, sc);
     } else if (f16) {
-      scores_rows(rn,
-                  CacheColumns<true>{static_cast<const uint16_t*>(p.k_cache) + k_off, bs, k_mask},
-                  q, hd, scale, sc);
+      scores_rows(rn, cache_columns<true>(p, t0, nt, kv_head), q, hd, scale, sc);
     } else {
-      scores_rows(rn, CacheColumns<false>{static_cast<const float*>(p.k_cache) + k_off, bs, k_mask},
-                  q, hd, scale, sc);
+      scores_rows(rn, cache_columns<false>(p, t0, nt, kv_head), q, hd, scale, sc);
     }
     for (int i = 0; i < rn; ++i) {
       if (vis[i] <= 0) continue;
