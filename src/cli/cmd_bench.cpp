@@ -132,7 +132,8 @@ class Probed {
  public:
   Probed(const BandwidthProbe* probe, int threads) : probe_(probe), threads_(threads) {}
   void sample() {
-    if (probe_) gbps_.push_back(probe_->measure(threads_));
+    const double g = probe_ ? probe_->measure(threads_) : 0;
+    if (g > 0) gbps_.push_back(g);  // 0: the probe's buffer could not be allocated
   }
   void set(Row& r) const {
     if (gbps_.empty()) return;
@@ -169,8 +170,8 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
   const StepCostModel model_cost = make_step_cost_model(model, r, KvType::kF16);
   const double wbytes = model_cost.model.stored_weight_bytes;
   const double params = model_cost.model.n_params;
-  const GgmlType wtype = model.weights().layers.empty() ? GgmlType::F32
-                                                        : model.weights().layers[0].w_gate.type;
+  const GgmlType wtype =
+      model.weights().layers.empty() ? GgmlType::F32 : model.weights().layers[0].w_gate.type;
   // The peak the prefill arithmetic runs on.
   double peak = r.peak_gflops_f32;
   const char* peak_name = "f32 FMA";
@@ -274,7 +275,8 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
       }
       probed.sample();
       Row br;
-      br.test = "tg" + std::to_string(o.n_decode) + " b" + std::to_string(b) + " @" + std::to_string(bp);
+      br.test =
+          "tg" + std::to_string(o.n_decode) + " b" + std::to_string(b) + " @" + std::to_string(bp);
       br.threads = nt;
       br.tps = stats(tg);
       br.bytes_per_token = (wbytes + b * kv_per_pos * (bp + o.n_decode / 2.0)) / b;
@@ -304,7 +306,9 @@ void print_rows(const BenchOptions& o, const std::string& desc, const std::vecto
     return;
   }
   std::printf("%s\n\n", desc.c_str());
-  std::printf("| test | threads | tok/s | best | MB/token | GB/s | MBU | probe GB/s | MBU* | MFU | roofline |\n");
+  std::printf(
+      "| test | threads | tok/s | best | MB/token | GB/s | MBU | probe GB/s | MBU* | MFU | "
+      "roofline |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     char mfu[32] = "", probe[32] = "", mbu_probe[32] = "";
@@ -315,11 +319,13 @@ void print_rows(const BenchOptions& o, const std::string& desc, const std::vecto
     }
     std::printf("| %s | %d | %.2f ± %.2f | %.2f | %.1f | %.1f | %.1f%% | %s | %s | %s | %.1f%% |\n",
                 r.test.c_str(), r.threads, r.tps.mean, r.tps.sd, r.tps.best,
-                r.bytes_per_token / 1e6, r.gbps, 100 * r.mbu, probe, mbu_probe, mfu, 100 * r.roofline);
+                r.bytes_per_token / 1e6, r.gbps, 100 * r.mbu, probe, mbu_probe, mfu,
+                100 * r.roofline);
   }
-  std::printf("\nMBU: against the cached `--roofline` read bandwidth. MBU*: against the read bandwidth "
-              "probed before each repetition and after the last (probe GB/s, their mean)%s.\n",
-              o.probe ? "" : "; --no-probe: not measured");
+  std::printf(
+      "\nMBU: against the cached `--roofline` read bandwidth. MBU*: against the read bandwidth "
+      "probed before each repetition and after the last (probe GB/s, their mean)%s.\n",
+      o.probe ? "" : "; --no-probe: not measured");
 }
 
 }  // namespace
@@ -327,10 +333,12 @@ void print_rows(const BenchOptions& o, const std::string& desc, const std::vecto
 void register_bench(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Benchmark a model's prefill/decode on the CPU executor; --roofline measures this machine");
+      "bench",
+      "Benchmark a model's prefill/decode on the CPU executor; --roofline measures this machine");
   cmd->add_option("model", opt->model, "GGUF model (path or hf:// spec)");
-  cmd->add_flag("--roofline", opt->roofline,
-                "Measure read bandwidth and peak FLOP/s; cache them for MBU/MFU and `plan --hw local`");
+  cmd->add_flag(
+      "--roofline", opt->roofline,
+      "Measure read bandwidth and peak FLOP/s; cache them for MBU/MFU and `plan --hw local`");
   cmd->add_option("-t,--threads", opt->threads,
                   "Thread counts, comma separated (default: all cores; --roofline uses the first)")
       ->delimiter(',');
@@ -340,9 +348,11 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("-b,--batch", opt->batches, "Sequences decoding together (default 1)")
       ->delimiter(',');
   cmd->add_option("-r,--reps", opt->reps, "Repetitions (default 3)");
-  cmd->add_flag("!--no-probe", opt->probe,
-                "Do not probe the read bandwidth alongside each test (no MBU* column, 512 MiB less memory)");
-  cmd->add_option("--output-format", opt->format, "md or json")->check(CLI::IsMember({"md", "json"}));
+  cmd->add_flag(
+      "!--no-probe", opt->probe,
+      "Do not probe the read bandwidth alongside each test (no MBU* column, 512 MiB less memory)");
+  cmd->add_option("--output-format", opt->format, "md or json")
+      ->check(CLI::IsMember({"md", "json"}));
   cmd->add_option("--roofline-file", opt->roofline_file,
                   "The cached ceilings: written by --roofline, read for MBU/MFU (default: " +
                       default_roofline_path() + ")");
@@ -373,7 +383,8 @@ void register_bench(CLI::App& app, int& exit_code) {
     }
     std::fprintf(stderr, "measuring (about 10 s)...\n");
     MachineRoofline r = measure_machine_roofline(opt->threads.empty() ? 0 : opt->threads[0]);
-    const std::string path = opt->roofline_file.empty() ? default_roofline_path() : opt->roofline_file;
+    const std::string path =
+        opt->roofline_file.empty() ? default_roofline_path() : opt->roofline_file;
     std::printf("cpu:                 %s\n", r.cpu.c_str());
     std::printf("read bandwidth:      %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n",
                 r.read_gbps_1t, r.read_gbps, r.threads);

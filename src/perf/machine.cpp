@@ -229,18 +229,19 @@ BandwidthProbe::BandwidthProbe(int threads)
     : n_(size_t(512) << 20 >> 2),
       threads_(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()))) {
   mem_ = alloc_streamed(n_ * sizeof(float));
-  buf_ = reinterpret_cast<float*>(mem_.get());
+  if (!mem_) return;  // measure() says 0: no bandwidth known
   // First touch from the threads that will read it, so pages are local to them.
   run_parallel(threads_, [&](int t) {
     const size_t per = n_ / size_t(threads_);
-    std::fill(buf_ + size_t(t) * per, buf_ + size_t(t + 1) * per, 1.0f);
+    std::fill(buf() + size_t(t) * per, buf() + size_t(t + 1) * per, 1.0f);
   });
 }
 
 BandwidthProbe::~BandwidthProbe() = default;
 
 double BandwidthProbe::measure(int threads) const {
-  return measure_read_gbps(buf_, n_, threads > 0 ? threads : threads_);
+  if (!mem_) return 0;
+  return measure_read_gbps(buf(), n_, threads > 0 ? threads : threads_);
 }
 
 std::string default_roofline_path() {

@@ -39,8 +39,9 @@ class BandwidthProbe {
   double measure(int threads = 0) const;
 
  private:
+  float* buf() const { return reinterpret_cast<float*>(mem_.get()); }
+
   StreamedBuffer mem_;
-  float* buf_ = nullptr;
   size_t n_ = 0;  // floats
   int threads_ = 1;
 };
