@@ -201,7 +201,7 @@ Status CpuExecutor::execute(const Batch& batch, Logits& out) {
 
 void CpuExecutor::repack(const CpuExecutorOptions& options) {
   const MatmulIsa isa = isa_ == MatmulIsa::kAuto ? matmul_isa_best() : isa_;
-  if (!options.repack_weights || isa != MatmulIsa::kAvx512) return;
+  if (!options.repack_weights || isa == MatmulIsa::kScalar) return;
   const ModelWeights& w = model_.weights();
   std::vector<const WeightMatrix*> ms = {&w.output};
   for (const LayerWeights& l : w.layers) {

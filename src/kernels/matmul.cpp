@@ -124,17 +124,27 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   const auto* w =
       static_cast<const uint8_t*>(p.packed && p.packed->is_copy() ? p.packed->raw() : p.w);
   const size_t rb = row_size(p.type, p.k);
-  if (isa == MatmulIsa::kAvx512 && p.packed && matmul_uses_int8_acts(p.type)) {
+  const bool simd = isa == MatmulIsa::kAvx2 || isa == MatmulIsa::kAvx512;
+  if (simd && p.packed && matmul_uses_int8_acts(p.type)) {
     const QuantizedActs a = int8_acts(p, isa);
     const PackedWeights& pw = *p.packed;
-    over_groups(p, pool,
-                [&](int64_t g0, int64_t g1) { kern_avx512::gemm_packed(pw, g0, g1, a, p.y, p.m); });
+    over_groups(p, pool, [&](int64_t g0, int64_t g1) {
+      if (isa == MatmulIsa::kAvx512) {
+        kern_avx512::gemm_packed(pw, g0, g1, a, p.y, p.m);
+      } else {
+        kern_avx2::gemm_packed(pw, g0, g1, a, p.y, p.m);
+      }
+    });
     return;
   }
-  if (isa == MatmulIsa::kAvx512 && p.packed && p.type == GgmlType::F16) {
+  if (simd && p.packed && p.type == GgmlType::F16) {
     const PackedWeights& pw = *p.packed;
     over_groups(p, pool, [&](int64_t g0, int64_t g1) {
-      kern_avx512::gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m);
+      if (isa == MatmulIsa::kAvx512) {
+        kern_avx512::gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m);
+      } else {
+        kern_avx2::gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m);
+      }
     });
     return;
   }
@@ -151,9 +161,13 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   }
   if (isa != MatmulIsa::kScalar && (p.type == GgmlType::F16 || p.type == GgmlType::BF16)) {
     const bool bf16 = p.type == GgmlType::BF16;
-    if (isa == MatmulIsa::kAvx512 && !bf16 && p.k % 16 == 0) {
+    if (!bf16 && p.k % 16 == 0) {
       over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
-        kern_avx512::gemm_f16_tiled(w, r0, r1, p.x, p.n, p.k, p.y, p.m);
+        if (isa == MatmulIsa::kAvx512) {
+          kern_avx512::gemm_f16_tiled(w, r0, r1, p.x, p.n, p.k, p.y, p.m);
+        } else {
+          kern_avx2::gemm_f16_tiled(w, r0, r1, p.x, p.n, p.k, p.y, p.m);
+        }
       });
       return;
     }

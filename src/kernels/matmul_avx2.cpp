@@ -19,3 +19,62 @@ namespace sluice::kern_avx2 {
 #undef SLUICE_TARGET
 
 }  // namespace sluice::kern_avx2
+
+// ---- kernels that only the AVX2 build has (the AVX-512 ones live in matmul_avx512.cpp) --------
+
+namespace sluice::kern_avx2 {
+
+#define SLUICE_TARGET __attribute__((target("avx2,fma,f16c")))
+
+SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d_out,
+                                 float* s_out, int32_t* bias_out, int32_t* sum16_out) {
+  const int64_t nb = k / 32;
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  // packs_epi32 / packs_epi16 interleave the 128-bit lanes; this puts the 8 dwords back in order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xr = x + i * k;
+    int8_t* q = qs + i * k;
+    float* d = d_out + i * nb;
+    float* s = s_out + i * nb;
+    int32_t* bias = bias_out + i * nb;
+    int32_t* sum16 = sum16_out + 2 * i * nb;
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256 v[4];
+      for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(xr + 32 * b + 8 * j);
+      __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+      const float amax = _mm_cvtss_f32(m4);
+      const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+      const __m256 vid = _mm256_set1_ps(id);
+      __m256i qi[4];
+      for (int j = 0; j < 4; ++j) qi[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], vid));
+      const __m256i s01 = _mm256_add_epi32(qi[0], qi[1]), s23 = _mm256_add_epi32(qi[2], qi[3]);
+      const __m256i p16 = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
+                                             _mm256_packs_epi32(qi[2], qi[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b),
+                          _mm256_permutevar8x32_epi32(p16, order));
+      alignas(32) int32_t lanes[16];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s01);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes + 8), s23);
+      int32_t h0 = 0, h1 = 0;
+      for (int l = 0; l < 8; ++l) {
+        h0 += lanes[l];
+        h1 += lanes[8 + l];
+      }
+      sum16[2 * b] = h0;
+      sum16[2 * b + 1] = h1;
+      const int32_t sum = h0 + h1;
+      d[b] = amax / 127.0f;
+      s[b] = d[b] * float(sum);
+      bias[b] = -128 * sum;
+    }
+  }
+}
+
+#undef SLUICE_TARGET
+
+}  // namespace sluice::kern_avx2

@@ -117,6 +117,9 @@ void quantize_acts_rows(const float* x, int64_t r0, int64_t r1, ActBuffer& out, 
   if (isa == MatmulIsa::kAvx512) {
     kern_avx512::quantize_rows(x + r0 * k, r1 - r0, k, out.qs() + r0 * k, out.d() + r0 * nb,
                                out.s() + r0 * nb, out.bias() + r0 * nb, out.sum16() + 2 * r0 * nb);
+  } else if (isa == MatmulIsa::kAvx2) {
+    kern_avx2::quantize_rows(x + r0 * k, r1 - r0, k, out.qs() + r0 * k, out.d() + r0 * nb,
+                             out.s() + r0 * nb, out.bias() + r0 * nb, out.sum16() + 2 * r0 * nb);
   } else {
     quantize_rows_ref(x + r0 * k, (r1 - r0) * nb, out.qs() + r0 * k, out.d() + r0 * nb,
                       out.s() + r0 * nb, out.bias() + r0 * nb, out.sum16() + 2 * r0 * nb);
@@ -129,6 +132,9 @@ void quantize_acts_row(const float* x, int64_t r, ActBuffer& out, MatmulIsa isa)
   if (isa == MatmulIsa::kAvx512) {
     kern_avx512::quantize_rows(x, 1, k, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb,
                                out.bias() + r * nb, out.sum16() + 2 * r * nb);
+  } else if (isa == MatmulIsa::kAvx2) {
+    kern_avx2::quantize_rows(x, 1, k, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb,
+                             out.bias() + r * nb, out.sum16() + 2 * r * nb);
   } else {
     quantize_rows_ref(x, nb, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb,
                       out.bias() + r * nb, out.sum16() + 2 * r * nb);

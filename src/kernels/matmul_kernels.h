@@ -23,6 +23,20 @@ class PackedWeights;
 
 namespace kern_avx2 {
 SLUICE_KERNEL_DECLS
+// As kern_avx512::quantize_rows (bit for bit quantize_acts_ref).
+void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, float* s,
+                   int32_t* bias, int32_t* sum16);
+// Packed Q8_0 / Q4_0 / Q4_K / Q6_K weights (packed.h, the AVX-512 layout read as 256-bit
+// halves), groups [g0, g1), against every quantized activation row; y [n, m].
+void gemm_packed(const PackedWeights& w, int64_t g0, int64_t g1, const QuantizedActs& a, float* y,
+                 int64_t m);
+// F16 weights, f32 activations, k % 16 == 0: register tiles of up to 4 weight rows x 3
+// activation rows in 256-bit f32 FMA.
+void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n, int64_t k,
+                    float* y, int64_t m);
+// The same on packed F16 weights (4-row tiles), groups [g0, g1): bit for bit gemm_f16_tiled.
+void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,
+                     float* y, int64_t m);
 }  // namespace kern_avx2
 
 namespace kern_avx512 {

@@ -96,7 +96,7 @@ void over_groups(ThreadPool* pool, int64_t n_groups, F&& f) {
 bool PackedWeights::supported(GgmlType type) {
   return (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K ||
           type == GgmlType::Q6_K || type == GgmlType::F16 || type == GgmlType::BF16) &&
-         matmul_isa_best() == MatmulIsa::kAvx512;
+         matmul_isa_best() != MatmulIsa::kScalar;
 }
 
 PackedWeights::PackedWeights(GgmlType type, int64_t m, int64_t k) : type_(type), m_(m), k_(k) {}

@@ -128,24 +128,63 @@ TEST(MatmulSimd, Int8ActivationTypesOddShapes) {
   }
 }
 
-// Q8_0 / Q4_0 / Q4_K / Q6_K repacked 16 rows at a time (packed.h): every tail of the 16-row groups,
-// of the 8/4/2/1 activation-row tiles, the decode path (n = 1) and long rows.
+// Q8_0 / Q4_0 / Q4_K / Q6_K repacked 16 rows at a time (packed.h), on every SIMD ISA this CPU
+// runs (AVX2 reads the 16-row vectors as two 8-row halves): every tail of the 16-row groups, of
+// the activation-row tiles, the decode path (n = 1, 2) and long rows.
 TEST(MatmulSimd, PackedWeightsOddShapes) {
-  if (!PackedWeights::supported(GgmlType::Q8_0)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (!PackedWeights::supported(GgmlType::Q8_0)) GTEST_SKIP() << "no SIMD ISA on this CPU";
   ThreadPool pool(3);
   SLUICE_FRESH_RNG(rng);
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
-    const int64_t unit = type_traits(type).block_size;
-    for (int64_t k : {unit, 3 * unit, 33 * 32 * unit / 32}) {
-      for (int64_t m : {1, 3, 16, 31, 33}) {
-        for (int64_t n : {1, 2, 3, 7, 8, 9, 15, 33}) {
-          check_int8(type, MatmulIsa::kAvx512, m, k, n, pool, rng, /*packed=*/true);
+  for (MatmulIsa isa : simd_isas()) {
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+      const int64_t unit = type_traits(type).block_size;
+      for (int64_t k : {unit, 3 * unit, 33 * 32 * unit / 32}) {
+        for (int64_t m : {1, 3, 8, 9, 16, 31, 33}) {
+          for (int64_t n : {1, 2, 3, 5, 7, 8, 9, 15, 33}) {
+            check_int8(type, isa, m, k, n, pool, rng, /*packed=*/true);
+          }
         }
       }
+      check_int8(type, isa, 4097, 256, 1, pool, rng, true);
+      check_int8(type, isa, 67, 4096, 7, pool, rng, true);
+      check_int8(type, isa, 50, 512, 300, pool, rng, true);  // several L2 chunks
     }
-    check_int8(type, MatmulIsa::kAvx512, 4097, 256, 1, pool, rng, true);
-    check_int8(type, MatmulIsa::kAvx512, 67, 4096, 7, pool, rng, true);
-    check_int8(type, MatmulIsa::kAvx512, 50, 512, 300, pool, rng, true);  // several L2 chunks
+  }
+}
+
+// Q8_0 weights of -128 (GGUF allows them; quantizers never write them) on the packed path: AVX2
+// reads the stored q + 128 back as signed q through the sign trick.
+TEST(MatmulSimd, PackedQ8_0TakesTheWholeInt8Range) {
+  if (!PackedWeights::supported(GgmlType::Q8_0)) GTEST_SKIP() << "no SIMD ISA on this CPU";
+  SLUICE_FRESH_RNG(rng);
+  const int64_t m = 19, k = 96, n = 3;
+  Case c = make_case(GgmlType::Q8_0, m, k, n, rng);
+  const size_t rb = row_size(GgmlType::Q8_0, k);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t b = 0; b < k / 32; ++b) {
+      auto* q = reinterpret_cast<int8_t*>(c.wq.data() + size_t(r) * rb + size_t(b) * 34 + 2);
+      q[(r + b) % 32] = -128;
+      q[(r + b + 7) % 32] = 127;
+    }
+  }
+  for (int64_t r = 0; r < m; ++r) {
+    ASSERT_TRUE(dequantize_row(GgmlType::Q8_0, c.wq.data() + size_t(r) * rb, c.wf.data() + r * k, k).ok());
+  }
+  Result<PackedWeights> pw = PackedWeights::pack(GgmlType::Q8_0, c.wq.data(), m, k);
+  ASSERT_TRUE(pw.ok());
+  std::vector<float> ref(size_t(n * m));
+  MatmulParams p = params_of(c, GgmlType::Q8_0, m, k, n);
+  p.y = ref.data();
+  matmul_act_ref(p);
+  for (MatmulIsa isa : simd_isas()) {
+    std::vector<float> y(size_t(n * m));
+    p.isa = isa;
+    p.packed = &*pw;
+    p.y = y.data();
+    matmul(p, nullptr);
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_NEAR(y[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << matmul_isa_name(isa) << " " << i;
+    }
   }
 }
 

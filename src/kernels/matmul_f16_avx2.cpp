@@ -1,0 +1,166 @@
+// AVX2 + F16C GEMM/GEMV over F16 weights packed in 4-row tiles (packed.h), the design of the
+// AVX-512 kernel (matmul_avx512.cpp) at 256 bits: register tiles of NW weight rows x NX
+// activation rows (4 x 3 at most: 12 accumulators of 16 ymm registers), 1024-column k-blocks.
+// Each output is the sum over k-blocks, in order, of one f32 dot per block, accumulated 8
+// columns per fused multiply-add in column order whatever the tile: the result does not
+// depend on the batch or the thread count.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "kernels/matmul_kernels.h"
+#include "kernels/packed.h"
+
+namespace sluice::kern_avx2 {
+
+#define SLUICE_TARGET __attribute__((target("avx2,fma,f16c")))
+
+namespace {
+
+constexpr int kMaxNx = 3;
+
+SLUICE_TARGET inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// A packed 4-row tile: 16 columns of the 4 rows in 128 contiguous bytes, one sequential stream
+// prefetched a fixed distance ahead.
+struct Tile4 {
+  static constexpr int64_t kAhead = 4096;
+  const uint8_t* w;
+  const uint8_t* at(int a, int64_t j) const { return w + 8 * (j - j % 16) + 32 * a + 2 * (j % 16); }
+  template <int NW>
+  SLUICE_TARGET void prefetch(int64_t j) const {
+    _mm_prefetch(reinterpret_cast<const char*>(w + 8 * j + kAhead), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w + 8 * j + kAhead + 64), _MM_HINT_T0);
+  }
+};
+// The GGUF rows: row a of the tile at w + a * rb.
+struct Rows {
+  const uint8_t* w;
+  size_t rb;
+  const uint8_t* at(int a, int64_t j) const { return w + a * rb + 2 * j; }
+  template <int NW>
+  SLUICE_TARGET void prefetch(int64_t j) const {  // the same line of the next tile's rows
+    if (j % 32 != 0) return;
+    for (int a = 0; a < NW; ++a) _mm_prefetch(reinterpret_cast<const char*>(at(a + NW, j)), _MM_HINT_T0);
+  }
+};
+
+// NW rows x NX activation rows over `len` columns (a multiple of 16; x rows `ldx` apart).
+template <int NW, int NX, class Layout>
+SLUICE_TARGET void tile_f16(Layout w, const float* x, int64_t ldx, int64_t len, float* out) {
+  __m256 acc[NW][NX];
+  for (int a = 0; a < NW; ++a)
+    for (int i = 0; i < NX; ++i) acc[a][i] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < len; j += 8) {
+    if (j % 16 == 0) w.template prefetch<NW>(j);
+    __m256 xv[NX];
+    for (int i = 0; i < NX; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx + j);
+    for (int a = 0; a < NW; ++a) {
+      const __m256 wv =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.at(a, j))));
+      for (int i = 0; i < NX; ++i) acc[a][i] = _mm256_fmadd_ps(wv, xv[i], acc[a][i]);
+    }
+  }
+  for (int a = 0; a < NW; ++a)
+    for (int i = 0; i < NX; ++i) out[a * NX + i] = hsum8(acc[a][i]);
+}
+
+template <int NW, class Layout>
+SLUICE_TARGET void tile_nx(Layout w, const float* xb, int64_t k, int64_t len, int64_t nx,
+                           float* out) {
+  switch (nx) {
+    case 3: tile_f16<NW, 3>(w, xb, k, len, out); break;
+    case 2: tile_f16<NW, 2>(w, xb, k, len, out); break;
+    default: tile_f16<NW, 1>(w, xb, k, len, out); break;
+  }
+}
+
+// The nw-row tile at `w` (the first nv rows stored, from row r) x activation rows [i, i + nx)
+// (nx <= kMaxNx) over the k-block [kb, kb + len): y = (kb == 0 ? 0 : y) + the block's dot.
+template <class Layout>
+SLUICE_TARGET void f16_block(Layout w, const float* x, int64_t k, float* y, int64_t m, int64_t r,
+                             int nw, int nv, int64_t i, int64_t nx, int64_t kb, int64_t len) {
+  float out[4 * kMaxNx];
+  const float* xb = x + i * k + kb;
+  switch (nw) {
+    case 4: tile_nx<4>(w, xb, k, len, nx, out); break;
+    case 2: tile_nx<2>(w, xb, k, len, nx, out); break;
+    default: tile_nx<1>(w, xb, k, len, nx, out); break;
+  }
+  for (int a = 0; a < nv; ++a) {
+    for (int64_t t = 0; t < nx; ++t) {
+      float& dst = y[(i + t) * m + r + a];
+      dst = kb == 0 ? out[a * nx + t] : dst + out[a * nx + t];
+    }
+  }
+}
+
+// Every output over rows [r0, r1) (tile(r, kb): the layout at row r, column kb; rows_at(r, end):
+// the tile's {computed, stored} rows).
+template <class TileAt, class RowsAt>
+SLUICE_TARGET void f16_sweep(TileAt tile, RowsAt rows_at, int64_t r0, int64_t r1, const float* x,
+                             int64_t n, int64_t k, float* y, int64_t m) {
+  constexpr int64_t kKb = 1024;
+  if (n <= kMaxNx) {  // decode: tiles outermost, the weights stream once, in order
+    for (int64_t r = r0; r < r1;) {
+      const auto [nw, nv] = rows_at(r, r1);
+      for (int64_t kb = 0; kb < k; kb += kKb) {
+        f16_block(tile(r, kb), x, k, y, m, r, nw, nv, 0, n, kb, std::min(kKb, k - kb));
+      }
+      r += nw;
+    }
+    return;
+  }
+  // Prefill: per chunk of rows (~128 KiB of a k-block, kept in L2) and k-block, every kMaxNx
+  // activation rows are swept against the chunk.
+  const int64_t w_chunk = std::max<int64_t>(4, ((128 << 10) / (2 * std::min(k, kKb))) & ~3);
+  for (int64_t w0 = r0; w0 < r1; w0 += w_chunk) {
+    const int64_t w1 = std::min(r1, w0 + w_chunk);
+    for (int64_t kb = 0; kb < k; kb += kKb) {
+      const int64_t len = std::min(kKb, k - kb);
+      for (int64_t i = 0; i < n; i += kMaxNx) {
+        const int64_t nx = std::min<int64_t>(kMaxNx, n - i);
+        for (int64_t r = w0; r < w1;) {
+          const auto [nw, nv] = rows_at(r, w1);
+          f16_block(tile(r, kb), x, k, y, m, r, nw, nv, i, nx, kb, len);
+          r += nw;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+SLUICE_TARGET void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x,
+                                  int64_t n, int64_t k, float* y, int64_t m) {
+  const size_t rb = size_t(k) * 2;
+  auto tile = [&](int64_t r, int64_t kb) { return Rows{w + size_t(r) * rb + size_t(kb) * 2, rb}; };
+  auto rows_at = [](int64_t r, int64_t end) {
+    const int nw = r + 4 <= end ? 4 : r + 2 <= end ? 2 : 1;
+    return std::pair<int, int>(nw, nw);
+  };
+  f16_sweep(tile, rows_at, r0, r1, x, n, k, y, m);
+}
+
+SLUICE_TARGET void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
+                                   int64_t n, float* y, int64_t m) {
+  constexpr int64_t kT = PackedWeights::kF16TileRows;
+  auto tile = [&](int64_t r, int64_t kb) { return Tile4{w.f16_tile(r / kT) + kb * 8}; };
+  auto rows_at = [m](int64_t r, int64_t) {  // rows past m are the tile's zero padding
+    return std::pair<int, int>(4, int(std::min<int64_t>(4, m - r)));
+  };
+  const int64_t r1 = std::min(m, g1 * PackedWeights::kRows);
+  f16_sweep(tile, rows_at, g0 * PackedWeights::kRows, r1, x, n, w.k(), y, m);
+}
+
+#undef SLUICE_TARGET
+
+}  // namespace sluice::kern_avx2
