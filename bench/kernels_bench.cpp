@@ -90,25 +90,25 @@ void register_all() {
       for (int threads : {1, 2}) {
         benchmark::RegisterBenchmark(
             (std::string("Gemv/") + tn + "/packed/t" + std::to_string(threads)).c_str(),
-            [=](benchmark::State& s) { run(s, type, 1, MatmulIsa::kAvx512, threads, true); })
+            [=](benchmark::State& s) { run(s, type, 1, matmul_isa_best(), threads, true); })
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
       // 64 Ki rows: 70-140 MB of weights, far beyond the L3 (DRAM bandwidth, as in decode).
       benchmark::RegisterBenchmark(
           (std::string("GemvDram/") + tn + "/packed/t2").c_str(),
-          [=](benchmark::State& s) { run(s, type, 1, MatmulIsa::kAvx512, 2, true, 65536); })
+          [=](benchmark::State& s) { run(s, type, 1, matmul_isa_best(), 2, true, 65536); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(
           (std::string("Gemm16Dram/") + tn + "/packed/t2").c_str(),
-          [=](benchmark::State& s) { run(s, type, 16, MatmulIsa::kAvx512, 2, true, 65536); })
+          [=](benchmark::State& s) { run(s, type, 16, matmul_isa_best(), 2, true, 65536); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
       for (int64_t n : {16, 128}) {
         benchmark::RegisterBenchmark(
             (std::string("Gemm") + std::to_string(n) + "/" + tn + "/packed/t2").c_str(),
-            [=](benchmark::State& s) { run(s, type, n, MatmulIsa::kAvx512, 2, true); })
+            [=](benchmark::State& s) { run(s, type, n, matmul_isa_best(), 2, true); })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }

@@ -1,0 +1,459 @@
+// AVX2 paged attention over a block of query tokens (attention.h, paged_attention_block): the
+// design of the AVX-512 kernel (attention_avx512.cpp) with a key tile of 16 positions held as
+// two 256-bit halves (V16).
+//
+// Work of one item: query tokens [q0, q1) x the `group` query heads of one kv head. Per key
+// tile each query row's 16 scores are head_dim broadcast-FMAs into one V16 (two independent
+// chains), K columns read straight from the dim-major cache (block_size % 16 == 0) or from a
+// converted tile KT [head_dim][16]; the online-softmax update and P.V are 8-wide. Rows go in
+// passes of 4 that share each K-column and V-block load. A row's arithmetic does not depend on
+// the other rows of its item or pass (a fully masked tile is skipped), so results do not depend
+// on how a prompt is chunked.
+//
+// Keys are folded per segment of kAttentionSegment positions and the segments' states merged in
+// order (attention.h), so a long context can be split between threads (attention_segments +
+// attention_merge) with the results of one thread going through it (attention_block).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/dequant.h"
+#include "kernels/simd_math_avx2.h"
+
+namespace sluice::kern_avx2 {
+
+#define SLUICE_TARGET __attribute__((target("avx2,fma,f16c")))
+
+namespace {
+
+constexpr int kKeys = 16;
+constexpr int kRowsPerPass = 4;  // query rows sharing each K column / V block load
+
+// 16 f32 lanes: keys [0, 8) in lo, [8, 16) in hi.
+struct V16 {
+  __m256 lo, hi;
+};
+
+SLUICE_TARGET inline V16 load16(const float* p) {
+  return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
+}
+SLUICE_TARGET inline V16 load16_f16(const uint16_t* p) {
+  return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
+}
+SLUICE_TARGET inline void store16(float* p, V16 v) {
+  _mm256_storeu_ps(p, v.lo);
+  _mm256_storeu_ps(p + 8, v.hi);
+}
+
+// Column d of a key tile (16 positions, zero past the tile's keys): from the converted tile KT,
+struct TileColumns {
+  const float* kt;
+  SLUICE_TARGET V16 operator()(int d) const { return load16(kt + d * kKeys); }
+};
+// or straight from the cache (block_size % 16 == 0: the tile lies in one block whose K is
+// dim-major, so column d is 16 contiguous positions at k + d * block_size), converted on the
+// fly; a partial tile's columns through a zero-padded copy.
+template <bool kF16>
+struct CacheColumns {
+  const void* k;   // the tile's first position, dimension 0
+  int64_t stride;  // block_size
+  int nt;          // the tile's keys
+  SLUICE_TARGET V16 operator()(int d) const {
+    if constexpr (kF16) {
+      const uint16_t* src = static_cast<const uint16_t*>(k) + d * stride;
+      if (nt == kKeys) return load16_f16(src);
+      alignas(32) uint16_t buf[kKeys] = {};
+      std::memcpy(buf, src, size_t(nt) * 2);
+      return load16_f16(buf);
+    } else {
+      const float* src = static_cast<const float*>(k) + d * stride;
+      if (nt == kKeys) return load16(src);
+      alignas(32) float buf[kKeys] = {};
+      std::memcpy(buf, src, size_t(nt) * 4);
+      return load16(buf);
+    }
+  }
+};
+
+template <bool kF16>
+CacheColumns<kF16> cache_columns(const PagedAttentionParams& p, int t0, int nt, int h) {
+  const int bs = p.block_size;
+  const int64_t off = p.layout().k(p.block_table[t0 / bs], t0 % bs, h, 0);
+  return {static_cast<const uint8_t*>(p.k_cache) + off * (kF16 ? 2 : 4), bs, nt};
+}
+
+// Key tile [t0, t0 + nt) of kv head h as KT [head_dim][16] f32, columns past nt zero.
+SLUICE_TARGET inline void load_k_tile(const PagedAttentionParams& p, int t0, int nt, int h,
+                                      float* kt) {
+  const KvLayout l = p.layout();
+  const int hd = p.head_dim, bs = p.block_size;
+  const bool f16 = p.kv_type == KvType::kF16;
+  if (bs % kKeys == 0) {
+    if (f16) {
+      const CacheColumns<true> col = cache_columns<true>(p, t0, nt, h);
+      for (int d = 0; d < hd; ++d) store16(kt + d * kKeys, col(d));
+    } else {
+      const CacheColumns<false> col = cache_columns<false>(p, t0, nt, h);
+      for (int d = 0; d < hd; ++d) store16(kt + d * kKeys, col(d));
+    }
+    return;
+  }
+  for (int j = 0; j < kKeys; ++j) {
+    const int t = t0 + j;
+    const int64_t off = j < nt ? l.k(p.block_table[t / bs], t % bs, h, 0) : 0;
+    for (int d = 0; d < hd; ++d) {
+      const int64_t e = off + int64_t(d) * bs;
+      kt[d * kKeys + j] = j >= nt ? 0.0f
+                          : f16   ? f16_to_f32_fast(static_cast<const uint16_t*>(p.k_cache)[e])
+                                  : static_cast<const float*>(p.k_cache)[e];
+    }
+  }
+}
+
+// Value rows [t0, t0 + nt) of kv head h as f32 rows [nt][head_dim].
+SLUICE_TARGET inline void load_v_tile(const PagedAttentionParams& p, int t0, int nt, int h,
+                                      float* vt) {
+  const KvLayout l = p.layout();
+  const int hd = p.head_dim, bs = p.block_size;
+  for (int j = 0; j < nt; ++j) {
+    const int t = t0 + j;
+    const int64_t off = l.v(p.block_table[t / bs], t % bs, h, 0);
+    float* dst = vt + j * hd;
+    if (p.kv_type == KvType::kF32) {
+      std::memcpy(dst, static_cast<const float*>(p.v_cache) + off, size_t(hd) * sizeof(float));
+      continue;
+    }
+    const uint16_t* src = static_cast<const uint16_t*>(p.v_cache) + off;
+    for (int d = 0; d < hd; d += 8) {
+      _mm256_storeu_ps(dst + d,
+                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d))));
+    }
+  }
+}
+
+// Fetches the K and V of tile [t0, t0 + 16) of kv head h ahead of use (block_size % 16 == 0:
+// each is one contiguous run of the block).
+SLUICE_TARGET inline void prefetch_tile(const PagedAttentionParams& p, int t0, int n_keys, int h) {
+  const int bs = p.block_size;
+  if (t0 >= n_keys || bs % kKeys != 0) return;
+  const KvLayout l = p.layout();
+  const int64_t es = kv_type_size(p.kv_type);
+  const int64_t block = p.block_table[t0 / bs];
+  const char* k = static_cast<const char*>(p.k_cache) + l.k(block, t0 % bs, h, 0) * es;
+  const char* v = static_cast<const char*>(p.v_cache) + l.v(block, t0 % bs, h, 0) * es;
+  const int64_t k_bytes = (int64_t(p.head_dim - 1) * bs + kKeys) * es;
+  const int64_t v_bytes = int64_t(kKeys) * p.head_dim * es;
+  for (int64_t b = 0; b < k_bytes; b += 64) _mm_prefetch(k + b, _MM_HINT_T0);
+  for (int64_t b = 0; b < v_bytes; b += 64) _mm_prefetch(v + b, _MM_HINT_T0);
+}
+
+float* scratch(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// The 16 scaled scores of RN query rows against a key tile's columns, each K column loaded once
+// for all rows; per row one FMA chain per half, in dimension order.
+template <int RN, class Columns>
+SLUICE_TARGET inline void scores(Columns col, const float* const* q, int hd, __m256 scale, V16* sc) {
+  V16 s[RN];
+  for (int i = 0; i < RN; ++i) s[i] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int d = 0; d < hd; ++d) {
+    const V16 k = col(d);
+    for (int i = 0; i < RN; ++i) {
+      const __m256 qd = _mm256_set1_ps(q[i][d]);
+      s[i].lo = _mm256_fmadd_ps(qd, k.lo, s[i].lo);
+      s[i].hi = _mm256_fmadd_ps(qd, k.hi, s[i].hi);
+    }
+  }
+  for (int i = 0; i < RN; ++i) sc[i] = {_mm256_mul_ps(s[i].lo, scale), _mm256_mul_ps(s[i].hi, scale)};
+}
+
+template <class Columns>
+SLUICE_TARGET inline void scores_rows(int rn, Columns col, const float* const* q, int hd,
+                                      __m256 scale, V16* sc) {
+  switch (rn) {
+    case 1: scores<1>(col, q, hd, scale, sc); return;
+    case 2: scores<2>(col, q, hd, scale, sc); return;
+    case 3: scores<3>(col, q, hd, scale, sc); return;
+    default: scores<4>(col, q, hd, scale, sc); return;
+  }
+}
+
+// P.V of RN rows over value rows [0, jmax) of a tile (row j at v + j * ld, f16 or f32):
+// acc[i] = acc[i] * corr[i] + sum over j < vis[i] of pw[i][j] * V[j], 8 dimensions at a time,
+// the V block loaded once for all rows. Rows with vis <= 0 are untouched. kAll: every row sees
+// all jmax rows (decode, and every tile of a prefill but the diagonal).
+template <bool kF16, int RN, bool kAll>
+SLUICE_TARGET inline void pv_rows(const void* v, int64_t ld, int hd, int jmax, const int* vis,
+                                  const float* corr, const float* pw, float* const* acc) {
+  for (int b = 0; b < hd; b += 8) {
+    __m256 a[RN];
+    for (int i = 0; i < RN; ++i) {
+      a[i] = _mm256_loadu_ps(acc[i] + b);
+      if (kAll || vis[i] > 0) a[i] = _mm256_mul_ps(a[i], _mm256_set1_ps(corr[i]));
+    }
+    for (int j = 0; j < jmax; ++j) {
+      const __m256 vv =
+          kF16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                     static_cast<const uint16_t*>(v) + j * ld + b)))
+               : _mm256_loadu_ps(static_cast<const float*>(v) + j * ld + b);
+      for (int i = 0; i < RN; ++i) {
+        if (kAll || j < vis[i]) a[i] = _mm256_fmadd_ps(_mm256_set1_ps(pw[i * kKeys + j]), vv, a[i]);
+      }
+    }
+    for (int i = 0; i < RN; ++i) {
+      if (kAll || vis[i] > 0) _mm256_storeu_ps(acc[i] + b, a[i]);
+    }
+  }
+}
+
+template <bool kF16, int RN>
+SLUICE_TARGET inline void pv_dispatch_all(const void* v, int64_t ld, int hd, int jmax,
+                                          const int* vis, const float* corr, const float* pw,
+                                          float* const* acc) {
+  bool all = true;
+  for (int i = 0; i < RN; ++i) all = all && vis[i] == jmax;
+  if (all) {
+    pv_rows<kF16, RN, true>(v, ld, hd, jmax, vis, corr, pw, acc);
+  } else {
+    pv_rows<kF16, RN, false>(v, ld, hd, jmax, vis, corr, pw, acc);
+  }
+}
+
+template <bool kF16>
+SLUICE_TARGET void pv(int rn, const void* v, int64_t ld, int hd, int jmax, const int* vis,
+                      const float* corr, const float* pw, float* const* acc) {
+  switch (rn) {
+    case 1: pv_dispatch_all<kF16, 1>(v, ld, hd, jmax, vis, corr, pw, acc); return;
+    case 2: pv_dispatch_all<kF16, 2>(v, ld, hd, jmax, vis, corr, pw, acc); return;
+    case 3: pv_dispatch_all<kF16, 3>(v, ld, hd, jmax, vis, corr, pw, acc); return;
+    default: pv_dispatch_all<kF16, 4>(v, ld, hd, jmax, vis, corr, pw, acc); return;
+  }
+}
+
+// The online-softmax state of nr query rows: running max m, sum of exponentials l and weighted
+// sum of V rows acc [nr][head_dim].
+struct RowState {
+  float* m;
+  float* l;
+  float* acc;
+};
+
+void init_rows(RowState st, int nr, int hd) {
+  std::fill(st.acc, st.acc + size_t(nr) * hd, 0.0f);
+  std::fill(st.m, st.m + nr, -std::numeric_limits<float>::infinity());
+  std::fill(st.l, st.l + nr, 0.0f);
+}
+
+// Per-thread buffers of a tile: KT [hd][16], the value tile [16][hd] (block_size % 16 != 0
+// only) and a pass's weights [kRowsPerPass][16].
+struct TileBuffers {
+  float* kt;
+  float* vt;
+  float* pw;
+};
+
+// The online-softmax update of one row over its first `vis` scores: returns the correction of
+// the old state, writes the 16 weights (zero past vis) to pw.
+SLUICE_TARGET inline float softmax_update(V16 sc, int vis, float& m, float& l, float* pw) {
+  alignas(32) float s[kKeys];
+  store16(s, sc);
+  float mx = m;
+  for (int j = 0; j < vis; ++j) mx = std::max(mx, s[j]);
+  const float corr = std::exp(m - mx);  // 0 on the row's first tile
+  const __m256 vmx = _mm256_set1_ps(mx);
+  alignas(32) float e[kKeys];
+  _mm256_store_ps(e, exp256(_mm256_sub_ps(sc.lo, vmx)));
+  _mm256_store_ps(e + 8, exp256(_mm256_sub_ps(sc.hi, vmx)));
+  for (int j = vis; j < kKeys; ++j) e[j] = 0.0f;
+  const __m256 sum8 = _mm256_add_ps(_mm256_load_ps(e), _mm256_load_ps(e + 8));
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(sum8), _mm256_extractf128_ps(sum8, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  l = l * corr + _mm_cvtss_f32(s4);
+  m = mx;
+  std::memcpy(pw, e, sizeof(e));
+  return corr;
+}
+
+// Folds key tile [t0, t0 + nt) of kv head `kv_head` into the state of its nr query rows (row r:
+// query q0 + r / group, head kv_head * group + r % group), each row over the keys it sees.
+SLUICE_TARGET void fold_tile(const PagedAttentionParams& p, int q0, int nr, int kv_head, int t0,
+                             int nt, const TileBuffers& b, RowState st) {
+  const int group = p.n_head / p.n_kv_head;
+  const int hd = p.head_dim, bs = p.block_size;
+  const bool f16 = p.kv_type == KvType::kF16;
+  const int first_pos = p.kv_len - p.n_q;  // cache position of query 0
+  const __m256 scale = _mm256_set1_ps(p.scale);
+  // One pass over the tile (decode) reads K columns straight from the cache; several convert
+  // the tile once into KT.
+  const bool direct = bs % kKeys == 0 && nr <= kRowsPerPass;
+  if (!direct) load_k_tile(p, t0, nt, kv_head, b.kt);
+  const void* v = b.vt;
+  bool v_f16 = false;
+  if (bs % kKeys == 0) {
+    const int64_t off = p.layout().v(p.block_table[t0 / bs], t0 % bs, kv_head, 0);
+    v = f16 ? static_cast<const void*>(static_cast<const uint16_t*>(p.v_cache) + off)
+            : static_cast<const void*>(static_cast<const float*>(p.v_cache) + off);
+    v_f16 = f16;
+  } else {
+    load_v_tile(p, t0, nt, kv_head, b.vt);
+  }
+  for (int r0 = 0; r0 < nr; r0 += kRowsPerPass) {
+    const int rn = std::min(kRowsPerPass, nr - r0);
+    int vis[kRowsPerPass];
+    const float* q[kRowsPerPass];
+    float corr[kRowsPerPass];
+    float* a[kRowsPerPass];
+    int jmax = 0;
+    for (int i = 0; i < rn; ++i) {
+      const int r = r0 + i, qi = q0 + r / group;
+      vis[i] = std::min(nt, first_pos + qi + 1 - t0);  // keys of this tile row r sees
+      jmax = std::max(jmax, vis[i]);
+      q[i] = p.q + (int64_t(qi) * p.n_head + int64_t(kv_head) * group + r % group) * hd;
+      a[i] = st.acc + size_t(r) * hd;
+    }
+    if (jmax <= 0) continue;
+    V16 sc[kRowsPerPass];
+    if (!direct) {
+      scores_rows(rn, TileColumns{b.kt}, q, hd, scale, sc);
+    } else if (f16) {
+      scores_rows(rn, cache_columns<true>(p, t0, nt, kv_head), q, hd, scale, sc);
+    } else {
+      scores_rows(rn, cache_columns<false>(p, t0, nt, kv_head), q, hd, scale, sc);
+    }
+    for (int i = 0; i < rn; ++i) {
+      if (vis[i] <= 0) continue;
+      const int r = r0 + i;
+      corr[i] = softmax_update(sc[i], vis[i], st.m[r], st.l[r], b.pw + i * kKeys);
+    }
+    if (v_f16) {
+      pv<true>(rn, v, hd, hd, jmax, vis, corr, b.pw, a);
+    } else {
+      pv<false>(rn, v, hd, hd, jmax, vis, corr, b.pw, a);
+    }
+  }
+}
+
+// into = merge(into, seg) per row: the state of both key ranges. A row that saw no key of seg
+// is unchanged; into's first segment is copied exactly.
+SLUICE_TARGET void merge_rows(RowState into, RowState seg, int nr, int hd) {
+  for (int r = 0; r < nr; ++r) {
+    if (seg.m[r] == -std::numeric_limits<float>::infinity()) continue;
+    float* a = into.acc + size_t(r) * hd;
+    const float* b = seg.acc + size_t(r) * hd;
+    if (into.m[r] == -std::numeric_limits<float>::infinity()) {
+      std::copy(b, b + hd, a);
+      into.m[r] = seg.m[r];
+      into.l[r] = seg.l[r];
+      continue;
+    }
+    const float mx = std::max(into.m[r], seg.m[r]);
+    const float ca = std::exp(into.m[r] - mx), cb = std::exp(seg.m[r] - mx);
+    into.l[r] = into.l[r] * ca + seg.l[r] * cb;
+    into.m[r] = mx;
+    const __m256 va = _mm256_set1_ps(ca), vb = _mm256_set1_ps(cb);
+    for (int d = 0; d < hd; d += 8) {
+      _mm256_storeu_ps(a + d, _mm256_fmadd_ps(_mm256_loadu_ps(b + d), vb,
+                                              _mm256_mul_ps(_mm256_loadu_ps(a + d), va)));
+    }
+  }
+}
+
+// out = acc / l for the nr rows of kv head `kv_head` from query q0.
+SLUICE_TARGET void write_rows(const PagedAttentionParams& p, int q0, int nr, int kv_head,
+                              RowState st) {
+  const int group = p.n_head / p.n_kv_head, hd = p.head_dim;
+  for (int r = 0; r < nr; ++r) {
+    const int qi = q0 + r / group;
+    float* out = p.out + (int64_t(qi) * p.n_head + int64_t(kv_head) * group + r % group) * hd;
+    const __m256 inv = _mm256_set1_ps(1.0f / st.l[r]);
+    for (int d = 0; d < hd; d += 8) {
+      _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(st.acc + size_t(r) * hd + d), inv));
+    }
+  }
+}
+
+RowState rows_at(float* base, int nr) {
+  return {base, base + nr, base + 2 * nr};
+}
+
+}  // namespace
+
+size_t attention_partial_floats(const PagedAttentionParams& p) {
+  return size_t(p.n_q) * p.n_head * (p.head_dim + 2);
+}
+
+SLUICE_TARGET void attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head) {
+  const int group = p.n_head / p.n_kv_head;
+  const int hd = p.head_dim;
+  const int nr = (q1 - q0) * group;
+  const size_t state = size_t(nr) * (hd + 2);
+  float* mem = scratch(size_t(hd) * kKeys * 2 + kRowsPerPass * kKeys + 2 * state);
+  const TileBuffers bufs{mem, mem + hd * kKeys, mem + 2 * hd * kKeys};
+  const RowState run = rows_at(bufs.pw + kRowsPerPass * kKeys, nr);
+  const RowState seg = rows_at(run.m + state, nr);
+  init_rows(run, nr, hd);
+  const int n_keys = p.kv_len - p.n_q + q1;  // keys the last query sees
+  for (int s0 = 0; s0 < n_keys; s0 += kAttentionSegment) {
+    const RowState st = s0 == 0 ? run : seg;
+    if (s0 > 0) init_rows(seg, nr, hd);
+    const int s1 = std::min(n_keys, s0 + kAttentionSegment);
+    for (int t0 = s0; t0 < s1; t0 += kKeys) {
+      prefetch_tile(p, t0 + kKeys, n_keys, kv_head);
+      fold_tile(p, q0, nr, kv_head, t0, std::min(kKeys, s1 - t0), bufs, st);
+    }
+    if (s0 > 0) merge_rows(run, seg, nr, hd);
+  }
+  write_rows(p, q0, nr, kv_head, run);
+}
+
+SLUICE_TARGET void attention_segments(const PagedAttentionParams& p, int s0, int s1,
+                                      float* partial) {
+  const int group = p.n_head / p.n_kv_head, hd = p.head_dim;
+  const int nr = p.n_q * group;
+  const size_t per_seg = attention_partial_floats(p);
+  float* mem = scratch(size_t(hd) * kKeys * 2 + kRowsPerPass * kKeys);
+  const TileBuffers bufs{mem, mem + hd * kKeys, mem + 2 * hd * kKeys};
+  for (int s = s0; s < s1; ++s) {
+    const RowState all = rows_at(partial + size_t(s) * per_seg, p.n_q * p.n_head);
+    init_rows(all, p.n_q * p.n_head, hd);
+    const int k0 = s * kAttentionSegment, k1 = std::min(p.kv_len, k0 + kAttentionSegment);
+    for (int t0 = k0; t0 < k1; t0 += kKeys) {
+      for (int h = 0; h < p.n_kv_head; ++h) {
+        prefetch_tile(p, t0 + kKeys, p.kv_len, h);
+        const RowState st{all.m + h * nr, all.l + h * nr, all.acc + size_t(h) * nr * hd};
+        fold_tile(p, 0, nr, h, t0, std::min(kKeys, k1 - t0), bufs, st);
+      }
+    }
+  }
+}
+
+SLUICE_TARGET void attention_merge(const PagedAttentionParams& p, int kv_head, int n_seg,
+                                   const float* partial) {
+  const int group = p.n_head / p.n_kv_head, hd = p.head_dim;
+  const int nr = p.n_q * group, n_rows = p.n_q * p.n_head;
+  const size_t per_seg = attention_partial_floats(p);
+  float* mem = scratch(size_t(nr) * (hd + 2));
+  const RowState run = rows_at(mem, nr);
+  init_rows(run, nr, hd);
+  for (int s = 0; s < n_seg; ++s) {
+    const RowState all = rows_at(const_cast<float*>(partial) + size_t(s) * per_seg, n_rows);
+    merge_rows(run,
+               {all.m + kv_head * nr, all.l + kv_head * nr, all.acc + size_t(kv_head) * nr * hd},
+               nr, hd);
+  }
+  write_rows(p, 0, nr, kv_head, run);
+}
+
+#undef SLUICE_TARGET
+
+}  // namespace sluice::kern_avx2
