@@ -100,6 +100,8 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
   for (int h = 0; h < NH; ++h)
     for (int i = 0; i < NX; ++i) facc[h][i] = _mm256_setzero_ps();
 
+  // Per unit, the halves one after the other (integer accumulators for one half only: fewer
+  // live registers); a unit's bytes are contiguous, so the second half reads lines already in L1.
   if constexpr (K == kQ8_0 || K == kQ4_0) {
     constexpr int64_t kQb = K == kQ4_0 ? 256 : 512;
     for (int64_t b = 0; b < nu; ++b) {
@@ -110,47 +112,40 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
         }
       }
       const int64_t col = 32 * b;
-      __m256i iacc[NH][NX];
-      if constexpr (K == kQ4_0) {
-        for (int h = 0; h < NH; ++h)
-          for (int i = 0; i < NX; ++i) iacc[h][i] = _mm256_setzero_si256();
-        for (int j = 0; j < 4; ++j) {
-          for (int h = 0; h < NH; ++h) {
-            const __m256i raw = load32(v + 64 * j + 32 * (h0 + h));
+#pragma GCC unroll 2
+      for (int h = 0; h < NH; ++h) {
+        const int hh = h0 + h;
+        __m256i iacc[NX];
+        for (int i = 0; i < NX; ++i) iacc[i] = _mm256_setzero_si256();
+        if constexpr (K == kQ4_0) {
+          for (int j = 0; j < 4; ++j) {
+            const __m256i raw = load32(v + 64 * j + 32 * hh);
             const __m256i lo = _mm256_and_si256(raw, m4);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
             for (int i = 0; i < NX; ++i) {
-              iacc[h][i] = _mm256_add_epi16(
-                  iacc[h][i],
+              iacc[i] = _mm256_add_epi16(
+                  iacc[i],
                   _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(x.q[i] + col + 4 * j)),
                                    _mm256_maddubs_epi16(hi, bcast4(x.q[i] + col + 16 + 4 * j))));
             }
           }
-        }
-        for (int h = 0; h < NH; ++h)
           for (int i = 0; i < NX; ++i) {
-            iacc[h][i] =
-                _mm256_add_epi32(widen(iacc[h][i]), _mm256_set1_epi32(x.bias[i][b] >> 4));
+            iacc[i] = _mm256_add_epi32(widen(iacc[i]), _mm256_set1_epi32(x.bias[i][b] >> 4));
           }
-      } else {
-        const __m256i flip = _mm256_set1_epi8(char(0x80));
-        for (int h = 0; h < NH; ++h)
-          for (int i = 0; i < NX; ++i) iacc[h][i] = _mm256_setzero_si256();
-        for (int j = 0; j < 8; ++j) {
-          for (int h = 0; h < NH; ++h) {
-            const __m256i q = _mm256_xor_si256(load32(v + 64 * j + 32 * (h0 + h)), flip);
+        } else {
+          const __m256i flip = _mm256_set1_epi8(char(0x80));
+          for (int j = 0; j < 8; ++j) {
+            const __m256i q = _mm256_xor_si256(load32(v + 64 * j + 32 * hh), flip);
             const __m256i aq = _mm256_sign_epi8(q, q);
             for (int i = 0; i < NX; ++i) {
               const __m256i xs = _mm256_sign_epi8(bcast4(x.q[i] + col + 4 * j), q);
-              iacc[h][i] = _mm256_add_epi32(iacc[h][i], widen(_mm256_maddubs_epi16(aq, xs)));
+              iacc[i] = _mm256_add_epi32(iacc[i], widen(_mm256_maddubs_epi16(aq, xs)));
             }
           }
         }
-      }
-      for (int h = 0; h < NH; ++h) {
-        const __m256 dw = load_f16x8(meta + 32 * b + 16 * (h0 + h));
+        const __m256 dw = load_f16x8(meta + 32 * b + 16 * hh);
         for (int i = 0; i < NX; ++i) {
-          facc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[h][i]),
+          facc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i]),
                                        _mm256_mul_ps(dw, _mm256_set1_ps(x.d[i][b])), facc[h][i]);
         }
       }
@@ -166,31 +161,29 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
           }
         }
         const int64_t sb = 8 * u + 2 * p;  // activation block of the pair's low sub-block
-        __m256i lo_acc[NH][NX], hi_acc[NH][NX];
-        for (int h = 0; h < NH; ++h)
-          for (int i = 0; i < NX; ++i) lo_acc[h][i] = hi_acc[h][i] = _mm256_setzero_si256();
-        for (int j = 0; j < 8; ++j) {
-          for (int h = 0; h < NH; ++h) {
-            const __m256i raw = load32(v + (8 * p + j) * 64 + 32 * (h0 + h));
+#pragma GCC unroll 2
+        for (int h = 0; h < NH; ++h) {
+          const int hh = h0 + h;
+          __m256i lo_acc[NX], hi_acc[NX];
+          for (int i = 0; i < NX; ++i) lo_acc[i] = hi_acc[i] = _mm256_setzero_si256();
+          for (int j = 0; j < 8; ++j) {
+            const __m256i raw = load32(v + (8 * p + j) * 64 + 32 * hh);
             const __m256i lo = _mm256_and_si256(raw, m4);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
             for (int i = 0; i < NX; ++i) {
-              lo_acc[h][i] = _mm256_add_epi16(
-                  lo_acc[h][i], _mm256_maddubs_epi16(lo, bcast4(x.q[i] + 32 * sb + 4 * j)));
-              hi_acc[h][i] = _mm256_add_epi16(
-                  hi_acc[h][i], _mm256_maddubs_epi16(hi, bcast4(x.q[i] + 32 * (sb + 1) + 4 * j)));
+              lo_acc[i] = _mm256_add_epi16(
+                  lo_acc[i], _mm256_maddubs_epi16(lo, bcast4(x.q[i] + 32 * sb + 4 * j)));
+              hi_acc[i] = _mm256_add_epi16(
+                  hi_acc[i], _mm256_maddubs_epi16(hi, bcast4(x.q[i] + 32 * (sb + 1) + 4 * j)));
             }
           }
-        }
-        for (int h = 0; h < NH; ++h) {
-          const int hh = h0 + h;
           const __m256 d = load_f16x8(mt + 16 * hh), dmin = load_f16x8(mt + 32 + 16 * hh);
           for (int t = 0; t < 2; ++t) {
             const int s = 2 * p + t;
             const __m256 sc = _mm256_mul_ps(d, load_u8x8(mt + 64 + 16 * s + 8 * hh));
             const __m256 mn = _mm256_mul_ps(dmin, load_u8x8(mt + 192 + 16 * s + 8 * hh));
             for (int i = 0; i < NX; ++i) {
-              const __m256 dots = _mm256_cvtepi32_ps(widen(t == 0 ? lo_acc[h][i] : hi_acc[h][i]));
+              const __m256 dots = _mm256_cvtepi32_ps(widen(t == 0 ? lo_acc[i] : hi_acc[i]));
               facc[h][i] = _mm256_fmadd_ps(dots, _mm256_mul_ps(sc, _mm256_set1_ps(x.d[i][sb + t])),
                                            facc[h][i]);
               facc[h][i] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(x.s[i][sb + t]), facc[h][i]);
@@ -204,8 +197,6 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
     for (int64_t u = 0; u < nu; ++u) {
       const uint8_t* v = wq + u * 3072;
       const uint8_t* mt = meta + u * 288;
-      __m256 d[NH];
-      for (int h = 0; h < NH; ++h) d[h] = load_f16x8(mt + 16 * (h0 + h));
       for (int g16 = 0; g16 < 16; ++g16) {
         const uint8_t* gv = v + 192 * g16;
         if constexpr (NH == 2) {
@@ -214,6 +205,7 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
           }
         }
         const int64_t col = 256 * u + 16 * g16;
+#pragma GCC unroll 2
         for (int h = 0; h < NH; ++h) {
           const int hh = h0 + h;
           const __m256i v0 = load32(gv + 32 * hh), v1 = load32(gv + 64 + 32 * hh);
@@ -226,7 +218,8 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
           const __m256i q2 = _mm256_or_si256(_mm256_and_si256(v1, m4), _mm256_and_si256(vh, m30));
           const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4),
                                              _mm256_and_si256(_mm256_srli_epi16(vh, 2), m30));
-          const __m256 dsc = _mm256_mul_ps(d[h], load_s8x8(mt + 32 + 16 * g16 + 8 * hh));
+          const __m256 dsc =
+              _mm256_mul_ps(load_f16x8(mt + 16 * hh), load_s8x8(mt + 32 + 16 * g16 + 8 * hh));
           for (int i = 0; i < NX; ++i) {
             const int8_t* xq = x.q[i] + col;
             const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, bcast4(xq)),
