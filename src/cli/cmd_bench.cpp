@@ -176,9 +176,9 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
   double peak = r.peak_gflops_f32;
   const char* peak_name = "f32 FMA";
   if (matmul_uses_int8_acts(wtype) && r.peak_gops_int8 > 0 &&
-      matmul_isa_best() == MatmulIsa::kAvx512) {
+      matmul_isa_best() != MatmulIsa::kScalar) {
     peak = r.peak_gops_int8;
-    peak_name = "int8 VNNI";
+    peak_name = matmul_isa_best() == MatmulIsa::kAvx512 ? "int8 VNNI" : "int8 maddubs";
   } else if (wtype == GgmlType::BF16 && r.peak_gflops_bf16 > 0) {
     peak = r.peak_gflops_bf16;
     peak_name = "bf16 dot";
@@ -188,7 +188,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
                 "%s: %s, %.2f GB of matmul weights (%.2f B params), kernels %s; roofline %.1f GB/s "
                 "(1 thread %.1f), peak %s %.0f G/s",
                 path.c_str(), std::string(type_name(wtype)).c_str(), wbytes / 1e9, params / 1e9,
-                matmul_isa_name(matmul_isa_best()), r.read_gbps, r.read_gbps_1t, peak_name, peak);
+                matmul_isa_description().c_str(), r.read_gbps, r.read_gbps_1t, peak_name, peak);
   desc = buf;
 
   std::unique_ptr<BandwidthProbe> probe_buf;
@@ -392,7 +392,9 @@ void register_bench(CLI::App& app, int& exit_code) {
     std::printf("peak bf16 dot:       %.1f GFLOP/s%s\n", r.peak_gflops_bf16,
                 r.peak_gflops_bf16 > 0 ? "" : " (no AVX512-BF16)");
     std::printf("peak int8 dot:       %.1f GOP/s%s\n", r.peak_gops_int8,
-                r.peak_gops_int8 > 0 ? "" : " (no AVX512-VNNI)");
+                r.peak_gops_int8 <= 0                          ? " (no AVX2)"
+                : __builtin_cpu_supports("avx512vnni") ? " (AVX512-VNNI vpdpbusd)"
+                                                               : " (AVX2 vpmaddubsw + vpmaddwd)");
     std::printf("ridge (f32):         %.1f FLOP/byte\n", r.peak_gflops_f32 / r.read_gbps);
     Status st = save_roofline(r, path);
     if (!st.ok()) {

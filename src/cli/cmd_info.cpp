@@ -9,6 +9,7 @@
 #include "cli/model_arg.h"
 #include "cli/progress.h"
 #include "gguf/gguf.h"
+#include "kernels/matmul_isa.h"
 
 namespace sluice::cli {
 
@@ -62,6 +63,7 @@ nlohmann::ordered_json build_info(const GgufFile& f) {
   const std::string arch = f.get<std::string>("general.architecture").value_or("");
   out["architecture"] = arch;
   out["name"] = f.get<std::string>("general.name").value_or("");
+  out["kernels"] = matmul_isa_name(matmul_isa_best());  // the ISA this process would run it on
 
   json hp = json::object();
   for (const char* key : {"context_length", "embedding_length", "block_count",
@@ -166,7 +168,8 @@ void print_text(const GgufFile& f, const nlohmann::ordered_json& j, bool all_ten
   if (!j["name"].get<std::string>().empty()) {
     std::printf(" (%s)", j["name"].get<std::string>().c_str());
   }
-  std::printf("\n\nhyperparameters:\n");
+  std::printf("\nkernels:      %s\n", matmul_isa_description().c_str());
+  std::printf("\nhyperparameters:\n");
   for (const auto& [k, v] : j["hparams"].items()) std::printf("  %-40s %s\n", k.c_str(), v.dump().c_str());
 
   const auto& tok = j["tokenizer"];

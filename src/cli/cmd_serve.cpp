@@ -20,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_session.h"
+#include "kernels/matmul_isa.h"
 #include "server/server.h"
 
 namespace sluice::cli {
@@ -94,8 +95,8 @@ Status run_serve(const ServeOptions& o) {
   }
   server::Server srv(cfg);
   SLUICE_ASSIGN_OR_RETURN(int port, srv.start([&o] { return load_model(o); }));
-  std::fprintf(stderr, "sluice serve: listening on http://%s:%d (loading %s)\n", cfg.host.c_str(), port,
-               o.model.c_str());
+  std::fprintf(stderr, "sluice serve: listening on http://%s:%d (loading %s; kernels %s)\n",
+               cfg.host.c_str(), port, o.model.c_str(), matmul_isa_description().c_str());
 
   bool announced = false;
   while (true) {

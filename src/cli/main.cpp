@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "kernels/matmul_isa.h"
 
 namespace sluice::cli {
 
@@ -16,6 +17,11 @@ int report_error(std::string_view command, std::string_view message) {
 }  // namespace sluice::cli
 
 int main(int argc, char** argv) {
+  // One ISA per process: a SLUICE_ISA this CPU cannot run is refused before anything runs.
+  if (const sluice::Result<sluice::MatmulIsa> isa = sluice::matmul_isa_from_env(); !isa.ok()) {
+    std::fprintf(stderr, "sluice: error: %s\n", isa.status().message().c_str());
+    return 2;
+  }
   CLI::App app{"sluice: run and serve large language models fast"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "sluice 0.1.0");

@@ -28,17 +28,64 @@ MatmulIsa detect_isa() {
 
 }  // namespace
 
-// SLUICE_ISA=scalar|avx2 caps the detected ISA (A/B measurements, testing the fallbacks on a
-// newer CPU); it is read once.
+MatmulIsa matmul_isa_detected() {
+  static const MatmulIsa detected = detect_isa();
+  return detected;
+}
+
+bool cpu_runs_isa(MatmulIsa isa) {
+  const MatmulIsa best = matmul_isa_detected();
+  switch (isa) {
+    case MatmulIsa::kScalar: return true;
+    case MatmulIsa::kAvx2: return best == MatmulIsa::kAvx2 || best == MatmulIsa::kAvx512;
+    case MatmulIsa::kAvx512: return best == MatmulIsa::kAvx512;
+    default: return false;
+  }
+}
+
+// SLUICE_ISA forces a path (A/B measurements, testing the fallbacks on a newer CPU).
+Result<MatmulIsa> matmul_isa_from_env() {
+  const char* env = std::getenv("SLUICE_ISA");
+  if (!env || !*env) return matmul_isa_detected();
+  MatmulIsa isa = MatmulIsa::kAuto;
+  if (std::strcmp(env, "scalar") == 0) isa = MatmulIsa::kScalar;
+  if (std::strcmp(env, "avx2") == 0) isa = MatmulIsa::kAvx2;
+  if (std::strcmp(env, "avx512") == 0) isa = MatmulIsa::kAvx512;
+  if (isa == MatmulIsa::kAuto) {
+    return make_error("SLUICE_ISA='", env, "' is not an ISA: use scalar, avx2 or avx512");
+  }
+  if (!cpu_runs_isa(isa)) {
+    return make_error("SLUICE_ISA=", env, ": this CPU lacks ",
+                      isa == MatmulIsa::kAvx512 ? "AVX-512 F/BW/VL/DQ + VNNI" : "AVX2 + FMA + F16C",
+                      " (it runs ", matmul_isa_name(matmul_isa_detected()), ")");
+  }
+  return isa;
+}
+
 MatmulIsa matmul_isa_best() {
   static const MatmulIsa best = [] {
-    MatmulIsa isa = detect_isa();
-    const char* env = std::getenv("SLUICE_ISA");
-    if (env && std::strcmp(env, "scalar") == 0) isa = MatmulIsa::kScalar;
-    if (env && std::strcmp(env, "avx2") == 0 && isa == MatmulIsa::kAvx512) isa = MatmulIsa::kAvx2;
-    return isa;
+    const Result<MatmulIsa> isa = matmul_isa_from_env();
+    return isa.ok() ? *isa : matmul_isa_detected();
   }();
   return best;
+}
+
+std::string matmul_isa_description() {
+  const MatmulIsa isa = matmul_isa_best();
+  std::string s = matmul_isa_name(isa);
+  switch (isa) {
+    case MatmulIsa::kAvx512:
+      s += cpu_has_avx512_bf16() ? " (AVX-512 + VNNI + BF16" : " (AVX-512 + VNNI";
+      break;
+    case MatmulIsa::kAvx2: s += " (AVX2 + FMA + F16C, vpmaddubsw int8 dots"; break;
+    default: s += " (portable C++"; break;
+  }
+  const char* env = std::getenv("SLUICE_ISA");
+  if (env && *env) s += std::string("; SLUICE_ISA=") + env;
+  if (isa != matmul_isa_detected()) {
+    s += std::string("; the CPU runs ") + matmul_isa_name(matmul_isa_detected());
+  }
+  return s + ")";
 }
 
 bool cpu_has_avx512_bf16() {
@@ -58,7 +105,7 @@ const char* matmul_isa_name(MatmulIsa isa) {
     case MatmulIsa::kAuto: return "auto";
     case MatmulIsa::kScalar: return "scalar";
     case MatmulIsa::kAvx2: return "avx2";
-    case MatmulIsa::kAvx512: return "avx512-vnni";
+    case MatmulIsa::kAvx512: return "avx512";
   }
   return "?";
 }

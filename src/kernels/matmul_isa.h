@@ -13,8 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "gguf/types.h"
 
 namespace sluice {
@@ -26,8 +28,19 @@ enum class MatmulIsa {
   kAvx512,  // AVX-512 F/BW/VL/DQ + VNNI (+ BF16 where present)
 };
 
-// The best ISA this CPU runs (detected once).
+// The ISA of this process, chosen once: SLUICE_ISA when set (and valid), else the best this CPU
+// runs. Every kernel dispatches on it.
 MatmulIsa matmul_isa_best();
+// The best ISA this CPU runs (detected once, SLUICE_ISA ignored).
+MatmulIsa matmul_isa_detected();
+// Whether this CPU runs `isa` (kScalar: always).
+bool cpu_runs_isa(MatmulIsa isa);
+// What SLUICE_ISA=scalar|avx2|avx512 asks for (unset or empty: the detected best), or why it
+// cannot be had: an unknown name, or an ISA this CPU lacks. Front ends call it at start-up and
+// refuse to run on an error; matmul_isa_best() then falls back to the detected ISA.
+Result<MatmulIsa> matmul_isa_from_env();
+// One line for start-up logs: "avx2 (AVX2 + FMA + F16C, vpmaddubsw int8 dots; SLUICE_ISA=avx2)".
+std::string matmul_isa_description();
 // Whether the CPU has AVX512-BF16 (vdpbf16ps).
 bool cpu_has_avx512_bf16();
 const char* matmul_isa_name(MatmulIsa isa);
