@@ -8,21 +8,7 @@
 #include "base/fp16.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
-#include "kernels/matmul_isa.h"
-
-namespace sluice::kern_avx512 {
-void attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head);
-size_t attention_partial_floats(const PagedAttentionParams& p);
-void attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial);
-void attention_merge(const PagedAttentionParams& p, int kv_head, int n_seg, const float* partial);
-}  // namespace sluice::kern_avx512
-
-namespace sluice::kern_avx2 {
-void attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head);
-size_t attention_partial_floats(const PagedAttentionParams& p);
-void attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial);
-void attention_merge(const PagedAttentionParams& p, int kv_head, int n_seg, const float* partial);
-}  // namespace sluice::kern_avx2
+#include "kernels/kernel_table.h"
 
 namespace sluice {
 namespace {
@@ -140,52 +126,29 @@ void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head) {
   }
 }
 
-namespace {
-
-// The SIMD kernel that runs p on this CPU (AVX-512: head_dim % 16 == 0, AVX2: % 8), or kScalar
-// for the portable item-by-item fallback.
-MatmulIsa attention_isa(const PagedAttentionParams& p) {
-  const MatmulIsa isa = matmul_isa_best();
-  if (isa == MatmulIsa::kAvx512 && p.head_dim % 16 == 0) return MatmulIsa::kAvx512;
-  if (isa != MatmulIsa::kScalar && p.head_dim % 8 == 0) return MatmulIsa::kAvx2;
-  return MatmulIsa::kScalar;
-}
-
-}  // namespace
-
 void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head) {
-  switch (attention_isa(p)) {
-    case MatmulIsa::kAvx512: kern_avx512::attention_block(p, q0, q1, kv_head); return;
-    case MatmulIsa::kAvx2: kern_avx2::attention_block(p, q0, q1, kv_head); return;
-    default:
-      for (int qi = q0; qi < q1; ++qi) paged_attention_item(p, qi, kv_head);
-      return;
+  const KernelTable& kt = kernel_table();
+  if (kt.attention_runs(p)) {
+    kt.attention_block(p, q0, q1, kv_head);
+    return;
   }
+  for (int qi = q0; qi < q1; ++qi) paged_attention_item(p, qi, kv_head);
 }
 
 bool paged_attention_splits(const PagedAttentionParams& p) {
-  return attention_isa(p) != MatmulIsa::kScalar && p.n_q <= kAttentionQueryBlock;
+  return kernel_table().attention_runs(p) && p.n_q <= kAttentionQueryBlock;
 }
 
 size_t paged_attention_partial_floats(const PagedAttentionParams& p) {
-  return attention_isa(p) == MatmulIsa::kAvx512 ? kern_avx512::attention_partial_floats(p)
-                                                 : kern_avx2::attention_partial_floats(p);
+  return kernel_table().attention_partial_floats(p);
 }
 
 void paged_attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial) {
-  if (attention_isa(p) == MatmulIsa::kAvx512) {
-    kern_avx512::attention_segments(p, s0, s1, partial);
-  } else {
-    kern_avx2::attention_segments(p, s0, s1, partial);
-  }
+  kernel_table().attention_segments(p, s0, s1, partial);
 }
 
 void paged_attention_merge(const PagedAttentionParams& p, int kv_head, const float* partial) {
-  if (attention_isa(p) == MatmulIsa::kAvx512) {
-    kern_avx512::attention_merge(p, kv_head, paged_attention_n_segments(p), partial);
-  } else {
-    kern_avx2::attention_merge(p, kv_head, paged_attention_n_segments(p), partial);
-  }
+  kernel_table().attention_merge(p, kv_head, paged_attention_n_segments(p), partial);
 }
 
 void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {

@@ -8,7 +8,7 @@
 
 #include "gguf/quants.h"
 #include "kernels/dequant.h"
-#include "kernels/matmul_kernels.h"
+#include "kernels/kernel_table.h"
 
 namespace sluice {
 namespace {
@@ -120,72 +120,50 @@ std::vector<uint16_t>& bf16_scratch() {
 }  // namespace
 
 void matmul(const MatmulParams& p, ThreadPool* pool) {
-  const MatmulIsa isa = p.isa == MatmulIsa::kAuto ? matmul_isa_best() : p.isa;
+  const KernelTable& kt = kernel_table(p.isa);
+  const MatmulIsa isa = kt.isa;
   const auto* w =
       static_cast<const uint8_t*>(p.packed && p.packed->is_copy() ? p.packed->raw() : p.w);
   const size_t rb = row_size(p.type, p.k);
-  const bool simd = isa == MatmulIsa::kAvx2 || isa == MatmulIsa::kAvx512;
-  if (simd && p.packed && matmul_uses_int8_acts(p.type)) {
+  const bool int8 = matmul_uses_int8_acts(p.type) && p.k % kActBlock == 0 && kt.gemm_int8;
+  if (int8 && p.packed && kt.gemm_packed) {
     const QuantizedActs a = int8_acts(p, isa);
     const PackedWeights& pw = *p.packed;
-    over_groups(p, pool, [&](int64_t g0, int64_t g1) {
-      if (isa == MatmulIsa::kAvx512) {
-        kern_avx512::gemm_packed(pw, g0, g1, a, p.y, p.m);
-      } else {
-        kern_avx2::gemm_packed(pw, g0, g1, a, p.y, p.m);
-      }
-    });
+    over_groups(p, pool, [&](int64_t g0, int64_t g1) { kt.gemm_packed(pw, g0, g1, a, p.y, p.m); });
     return;
   }
-  if (simd && p.packed && p.type == GgmlType::F16) {
+  if (p.type == GgmlType::F16 && p.packed && kt.gemm_f16_packed) {
     const PackedWeights& pw = *p.packed;
-    over_groups(p, pool, [&](int64_t g0, int64_t g1) {
-      if (isa == MatmulIsa::kAvx512) {
-        kern_avx512::gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m);
-      } else {
-        kern_avx2::gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m);
-      }
-    });
+    over_groups(p, pool,
+                [&](int64_t g0, int64_t g1) { kt.gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m); });
     return;
   }
-  if (isa != MatmulIsa::kScalar && matmul_uses_int8_acts(p.type) && p.k % kActBlock == 0) {
+  if (int8) {
     const QuantizedActs a = int8_acts(p, isa);
     over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
-      if (isa == MatmulIsa::kAvx512) {
-        kern_avx512::gemm_int8(p.type, w, rb, r0, r1, a, p.y, p.m);
-      } else {
-        kern_avx2::gemm_int8(p.type, w, rb, r0, r1, a, p.y, p.m);
-      }
+      kt.gemm_int8(p.type, w, rb, r0, r1, a, p.y, p.m);
     });
     return;
   }
-  if (isa != MatmulIsa::kScalar && (p.type == GgmlType::F16 || p.type == GgmlType::BF16)) {
+  if (p.type == GgmlType::F16 && p.k % 16 == 0 && kt.gemm_f16_tiled) {
+    over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
+      kt.gemm_f16_tiled(w, r0, r1, p.x, p.n, p.k, p.y, p.m);
+    });
+    return;
+  }
+  if (p.type == GgmlType::BF16 && p.n >= 4 && p.k % 32 == 0 && kt.gemm_bf16_dp) {
+    std::vector<uint16_t>& xb = bf16_scratch();
+    if (int64_t(xb.size()) < p.n * p.k) xb.resize(size_t(p.n * p.k));
+    kt.to_bf16(p.x, p.n * p.k, xb.data());
+    over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
+      kt.gemm_bf16_dp(w, r0, r1, xb.data(), p.n, p.k, p.y, p.m);
+    });
+    return;
+  }
+  if ((p.type == GgmlType::F16 || p.type == GgmlType::BF16) && kt.gemm_half) {
     const bool bf16 = p.type == GgmlType::BF16;
-    if (!bf16 && p.k % 16 == 0) {
-      over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
-        if (isa == MatmulIsa::kAvx512) {
-          kern_avx512::gemm_f16_tiled(w, r0, r1, p.x, p.n, p.k, p.y, p.m);
-        } else {
-          kern_avx2::gemm_f16_tiled(w, r0, r1, p.x, p.n, p.k, p.y, p.m);
-        }
-      });
-      return;
-    }
-    if (isa == MatmulIsa::kAvx512 && p.n >= 4 && bf16 && p.k % 32 == 0 && cpu_has_avx512_bf16()) {
-      std::vector<uint16_t>& xb = bf16_scratch();
-      if (int64_t(xb.size()) < p.n * p.k) xb.resize(size_t(p.n * p.k));
-      kern_avx512::to_bf16(p.x, p.n * p.k, xb.data());
-      over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
-        kern_avx512::gemm_bf16_dp(w, r0, r1, xb.data(), p.n, p.k, p.y, p.m);
-      });
-      return;
-    }
     over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
-      if (isa == MatmulIsa::kAvx512) {
-        kern_avx512::gemm_half(bf16, w, r0, r1, p.x, p.n, p.k, p.y, p.m);
-      } else {
-        kern_avx2::gemm_half(bf16, w, r0, r1, p.x, p.n, p.k, p.y, p.m);
-      }
+      kt.gemm_half(bf16, w, r0, r1, p.x, p.n, p.k, p.y, p.m);
     });
     return;
   }

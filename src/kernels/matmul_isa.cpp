@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/matmul_kernels.h"
+#include "kernels/kernel_table.h"
 
 namespace sluice {
 
@@ -159,14 +159,11 @@ void quantize_acts_ref(const float* x, int64_t n, int64_t k, ActBuffer& out) {
 }
 
 void quantize_acts_rows(const float* x, int64_t r0, int64_t r1, ActBuffer& out, MatmulIsa isa) {
-  if (isa == MatmulIsa::kAuto) isa = matmul_isa_best();
   const int64_t k = out.k(), nb = k / kActBlock;
-  if (isa == MatmulIsa::kAvx512) {
-    kern_avx512::quantize_rows(x + r0 * k, r1 - r0, k, out.qs() + r0 * k, out.d() + r0 * nb,
-                               out.s() + r0 * nb, out.bias() + r0 * nb, out.sum16() + 2 * r0 * nb);
-  } else if (isa == MatmulIsa::kAvx2) {
-    kern_avx2::quantize_rows(x + r0 * k, r1 - r0, k, out.qs() + r0 * k, out.d() + r0 * nb,
-                             out.s() + r0 * nb, out.bias() + r0 * nb, out.sum16() + 2 * r0 * nb);
+  const auto fn = kernel_table(isa).quantize_rows;
+  if (fn) {
+    fn(x + r0 * k, r1 - r0, k, out.qs() + r0 * k, out.d() + r0 * nb, out.s() + r0 * nb,
+       out.bias() + r0 * nb, out.sum16() + 2 * r0 * nb);
   } else {
     quantize_rows_ref(x + r0 * k, (r1 - r0) * nb, out.qs() + r0 * k, out.d() + r0 * nb,
                       out.s() + r0 * nb, out.bias() + r0 * nb, out.sum16() + 2 * r0 * nb);
@@ -174,14 +171,11 @@ void quantize_acts_rows(const float* x, int64_t r0, int64_t r1, ActBuffer& out, 
 }
 
 void quantize_acts_row(const float* x, int64_t r, ActBuffer& out, MatmulIsa isa) {
-  if (isa == MatmulIsa::kAuto) isa = matmul_isa_best();
   const int64_t k = out.k(), nb = k / kActBlock;
-  if (isa == MatmulIsa::kAvx512) {
-    kern_avx512::quantize_rows(x, 1, k, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb,
-                               out.bias() + r * nb, out.sum16() + 2 * r * nb);
-  } else if (isa == MatmulIsa::kAvx2) {
-    kern_avx2::quantize_rows(x, 1, k, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb,
-                             out.bias() + r * nb, out.sum16() + 2 * r * nb);
+  const auto fn = kernel_table(isa).quantize_rows;
+  if (fn) {
+    fn(x, 1, k, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb, out.bias() + r * nb,
+       out.sum16() + 2 * r * nb);
   } else {
     quantize_rows_ref(x, nb, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb,
                       out.bias() + r * nb, out.sum16() + 2 * r * nb);

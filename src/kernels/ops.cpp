@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/matmul_isa.h"
-#include "kernels/simd_math_avx2.h"
-#include "kernels/simd_math.h"
+#include "kernels/kernel_table.h"
 
 namespace sluice {
 
@@ -90,12 +88,8 @@ void rope_ref(float* x, int n_heads, int32_t pos, const RopeParams& p) {
 // ---- SwiGLU -----------------------------------------------------------------------------------
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  if (matmul_isa_best() == MatmulIsa::kAvx512) {
-    kern_avx512::swiglu(gate, up, out, n);
-    return;
-  }
-  if (matmul_isa_best() == MatmulIsa::kAvx2) {
-    kern_avx2::swiglu(gate, up, out, n);
+  if (const auto fn = kernel_table().swiglu) {
+    fn(gate, up, out, n);
     return;
   }
   for (int64_t i = 0; i < n; ++i) {

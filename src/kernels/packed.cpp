@@ -6,7 +6,7 @@
 
 #include "base/huge_alloc.h"
 #include "gguf/quants.h"
-#include "kernels/matmul_isa.h"
+#include "kernels/kernel_table.h"
 
 namespace sluice {
 
@@ -94,9 +94,16 @@ void over_groups(ThreadPool* pool, int64_t n_groups, F&& f) {
 }  // namespace
 
 bool PackedWeights::supported(GgmlType type) {
-  return (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K ||
-          type == GgmlType::Q6_K || type == GgmlType::F16 || type == GgmlType::BF16) &&
-         matmul_isa_best() != MatmulIsa::kScalar;
+  const KernelTable& kt = kernel_table();
+  switch (type) {
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K: return kt.gemm_packed != nullptr;
+    case GgmlType::F16: return kt.gemm_f16_packed != nullptr;
+    case GgmlType::BF16: return kt.gemm_half != nullptr;  // a copy the row kernels read
+    default: return false;
+  }
 }
 
 PackedWeights::PackedWeights(GgmlType type, int64_t m, int64_t k) : type_(type), m_(m), k_(k) {}

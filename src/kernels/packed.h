@@ -1,4 +1,5 @@
-// Weights repacked once, at load time, for the AVX-512 VNNI kernels.
+// Weights repacked once, at load time, for the SIMD kernels (AVX-512 VNNI; AVX2 reads the same
+// layout as 256-bit halves, matmul_packed_avx2.cpp).
 //
 // GGUF stores a quantized matrix row by row (row r: its blocks of 32, each an f16 scale and 32
 // quants). The packed form interleaves 16 rows so one 512-bit vpdpbusd multiplies 4 bytes of
@@ -55,8 +56,8 @@ class PackedWeights {
 
   static constexpr int64_t kF16TileRows = 4;
 
-  // Whether `type` has a packed form (Q8_0, Q4_0, Q4_K, Q6_K, F16, BF16) and this CPU runs its
-  // kernels (AVX-512 VNNI).
+  // Whether `type` has a packed form (Q8_0, Q4_0, Q4_K, Q6_K, F16, BF16) and the process's ISA
+  // has kernels for it (kernel_table.h).
   static bool supported(GgmlType type);
 
   // Bytes pack() writes for W [m, k] of `type` (the quants, then the scales 64-byte aligned),

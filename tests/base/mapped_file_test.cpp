@@ -33,8 +33,12 @@ uint8_t byte_at(size_t i) {
   return uint8_t(i * 7 + i / 4096);
 }
 
+// A file of its own per test and process: ctest runs the tests of this file in parallel
+// processes, and one truncating another's mapped file kills it with SIGBUS.
 std::string temp_file(size_t bytes) {
-  std::string path = ::testing::TempDir() + "mapped_file_test.bin";
+  const std::string path = ::testing::TempDir() + "mapped_file_test." +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "." +
+                           std::to_string(::getpid()) + ".bin";
   std::vector<char> data(bytes);
   for (size_t i = 0; i < bytes; ++i) data[i] = char(byte_at(i));
   std::ofstream(path, std::ios::binary).write(data.data(), std::streamsize(bytes));

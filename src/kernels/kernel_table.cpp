@@ -1,0 +1,81 @@
+#include "kernels/kernel_table.h"
+
+#include "kernels/matmul_kernels.h"
+#include "kernels/simd_math.h"
+#include "kernels/simd_math_avx2.h"
+
+namespace sluice {
+
+// The attention kernels of each ISA (attention_<isa>.cpp).
+#define SLUICE_ATTENTION_DECLS                                                            \
+  void attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head);       \
+  size_t attention_partial_floats(const PagedAttentionParams& p);                         \
+  void attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial); \
+  void attention_merge(const PagedAttentionParams& p, int kv_head, int n_seg, const float* partial);
+namespace kern_avx2 {
+SLUICE_ATTENTION_DECLS
+}  // namespace kern_avx2
+namespace kern_avx512 {
+SLUICE_ATTENTION_DECLS
+}  // namespace kern_avx512
+#undef SLUICE_ATTENTION_DECLS
+
+namespace {
+
+KernelTable make_scalar() {
+  return KernelTable{};
+}
+
+KernelTable make_avx2() {
+  KernelTable t;
+  t.isa = MatmulIsa::kAvx2;
+  t.gemm_int8 = &kern_avx2::gemm_int8;
+  t.gemm_half = &kern_avx2::gemm_half;
+  t.gemm_f16_tiled = &kern_avx2::gemm_f16_tiled;
+  t.gemm_packed = &kern_avx2::gemm_packed;
+  t.gemm_f16_packed = &kern_avx2::gemm_f16_packed;
+  t.quantize_rows = &kern_avx2::quantize_rows;
+  t.attention_head_dim_multiple = 8;
+  t.attention_block = &kern_avx2::attention_block;
+  t.attention_partial_floats = &kern_avx2::attention_partial_floats;
+  t.attention_segments = &kern_avx2::attention_segments;
+  t.attention_merge = &kern_avx2::attention_merge;
+  t.swiglu = [](const float* g, const float* u, float* o, int64_t n) { kern_avx2::swiglu(g, u, o, n); };
+  return t;
+}
+
+KernelTable make_avx512() {
+  KernelTable t;
+  t.isa = MatmulIsa::kAvx512;
+  t.gemm_int8 = &kern_avx512::gemm_int8;
+  t.gemm_half = &kern_avx512::gemm_half;
+  t.gemm_f16_tiled = &kern_avx512::gemm_f16_tiled;
+  t.gemm_packed = &kern_avx512::gemm_packed;
+  t.gemm_f16_packed = &kern_avx512::gemm_f16_packed;
+  if (cpu_has_avx512_bf16()) {
+    t.to_bf16 = &kern_avx512::to_bf16;
+    t.gemm_bf16_dp = &kern_avx512::gemm_bf16_dp;
+  }
+  t.quantize_rows = &kern_avx512::quantize_rows;
+  t.attention_head_dim_multiple = 16;
+  t.attention_block = &kern_avx512::attention_block;
+  t.attention_partial_floats = &kern_avx512::attention_partial_floats;
+  t.attention_segments = &kern_avx512::attention_segments;
+  t.attention_merge = &kern_avx512::attention_merge;
+  t.swiglu = [](const float* g, const float* u, float* o, int64_t n) { kern_avx512::swiglu(g, u, o, n); };
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& kernel_table(MatmulIsa isa) {
+  static const KernelTable scalar = make_scalar(), avx2 = make_avx2(), avx512 = make_avx512();
+  if (isa == MatmulIsa::kAuto) isa = matmul_isa_best();
+  switch (isa) {
+    case MatmulIsa::kAvx512: return avx512;
+    case MatmulIsa::kAvx2: return avx2;
+    default: return scalar;
+  }
+}
+
+}  // namespace sluice

@@ -1,0 +1,68 @@
+// The kernels of one ISA behind one table (internal to kernels/), chosen once per process.
+//
+// matmul(), paged attention and the element-wise ops look their SIMD kernels up here instead of
+// branching on the ISA: an ISA is a set of files (matmul_<isa>.cpp, attention_<isa>.cpp, ...)
+// plus one table in kernel_table.cpp, so a new one (ARM NEON next) adds files, not branches.
+// A null entry means "this ISA has no such kernel": the caller takes the portable path (the
+// scalar table is all null; its kernels are the *_ref specifications and the generic loops).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/types.h"
+#include "kernels/attention.h"
+#include "kernels/matmul_isa.h"
+
+namespace sluice {
+
+class PackedWeights;
+
+struct KernelTable {
+  MatmulIsa isa = MatmulIsa::kScalar;
+
+  // ---- matmul (matmul_kernels.h has the contracts) ----
+  // Q8_0 / Q4_0 / Q4_K / Q6_K rows against 8-bit activation blocks.
+  void (*gemm_int8)(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+                    const QuantizedActs& a, float* y, int64_t m) = nullptr;
+  // F16 / BF16 rows against f32 activations.
+  void (*gemm_half)(bool bf16, const uint8_t* w, int64_t r0, int64_t r1, const float* x,
+                    int64_t n, int64_t k, float* y, int64_t m) = nullptr;
+  // F16 rows in register tiles (k % 16 == 0).
+  void (*gemm_f16_tiled)(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n,
+                         int64_t k, float* y, int64_t m) = nullptr;
+  // Packed weights (packed.h), groups [g0, g1).
+  void (*gemm_packed)(const PackedWeights& w, int64_t g0, int64_t g1, const QuantizedActs& a,
+                      float* y, int64_t m) = nullptr;
+  void (*gemm_f16_packed)(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
+                          int64_t n, float* y, int64_t m) = nullptr;
+  // BF16 weights against bf16-rounded activations (AVX512-BF16 only; n >= 4, k % 32 == 0).
+  void (*to_bf16)(const float* x, int64_t count, uint16_t* out) = nullptr;
+  void (*gemm_bf16_dp)(const uint8_t* w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t n,
+                       int64_t k, float* y, int64_t m) = nullptr;
+  // Activation rows -> 8-bit blocks, bit for bit quantize_acts_ref.
+  void (*quantize_rows)(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, float* s,
+                        int32_t* bias, int32_t* sum16) = nullptr;
+
+  // ---- paged attention (attention.h): for head_dim % attention_head_dim_multiple == 0 ----
+  int attention_head_dim_multiple = 0;
+  void (*attention_block)(const PagedAttentionParams& p, int q0, int q1, int kv_head) = nullptr;
+  size_t (*attention_partial_floats)(const PagedAttentionParams& p) = nullptr;
+  void (*attention_segments)(const PagedAttentionParams& p, int s0, int s1,
+                             float* partial) = nullptr;
+  void (*attention_merge)(const PagedAttentionParams& p, int kv_head, int n_seg,
+                          const float* partial) = nullptr;
+
+  // ---- element-wise (ops.h) ----
+  void (*swiglu)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
+
+  bool attention_runs(const PagedAttentionParams& p) const {
+    return attention_block && p.head_dim % attention_head_dim_multiple == 0;
+  }
+};
+
+// The table of `isa` (kAuto: the process's, matmul_isa_best()). The caller has checked that this
+// CPU runs `isa`.
+const KernelTable& kernel_table(MatmulIsa isa = MatmulIsa::kAuto);
+
+}  // namespace sluice
