@@ -27,10 +27,8 @@ struct CpuExecutor::Scratch {
   std::vector<float> gate;          // [n_tokens, n_ff]
   std::vector<float> up;            // [n_tokens, n_ff]
   std::vector<float> x_out;         // [n_logit_rows, n_embd] rows that produce logits
-  std::vector<int64_t> item_end;    // [n_seqs] cumulative attention work items
-  std::vector<int64_t> partial_at;  // [n_seqs] offset in partial of a split sequence, or -1
-  std::vector<float> partial;       // split sequences' per-segment attention states
-  std::vector<int> split_seqs;      // the sequences split by key segments
+  std::vector<PagedAttentionParams> attn_params;  // [n_seqs] one layer's attention of each sequence
+  AttentionWorkspace attn_ws;                     // paged_attention_batch's work list and partials
   ActBuffer xq;                     // xn quantized to 8-bit blocks, shared by Q/K/V and gate/up
   QuantizedActs xq_view;            // view of xq for the current sub-layer
 
@@ -43,8 +41,6 @@ namespace {
 
 // Per-token work below this many floats per token runs on the calling thread.
 constexpr int64_t kMinParallelFloats = 1 << 14;
-// Attention steps below this many multiply-adds run on the calling thread.
-constexpr int64_t kMinParallelMacs = 1 << 16;
 
 int64_t token_grain(int64_t floats_per_token) {
   return std::max<int64_t>(1, kMinParallelFloats / std::max<int64_t>(1, floats_per_token));
@@ -310,63 +306,9 @@ void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedAct
     p.scale = scale;
     return p;
   };
-  // Work items, numbered sequence by sequence: (sequence, block of up to kAttentionQueryBlock
-  // query tokens, kv head), or for a few queries over a context of several key segments
-  // (decode) (sequence, segment) over every kv head, whose partial states are merged after.
-  // Either way the same arithmetic (attention.h).
-  const int n_seqs = batch.n_seqs();
-  s.item_end.resize(size_t(n_seqs));
-  s.partial_at.resize(size_t(n_seqs));
-  s.split_seqs.clear();
-  int64_t n_items = 0, macs = 0, partial_floats = 0;
-  for (int si = 0; si < n_seqs; ++si) {
-    const BatchSequence& seq = batch.seqs[size_t(si)];
-    const PagedAttentionParams p = params_of(seq);
-    const int n_seg = paged_attention_n_segments(p);
-    if (n_seg > 1 && paged_attention_splits(p)) {
-      s.partial_at[size_t(si)] = partial_floats;
-      partial_floats += int64_t(n_seg) * int64_t(paged_attention_partial_floats(p));
-      n_items += n_seg;
-      s.split_seqs.push_back(si);
-    } else {
-      s.partial_at[size_t(si)] = -1;
-      n_items += int64_t((seq.n_new_tokens + kAttentionQueryBlock - 1) / kAttentionQueryBlock) *
-                 c.n_head_kv;
-    }
-    s.item_end[size_t(si)] = n_items;
-    macs += 2 * int64_t(seq.n_new_tokens) * seq.context_len * qd;  // QK^T and PV (upper bound)
-  }
-  Scratch::fit(s.partial, partial_floats);
-  // Small steps (tiny models, short contexts) are cheaper on one thread than a pool wake-up.
-  const int64_t grain = macs < kMinParallelMacs ? n_items : 1;
-  pool_.parallel_for(n_items, grain, [&](int64_t i0, int64_t i1) {
-    auto si = int(std::upper_bound(s.item_end.begin(), s.item_end.begin() + n_seqs, i0) -
-                  s.item_end.begin());
-    for (int64_t it = i0; it < i1; ++it) {
-      while (it >= s.item_end[size_t(si)]) ++si;
-      const BatchSequence& seq = batch.seqs[size_t(si)];
-      const int64_t local = it - (si > 0 ? s.item_end[size_t(si) - 1] : 0);
-      const PagedAttentionParams p = params_of(seq);
-      if (s.partial_at[size_t(si)] >= 0) {
-        paged_attention_segments(p, int(local), int(local) + 1,
-                                 s.partial.data() + s.partial_at[size_t(si)]);
-        continue;
-      }
-      const int q0 = int(local / c.n_head_kv) * kAttentionQueryBlock;
-      paged_attention_block(p, q0, std::min(seq.n_new_tokens, q0 + kAttentionQueryBlock),
-                            int(local % c.n_head_kv));
-    }
-  });
-  if (s.split_seqs.empty()) return;
-  // Merge items: (split sequence, kv head).
-  const auto n_merges = int64_t(s.split_seqs.size()) * c.n_head_kv;
-  pool_.parallel_for(n_merges, 1, [&](int64_t m0, int64_t m1) {
-    for (int64_t it = m0; it < m1; ++it) {
-      const int si = s.split_seqs[size_t(it / c.n_head_kv)];
-      paged_attention_merge(params_of(batch.seqs[size_t(si)]), int(it % c.n_head_kv),
-                            s.partial.data() + s.partial_at[size_t(si)]);
-    }
-  });
+  s.attn_params.clear();
+  for (const BatchSequence& seq : batch.seqs) s.attn_params.push_back(params_of(seq));
+  paged_attention_batch(s.attn_params, s.attn_ws, &pool_);
 }
 
 // RMSNorm of the residual stream x [n, d] for the matmuls in `ws`, which all read it. When they

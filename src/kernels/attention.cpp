@@ -127,7 +127,7 @@ void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head) {
 }
 
 void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head) {
-  const KernelTable& kt = kernel_table();
+  const KernelTable& kt = kernel_table(p.isa);
   if (kt.attention_runs(p)) {
     kt.attention_block(p, q0, q1, kv_head);
     return;
@@ -136,49 +136,90 @@ void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv
 }
 
 bool paged_attention_splits(const PagedAttentionParams& p) {
-  return kernel_table().attention_runs(p) && p.n_q <= kAttentionQueryBlock;
+  return kernel_table(p.isa).attention_runs(p) && p.n_q <= kAttentionQueryBlock;
 }
 
 size_t paged_attention_partial_floats(const PagedAttentionParams& p) {
-  return kernel_table().attention_partial_floats(p);
+  return kernel_table(p.isa).attention_partial_floats(p);
 }
 
 void paged_attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial) {
-  kernel_table().attention_segments(p, s0, s1, partial);
+  kernel_table(p.isa).attention_segments(p, s0, s1, partial);
 }
 
 void paged_attention_merge(const PagedAttentionParams& p, int kv_head, const float* partial) {
-  kernel_table().attention_merge(p, kv_head, paged_attention_n_segments(p), partial);
+  kernel_table(p.isa).attention_merge(p, kv_head, paged_attention_n_segments(p), partial);
+}
+
+void paged_attention_batch(std::span<const PagedAttentionParams> seqs, AttentionWorkspace& ws,
+                           ThreadPool* pool) {
+  // Below this many multiply-adds the whole batch runs on the calling thread: a pool wake-up
+  // costs more than tiny models' and short contexts' attention.
+  constexpr int64_t kMinParallelMacs = 1 << 16;
+  const auto n_seqs = int64_t(seqs.size());
+  ws.item_end.resize(size_t(n_seqs));
+  ws.partial_at.resize(size_t(n_seqs));
+  ws.split_seqs.clear();
+  int64_t n_items = 0, macs = 0, partial_floats = 0;
+  for (int64_t si = 0; si < n_seqs; ++si) {
+    const PagedAttentionParams& p = seqs[size_t(si)];
+    const int n_seg = paged_attention_n_segments(p);
+    if (n_seg > 1 && paged_attention_splits(p)) {
+      ws.partial_at[size_t(si)] = partial_floats;
+      partial_floats += int64_t(n_seg) * int64_t(paged_attention_partial_floats(p));
+      n_items += n_seg;
+      ws.split_seqs.push_back(int(si));
+    } else {
+      ws.partial_at[size_t(si)] = -1;
+      n_items += int64_t((p.n_q + kAttentionQueryBlock - 1) / kAttentionQueryBlock) * p.n_kv_head;
+    }
+    ws.item_end[size_t(si)] = n_items;
+    macs += 2 * int64_t(p.n_q) * p.kv_len * p.n_head * p.head_dim;  // QK^T and PV (upper bound)
+  }
+  if (int64_t(ws.partial.size()) < partial_floats) ws.partial.resize(size_t(partial_floats));
+  const int64_t grain = !pool || macs < kMinParallelMacs ? n_items : 1;
+  auto items = [&](int64_t i0, int64_t i1) {
+    auto si = std::upper_bound(ws.item_end.begin(), ws.item_end.end(), i0) - ws.item_end.begin();
+    for (int64_t it = i0; it < i1; ++it) {
+      while (it >= ws.item_end[size_t(si)]) ++si;
+      const PagedAttentionParams& p = seqs[size_t(si)];
+      const int64_t local = it - (si > 0 ? ws.item_end[size_t(si) - 1] : 0);
+      if (ws.partial_at[size_t(si)] >= 0) {
+        paged_attention_segments(p, int(local), int(local) + 1,
+                                 ws.partial.data() + ws.partial_at[size_t(si)]);
+        continue;
+      }
+      const int q0 = int(local / p.n_kv_head) * kAttentionQueryBlock;
+      paged_attention_block(p, q0, std::min(p.n_q, q0 + kAttentionQueryBlock),
+                            int(local % p.n_kv_head));
+    }
+  };
+  if (pool) {
+    pool->parallel_for(n_items, grain, items);
+  } else {
+    items(0, n_items);
+  }
+  if (ws.split_seqs.empty()) return;
+  // Merge items: (split sequence, kv head).
+  const int n_kv = seqs[size_t(ws.split_seqs[0])].n_kv_head;
+  const auto n_merges = int64_t(ws.split_seqs.size()) * n_kv;
+  auto merges = [&](int64_t m0, int64_t m1) {
+    for (int64_t it = m0; it < m1; ++it) {
+      const int si = ws.split_seqs[size_t(it / n_kv)];
+      paged_attention_merge(seqs[size_t(si)], int(it % n_kv),
+                            ws.partial.data() + ws.partial_at[size_t(si)]);
+    }
+  };
+  if (pool) {
+    pool->parallel_for(n_merges, 1, merges);
+  } else {
+    merges(0, n_merges);
+  }
 }
 
 void paged_attention(const PagedAttentionParams& p, ThreadPool* pool) {
-  const int n_seg = paged_attention_n_segments(p);
-  if (pool && n_seg > 1 && paged_attention_splits(p)) {
-    thread_local std::vector<float> buf;  // the caller's: the workers get a pointer
-    buf.resize(size_t(n_seg) * paged_attention_partial_floats(p));
-    float* partial = buf.data();
-    pool->parallel_for(n_seg, 1, [&](int64_t s0, int64_t s1) {
-      paged_attention_segments(p, int(s0), int(s1), partial);
-    });
-    pool->parallel_for(p.n_kv_head, 1, [&](int64_t h0, int64_t h1) {
-      for (int64_t h = h0; h < h1; ++h) paged_attention_merge(p, int(h), partial);
-    });
-    return;
-  }
-  const int n_qb = (p.n_q + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
-  const int64_t n_items = int64_t(n_qb) * p.n_kv_head;
-  auto items = [&](int64_t b, int64_t e) {
-    for (int64_t it = b; it < e; ++it) {
-      const int q0 = int(it / p.n_kv_head) * kAttentionQueryBlock;
-      paged_attention_block(p, q0, std::min(p.n_q, q0 + kAttentionQueryBlock),
-                            int(it % p.n_kv_head));
-    }
-  };
-  if (!pool) {
-    items(0, n_items);
-    return;
-  }
-  pool->parallel_for(n_items, 1, items);
+  AttentionWorkspace ws;
+  paged_attention_batch({&p, 1}, ws, pool);
 }
 
 void paged_attention_ref(const PagedAttentionParams& p) {

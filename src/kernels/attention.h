@@ -29,8 +29,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/matmul_isa.h"
 
 namespace sluice {
 
@@ -72,6 +75,9 @@ struct PagedAttentionParams {
   int n_kv_head = 0;  // divides n_head
   int head_dim = 0;
   float scale = 1.0f;  // usually 1 / sqrt(head_dim)
+  // The kernels to run (kAuto: the process's ISA); tests force each one this CPU runs. kScalar
+  // is the portable item-by-item path.
+  MatmulIsa isa = MatmulIsa::kAuto;
 
   KvLayout layout() const { return {block_size, n_kv_head, head_dim}; }
 };
@@ -107,8 +113,27 @@ void paged_attention_segments(const PagedAttentionParams& p, int s0, int s1, flo
 // paged_attention_block gives.
 void paged_attention_merge(const PagedAttentionParams& p, int kv_head, const float* partial);
 
-// All ceil(n_q / kAttentionQueryBlock) * n_kv_head blocks, over `pool` (may be null); a long
-// context with few queries split by segments when paged_attention_splits(p).
+// The scratch of paged_attention_batch: its work list and the flash-decoding partial states.
+// Grows to the largest batch seen, then never allocates; holds nothing between calls.
+struct AttentionWorkspace {
+  std::vector<int64_t> item_end;    // [n_seqs] cumulative work items
+  std::vector<int64_t> partial_at;  // [n_seqs] offset in `partial` of a split sequence, or -1
+  std::vector<int> split_seqs;      // the sequences split by key segments
+  std::vector<float> partial;       // split sequences' per-segment states
+};
+
+// Every sequence of a batch (its own queries, output, kv_len and block table; one cache and
+// shape), over `pool` (may be null). Work items, numbered sequence by sequence:
+//   (sequence, block of up to kAttentionQueryBlock query tokens, kv head), or
+//   (sequence, key segment) over every kv head when paged_attention_splits(p) and the context
+//   has several segments (decode: flash-decoding), whose partial states are merged after, per
+//   (sequence, kv head).
+// Either way the same arithmetic (see kAttentionSegment): a sequence's result does not depend
+// on the others in the batch or on the thread count. Small batches run on the calling thread.
+void paged_attention_batch(std::span<const PagedAttentionParams> seqs, AttentionWorkspace& ws,
+                           ThreadPool* pool);
+
+// One sequence: paged_attention_batch of {p} with a workspace of its own.
 void paged_attention(const PagedAttentionParams& p, ThreadPool* pool);
 
 // The specification: per query head, full softmax in f64 over the visible positions.

@@ -87,8 +87,8 @@ void rope_ref(float* x, int n_heads, int32_t pos, const RopeParams& p) {
 
 // ---- SwiGLU -----------------------------------------------------------------------------------
 
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  if (const auto fn = kernel_table().swiglu) {
+void swiglu(const float* gate, const float* up, float* out, int64_t n, MatmulIsa isa) {
+  if (const auto fn = kernel_table(isa).swiglu) {
     fn(gate, up, out, n);
     return;
   }

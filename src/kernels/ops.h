@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "kernels/matmul_isa.h"
+
 namespace sluice {
 
 // ---- RMSNorm ----------------------------------------------------------------------------------
@@ -39,7 +41,9 @@ void rope_ref(float* x, int n_heads, int32_t pos, const RopeParams& p);
 
 // ---- SwiGLU -----------------------------------------------------------------------------------
 // out[i] = silu(gate[i]) * up[i],  silu(g) = g / (1 + exp(-g)). out may equal gate or up.
-void swiglu(const float* gate, const float* up, float* out, int64_t n);
+// `isa`: the kernels to run (kAuto: the process's; tests force each one the CPU runs).
+void swiglu(const float* gate, const float* up, float* out, int64_t n,
+            MatmulIsa isa = MatmulIsa::kAuto);
 void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
 
 // ---- Softmax ----------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // Paged attention (online softmax, GQA groups sharing K/V reads) against the f64 reference,
-// with scattered block tables, odd sizes, and MHA / GQA / MQA head layouts.
+// with scattered block tables, odd sizes, and MHA / GQA / MQA head layouts, on every ISA this
+// CPU runs (PagedAttentionParams::isa).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 namespace sluice {
 namespace {
 
+using test::cpu_isas;
 using test::random_floats;
 using test::rel_l2;
 
@@ -72,17 +74,23 @@ struct CaseData {
 
 void run_case(const Case& c, ThreadPool& pool, std::mt19937& rng) {
   const CaseData data(c, rng);
-  std::vector<float> out(data.q.size(), 7.0f), ref(data.q.size(), -7.0f);
+  std::vector<float> ref(data.q.size(), -7.0f);
   const bool f16 = c.kv_type == KvType::kF16;
-  const PagedAttentionParams p = data.params(out);
-  paged_attention(p, &pool);
-  PagedAttentionParams pr = p;
+  std::vector<float> out(data.q.size(), 7.0f);
+  PagedAttentionParams pr = data.params(out);
   pr.out = ref.data();
   paged_attention_ref(pr);
-  // f32 online softmax vs f64: ~sqrt(kv_len) roundings of 6e-8 each.
-  EXPECT_LT(rel_l2(out.data(), ref.data(), int64_t(out.size())), 5e-6)
-      << "heads " << c.n_head << "/" << c.n_kv_head << " hd " << c.head_dim << " bs "
-      << c.block_size << " kv " << c.kv_len << " q " << c.n_q << " f16 " << f16;
+  for (MatmulIsa isa : cpu_isas()) {
+    std::fill(out.begin(), out.end(), 7.0f);
+    PagedAttentionParams p = data.params(out);
+    p.isa = isa;
+    paged_attention(p, &pool);
+    // f32 online softmax vs f64: ~sqrt(kv_len) roundings of 6e-8 each.
+    EXPECT_LT(rel_l2(out.data(), ref.data(), int64_t(out.size())), 5e-6)
+        << matmul_isa_name(isa) << " heads " << c.n_head << "/" << c.n_kv_head << " hd "
+        << c.head_dim << " bs " << c.block_size << " kv " << c.kv_len << " q " << c.n_q
+        << " f16 " << f16;
+  }
 }
 
 TEST(PagedAttention, MatchesReference) {
@@ -120,11 +128,6 @@ TEST(PagedAttention, LongContext) {
 TEST(PagedAttention, SegmentSplitIsBitExact) {
   const Case probe{8, 2, 64, 16, 1000, 1};
   std::mt19937 rng(11);
-  {
-    const CaseData d(probe, rng);
-    std::vector<float> out(d.q.size());
-    if (!paged_attention_splits(d.params(out))) GTEST_SKIP() << "no AVX-512 on this CPU";
-  }
   ThreadPool pool(3);
   const Case cases[] = {
       {8, 2, 64, 16, 257, 1, KvType::kF16},   {8, 2, 64, 16, 512, 1, KvType::kF16},
@@ -132,26 +135,115 @@ TEST(PagedAttention, SegmentSplitIsBitExact) {
       {8, 8, 16, 16, 513, 16, KvType::kF16},  {6, 3, 32, 3, 600, 5},
       {8, 2, 64, 16, 4097, 2, KvType::kF16},
   };
-  for (const Case& c : cases) {
-    const CaseData d(c, rng);
-    std::vector<float> one(d.q.size(), 1.0f), split(d.q.size(), 2.0f), pooled(d.q.size(), 3.0f);
-    const PagedAttentionParams p1 = d.params(one);
-    for (int h = 0; h < c.n_kv_head; ++h) paged_attention_block(p1, 0, c.n_q, h);
+  int n_isas = 0;
+  for (MatmulIsa isa : cpu_isas()) {
+    {
+      const CaseData d(probe, rng);
+      std::vector<float> out(d.q.size());
+      PagedAttentionParams pp = d.params(out);
+      pp.isa = isa;
+      if (!paged_attention_splits(pp)) continue;  // the portable path never splits
+    }
+    ++n_isas;
+    for (const Case& c : cases) {
+      const CaseData d(c, rng);
+      std::vector<float> one(d.q.size(), 1.0f), split(d.q.size(), 2.0f), pooled(d.q.size(), 3.0f);
+      PagedAttentionParams p1 = d.params(one);
+      p1.isa = isa;
+      for (int h = 0; h < c.n_kv_head; ++h) paged_attention_block(p1, 0, c.n_q, h);
 
-    const PagedAttentionParams ps = d.params(split);
-    const int n_seg = paged_attention_n_segments(ps);
-    ASSERT_GT(n_seg, 1);
-    std::vector<float> partial(size_t(n_seg) * paged_attention_partial_floats(ps), 9.0f);
-    // Last segment first, then the rest in uneven groups.
-    paged_attention_segments(ps, n_seg - 1, n_seg, partial.data());
-    for (int s = 0; s < n_seg - 1; s += 2)
-      paged_attention_segments(ps, s, std::min(n_seg - 1, s + 2), partial.data());
-    for (int h = c.n_kv_head - 1; h >= 0; --h) paged_attention_merge(ps, h, partial.data());
-    EXPECT_EQ(one, split) << "heads " << c.n_head << "/" << c.n_kv_head << " kv " << c.kv_len
-                          << " q " << c.n_q << " bs " << c.block_size;
+      PagedAttentionParams ps = d.params(split);
+      ps.isa = isa;
+      const int n_seg = paged_attention_n_segments(ps);
+      ASSERT_GT(n_seg, 1);
+      std::vector<float> partial(size_t(n_seg) * paged_attention_partial_floats(ps), 9.0f);
+      // Last segment first, then the rest in uneven groups.
+      paged_attention_segments(ps, n_seg - 1, n_seg, partial.data());
+      for (int s = 0; s < n_seg - 1; s += 2)
+        paged_attention_segments(ps, s, std::min(n_seg - 1, s + 2), partial.data());
+      for (int h = c.n_kv_head - 1; h >= 0; --h) paged_attention_merge(ps, h, partial.data());
+      EXPECT_EQ(one, split) << matmul_isa_name(isa) << " heads " << c.n_head << "/"
+                            << c.n_kv_head << " kv " << c.kv_len << " q " << c.n_q << " bs "
+                            << c.block_size;
 
-    paged_attention(d.params(pooled), &pool);
-    EXPECT_EQ(one, pooled) << "kv " << c.kv_len;
+      PagedAttentionParams pl = d.params(pooled);
+      pl.isa = isa;
+      paged_attention(pl, &pool);
+      EXPECT_EQ(one, pooled) << matmul_isa_name(isa) << " kv " << c.kv_len;
+    }
+  }
+  if (n_isas == 0) GTEST_SKIP() << "no SIMD ISA on this CPU";
+}
+
+// Several sequences in one call, as the executor runs a ragged batch: prefill chunks, decodes
+// over long contexts (split by key segments) and short ones, each in its own blocks of one
+// shared cache, give bit for bit what each gives alone, whatever the pool, and stay within
+// the reference's bound.
+TEST(PagedAttention, BatchOfSequencesGivesEachSequencesResult) {
+  SLUICE_FRESH_RNG(rng);
+  ThreadPool pool(3);
+  const int nh = 8, nkv = 2, hd = 64, bs = 16;
+  struct Seq {
+    int kv_len, n_q;
+  };
+  const Seq seqs[] = {{700, 1}, {40, 40}, {3, 1}, {1100, 2}, {300, 17}, {257, 1}};
+  int n_blocks = 0;
+  for (const Seq& q : seqs) n_blocks += (q.kv_len + bs - 1) / bs;
+  std::vector<int32_t> order(static_cast<size_t>(n_blocks));
+  for (int i = 0; i < n_blocks; ++i) order[size_t(i)] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  const int64_t cache = int64_t(n_blocks) * bs * nkv * hd;
+  for (KvType kv_type : {KvType::kF32, KvType::kF16}) {
+    const std::vector<float> k = random_floats(rng, cache, -2, 2), v = random_floats(rng, cache);
+    const std::vector<uint16_t> k16 = to_f16(k), v16 = to_f16(v);
+    const bool f16 = kv_type == KvType::kF16;
+    std::vector<std::vector<float>> q, out, alone, ref;
+    std::vector<PagedAttentionParams> ps;
+    int next_block = 0;
+    for (const Seq& s : seqs) {
+      const int nb = (s.kv_len + bs - 1) / bs;
+      q.push_back(random_floats(rng, int64_t(s.n_q) * nh * hd, -2, 2));
+      out.emplace_back(q.back().size(), 5.0f);
+      alone.emplace_back(q.back().size(), 6.0f);
+      ref.emplace_back(q.back().size(), 7.0f);
+      PagedAttentionParams p;
+      p.q = q.back().data();
+      p.n_q = s.n_q;
+      p.kv_len = s.kv_len;
+      p.kv_type = kv_type;
+      p.k_cache = f16 ? static_cast<const void*>(k16.data()) : k.data();
+      p.v_cache = f16 ? static_cast<const void*>(v16.data()) : v.data();
+      p.block_table = order.data() + next_block;
+      p.block_size = bs;
+      p.n_head = nh;
+      p.n_kv_head = nkv;
+      p.head_dim = hd;
+      p.scale = 0.125f;
+      ps.push_back(p);
+      next_block += nb;
+    }
+    for (MatmulIsa isa : cpu_isas()) {
+      for (size_t i = 0; i < ps.size(); ++i) {
+        ps[i].isa = isa;
+        ps[i].out = out[i].data();
+      }
+      AttentionWorkspace ws;
+      paged_attention_batch(ps, ws, &pool);
+      for (size_t i = 0; i < ps.size(); ++i) {
+        PagedAttentionParams p = ps[i];
+        p.out = alone[i].data();
+        paged_attention(p, nullptr);
+        EXPECT_EQ(out[i], alone[i]) << matmul_isa_name(isa) << " sequence " << i;
+        p.out = ref[i].data();
+        paged_attention_ref(p);
+        EXPECT_LT(rel_l2(out[i].data(), ref[i].data(), int64_t(out[i].size())), 5e-6)
+            << matmul_isa_name(isa) << " sequence " << i;
+      }
+      paged_attention_batch(ps, ws, nullptr);  // the workspace reused, no pool
+      for (size_t i = 0; i < ps.size(); ++i) {
+        EXPECT_EQ(out[i], alone[i]) << matmul_isa_name(isa) << " sequence " << i << " serial";
+      }
+    }
   }
 }
 

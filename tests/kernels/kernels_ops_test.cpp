@@ -109,11 +109,14 @@ TEST(SwiGlu, MatchesReference) {
   std::mt19937 rng(3);
   for (int64_t n : kSizes) {
     const std::vector<float> g = random_floats(rng, n, -20, 20), u = random_floats(rng, n, -2, 2);
-    std::vector<float> y(g.size()), ref(g.size());
-    swiglu(g.data(), u.data(), y.data(), n);
+    std::vector<float> ref(g.size());
     swiglu_ref(g.data(), u.data(), ref.data(), n);
-    EXPECT_LT(max_abs_diff(y.data(), ref.data(), n), 1e-5) << n;
-    EXPECT_LT(rel_l2(y.data(), ref.data(), n), 1e-6) << n;
+    for (MatmulIsa isa : test::cpu_isas()) {
+      std::vector<float> y(g.size());
+      swiglu(g.data(), u.data(), y.data(), n, isa);
+      EXPECT_LT(max_abs_diff(y.data(), ref.data(), n), 1e-5) << matmul_isa_name(isa) << " " << n;
+      EXPECT_LT(rel_l2(y.data(), ref.data(), n), 1e-6) << matmul_isa_name(isa) << " " << n;
+    }
   }
 }
 

@@ -10,7 +10,19 @@
 #include <string>
 #include <vector>
 
+#include "kernels/matmul_isa.h"
+
 namespace sluice::test {
+
+// Every kernel ISA this CPU runs, the portable one first: each kernel test runs all of them, so
+// an AVX-512 host tests the AVX2 path too.
+inline std::vector<MatmulIsa> cpu_isas() {
+  std::vector<MatmulIsa> out;
+  for (MatmulIsa isa : {MatmulIsa::kScalar, MatmulIsa::kAvx2, MatmulIsa::kAvx512}) {
+    if (cpu_runs_isa(isa)) out.push_back(isa);
+  }
+  return out;
+}
 
 // A fresh seed every run (std::random_device), or SLUICE_TEST_SEED to replay one; the seed is
 // attached to every failure message of the scope via SCOPED_TRACE.
