@@ -30,6 +30,7 @@ struct CpuExecutor::Scratch {
   std::vector<PagedAttentionParams> attn_params;  // [n_seqs] one layer's attention of each sequence
   AttentionWorkspace attn_ws;                     // paged_attention_batch's work list and partials
   ActBuffer xq;                     // xn quantized to 8-bit blocks, shared by Q/K/V and gate/up
+  MatmulWorkspace mm_ws;            // the matmuls' own conversions (o, down, output projections)
   QuantizedActs xq_view;            // view of xq for the current sub-layer
 
   static void fit(std::vector<float>& v, int64_t n) {
@@ -238,6 +239,7 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
 void CpuExecutor::matmul_w(const WeightMatrix& w, const float* x, int64_t n, float* y,
                            const QuantizedActs* xq) {
   MatmulParams p = mm(isa_, w, x, n, y, xq);
+  p.ws = &s_->mm_ws;
   if (!packed_.empty()) {
     const auto it = packed_.find(w.data);
     if (it != packed_.end()) p.packed = &it->second;
@@ -313,9 +315,9 @@ void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedAct
 
 // RMSNorm of the residual stream x [n, d] for the matmuls in `ws`, which all read it. When they
 // all take 8-bit activations (and there are several, or one that would quantize anyway) the
-// norm and the quantization are fused per row (the normalized row stays in L1; xn is not
-// written) and the shared quantized copy is returned. Otherwise xn is written and null
-// returned (each matmul then converts xn itself). Rows are split over the pool.
+// norm and the quantization are fused per row (the row of xn is quantized while it is still in
+// L1) and the shared quantized copy is returned. Otherwise xn is written and null returned
+// (each matmul then converts xn itself). Rows are split over the pool.
 const QuantizedActs* CpuExecutor::norm_for(const std::vector<float>& weight,
                                            std::initializer_list<const WeightMatrix*> ws,
                                            int64_t n) {
@@ -336,11 +338,10 @@ const QuantizedActs* CpuExecutor::norm_for(const std::vector<float>& weight,
   ActBuffer& buf = s.xq;
   buf.resize(n, d);
   pool_.parallel_for(n, token_grain(d), [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<float> row;
-    if (int64_t(row.size()) < d) row.resize(size_t(d));
     for (int64_t t = t0; t < t1; ++t) {
-      rms_norm(s.x.data() + t * d, weight.data(), row.data(), d, c.rms_eps);
-      quantize_acts_row(row.data(), t, buf, isa);
+      float* row = s.xn.data() + t * d;  // quantized while it is still in L1
+      rms_norm(s.x.data() + t * d, weight.data(), row, d, c.rms_eps);
+      quantize_acts_row(row, t, buf, isa);
     }
   });
   s.xq_view = buf.view();

@@ -19,14 +19,6 @@ constexpr int64_t kMinParallelMacs = 1 << 16;
 // Each parallel chunk of output rows does at least this many multiply-adds.
 constexpr int64_t kMinChunkMacs = 1 << 14;
 
-// Per-thread row buffer for dequantized weights. Grows to the longest row seen, then never
-// allocates again; it holds no state between calls.
-float* row_buffer(int64_t k) {
-  thread_local std::vector<float> buf;
-  if (int64_t(buf.size()) < k) buf.resize(size_t(k));
-  return buf.data();
-}
-
 // Row r of W as f32: F32 rows are used in place, everything else is dequantized into `buf`.
 const float* weight_row(GgmlType type, const uint8_t* row, int64_t k, float* buf) {
   if (type == GgmlType::F32) return reinterpret_cast<const float*>(row);
@@ -58,7 +50,8 @@ void matmul_generic(const MatmulParams& p, ThreadPool* pool) {
   const size_t rb = row_size(p.type, p.k);
   const auto* w = static_cast<const uint8_t*>(p.w);
   auto rows = [&](int64_t r0, int64_t r1) {
-    float* buf = row_buffer(p.k);
+    std::vector<float> row(size_t(p.k));  // per chunk: this path dequantizes whole rows anyway
+    float* buf = row.data();
     for (int64_t r = r0; r < r1; ++r) {
       const float* wr = weight_row(p.type, w + size_t(r) * rb, p.k, buf);
       for (int64_t i = 0; i < p.n; ++i) p.y[i * p.m + r] = dot_f32(wr, p.x + i * p.k, p.k);
@@ -98,23 +91,11 @@ void over_groups(const MatmulParams& p, ThreadPool* pool, F&& kernel) {
   }
 }
 
-// Scratch for activations converted on the calling thread (quantized, bf16). Grows to the
-// largest call, then never allocates; holds nothing between calls.
-ActBuffer& act_scratch() {
-  thread_local ActBuffer buf;
-  return buf;
-}
-// p.x as 8-bit blocks: the caller's shared copy (p.xq) or quantized here into act_scratch().
-QuantizedActs int8_acts(const MatmulParams& p, MatmulIsa isa) {
+// p.x as 8-bit blocks: the caller's shared copy (p.xq) or quantized here into ws.acts.
+QuantizedActs int8_acts(const MatmulParams& p, MatmulIsa isa, MatmulWorkspace& ws) {
   if (p.xq) return *p.xq;
-  ActBuffer& buf = act_scratch();
-  quantize_acts(p.x, p.n, p.k, buf, isa);
-  return buf.view();
-}
-
-std::vector<uint16_t>& bf16_scratch() {
-  thread_local std::vector<uint16_t> buf;
-  return buf;
+  quantize_acts(p.x, p.n, p.k, ws.acts, isa);
+  return ws.acts.view();
 }
 
 }  // namespace
@@ -122,12 +103,14 @@ std::vector<uint16_t>& bf16_scratch() {
 void matmul(const MatmulParams& p, ThreadPool* pool) {
   const KernelTable& kt = kernel_table(p.isa);
   const MatmulIsa isa = kt.isa;
+  MatmulWorkspace local;
+  MatmulWorkspace& ws = p.ws ? *p.ws : local;
   const auto* w =
       static_cast<const uint8_t*>(p.packed && p.packed->is_copy() ? p.packed->raw() : p.w);
   const size_t rb = row_size(p.type, p.k);
   const bool int8 = matmul_uses_int8_acts(p.type) && p.k % kActBlock == 0 && kt.gemm_int8;
   if (int8 && p.packed && kt.gemm_packed) {
-    const QuantizedActs a = int8_acts(p, isa);
+    const QuantizedActs a = int8_acts(p, isa, ws);
     const PackedWeights& pw = *p.packed;
     over_groups(p, pool, [&](int64_t g0, int64_t g1) { kt.gemm_packed(pw, g0, g1, a, p.y, p.m); });
     return;
@@ -139,7 +122,7 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
     return;
   }
   if (int8) {
-    const QuantizedActs a = int8_acts(p, isa);
+    const QuantizedActs a = int8_acts(p, isa, ws);
     over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
       kt.gemm_int8(p.type, w, rb, r0, r1, a, p.y, p.m);
     });
@@ -152,7 +135,7 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
     return;
   }
   if (p.type == GgmlType::BF16 && p.n >= 4 && p.k % 32 == 0 && kt.gemm_bf16_dp) {
-    std::vector<uint16_t>& xb = bf16_scratch();
+    std::vector<uint16_t>& xb = ws.bf16;
     if (int64_t(xb.size()) < p.n * p.k) xb.resize(size_t(p.n * p.k));
     kt.to_bf16(p.x, p.n * p.k, xb.data());
     over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/thread_pool.h"
 #include "gguf/types.h"
@@ -22,6 +23,14 @@ namespace sluice {
 // Whether matmul/get_rows can read weights of `type` (F32, F16, BF16 and every block type
 // quants.h dequantizes).
 bool matmul_supports(GgmlType type);
+
+// The calling thread's scratch of matmul (activations quantized to 8 bits, rounded to bf16):
+// grows to the largest call, then never allocates; holds nothing between calls. An executor
+// keeps one so steady-state steps allocate nothing.
+struct MatmulWorkspace {
+  ActBuffer acts;
+  std::vector<uint16_t> bf16;
+};
 
 struct MatmulParams {
   GgmlType type = GgmlType::F32;
@@ -35,8 +44,10 @@ struct MatmulParams {
   // one input (Q/K/V, gate/up). Used only by types that take 8-bit activations.
   const QuantizedActs* xq = nullptr;
   MatmulIsa isa = MatmulIsa::kAuto;  // kScalar: the dequantize + f32 dot path (tests, A/B)
-  // Optional: `w` repacked (packed.h); used when the ISA is AVX-512, else `w` is read.
+  // Optional: `w` repacked (packed.h); used when the ISA has packed kernels, else `w` is read.
   const PackedWeights* packed = nullptr;
+  // Optional: scratch for the conversions the calling thread makes (null: a temporary one).
+  MatmulWorkspace* ws = nullptr;
 };
 
 // y = x W^T. Threads over output rows: every thread streams a disjoint range of W rows, each
