@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "engine/kv_sizing.h"
+#include "executor/cpu_executor.h"
 #include "model/model.h"
 
 namespace sluice::cli {

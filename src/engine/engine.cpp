@@ -15,24 +15,24 @@ const char* finish_reason_name(FinishReason r) {
   return "none";
 }
 
-Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, CpuExecutor& executor,
+Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Executor& executor,
                                                const EngineConfig& config) {
-  const ModelConfig& mc = executor.config();
-  int32_t n_ctx = config.n_ctx > 0 ? config.n_ctx : int32_t(mc.n_ctx);
+  const ExecutorCapacity cap = executor.capacity();
+  int32_t n_ctx = config.n_ctx > 0 ? config.n_ctx : cap.n_ctx;
   if (n_ctx <= 0) return make_error("engine: context length must be positive");
-  if (int64_t(tokenizer.vocab().n_tokens()) > int64_t(mc.n_vocab)) {
+  if (int64_t(tokenizer.vocab().n_tokens()) > int64_t(cap.n_vocab)) {
     return make_error("engine: the tokenizer has ", tokenizer.vocab().n_tokens(),
-                      " tokens but the model's output has ", mc.n_vocab, " rows");
+                      " tokens but the model's output has ", cap.n_vocab, " rows");
   }
   KvCacheConfig kv;
-  kv.n_blocks = executor.n_blocks();
-  kv.block_size = executor.block_size();
+  kv.n_blocks = cap.n_blocks;
+  kv.block_size = cap.block_size;
   kv.enable_prefix_cache = config.enable_prefix_cache;
   kv.salt = 0x5eed;
   return std::unique_ptr<Engine>(new Engine(tokenizer, executor, config, n_ctx, kv));
 }
 
-Engine::Engine(const Tokenizer& tokenizer, CpuExecutor& executor, const EngineConfig& config,
+Engine::Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfig& config,
                int32_t n_ctx, KvCacheConfig kv_config)
     : tokenizer_(tokenizer),
       executor_(executor),
@@ -41,7 +41,7 @@ Engine::Engine(const Tokenizer& tokenizer, CpuExecutor& executor, const EngineCo
       kv_(kv_config),
       scheduler_(config.scheduler, kv_),
       epoch_(std::chrono::steady_clock::now()) {
-  batch_.block_size = executor.block_size();
+  batch_.block_size = executor.capacity().block_size;
   if (config.cost_model) roofline_.emplace(*config.cost_model);
 }
 
@@ -59,7 +59,7 @@ Result<std::vector<RequestId>> Engine::add_request_group(
     std::vector<int32_t> prompt, const std::vector<GenerationParams>& params) {
   if (params.empty()) return make_error("a request group needs at least one sample");
   if (prompt.empty()) return make_error("the prompt is empty");
-  const int32_t n_vocab = int32_t(executor_.config().n_vocab);
+  const int32_t n_vocab = executor_.capacity().n_vocab;
   for (int32_t t : prompt) {
     if (t < 0 || t >= n_vocab) {
       return make_error("prompt token id ", t, " is outside the vocabulary (", n_vocab, " tokens)");
@@ -135,7 +135,7 @@ void Engine::finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev)
 }
 
 Status Engine::advance(RequestId id, Request& r, const float* logits, EngineEvent& ev) {
-  const int32_t n_vocab = int32_t(executor_.config().n_vocab);
+  const int32_t n_vocab = executor_.capacity().n_vocab;
   SLUICE_ASSIGN_OR_RETURN(SampleResult s, r.sampler.sample(std::span<const float>(logits, size_t(n_vocab)), sample_ws_));
   r.sampler.accept(s.token);
   const double t = now();

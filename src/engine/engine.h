@@ -2,7 +2,7 @@
 // execute -> sample -> append tokens, detokenize, check stops -> events. It is owned by one
 // thread (the engine thread); front ends talk to it from that thread or through queues.
 //
-//   auto engine = Engine::create(model, tokenizer, executor, {});
+//   auto engine = Engine::create(tokenizer, executor, {});   // executor: any Executor
 //   RequestId id = *engine->add_request(prompt_ids, params);
 //   while (engine->has_work()) for (const EngineEvent& e : engine->step()) ...
 //
@@ -22,7 +22,7 @@
 #include "base/status.h"
 #include "executor/batch.h"
 #include "engine/step_roofline.h"
-#include "executor/cpu_executor.h"
+#include "executor/executor.h"
 #include "kv/kv_cache_manager.h"
 #include "sample/sampler.h"
 #include "sample/stop.h"
@@ -90,7 +90,7 @@ struct EngineStats {
 
 class Engine {
  public:
-  static Result<std::unique_ptr<Engine>> create(const Tokenizer& tokenizer, CpuExecutor& executor,
+  static Result<std::unique_ptr<Engine>> create(const Tokenizer& tokenizer, Executor& executor,
                                                 const EngineConfig& config);
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -130,14 +130,14 @@ class Engine {
     int32_t n_generated = 0;
     RequestTimes times;
   };
-  Engine(const Tokenizer& tokenizer, CpuExecutor& executor, const EngineConfig& config,
+  Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfig& config,
          int32_t n_ctx, KvCacheConfig kv_config);
   // Samples request `id` from `logits`, appends the token and checks every stop condition.
   Status advance(RequestId id, Request& r, const float* logits, EngineEvent& ev);
   void finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev);
 
   const Tokenizer& tokenizer_;
-  CpuExecutor& executor_;
+  Executor& executor_;
   EngineConfig config_;
   int32_t n_ctx_;
   KvCacheManager kv_;

@@ -41,4 +41,78 @@ void Batch::add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
   seqs.push_back(s);
 }
 
+Status validate_batch(const Batch& b, const ExecutorCapacity& cap) {
+  const int bs = cap.block_size;
+  if (b.block_size != bs) {
+    return make_error("batch: block size ", b.block_size, " differs from the executor's ", bs);
+  }
+  const size_t n = b.token_ids.size();
+  if (b.positions.size() != n || b.kv_slots.size() != n) {
+    return make_error("batch: ", n, " token ids but ", b.positions.size(), " positions and ",
+                      b.kv_slots.size(), " KV slots");
+  }
+  int64_t next_token = 0;
+  for (size_t si = 0; si < b.seqs.size(); ++si) {
+    const BatchSequence& s = b.seqs[si];
+    if (s.token_start != next_token || s.n_new_tokens < 1 ||
+        int64_t(s.token_start) + s.n_new_tokens > int64_t(n)) {
+      return make_error("batch: sequence ", si, " covers tokens [", s.token_start, ", ",
+                        int64_t(s.token_start) + s.n_new_tokens, ") but must start at ", next_token,
+                        " with at least one token within the ", n, " tokens");
+    }
+    next_token += s.n_new_tokens;
+    if (s.context_len < s.n_new_tokens || s.context_len > cap.n_ctx) {
+      return make_error("batch: sequence ", si, " has context length ", s.context_len, " (",
+                        s.n_new_tokens, " new tokens, model context ", cap.n_ctx, ")");
+    }
+    if (s.block_table_start < 0 || s.n_blocks < 0 ||
+        int64_t(s.block_table_start) + s.n_blocks > int64_t(b.block_tables.size()) ||
+        int64_t(s.n_blocks) * bs < s.context_len) {
+      return make_error("batch: sequence ", si, " block table [", s.block_table_start, ", +",
+                        s.n_blocks, ") is out of range or too short for ", s.context_len,
+                        " tokens");
+    }
+    const int32_t* table = b.block_tables.data() + s.block_table_start;
+    const int32_t needed = (s.context_len + bs - 1) / bs;
+    for (int32_t i = 0; i < needed; ++i) {
+      if (table[i] < 0 || table[i] >= cap.n_blocks) {
+        return make_error("batch: sequence ", si, " uses block ", table[i], " (the cache has ",
+                          cap.n_blocks, ")");
+      }
+    }
+    const int32_t first_pos = s.context_len - s.n_new_tokens;
+    for (int32_t j = 0; j < s.n_new_tokens; ++j) {
+      const size_t t = size_t(s.token_start + j);
+      const int32_t p = first_pos + j;
+      const KvSlot want{table[p / bs], p % bs};
+      if (b.kv_slots[t].block_id != want.block_id || b.kv_slots[t].offset != want.offset) {
+        return make_error("batch: token ", t, " of sequence ", si, " has KV slot (",
+                          b.kv_slots[t].block_id, ", ", b.kv_slots[t].offset,
+                          ") but its block table puts cache position ", p, " at (", want.block_id,
+                          ", ", want.offset, ")");
+      }
+      if (b.token_ids[t] < 0 || b.token_ids[t] >= cap.n_vocab) {
+        return make_error("batch: token id ", b.token_ids[t], " at ", t, " is out of range [0, ",
+                          cap.n_vocab, ")");
+      }
+      if (b.positions[t] < 0) return make_error("batch: negative position at token ", t);
+    }
+  }
+  if (next_token != int64_t(n)) {
+    return make_error("batch: sequences cover ", next_token, " of ", n, " tokens");
+  }
+  return validate_block_copies(b.block_copies, cap.n_blocks);
+}
+
+Status validate_block_copies(std::span<const KvBlockCopy> copies, int32_t n_blocks) {
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const KvBlockCopy& c = copies[i];
+    if (c.src < 0 || c.src >= n_blocks || c.dst < 0 || c.dst >= n_blocks || c.src == c.dst) {
+      return make_error("batch: block copy ", i, " (", c.src, " -> ", c.dst,
+                        ") needs two distinct blocks in [0, ", n_blocks, ")");
+    }
+  }
+  return {};
+}
+
 }  // namespace sluice

@@ -17,6 +17,8 @@
 #include <span>
 #include <vector>
 
+#include "base/status.h"
+
 namespace sluice {
 
 // Which of a sequence's new tokens need logits: none (a prompt chunk that is not the last),
@@ -69,6 +71,22 @@ struct Batch {
   void add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
                     std::span<const int32_t> block_table, LogitsMode logits);
 };
+
+// What batches an executor accepts (Executor::capacity()).
+struct ExecutorCapacity {
+  int32_t n_blocks = 0;    // KV blocks: ids [0, n_blocks)
+  int32_t block_size = 0;  // tokens per block
+  int32_t n_vocab = 0;     // token ids [0, n_vocab) and logits row width
+  int32_t n_ctx = 0;       // longest context of one sequence
+};
+
+// The checks every executor makes before running a batch: token ids in [0, n_vocab), positions
+// non-negative, sequences back to back covering every token, contexts within n_ctx, block
+// tables in range and long enough, each new token's KV slot where its block table puts its
+// position, block copies valid. A message that names the first offending field.
+Status validate_batch(const Batch& batch, const ExecutorCapacity& cap);
+// Block copies alone: src and dst distinct and in [0, n_blocks).
+Status validate_block_copies(std::span<const KvBlockCopy> copies, int32_t n_blocks);
 
 // The executor's answer: one row of logits per requested position, in batch token order.
 struct Logits {

@@ -108,89 +108,55 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
   return e;
 }
 
-Status CpuExecutor::validate(const Batch& b) const {
-  const ModelConfig& c = model_.config();
-  const int bs = block_size();
-  if (b.block_size != bs) {
-    return make_error("batch: block size ", b.block_size, " differs from the executor's ", bs);
-  }
-  const size_t n = b.token_ids.size();
-  if (b.positions.size() != n || b.kv_slots.size() != n) {
-    return make_error("batch: ", n, " token ids but ", b.positions.size(), " positions and ",
-                      b.kv_slots.size(), " KV slots");
-  }
-  int64_t next_token = 0;
-  for (size_t si = 0; si < b.seqs.size(); ++si) {
-    const BatchSequence& s = b.seqs[si];
-    if (s.token_start != next_token || s.n_new_tokens < 1 ||
-        int64_t(s.token_start) + s.n_new_tokens > int64_t(n)) {
-      return make_error("batch: sequence ", si, " covers tokens [", s.token_start, ", ",
-                        int64_t(s.token_start) + s.n_new_tokens, ") but must start at ", next_token,
-                        " with at least one token within the ", n, " tokens");
-    }
-    next_token += s.n_new_tokens;
-    if (s.context_len < s.n_new_tokens || s.context_len > c.n_ctx) {
-      return make_error("batch: sequence ", si, " has context length ", s.context_len, " (",
-                        s.n_new_tokens, " new tokens, model context ", c.n_ctx, ")");
-    }
-    if (s.block_table_start < 0 || s.n_blocks < 0 ||
-        int64_t(s.block_table_start) + s.n_blocks > int64_t(b.block_tables.size()) ||
-        int64_t(s.n_blocks) * bs < s.context_len) {
-      return make_error("batch: sequence ", si, " block table [", s.block_table_start, ", +",
-                        s.n_blocks, ") is out of range or too short for ", s.context_len,
-                        " tokens");
-    }
-    const int32_t* table = b.block_tables.data() + s.block_table_start;
-    const int32_t needed = (s.context_len + bs - 1) / bs;
-    for (int32_t i = 0; i < needed; ++i) {
-      if (table[i] < 0 || table[i] >= n_blocks()) {
-        return make_error("batch: sequence ", si, " uses block ", table[i], " (the cache has ",
-                          n_blocks(), ")");
-      }
-    }
-    const int32_t first_pos = s.context_len - s.n_new_tokens;
-    for (int32_t j = 0; j < s.n_new_tokens; ++j) {
-      const size_t t = size_t(s.token_start + j);
-      const int32_t p = first_pos + j;
-      const KvSlot want{table[p / bs], p % bs};
-      if (b.kv_slots[t].block_id != want.block_id || b.kv_slots[t].offset != want.offset) {
-        return make_error("batch: token ", t, " of sequence ", si, " has KV slot (",
-                          b.kv_slots[t].block_id, ", ", b.kv_slots[t].offset,
-                          ") but its block table puts cache position ", p, " at (", want.block_id,
-                          ", ", want.offset, ")");
-      }
-      if (b.token_ids[t] < 0 || b.token_ids[t] >= c.n_vocab) {
-        return make_error("batch: token id ", b.token_ids[t], " at ", t, " is out of range [0, ",
-                          c.n_vocab, ")");
-      }
-      if (b.positions[t] < 0) return make_error("batch: negative position at token ", t);
-    }
-  }
-  if (next_token != int64_t(n)) {
-    return make_error("batch: sequences cover ", next_token, " of ", n, " tokens");
-  }
-  return validate_copies(b.block_copies);
-}
-
-Status CpuExecutor::validate_copies(std::span<const KvBlockCopy> copies) const {
-  for (size_t i = 0; i < copies.size(); ++i) {
-    const KvBlockCopy& c = copies[i];
-    if (c.src < 0 || c.src >= n_blocks() || c.dst < 0 || c.dst >= n_blocks() || c.src == c.dst) {
-      return make_error("batch: block copy ", i, " (", c.src, " -> ", c.dst,
-                        ") needs two distinct blocks in [0, ", n_blocks(), ")");
-    }
-  }
-  return {};
+ExecutorCapacity CpuExecutor::capacity() const {
+  return {n_blocks(), block_size(), int32_t(model_.config().n_vocab), int32_t(model_.config().n_ctx)};
 }
 
 Status CpuExecutor::copy_blocks(std::span<const KvBlockCopy> copies) {
-  SLUICE_RETURN_IF_ERROR(validate_copies(copies));
+  SLUICE_RETURN_IF_ERROR(validate_block_copies(copies, n_blocks()));
   for (const KvBlockCopy& c : copies) kv_->copy_block(c.src, c.dst);
   return {};
 }
 
+Result<KvBlockData> CpuExecutor::export_blocks(std::span<const int32_t> ids) const {
+  KvBlockData d;
+  d.layout = kv_->block_layout();
+  d.n_blocks = int32_t(ids.size());
+  d.bytes_per_block = kv_->bytes_per_block();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= n_blocks()) {
+      return make_error("export: block ", ids[i], " at ", i, " is out of range [0, ", n_blocks(),
+                        ")");
+    }
+  }
+  d.bytes.resize(d.bytes_per_block * ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) kv_->read_block(ids[i], d.bytes.data() + i * d.bytes_per_block);
+  return d;
+}
+
+Status CpuExecutor::import_blocks(std::span<const int32_t> ids, const KvBlockData& data) {
+  if (data.layout != kv_->block_layout() || data.bytes_per_block != kv_->bytes_per_block()) {
+    return make_error("import: blocks of layout '", data.layout, "' (", data.bytes_per_block,
+                      " bytes each) do not fit this cache's '", kv_->block_layout(), "' (",
+                      kv_->bytes_per_block(), " bytes)");
+  }
+  if (int64_t(ids.size()) != data.n_blocks ||
+      data.bytes.size() != size_t(data.n_blocks) * data.bytes_per_block) {
+    return make_error("import: ", ids.size(), " block ids for ", data.n_blocks, " blocks of data (",
+                      data.bytes.size(), " bytes)");
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= n_blocks()) {
+      return make_error("import: block ", ids[i], " at ", i, " is out of range [0, ", n_blocks(),
+                        ")");
+    }
+  }
+  for (size_t i = 0; i < ids.size(); ++i) kv_->write_block(ids[i], data.bytes.data() + i * data.bytes_per_block);
+  return {};
+}
+
 Status CpuExecutor::execute(const Batch& batch, Logits& out) {
-  SLUICE_RETURN_IF_ERROR(validate(batch));
+  SLUICE_RETURN_IF_ERROR(validate_batch(batch, capacity()));
   for (const KvBlockCopy& c : batch.block_copies) kv_->copy_block(c.src, c.dst);
   forward(batch, out);
   return {};

@@ -28,6 +28,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "executor/batch.h"
+#include "executor/executor.h"
 #include "executor/kv_cache.h"
 #include "kernels/matmul_isa.h"
 #include "kernels/packed.h"
@@ -54,7 +55,7 @@ struct CpuExecutorOptions {
   MatmulIsa matmul_isa = MatmulIsa::kAuto;
 };
 
-class CpuExecutor {
+class CpuExecutor final : public Executor {
  public:
   // `model` must outlive the executor. Allocates the K/V cache.
   static Result<std::unique_ptr<CpuExecutor>> create(const Model& model,
@@ -63,13 +64,12 @@ class CpuExecutor {
   CpuExecutor(const CpuExecutor&) = delete;
   CpuExecutor& operator=(const CpuExecutor&) = delete;
 
-  // Checks the batch (token ids, block ids and slots in range, contexts within n_ctx,
-  // sequences back to back, block copies in range), applies its block copies, then computes.
-  // On error nothing has been written. `out` is reused: steady-state steps do not allocate.
-  Status execute(const Batch& batch, Logits& out);
-  // Copy-on-write of shared KV blocks, in order: each dst takes its src's K/V, every layer.
-  // Fails, copying nothing, on an id out of range or src == dst.
-  Status copy_blocks(std::span<const KvBlockCopy> copies);
+  // Executor (executor.h): n_ctx is the model's context length.
+  ExecutorCapacity capacity() const override;
+  Status execute(const Batch& batch, Logits& out) override;
+  Status copy_blocks(std::span<const KvBlockCopy> copies) override;
+  Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const override;
+  Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) override;
 
   const ModelConfig& config() const { return model_.config(); }
   int block_size() const { return kv_->shape().block_size; }
@@ -82,8 +82,6 @@ class CpuExecutor {
   CpuExecutor(const Model& model, int n_threads, MatmulIsa isa);
 
   void repack(const CpuExecutorOptions& options);
-  Status validate(const Batch& batch) const;
-  Status validate_copies(std::span<const KvBlockCopy> copies) const;
   void forward(const Batch& batch, Logits& out);
   void attention_layer(const Batch& batch, int layer, const QuantizedActs* xq);
   // y = x W^T through the packed copy of W when there is one.

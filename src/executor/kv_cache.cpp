@@ -37,6 +37,33 @@ void KvCacheStorage::copy_block(int32_t src, int32_t dst) {
   }
 }
 
+std::string KvCacheStorage::block_layout() const {
+  return std::string(shape_.type == KvType::kF16 ? "f16" : "f32") + " L" +
+         std::to_string(shape_.n_layer) + " H" + std::to_string(shape_.n_kv_head) + " D" +
+         std::to_string(shape_.head_dim) + " B" + std::to_string(shape_.block_size) +
+         " k-dim-major/v-row-major";
+}
+
+void KvCacheStorage::read_block(int32_t id, uint8_t* dst) const {
+  const size_t block_bytes = shape_.elems_per_block() * size_t(kv_type_size(shape_.type));
+  for (int layer = 0; layer < shape_.n_layer; ++layer) {
+    for (const void* base : {k(layer), v(layer)}) {
+      std::memcpy(dst, static_cast<const uint8_t*>(base) + size_t(id) * block_bytes, block_bytes);
+      dst += block_bytes;
+    }
+  }
+}
+
+void KvCacheStorage::write_block(int32_t id, const uint8_t* src) {
+  const size_t block_bytes = shape_.elems_per_block() * size_t(kv_type_size(shape_.type));
+  for (int layer = 0; layer < shape_.n_layer; ++layer) {
+    for (void* base : {k(layer), v(layer)}) {
+      std::memcpy(static_cast<uint8_t*>(base) + size_t(id) * block_bytes, src, block_bytes);
+      src += block_bytes;
+    }
+  }
+}
+
 BlockFreeList::BlockFreeList(int32_t n_blocks) : n_blocks_(n_blocks) {
   free_.reserve(size_t(n_blocks));
   // LIFO: block 0 is handed out first.

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/huge_alloc.h"
@@ -58,6 +59,16 @@ class KvCacheStorage {
   // Block `dst` takes block `src`'s contents, K and V of every layer, whatever the KV type
   // (2 * n_layer memcpy of elems_per_block elements). Ids must be in range and distinct.
   void copy_block(int32_t src, int32_t dst);
+
+  // One block's K and V of every layer as bytes: [n_layer][K, V][elems_per_block elements].
+  size_t bytes_per_block() const {
+    return 2 * size_t(shape_.n_layer) * shape_.elems_per_block() * size_t(kv_type_size(shape_.type));
+  }
+  // The layout tag of those bytes (executor.h, KvBlockData::layout).
+  std::string block_layout() const;
+  // Block `id` (in range) to / from bytes_per_block() bytes.
+  void read_block(int32_t id, uint8_t* dst) const;
+  void write_block(int32_t id, const uint8_t* src);
 
  private:
   explicit KvCacheStorage(const KvCacheShape& shape) : shape_(shape) {}

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "engine/engine.h"
+#include "executor/cpu_executor.h"
 #include "model/convert.h"
 #include "model/model.h"
 #include "test_util.h"

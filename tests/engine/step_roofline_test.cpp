@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
+#include "executor/cpu_executor.h"
 #include "engine/step_roofline.h"
 #include "kernels/matmul_isa.h"
 #include "model/model_test_util.h"

@@ -85,5 +85,51 @@ TEST(BlockCopy, CopiesKAndVOfEveryLayerBeforeTheStepForEachKvType) {
   }
 }
 
+// Export / import of blocks by id through the Executor interface (disaggregation, KV tiers):
+// a round trip reproduces the K/V of every layer; a layout, count or id mismatch is refused and
+// writes nothing.
+TEST(BlockCopy, ExportImportRoundTripAndRefusals) {
+  test::TempDir dir;
+  const std::string path = dir.path("tiny.gguf");
+  test::write_synthetic_model("tiny", FileType::MOSTLY_Q8_0, path);
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  CpuExecutorOptions opts;
+  opts.block_size = 4;
+  opts.n_blocks = 8;
+  opts.n_threads = 1;
+  auto exec = CpuExecutor::create(*model, opts);
+  ASSERT_TRUE(exec.ok()) << exec.message();
+  CpuExecutor& e = **exec;
+  Executor& ex = e;
+  Batch batch;
+  batch.block_size = 4;
+  Logits out;
+  const std::vector<int32_t> prompt = {5, 17, 99, 3, 42, 7};
+  const std::vector<int32_t> table = {2, 5};
+  batch.add_sequence(prompt, 0, table, LogitsMode::kLast);
+  ASSERT_TRUE(ex.execute(batch, out).ok());
+  auto data = ex.export_blocks(table);
+  ASSERT_TRUE(data.ok()) << data.message();
+  EXPECT_EQ(data->n_blocks, 2);
+  EXPECT_NE(data->layout.find("f16 L"), std::string::npos) << data->layout;
+  const std::vector<int32_t> dst = {6, 1};
+  ASSERT_TRUE(ex.import_blocks(dst, *data).ok());
+  EXPECT_TRUE(blocks_equal(e, 2, 6));
+  EXPECT_TRUE(blocks_equal(e, 5, 1));
+  EXPECT_FALSE(blocks_equal(e, 2, 1));
+
+  KvBlockData bad = *data;
+  bad.layout = "f32 L1 H1 D1 B4 other";
+  EXPECT_FALSE(ex.import_blocks(std::vector<int32_t>{3, 4}, bad).ok());
+  EXPECT_FALSE(ex.import_blocks(std::vector<int32_t>{3}, *data).ok()) << "count mismatch";
+  EXPECT_FALSE(ex.import_blocks(std::vector<int32_t>{3, 8}, *data).ok()) << "id out of range";
+  EXPECT_FALSE(blocks_equal(e, 2, 3)) << "a refused import writes nothing";
+  EXPECT_FALSE(ex.export_blocks(std::vector<int32_t>{-1}).ok());
+  const ExecutorCapacity cap = ex.capacity();
+  EXPECT_EQ(cap.n_blocks, 8);
+  EXPECT_EQ(cap.block_size, 4);
+}
+
 }  // namespace
 }  // namespace sluice

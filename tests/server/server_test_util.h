@@ -27,6 +27,7 @@
 
 #include "base/log.h"
 #include "engine/engine.h"
+#include "executor/cpu_executor.h"
 #include "model/model.h"
 #include "server/server.h"
 #include "test_util.h"

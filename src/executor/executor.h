@@ -1,0 +1,62 @@
+// The executor seam: everything the engine needs from the hardware that runs the model.
+//
+//   engine (schedule -> Batch) --execute--> Executor --Logits--> engine (sample)
+//
+// Implementations: CpuExecutor (kernels/ on this CPU); a test double (tests/support/
+// fake_executor.h); next, the sharded executor of dist/ (tensor/pipeline-parallel ranks), a
+// simulated one (a virtual clock advanced by the roofline cost of each batch) and CUDA. The
+// engine and the front ends hold an `Executor&` and never ask which one it is.
+//
+// Contract shared by every implementation:
+// * execute(): the batch is checked first with validate_batch() (batch.h) against capacity();
+//   on error nothing has been written (no K/V, no block copies) and the message says what is
+//   wrong. Otherwise its block copies are applied in order, then every sequence's new tokens
+//   are computed and their K/V stored in their slots, and `out` receives one logits row per
+//   requested position in batch token order (Logits).
+// * Blocks are addressed by id in [0, capacity().n_blocks); what a block holds is the
+//   executor's business (layout, dtype, device), except through export/import below.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "executor/batch.h"
+
+namespace sluice {
+
+// KV blocks copied out of an executor: the same layout tag on both sides of a transfer is what
+// makes an import meaningful (disaggregated prefill/decode, a disk tier, a CPU<->GPU swap).
+struct KvBlockData {
+  // "<dtype> L<layers> H<kv heads> D<head dim> B<block size> <layout>", e.g.
+  // "f16 L16 H8 D64 B16 k-dim-major/v-row-major": import refuses any other.
+  std::string layout;
+  int32_t n_blocks = 0;
+  size_t bytes_per_block = 0;
+  std::vector<uint8_t> bytes;  // [n_blocks, bytes_per_block], blocks in the order exported
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // What batches this executor accepts; constant over its life.
+  virtual ExecutorCapacity capacity() const = 0;
+
+  // See the contract above. `out` is reused: steady-state steps do not allocate.
+  virtual Status execute(const Batch& batch, Logits& out) = 0;
+
+  // Copy-on-write of shared blocks, in order: each dst takes its src's K/V. Fails, copying
+  // nothing, on an id out of range or src == dst (validate_block_copies).
+  virtual Status copy_blocks(std::span<const KvBlockCopy> copies) = 0;
+
+  // The contents of blocks `ids` (each in range; repeats allowed), in order.
+  virtual Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const = 0;
+  // Block ids[i] takes data block i. Fails, writing nothing, when the layout differs, the
+  // counts differ or an id is out of range.
+  virtual Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) = 0;
+};
+
+}  // namespace sluice
