@@ -122,27 +122,7 @@ SLUICE_TARGET inline void load_v_tile(const PagedAttentionParams& p, int t0, int
   }
 }
 
-// Fetches the K and V of tile [t0, t0 + 16) of kv head h into the cache ahead of use: with
-// block_size % 16 == 0 each is one contiguous run of the block (K: the columns' span).
-SLUICE_TARGET inline void prefetch_tile(const PagedAttentionParams& p, int t0, int n_keys, int h) {
-  const int bs = p.block_size;
-  if (t0 >= n_keys || bs % kKeys != 0) return;
-  const KvLayout l = p.layout();
-  const int64_t es = kv_type_size(p.kv_type);
-  const int64_t block = p.block_table[t0 / bs];
-  const char* k = static_cast<const char*>(p.k_cache) + l.k(block, t0 % bs, h, 0) * es;
-  const char* v = static_cast<const char*>(p.v_cache) + l.v(block, t0 % bs, h, 0) * es;
-  const int64_t k_bytes = (int64_t(p.head_dim - 1) * bs + kKeys) * es;
-  const int64_t v_bytes = int64_t(kKeys) * p.head_dim * es;
-  for (int64_t b = 0; b < k_bytes; b += 64) _mm_prefetch(k + b, _MM_HINT_T0);
-  for (int64_t b = 0; b < v_bytes; b += 64) _mm_prefetch(v + b, _MM_HINT_T0);
-}
-
-float* scratch(size_t n) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
+#include "kernels/attention_state.inc"
 
 // The 16 scaled scores of RN query rows against a key tile's columns: per row two FMA
 // chains (even and odd dimensions), each K column loaded once for all rows.
@@ -238,28 +218,6 @@ SLUICE_TARGET void pv(int rn, const void* v, int64_t ld, int hd, int jmax, const
       return;
   }
 }
-
-// The online-softmax state of nr query rows: running max m, sum of exponentials l and
-// weighted sum of V rows acc [nr][head_dim].
-struct RowState {
-  float* m;
-  float* l;
-  float* acc;
-};
-
-SLUICE_TARGET void init_rows(RowState st, int nr, int hd) {
-  std::fill(st.acc, st.acc + size_t(nr) * hd, 0.0f);
-  std::fill(st.m, st.m + nr, -std::numeric_limits<float>::infinity());
-  std::fill(st.l, st.l + nr, 0.0f);
-}
-
-// Per-thread buffers of a tile: the key tile KT [hd][16], the value tile [16][hd] (block_size
-// % 16 != 0 only) and a pass's weights [kRowsPerPass][16].
-struct TileBuffers {
-  float* kt;
-  float* vt;
-  float* pw;
-};
 
 // Folds key tile [t0, t0 + nt) of kv head `kv_head` into the state of its nr query rows (row r:
 // query q0 + r / group, head kv_head * group + r % group), each row over the keys it sees.
@@ -368,80 +326,7 @@ SLUICE_TARGET void write_rows(const PagedAttentionParams& p, int q0, int nr, int
   }
 }
 
-// The state of `nr` rows laid out [m][l][acc] from `base`.
-RowState rows_at(float* base, int nr) {
-  return {base, base + nr, base + 2 * nr};
-}
-
-}  // namespace
-
-size_t attention_partial_floats(const PagedAttentionParams& p) {
-  return size_t(p.n_q) * p.n_head * (p.head_dim + 2);
-}
-
-SLUICE_TARGET void attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head) {
-  const int group = p.n_head / p.n_kv_head;
-  const int hd = p.head_dim;
-  const int nr = (q1 - q0) * group;
-  const size_t state = size_t(nr) * (hd + 2);
-  float* mem = scratch(size_t(hd) * kKeys * 2 + kRowsPerPass * kKeys + 2 * state);
-  const TileBuffers bufs{mem, mem + hd * kKeys, mem + 2 * hd * kKeys};
-  const RowState run = rows_at(bufs.pw + kRowsPerPass * kKeys, nr);
-  const RowState seg = rows_at(run.m + state, nr);
-  init_rows(run, nr, hd);
-  const int n_keys = p.kv_len - p.n_q + q1;  // keys the last query sees
-  for (int s0 = 0; s0 < n_keys; s0 += kAttentionSegment) {
-    // The first segment folds straight into the running state (merging it there is a copy).
-    const RowState st = s0 == 0 ? run : seg;
-    if (s0 > 0) init_rows(seg, nr, hd);
-    const int s1 = std::min(n_keys, s0 + kAttentionSegment);
-    for (int t0 = s0; t0 < s1; t0 += kKeys) {
-      prefetch_tile(p, t0 + kKeys, n_keys, kv_head);  // the next tile, while this one computes
-      fold_tile(p, q0, nr, kv_head, t0, std::min(kKeys, s1 - t0), bufs, st);
-    }
-    if (s0 > 0) merge_rows(run, seg, nr, hd);
-  }
-  write_rows(p, q0, nr, kv_head, run);
-}
-
-SLUICE_TARGET void attention_segments(const PagedAttentionParams& p, int s0, int s1,
-                                      float* partial) {
-  const int group = p.n_head / p.n_kv_head, hd = p.head_dim;
-  const int nr = p.n_q * group;  // rows per kv head
-  const size_t per_seg = attention_partial_floats(p);
-  float* mem = scratch(size_t(hd) * kKeys * 2 + kRowsPerPass * kKeys);
-  const TileBuffers bufs{mem, mem + hd * kKeys, mem + 2 * hd * kKeys};
-  for (int s = s0; s < s1; ++s) {
-    const RowState all = rows_at(partial + size_t(s) * per_seg, p.n_q * p.n_head);
-    init_rows(all, p.n_q * p.n_head, hd);
-    const int k0 = s * kAttentionSegment, k1 = std::min(p.kv_len, k0 + kAttentionSegment);
-    // Every kv head of a block before the next block: the block's K (then V) is one run.
-    for (int t0 = k0; t0 < k1; t0 += kKeys) {
-      for (int h = 0; h < p.n_kv_head; ++h) {
-        prefetch_tile(p, t0 + kKeys, p.kv_len, h);
-        const RowState st{all.m + h * nr, all.l + h * nr, all.acc + size_t(h) * nr * hd};
-        fold_tile(p, 0, nr, h, t0, std::min(kKeys, k1 - t0), bufs, st);
-      }
-    }
-  }
-}
-
-SLUICE_TARGET void attention_merge(const PagedAttentionParams& p, int kv_head, int n_seg,
-                                   const float* partial) {
-  const int group = p.n_head / p.n_kv_head, hd = p.head_dim;
-  const int nr = p.n_q * group, n_rows = p.n_q * p.n_head;
-  const size_t per_seg = attention_partial_floats(p);
-  float* mem = scratch(size_t(nr) * (hd + 2));
-  const RowState run = rows_at(mem, nr);
-  init_rows(run, nr, hd);
-  for (int s = 0; s < n_seg; ++s) {
-    const RowState all = rows_at(const_cast<float*>(partial) + size_t(s) * per_seg, n_rows);
-    merge_rows(run,
-               {all.m + kv_head * nr, all.l + kv_head * nr, all.acc + size_t(kv_head) * nr * hd},
-               nr, hd);
-  }
-  write_rows(p, 0, nr, kv_head, run);
-}
+#include "kernels/attention_drivers.inc"
 
 #undef SLUICE_TARGET
 

@@ -70,12 +70,7 @@ SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* q
         h0 += lanes[l];
         h1 += lanes[16 + l];
       }
-      sum16[2 * b] = h0;
-      sum16[2 * b + 1] = h1;
-      const int32_t sum = h0 + h1;
-      d[b] = amax / 127.0f;
-      s[b] = d[b] * float(sum);
-      bias[b] = -128 * sum;
+      finish_act_block(amax, h0, h1, b, d, s, bias, sum16);
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/kernel_table.h"
+#include "kernels/matmul_kernels.h"
 
 namespace sluice {
 
@@ -143,11 +144,7 @@ void quantize_rows_ref(const float* x, int64_t n_blocks, int8_t* qs, float* d, f
       sum += q;
       if (j < 16) half += q;
     }
-    sum16[2 * b] = half;
-    sum16[2 * b + 1] = sum - half;
-    d[b] = amax / 127.0f;
-    s[b] = d[b] * float(sum);
-    bias[b] = -128 * sum;
+    finish_act_block(amax, half, sum - half, b, d, s, bias, sum16);
   }
 }
 

@@ -13,6 +13,38 @@ namespace sluice {
 
 class PackedWeights;
 
+// The per-block sums of a quantized activation block b (matmul_isa.h, QuantizedActs) from its
+// amax and the sums h0, h1 of its two 16-value halves: every quantizer writes them the same way.
+inline void finish_act_block(float amax, int32_t h0, int32_t h1, int64_t b, float* d, float* s,
+                             int32_t* bias, int32_t* sum16) {
+  sum16[2 * b] = h0;
+  sum16[2 * b + 1] = h1;
+  const int32_t sum = h0 + h1;
+  d[b] = amax / 127.0f;
+  s[b] = d[b] * float(sum);
+  bias[b] = -128 * sum;
+}
+
+// Pointers to activation rows i0 .. i0 + NX of `a` (the packed kernels' register tiles).
+template <int NX>
+struct ActRows {
+  const int8_t* q[NX];
+  const float* d[NX];
+  const float* s[NX];
+  const int32_t* bias[NX];
+  const int32_t* sum16[NX];
+  ActRows(const QuantizedActs& a, int64_t i0) {
+    const int64_t nb = a.k / 32;
+    for (int i = 0; i < NX; ++i) {
+      q[i] = a.qs + (i0 + i) * a.k;
+      d[i] = a.d + (i0 + i) * nb;
+      s[i] = a.s + (i0 + i) * nb;
+      bias[i] = a.bias + (i0 + i) * nb;
+      sum16[i] = a.sum16 + (i0 + i) * 2 * nb;
+    }
+  }
+};
+
 #define SLUICE_KERNEL_DECLS                                                                      \
   /* Q8_0, Q4_0, Q4_K, Q6_K weights against 8-bit activation blocks. */                          \
   void gemm_int8(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,      \

@@ -66,32 +66,12 @@ SLUICE_TARGET inline __m256i widen(__m256i v) {
   return _mm256_madd_epi16(v, _mm256_set1_epi16(1));
 }
 
-// Activation rows i0 .. i0 + NX of `a`.
-template <int NX>
-struct Rows {
-  const int8_t* q[NX];
-  const float* d[NX];
-  const float* s[NX];
-  const int32_t* bias[NX];
-  const int32_t* sum16[NX];
-  Rows(const QuantizedActs& a, int64_t i0) {
-    const int64_t nb = a.k / 32;
-    for (int i = 0; i < NX; ++i) {
-      q[i] = a.qs + (i0 + i) * a.k;
-      d[i] = a.d + (i0 + i) * nb;
-      s[i] = a.s + (i0 + i) * nb;
-      bias[i] = a.bias + (i0 + i) * nb;
-      sum16[i] = a.sum16 + (i0 + i) * 2 * nb;
-    }
-  }
-};
-
 // Halves [h0, h0 + NH) of group g (rows 16 g + 8 h ..) x activation rows [i0, i0 + NX):
 // y[(i0 + i) * m + row] for the rows below m.
 template <int NH, int NX, Kind K>
 SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const QuantizedActs& a,
                         int64_t i0, float* y, int64_t m) {
-  const Rows<NX> x(a, i0);
+  const ActRows<NX> x(a, i0);
   const uint8_t* wq = w.quants(g);
   const uint8_t* meta = w.meta(g);
   const int64_t nu = w.n_units();

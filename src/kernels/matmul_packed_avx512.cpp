@@ -44,29 +44,9 @@ SLUICE_TARGET inline __m512 load_u8x16(const uint8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
-// Activation rows i0 .. i0 + NX of `a`.
-template <int NX>
-struct Rows {
-  const int8_t* q[NX];
-  const float* d[NX];
-  const float* s[NX];
-  const int32_t* bias[NX];
-  const int32_t* sum16[NX];
-  Rows(const QuantizedActs& a, int64_t i0) {
-    const int64_t nb = a.k / 32;
-    for (int i = 0; i < NX; ++i) {
-      q[i] = a.qs + (i0 + i) * a.k;
-      d[i] = a.d + (i0 + i) * nb;
-      s[i] = a.s + (i0 + i) * nb;
-      bias[i] = a.bias + (i0 + i) * nb;
-      sum16[i] = a.sum16 + (i0 + i) * 2 * nb;
-    }
-  }
-};
-
 // Q8_0 / Q4_0 block b (columns 32b ..): acc[i] lane r = exact dot of row r with activation row i.
 template <int NX, Kind K>
-SLUICE_TARGET inline void block_dots(const uint8_t* v, const Rows<NX>& x, int64_t b, __m512i* acc) {
+SLUICE_TARGET inline void block_dots(const uint8_t* v, const ActRows<NX>& x, int64_t b, __m512i* acc) {
   const int64_t col = 32 * b;
   if constexpr (NX == 1) {
     // Two chains so the vpdpbusd latency overlaps (integer sums: the order is free).
@@ -111,7 +91,7 @@ SLUICE_TARGET inline void block_dots(const uint8_t* v, const Rows<NX>& x, int64_
 template <int NX, Kind K>
 SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, const QuantizedActs& a, int64_t i0,
                         float* y, int64_t m, __mmask16 mask) {
-  const Rows<NX> x(a, i0);
+  const ActRows<NX> x(a, i0);
   const uint8_t* wq = w.quants(g);
   const uint8_t* meta = w.meta(g);
   const int64_t nu = w.n_units();
@@ -209,7 +189,7 @@ template <int NX, Kind K>
 SLUICE_TARGET void tile2(const PackedWeights& w, int64_t g, const QuantizedActs& a, int64_t i0,
                          float* y, int64_t m, __mmask16 mask1) {
   constexpr int64_t kQb = K == kQ4_0 ? 256 : 512;
-  const Rows<NX> x(a, i0);
+  const ActRows<NX> x(a, i0);
   const uint8_t* wq0 = w.quants(g);
   const uint8_t* wq1 = w.quants(g + 1);
   const uint8_t* meta0 = w.meta(g);
