@@ -142,7 +142,8 @@ SLUICE_TARGET inline void load_v_tile(const PagedAttentionParams& p, int t0, int
 // The 16 scaled scores of RN query rows against a key tile's columns, each K column loaded once
 // for all rows; per row one FMA chain per half, in dimension order.
 template <int RN, class Columns>
-SLUICE_TARGET inline void scores(Columns col, const float* const* q, int hd, __m256 scale, V16* sc) {
+SLUICE_TARGET inline void scores(Columns col, const float* const* q, int hd, __m256 scale,
+                                 V16* sc) {
   V16 s[RN];
   for (int i = 0; i < RN; ++i) s[i] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int d = 0; d < hd; ++d) {
@@ -153,17 +154,26 @@ SLUICE_TARGET inline void scores(Columns col, const float* const* q, int hd, __m
       s[i].hi = _mm256_fmadd_ps(qd, k.hi, s[i].hi);
     }
   }
-  for (int i = 0; i < RN; ++i) sc[i] = {_mm256_mul_ps(s[i].lo, scale), _mm256_mul_ps(s[i].hi, scale)};
+  for (int i = 0; i < RN; ++i)
+    sc[i] = {_mm256_mul_ps(s[i].lo, scale), _mm256_mul_ps(s[i].hi, scale)};
 }
 
 template <class Columns>
 SLUICE_TARGET inline void scores_rows(int rn, Columns col, const float* const* q, int hd,
                                       __m256 scale, V16* sc) {
   switch (rn) {
-    case 1: scores<1>(col, q, hd, scale, sc); return;
-    case 2: scores<2>(col, q, hd, scale, sc); return;
-    case 3: scores<3>(col, q, hd, scale, sc); return;
-    default: scores<4>(col, q, hd, scale, sc); return;
+    case 1:
+      scores<1>(col, q, hd, scale, sc);
+      return;
+    case 2:
+      scores<2>(col, q, hd, scale, sc);
+      return;
+    case 3:
+      scores<3>(col, q, hd, scale, sc);
+      return;
+    default:
+      scores<4>(col, q, hd, scale, sc);
+      return;
   }
 }
 
@@ -181,10 +191,9 @@ SLUICE_TARGET inline void pv_rows(const void* v, int64_t ld, int hd, int jmax, c
       if (kAll || vis[i] > 0) a[i] = _mm256_mul_ps(a[i], _mm256_set1_ps(corr[i]));
     }
     for (int j = 0; j < jmax; ++j) {
-      const __m256 vv =
-          kF16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                     static_cast<const uint16_t*>(v) + j * ld + b)))
-               : _mm256_loadu_ps(static_cast<const float*>(v) + j * ld + b);
+      const __m256 vv = kF16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                   static_cast<const uint16_t*>(v) + j * ld + b)))
+                             : _mm256_loadu_ps(static_cast<const float*>(v) + j * ld + b);
       for (int i = 0; i < RN; ++i) {
         if (kAll || j < vis[i]) a[i] = _mm256_fmadd_ps(_mm256_set1_ps(pw[i * kKeys + j]), vv, a[i]);
       }
@@ -212,10 +221,18 @@ template <bool kF16>
 SLUICE_TARGET void pv(int rn, const void* v, int64_t ld, int hd, int jmax, const int* vis,
                       const float* corr, const float* pw, float* const* acc) {
   switch (rn) {
-    case 1: pv_dispatch_all<kF16, 1>(v, ld, hd, jmax, vis, corr, pw, acc); return;
-    case 2: pv_dispatch_all<kF16, 2>(v, ld, hd, jmax, vis, corr, pw, acc); return;
-    case 3: pv_dispatch_all<kF16, 3>(v, ld, hd, jmax, vis, corr, pw, acc); return;
-    default: pv_dispatch_all<kF16, 4>(v, ld, hd, jmax, vis, corr, pw, acc); return;
+    case 1:
+      pv_dispatch_all<kF16, 1>(v, ld, hd, jmax, vis, corr, pw, acc);
+      return;
+    case 2:
+      pv_dispatch_all<kF16, 2>(v, ld, hd, jmax, vis, corr, pw, acc);
+      return;
+    case 3:
+      pv_dispatch_all<kF16, 3>(v, ld, hd, jmax, vis, corr, pw, acc);
+      return;
+    default:
+      pv_dispatch_all<kF16, 4>(v, ld, hd, jmax, vis, corr, pw, acc);
+      return;
   }
 }
 

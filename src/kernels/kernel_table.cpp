@@ -40,7 +40,9 @@ KernelTable make_avx2() {
   t.attention_partial_floats = &kern_avx2::attention_partial_floats;
   t.attention_segments = &kern_avx2::attention_segments;
   t.attention_merge = &kern_avx2::attention_merge;
-  t.swiglu = [](const float* g, const float* u, float* o, int64_t n) { kern_avx2::swiglu(g, u, o, n); };
+  t.swiglu = [](const float* g, const float* u, float* o, int64_t n) {
+    kern_avx2::swiglu(g, u, o, n);
+  };
   return t;
 }
 
@@ -62,7 +64,9 @@ KernelTable make_avx512() {
   t.attention_partial_floats = &kern_avx512::attention_partial_floats;
   t.attention_segments = &kern_avx512::attention_segments;
   t.attention_merge = &kern_avx512::attention_merge;
-  t.swiglu = [](const float* g, const float* u, float* o, int64_t n) { kern_avx512::swiglu(g, u, o, n); };
+  t.swiglu = [](const float* g, const float* u, float* o, int64_t n) {
+    kern_avx512::swiglu(g, u, o, n);
+  };
   return t;
 }
 
@@ -72,9 +76,12 @@ const KernelTable& kernel_table(MatmulIsa isa) {
   static const KernelTable scalar = make_scalar(), avx2 = make_avx2(), avx512 = make_avx512();
   if (isa == MatmulIsa::kAuto) isa = matmul_isa_best();
   switch (isa) {
-    case MatmulIsa::kAvx512: return avx512;
-    case MatmulIsa::kAvx2: return avx2;
-    default: return scalar;
+    case MatmulIsa::kAvx512:
+      return avx512;
+    case MatmulIsa::kAvx2:
+      return avx2;
+    default:
+      return scalar;
   }
 }
 

@@ -26,16 +26,16 @@ struct KernelTable {
   void (*gemm_int8)(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
                     const QuantizedActs& a, float* y, int64_t m) = nullptr;
   // F16 / BF16 rows against f32 activations.
-  void (*gemm_half)(bool bf16, const uint8_t* w, int64_t r0, int64_t r1, const float* x,
-                    int64_t n, int64_t k, float* y, int64_t m) = nullptr;
+  void (*gemm_half)(bool bf16, const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n,
+                    int64_t k, float* y, int64_t m) = nullptr;
   // F16 rows in register tiles (k % 16 == 0).
   void (*gemm_f16_tiled)(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n,
                          int64_t k, float* y, int64_t m) = nullptr;
   // Packed weights (packed.h), groups [g0, g1).
   void (*gemm_packed)(const PackedWeights& w, int64_t g0, int64_t g1, const QuantizedActs& a,
                       float* y, int64_t m) = nullptr;
-  void (*gemm_f16_packed)(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
-                          int64_t n, float* y, int64_t m) = nullptr;
+  void (*gemm_f16_packed)(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,
+                          float* y, int64_t m) = nullptr;
   // BF16 weights against bf16-rounded activations (AVX512-BF16 only; n >= 4, k % 32 == 0).
   void (*to_bf16)(const float* x, int64_t count, uint16_t* out) = nullptr;
   void (*gemm_bf16_dp)(const uint8_t* w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t n,

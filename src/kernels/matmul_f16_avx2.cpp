@@ -48,7 +48,8 @@ struct Rows {
   template <int NW>
   SLUICE_TARGET void prefetch(int64_t j) const {  // the same line of the next tile's rows
     if (j % 32 != 0) return;
-    for (int a = 0; a < NW; ++a) _mm_prefetch(reinterpret_cast<const char*>(at(a + NW, j)), _MM_HINT_T0);
+    for (int a = 0; a < NW; ++a)
+      _mm_prefetch(reinterpret_cast<const char*>(at(a + NW, j)), _MM_HINT_T0);
   }
 };
 
@@ -76,9 +77,15 @@ template <int NW, class Layout>
 SLUICE_TARGET void tile_nx(Layout w, const float* xb, int64_t k, int64_t len, int64_t nx,
                            float* out) {
   switch (nx) {
-    case 3: tile_f16<NW, 3>(w, xb, k, len, out); break;
-    case 2: tile_f16<NW, 2>(w, xb, k, len, out); break;
-    default: tile_f16<NW, 1>(w, xb, k, len, out); break;
+    case 3:
+      tile_f16<NW, 3>(w, xb, k, len, out);
+      break;
+    case 2:
+      tile_f16<NW, 2>(w, xb, k, len, out);
+      break;
+    default:
+      tile_f16<NW, 1>(w, xb, k, len, out);
+      break;
   }
 }
 
@@ -90,9 +97,15 @@ SLUICE_TARGET void f16_block(Layout w, const float* x, int64_t k, float* y, int6
   float out[4 * kMaxNx];
   const float* xb = x + i * k + kb;
   switch (nw) {
-    case 4: tile_nx<4>(w, xb, k, len, nx, out); break;
-    case 2: tile_nx<2>(w, xb, k, len, nx, out); break;
-    default: tile_nx<1>(w, xb, k, len, nx, out); break;
+    case 4:
+      tile_nx<4>(w, xb, k, len, nx, out);
+      break;
+    case 2:
+      tile_nx<2>(w, xb, k, len, nx, out);
+      break;
+    default:
+      tile_nx<1>(w, xb, k, len, nx, out);
+      break;
   }
   for (int a = 0; a < nv; ++a) {
     for (int64_t t = 0; t < nx; ++t) {

@@ -54,11 +54,13 @@ SLUICE_TARGET inline __m256 load_f16x8(const uint8_t* p) {
 }
 
 SLUICE_TARGET inline __m256 load_u8x8(const uint8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
 SLUICE_TARGET inline __m256 load_s8x8(const uint8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
 // int16 pairs -> int32 lanes.
@@ -206,12 +208,11 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
                                                  _mm256_maddubs_epi16(q1, bcast4(xq + 4)));
             const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(q2, bcast4(xq + 8)),
                                                  _mm256_maddubs_epi16(q3, bcast4(xq + 12)));
-            const __m256i acc =
-                _mm256_add_epi32(_mm256_add_epi32(widen(p01), widen(p23)),
-                                 _mm256_set1_epi32(-32 * x.sum16[i][col / 16]));
-            facc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc),
-                                         _mm256_mul_ps(dsc, _mm256_set1_ps(x.d[i][col / 32])),
-                                         facc[h][i]);
+            const __m256i acc = _mm256_add_epi32(_mm256_add_epi32(widen(p01), widen(p23)),
+                                                 _mm256_set1_epi32(-32 * x.sum16[i][col / 16]));
+            facc[h][i] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc),
+                                _mm256_mul_ps(dsc, _mm256_set1_ps(x.d[i][col / 32])), facc[h][i]);
           }
         }
       }
@@ -276,10 +277,18 @@ SLUICE_TARGET void gemm_packed_t(const PackedWeights& w, int64_t g0, int64_t g1,
 SLUICE_TARGET void gemm_packed(const PackedWeights& w, int64_t g0, int64_t g1,
                                const QuantizedActs& a, float* y, int64_t m) {
   switch (w.type()) {
-    case GgmlType::Q4_0: gemm_packed_t<kQ4_0>(w, g0, g1, a, y, m); return;
-    case GgmlType::Q4_K: gemm_packed_t<kQ4_K>(w, g0, g1, a, y, m); return;
-    case GgmlType::Q6_K: gemm_packed_t<kQ6_K>(w, g0, g1, a, y, m); return;
-    default: gemm_packed_t<kQ8_0>(w, g0, g1, a, y, m); return;
+    case GgmlType::Q4_0:
+      gemm_packed_t<kQ4_0>(w, g0, g1, a, y, m);
+      return;
+    case GgmlType::Q4_K:
+      gemm_packed_t<kQ4_K>(w, g0, g1, a, y, m);
+      return;
+    case GgmlType::Q6_K:
+      gemm_packed_t<kQ6_K>(w, g0, g1, a, y, m);
+      return;
+    default:
+      gemm_packed_t<kQ8_0>(w, g0, g1, a, y, m);
+      return;
   }
 }
 

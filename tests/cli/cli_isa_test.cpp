@@ -67,8 +67,8 @@ TEST_F(CliIsa, EveryIsaTheCpuRunsGeneratesAndBenchNamesIt) {
     if (!cpu_runs_isa(want)) continue;
     const std::string name = matmul_isa_name(want);
     const ScopedIsa isa(name.c_str());
-    const auto r = test::run_sluice("run " + model_ +
-                                    " -p hello -n 6 --temp 0 --ignore-eos --output-format json -t 2");
+    const auto r = test::run_sluice(
+        "run " + model_ + " -p hello -n 6 --temp 0 --ignore-eos --output-format json -t 2");
     ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["tokens"].size(), 6u) << name << ": " << r.out;
