@@ -126,6 +126,15 @@ Status run_throughput(const ThroughputOptions& o) {
         {"prefix_cache_hit_tokens", ps.hit_tokens},
         {"preemptions", engine.scheduler().n_preemptions()},
         {"steps", engine.stats().steps}};
+    const EngineStats& es = engine.stats();
+    if (o.engine.spec != "none") {
+      j["spec"] = {{"mode", o.engine.spec},
+                   {"draft_tokens", es.spec_draft_tokens},
+                   {"accepted_tokens", es.spec_accepted_tokens},
+                   {"acceptance_rate", es.spec_acceptance_rate()},
+                   {"mean_accepted_length", es.spec_mean_accepted_length()},
+                   {"skipped_steps", es.spec_skipped_steps}};
+    }
     if (const StepRoofline* r = engine.roofline()) {
       const RooflineStats& st = r->stats();
       j["roofline"] = {{"memory_bound_steps", st.memory_bound_steps},
@@ -146,6 +155,14 @@ Status run_throughput(const ThroughputOptions& o) {
                 (unsigned long long)ps.hit_tokens,
                 (unsigned long long)engine.scheduler().n_preemptions(),
                 (unsigned long long)engine.stats().steps);
+    const EngineStats& es = engine.stats();
+    if (o.engine.spec != "none") {
+      std::printf("speculative (%s): %llu draft tokens, %.1f%% accepted, %.2f tokens per "
+                  "verifying step, %llu steps without drafts (compute-bound)\n",
+                  o.engine.spec.c_str(), (unsigned long long)es.spec_draft_tokens,
+                  100 * es.spec_acceptance_rate(), es.spec_mean_accepted_length(),
+                  (unsigned long long)es.spec_skipped_steps);
+    }
     if (const StepRoofline* r = engine.roofline()) {
       const RooflineStats& st = r->stats();
       std::printf("forward passes vs the roofline: %llu memory-bound steps at %.1f%% (MBU), %llu "

@@ -136,10 +136,24 @@ Status run_once(const RunOptions& o) {
                     {"decode_tokens_per_s",
                      g.decode_s > 0 ? double(g.tokens.size() - 1) / g.decode_s : 0.0},
                     {"total_s", g.total_s}};
+    const EngineStats& es = s->engine->stats();
+    if (o.engine.spec != "none") {
+      j["spec"] = {{"mode", o.engine.spec},
+                   {"draft_tokens", es.spec_draft_tokens},
+                   {"accepted_tokens", es.spec_accepted_tokens},
+                   {"acceptance_rate", es.spec_acceptance_rate()},
+                   {"mean_accepted_length", es.spec_mean_accepted_length()}};
+    }
     // Replace invalid UTF-8 rather than throwing (the text is complete characters anyway).
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     print_timings(prompt_ids.size(), g);
+    const EngineStats& es = s->engine->stats();
+    if (o.engine.spec != "none") {
+      std::fprintf(stderr, "speculative (%s): %llu draft tokens, %.1f%% accepted, %.2f tokens per step\n",
+                   o.engine.spec.c_str(), (unsigned long long)es.spec_draft_tokens,
+                   100 * es.spec_acceptance_rate(), es.spec_mean_accepted_length());
+    }
   }
   return {};
 }

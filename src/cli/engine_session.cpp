@@ -22,6 +22,32 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   cmd->add_option("--kv-type", o.kv_type, "KV element type: f16 or f32")
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();
+  cmd->add_option("--spec", o.spec,
+                  "Speculative decoding: none, or ngram (drafts from the request's own text and "
+                  "from recent requests' outputs, verified exactly)")
+      ->capture_default_str();
+  cmd->add_option("--spec-k", o.spec_k, "Longest draft per request and step (1..64)")
+      ->capture_default_str();
+  cmd->add_option("--spec-ngram-min", o.spec_ngram_min, "Shortest n-gram looked up")
+      ->capture_default_str();
+  cmd->add_option("--spec-ngram-max", o.spec_ngram_max, "Longest n-gram looked up")
+      ->capture_default_str();
+  cmd->add_option("--spec-cache-mtokens", o.spec_cache_mtokens,
+                  "Finished requests' tokens kept for cross-request lookup, in millions (0: none)")
+      ->capture_default_str();
+}
+
+Result<SpecConfig> spec_config_from(const EngineCliOptions& o) {
+  SpecConfig sc;
+  SLUICE_ASSIGN_OR_RETURN(sc.mode, parse_spec_mode(o.spec));
+  sc.k = o.spec_k;
+  sc.ngram.n_min = o.spec_ngram_min;
+  sc.ngram.n_max = o.spec_ngram_max;
+  if (!(o.spec_cache_mtokens >= 0 && o.spec_cache_mtokens <= 1e4)) {
+    return make_error("--spec-cache-mtokens must be in [0, 10000] (got ", o.spec_cache_mtokens, ")");
+  }
+  sc.ngram.cache_tokens = int64_t(o.spec_cache_mtokens * 1e6);
+  return sc;
 }
 
 Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& model_spec,
@@ -31,6 +57,7 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
     return make_error("engine options out of range (--max-seqs, --max-batch-tokens >= 1; "
                       "--block-size 1..1024; others >= 0)");
   }
+  SLUICE_ASSIGN_OR_RETURN(SpecConfig spec, spec_config_from(o));
   SLUICE_ASSIGN_OR_RETURN(std::string path, resolve_model_arg(model_spec));
   ModelOptions mo;
   mo.n_ctx = o.ctx_size;
@@ -55,6 +82,7 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   ec.scheduler.max_batch_tokens = o.max_batch_tokens;
   ec.scheduler.prefill_chunk = o.prefill_chunk;
   ec.enable_prefix_cache = !o.no_prefix_cache;
+  ec.spec = spec;
   // Step times against the roofline, when this machine's ceilings have been measured.
   if (auto roof = load_roofline(default_roofline_path()); roof.ok()) {
     ec.cost_model = make_step_cost_model(s->model, *roof, kv_type);

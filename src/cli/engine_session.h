@@ -24,11 +24,19 @@ struct EngineCliOptions {
   bool no_prefix_cache = false;
   int block_size = 16;
   std::string kv_type = "f16";
+  std::string spec = "none";  // speculative decoding: none | ngram
+  int spec_k = 8;
+  int spec_ngram_min = 2;
+  int spec_ngram_max = 4;
+  double spec_cache_mtokens = 1.0;  // suffix cache of finished requests, millions of tokens
 };
 
 // Adds --ctx-size, --threads, --kv-cache-gb, --max-seqs, --max-batch-tokens, --prefill-chunk,
-// --no-prefix-cache, --block-size, --kv-type to `cmd`.
+// --no-prefix-cache, --block-size, --kv-type and the speculative decoding options (--spec,
+// --spec-k, --spec-ngram-min/max, --spec-cache-mtokens) to `cmd`.
 void add_engine_options(CLI::App* cmd, EngineCliOptions& o);
+// The speculative decoding part of `o`, checked.
+Result<SpecConfig> spec_config_from(const EngineCliOptions& o);
 
 struct EngineSession {
   Model model;

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace sluice {
 
@@ -15,6 +16,21 @@ const char* finish_reason_name(FinishReason r) {
   return "none";
 }
 
+Result<SpecMode> parse_spec_mode(std::string_view name) {
+  if (name == "none" || name.empty()) return SpecMode::kNone;
+  if (name == "ngram") return SpecMode::kNgram;
+  return make_error("unknown speculative decoding mode '", std::string(name),
+                    "' (expected none or ngram)");
+}
+
+const char* spec_mode_name(SpecMode m) {
+  switch (m) {
+    case SpecMode::kNone: return "none";
+    case SpecMode::kNgram: return "ngram";
+  }
+  return "none";
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Executor& executor,
                                                const EngineConfig& config) {
   const ExecutorCapacity cap = executor.capacity();
@@ -23,6 +39,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Execu
   if (int64_t(tokenizer.vocab().n_tokens()) > int64_t(cap.n_vocab)) {
     return make_error("engine: the tokenizer has ", tokenizer.vocab().n_tokens(),
                       " tokens but the model's output has ", cap.n_vocab, " rows");
+  }
+  if (config.spec.mode != SpecMode::kNone) {
+    if (config.spec.k < 1 || config.spec.k > 64) {
+      return make_error("speculative draft length must be in [1, 64] (got ", config.spec.k, ")");
+    }
+    const NgramConfig& g = config.spec.ngram;
+    if (g.n_min < 1 || g.n_max < g.n_min || g.n_max > 64) {
+      return make_error("n-gram sizes must satisfy 1 <= min <= max <= 64 (got ", g.n_min, ", ",
+                        g.n_max, ")");
+    }
   }
   KvCacheConfig kv;
   kv.n_blocks = cap.n_blocks;
@@ -42,7 +68,11 @@ Engine::Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfi
       scheduler_(config.scheduler, kv_),
       epoch_(std::chrono::steady_clock::now()) {
   batch_.block_size = executor.capacity().block_size;
+  batch_alt_.block_size = batch_.block_size;
   if (config.cost_model) roofline_.emplace(*config.cost_model);
+  if (config.spec.mode == SpecMode::kNgram) {
+    proposer_ = std::make_unique<NgramProposer>(config.spec.ngram);
+  }
 }
 
 double Engine::now() const {
@@ -129,6 +159,9 @@ void Engine::finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev)
   }
   ev.finish = why;
   r.times.finished = now();
+  if (proposer_) {
+    if (const SchedRequest* sr = scheduler_.find(id)) proposer_->finish(id, sr->tokens);
+  }
   scheduler_.finish(id);
   finished_times_[id] = std::move(r.times);
   requests_.erase(id);
@@ -138,6 +171,11 @@ Status Engine::advance(RequestId id, Request& r, const float* logits, EngineEven
   const int32_t n_vocab = executor_.capacity().n_vocab;
   SLUICE_ASSIGN_OR_RETURN(SampleResult s, r.sampler.sample(std::span<const float>(logits, size_t(n_vocab)), sample_ws_));
   r.sampler.accept(s.token);
+  emit(id, r, s, /*append=*/true, ev);
+  return {};
+}
+
+bool Engine::emit(RequestId id, Request& r, const SampleResult& s, bool append, EngineEvent& ev) {
   const double t = now();
   if (r.times.first_token < 0) r.times.first_token = t;
   r.times.tokens.push_back(t);
@@ -148,26 +186,140 @@ Status Engine::advance(RequestId id, Request& r, const float* logits, EngineEven
 
   if (!r.params.ignore_eos && tokenizer_.vocab().is_eog(s.token)) {
     finish(id, r, FinishReason::kStop, ev);
-    return {};
+    return true;
   }
   StopMatcher::Output o = r.stop.push(r.decoder.push(s.token));
   ev.text += o.text;
   if (o.stopped()) {
     ev.stop_index = o.stop_index;
     finish(id, r, FinishReason::kStop, ev);
-    return {};
+    return true;
   }
   if (r.params.max_tokens > 0 && r.n_generated >= r.params.max_tokens) {
     finish(id, r, FinishReason::kLength, ev);
-    return {};
+    return true;
   }
-  const SchedRequest* sr = scheduler_.find(id);
-  if (sr->num_tokens() + 1 >= n_ctx_) {
-    // The sampled token is appended below would fill the context: nothing more can be computed.
+  if (r.n_prompt + r.n_generated >= n_ctx_) {
+    // With this token the sequence fills the context: nothing more can be computed.
     finish(id, r, FinishReason::kContext, ev);
-    return {};
+    return true;
   }
-  scheduler_.append_token(id, s.token);
+  if (append) scheduler_.append_token(id, s.token);
+  return false;
+}
+
+int32_t Engine::draft_len(const Request& r, const SchedRequest& sr) const {
+  // Acceptance estimated from decayed counts with a uniform prior; draft i is worth proposing
+  // while acceptance^i >= min_gain.
+  const double alpha = (r.spec_accepts + 1.0) / (r.spec_accepts + r.spec_rejects + 2.0);
+  int32_t k = config_.spec.k;
+  if (alpha < 1.0) {
+    k = std::min(k, int32_t(std::floor(std::log(config_.spec.min_gain) / std::log(alpha))));
+  }
+  k = std::max(k, 1);
+  // Every token emitted must fit max_tokens (the last emitted one is the target's own) and
+  // every computed position the context.
+  if (r.params.max_tokens > 0) k = std::min(k, r.params.max_tokens - r.n_generated - 1);
+  k = std::min(k, n_ctx_ - sr.num_tokens());
+  return k;
+}
+
+void Engine::propose_drafts() {
+  if (!proposer_) return;
+  for (RequestId id : scheduler_.running()) {
+    const SchedRequest* sr = scheduler_.find(id);
+    auto it = requests_.find(id);
+    if (!sr || it == requests_.end()) continue;
+    draft_.clear();
+    if (sr->num_computed + 1 == sr->num_tokens()) {
+      const int32_t k = draft_len(it->second, *sr);
+      if (k > 0) proposer_->propose(id, sr->tokens, k, draft_);
+    }
+    scheduler_.set_draft(id, draft_);
+  }
+}
+
+void Engine::build_batch(const SchedulerOutput& out, Batch& batch) const {
+  batch.clear();
+  for (const BlockCopy& c : out.copies) batch.block_copies.push_back({c.src, c.dst});
+  for (const ScheduledSeq& s : out.seqs) {
+    const SchedRequest* sr = scheduler_.find(s.id);
+    const int32_t n_known = s.n_new - s.n_draft;
+    std::span<const int32_t> toks(sr->tokens.data() + s.num_computed, size_t(n_known));
+    if (s.n_draft == 0) {
+      batch.add_sequence(toks, s.num_computed, kv_.block_table(s.id),
+                         s.samples ? LogitsMode::kLast : LogitsMode::kNone);
+    } else {
+      // The last known token, then the draft: logits at each of them.
+      std::vector<int32_t> v(toks.begin(), toks.end());
+      v.insert(v.end(), sr->draft.begin(), sr->draft.begin() + s.n_draft);
+      batch.add_sequence(v, s.num_computed, kv_.block_table(s.id), LogitsMode::kAll);
+    }
+  }
+}
+
+void Engine::gate_drafts(SchedulerOutput& out) {
+  bool any = false;
+  for (const ScheduledSeq& s : out.seqs) any |= s.n_draft > 0;
+  if (!any || !roofline_) return;
+  // Tokens per second with and without the drafts, by the roofline: a draft token adds
+  // acceptance^i expected tokens and its share of the step's cost.
+  double expected_extra = 0;
+  int32_t n_sampling = 0;
+  for (const ScheduledSeq& s : out.seqs) {
+    n_sampling += s.samples ? 1 : 0;
+    if (s.n_draft == 0) continue;
+    const Request& r = requests_.at(s.id);
+    const double alpha = (r.spec_accepts + 1.0) / (r.spec_accepts + r.spec_rejects + 2.0);
+    double p = 1.0;
+    for (int32_t i = 0; i < s.n_draft; ++i) expected_extra += (p *= alpha);
+  }
+  const double t_spec = roofline_->predict(batch_);
+  SchedulerOutput plain = out;
+  for (ScheduledSeq& s : plain.seqs) {
+    s.n_new -= s.n_draft;
+    s.n_draft = 0;
+  }
+  build_batch(plain, batch_alt_);
+  const double t_plain = roofline_->predict(batch_alt_);
+  if ((n_sampling + expected_extra) / t_spec >= n_sampling / t_plain) return;
+  ++stats_.spec_skipped_steps;
+  for (ScheduledSeq& s : out.seqs) {
+    out.n_tokens -= s.n_draft;
+    s.n_new -= s.n_draft;
+    s.n_draft = 0;
+  }
+  std::swap(batch_, batch_alt_);
+}
+
+Status Engine::verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& v) {
+  const int32_t n_vocab = executor_.capacity().n_vocab;
+  const SchedRequest* sr = scheduler_.find(s.id);
+  v.samples.clear();
+  v.n_accepted = 0;
+  for (int32_t j = 0; j <= s.n_draft; ++j) {
+    std::span<const float> logits(logits_.row(row + j), size_t(n_vocab));
+    if (j < s.n_draft) {
+      SLUICE_ASSIGN_OR_RETURN(VerifyResult vr,
+                              r.sampler.verify(logits, sr->draft[size_t(j)], {}, sample_ws_));
+      r.sampler.accept(vr.sample.token);
+      v.samples.push_back(vr.sample);
+      if (!vr.accepted) break;
+      ++v.n_accepted;
+    } else {
+      SLUICE_ASSIGN_OR_RETURN(SampleResult sr2, r.sampler.sample(logits, sample_ws_));
+      r.sampler.accept(sr2.token);
+      v.samples.push_back(sr2);
+    }
+  }
+  // Decayed counts (about the last 5 verifications).
+  constexpr double kDecay = 0.8;
+  r.spec_accepts = r.spec_accepts * kDecay + v.n_accepted;
+  r.spec_rejects = r.spec_rejects * kDecay + (v.n_accepted < s.n_draft ? 1.0 : 0.0);
+  ++stats_.spec_verify_seqs;
+  stats_.spec_draft_tokens += uint64_t(s.n_draft);
+  stats_.spec_accepted_tokens += uint64_t(v.n_accepted);
+  stats_.spec_emitted_tokens += uint64_t(v.samples.size());
   return {};
 }
 
@@ -176,6 +328,7 @@ Result<std::vector<EngineEvent>> Engine::step() {
   std::vector<EngineEvent> events = std::move(pending_events_);
   pending_events_.clear();
 
+  propose_drafts();
   SchedulerOutput out = scheduler_.schedule();
   if (out.empty()) {
     // Work left but nothing schedulable: the head request cannot fit in the whole KV cache
@@ -190,13 +343,10 @@ Result<std::vector<EngineEvent>> Engine::step() {
     return events;
   }
 
-  batch_.clear();
-  for (const BlockCopy& c : out.copies) batch_.block_copies.push_back({c.src, c.dst});
+  build_batch(out, batch_);
+  gate_drafts(out);
   for (const ScheduledSeq& s : out.seqs) {
     const SchedRequest* sr = scheduler_.find(s.id);
-    std::span<const int32_t> toks(sr->tokens.data() + s.num_computed, size_t(s.n_new));
-    batch_.add_sequence(toks, s.num_computed, kv_.block_table(s.id),
-                        s.samples ? LogitsMode::kLast : LogitsMode::kNone);
     Request& r = requests_.at(s.id);
     if (r.times.scheduled < 0) r.times.scheduled = t0;
     if (s.num_computed < sr->n_prompt) {
@@ -206,7 +356,19 @@ Result<std::vector<EngineEvent>> Engine::step() {
   const double t_exec = now();
   SLUICE_RETURN_IF_ERROR(executor_.execute(batch_, logits_));
   if (roofline_) roofline_->record(batch_, now() - t_exec);
-  scheduler_.on_step_done(out);  // forks the samples in ScheduledSeq::forks
+
+  // Verify the drafts first: how many each sequence accepted decides its num_computed.
+  verified_.resize(out.seqs.size());
+  n_accepted_.assign(out.seqs.size(), 0);
+  for (int32_t row = 0; row < logits_.n_rows(); ++row) {
+    const size_t i = size_t(logits_.seq_index[size_t(row)]);
+    const ScheduledSeq& s = out.seqs[i];
+    if (s.n_draft == 0) continue;
+    SLUICE_RETURN_IF_ERROR(verify(s, requests_.at(s.id), row, verified_[i]));
+    n_accepted_[i] = verified_[i].n_accepted;
+    row += s.n_draft;  // the sequence's other rows
+  }
+  scheduler_.on_step_done(out, n_accepted_);  // forks the samples in ScheduledSeq::forks
   for (const ScheduledSeq& s : out.seqs) {
     // A sample that forked into the running set was scheduled when its leader's prompt was; one
     // past max_seqs waits to recompute it and is scheduled when that starts.
@@ -220,7 +382,22 @@ Result<std::vector<EngineEvent>> Engine::step() {
   }
 
   for (int32_t row = 0; row < logits_.n_rows(); ++row) {
-    const ScheduledSeq& s = out.seqs[size_t(logits_.seq_index[size_t(row)])];
+    const size_t i = size_t(logits_.seq_index[size_t(row)]);
+    const ScheduledSeq& s = out.seqs[i];
+    if (s.n_draft > 0) {
+      // Accepted drafts are already among the scheduler's tokens; the last token is not.
+      row += s.n_draft;
+      auto it = requests_.find(s.id);
+      if (it == requests_.end()) continue;
+      EngineEvent ev;
+      ev.id = s.id;
+      const Verified& v = verified_[i];
+      for (size_t j = 0; j < v.samples.size(); ++j) {
+        if (emit(s.id, it->second, v.samples[j], /*append=*/j + 1 == v.samples.size(), ev)) break;
+      }
+      events.push_back(std::move(ev));
+      continue;
+    }
     // The request, then the samples that forked it: n tokens from one row of logits.
     for (size_t k = 0; k <= s.forks.size(); ++k) {
       const RequestId id = k == 0 ? s.id : s.forks[k - 1];

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "sample/sampler.h"
 #include "sample/stop.h"
 #include "sched/scheduler.h"
+#include "spec/ngram.h"
 #include "tokenizer/detokenize.h"
 #include "tokenizer/tokenizer.h"
 
@@ -70,6 +72,22 @@ struct EngineEvent {
   bool finished() const { return finish != FinishReason::kNone; }
 };
 
+// Speculative decoding (docs/speculative.md): each decoding request carries up to k guessed
+// tokens that one forward pass verifies exactly (Sampler::verify); accepted ones cost a
+// fraction of a step each, rejected ones are rolled back by num_computed alone.
+enum class SpecMode : uint8_t { kNone, kNgram };
+Result<SpecMode> parse_spec_mode(std::string_view name);  // "none" | "ngram"
+const char* spec_mode_name(SpecMode m);
+
+struct SpecConfig {
+  SpecMode mode = SpecMode::kNone;
+  int32_t k = 8;  // longest draft per request and step (--spec-k)
+  NgramConfig ngram;
+  // Per request, draft i is proposed while the estimated chance that it is accepted,
+  // acceptance^i, stays >= min_gain (acceptance: the request's recent per-token rate).
+  double min_gain = 0.1;
+};
+
 struct EngineConfig {
   SchedulerConfig scheduler;
   bool enable_prefix_cache = true;
@@ -77,6 +95,7 @@ struct EngineConfig {
   // When set, each step's forward pass is timed against the roofline's prediction for that
   // batch (step_roofline.h); stats in Engine::roofline().
   std::optional<StepCostModel> cost_model;
+  SpecConfig spec;
 };
 
 // Counters since start.
@@ -86,6 +105,19 @@ struct EngineStats {
   uint64_t prompt_tokens = 0;
   uint64_t generated_tokens = 0;
   double busy_seconds = 0;  // inside step()
+  // Speculative decoding.
+  uint64_t spec_verify_seqs = 0;    // sequence-steps that verified a draft
+  uint64_t spec_draft_tokens = 0;   // draft tokens verified
+  uint64_t spec_accepted_tokens = 0;
+  uint64_t spec_emitted_tokens = 0;  // tokens those sequence-steps produced (accepted + 1 each)
+  uint64_t spec_skipped_steps = 0;  // steps whose drafts the cost model dropped (compute-bound)
+  // Mean tokens per verifying sequence-step (accepted + the target's own token).
+  double spec_mean_accepted_length() const {
+    return spec_verify_seqs ? double(spec_emitted_tokens) / double(spec_verify_seqs) : 0.0;
+  }
+  double spec_acceptance_rate() const {
+    return spec_draft_tokens ? double(spec_accepted_tokens) / double(spec_draft_tokens) : 0.0;
+  }
 };
 
 class Engine {
@@ -129,11 +161,31 @@ class Engine {
     int32_t n_prompt = 0;
     int32_t n_generated = 0;
     RequestTimes times;
+    // Adaptive draft length: decayed counts of accepted and rejected draft tokens.
+    double spec_accepts = 0;
+    double spec_rejects = 0;
+  };
+  // Tokens a row of logits yields for a scheduled sequence, before they are emitted.
+  struct Verified {
+    std::vector<SampleResult> samples;  // accepted drafts, then the target's own token
+    int32_t n_accepted = 0;
   };
   Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfig& config,
          int32_t n_ctx, KvCacheConfig kv_config);
   // Samples request `id` from `logits`, appends the token and checks every stop condition.
   Status advance(RequestId id, Request& r, const float* logits, EngineEvent& ev);
+  // Reports sampled token `s` of request `id` (appending it to the scheduler's tokens when
+  // `append`) and checks every stop condition. Returns true when the request finished.
+  bool emit(RequestId id, Request& r, const SampleResult& s, bool append, EngineEvent& ev);
+  // Gives every decoding request a draft (before scheduling).
+  void propose_drafts();
+  // Draft length for request r now.
+  int32_t draft_len(const Request& r, const SchedRequest& sr) const;
+  // Verifies seq's draft on its logits rows [row, row + 1 + n_draft).
+  Status verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& v);
+  // Drops every draft of `out` when the cost model says they cost more time than they save.
+  void gate_drafts(SchedulerOutput& out);
+  void build_batch(const SchedulerOutput& out, Batch& batch) const;
   void finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev);
 
   const Tokenizer& tokenizer_;
@@ -147,7 +199,12 @@ class Engine {
   std::vector<EngineEvent> pending_events_;  // aborts, reported at the next step
   RequestId next_id_ = 1;
   Batch batch_;
+  Batch batch_alt_;  // the same step without drafts (cost model comparison)
   Logits logits_;
+  std::unique_ptr<Proposer> proposer_;
+  std::vector<int32_t> draft_;
+  std::vector<Verified> verified_;   // per scheduled sequence of the step
+  std::vector<int32_t> n_accepted_;  // per scheduled sequence of the step
   SampleWorkspace sample_ws_;  // sampling scratch shared by all requests (engine thread only)
   EngineStats stats_;
   std::optional<StepRoofline> roofline_;

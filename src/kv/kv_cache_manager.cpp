@@ -147,6 +147,18 @@ void KvCacheManager::commit_computed(RequestId id, std::span<const int32_t> toke
   }
 }
 
+void KvCacheManager::truncate(RequestId id, int32_t n_tokens) {
+  auto it = tables_.find(id);
+  if (it == tables_.end()) return;
+  Table& t = it->second;
+  const size_t keep = size_t(blocks_for(std::max(n_tokens, 0)));
+  if (t.blocks.size() <= keep) return;
+  assert(t.hashes.size() <= keep);  // committed full blocks hold only kept tokens
+  std::vector<BlockId> dropped(t.blocks.rbegin(), t.blocks.rend() - std::ptrdiff_t(keep));
+  pool_.release(dropped);
+  t.blocks.resize(keep);
+}
+
 void KvCacheManager::free(RequestId id) {
   auto it = tables_.find(id);
   if (it == tables_.end()) return;

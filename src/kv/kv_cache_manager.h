@@ -21,11 +21,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/request_id.h"
 #include "kv/block_pool.h"
 
 namespace sluice {
-
-using RequestId = int64_t;
 
 struct KvCacheConfig {
   int32_t n_blocks = 0;
@@ -93,6 +92,11 @@ class KvCacheManager {
 
   // K/V now exist for tokens[0, n_computed): full blocks enter the prefix cache.
   void commit_computed(RequestId id, std::span<const int32_t> tokens, int32_t n_computed);
+
+  // Keeps the blocks of tokens [0, n_tokens) and releases the rest (rejected speculative
+  // tokens: blocks only they wrote are freed; they were never committed, so they never enter
+  // the prefix cache). Unknown ids are ignored.
+  void truncate(RequestId id, int32_t n_tokens);
 
   // Releases all of a request's blocks (finish, abort or preemption). Unknown ids are ignored.
   void free(RequestId id);

@@ -111,7 +111,7 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits) {
   return sample(logits, *own_ws_);
 }
 
-Result<SampleResult> Sampler::sample(std::span<const float> logits, SampleWorkspace& ws) {
+Status Sampler::prepare(std::span<const float> logits, SampleWorkspace& ws) const {
   if (logits.empty()) return make_error("sample: the logits row is empty");
   if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return make_error("sample: a logits row of ", logits.size(), " entries exceeds int32 ids");
@@ -133,17 +133,78 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, SampleWorksp
   if (ws.l_max_ == -kInf) {
     return make_error("sample: every token is banned (all logits are -inf after logit_bias)");
   }
+  return {};
+}
 
+int32_t Sampler::argmax(const SampleWorkspace& ws) {
+  // The first maximum: ties go to the lowest id.
+  return static_cast<int32_t>(std::find(ws.logits_.begin(), ws.logits_.end(), ws.l_max_) -
+                              ws.logits_.begin());
+}
+
+Result<SampleResult> Sampler::sample(std::span<const float> logits, SampleWorkspace& ws) {
+  SLUICE_RETURN_IF_ERROR(prepare(logits, ws));
   SampleResult r;
   if (params_.is_greedy()) {
-    // The first maximum: ties go to the lowest id.
-    r.token = static_cast<int32_t>(std::find(ws.logits_.begin(), ws.logits_.end(), ws.l_max_) -
-                                   ws.logits_.begin());
+    r.token = argmax(ws);
   } else {
-    r.token = sample_random(ws);
+    double z = 0.0;
+    r.token = weigh(ws, &z) ? draw_candidates(ws.cand_) : draw_vocab(ws, z);
   }
   if (params_.n_logprobs >= 0) fill_logprobs(ws, r);
   return r;
+}
+
+Result<VerifyResult> Sampler::verify(std::span<const float> logits, int32_t draft,
+                                     std::span<const float> q, SampleWorkspace& ws) {
+  SLUICE_RETURN_IF_ERROR(prepare(logits, ws));
+  if (!q.empty() && q.size() != logits.size()) {
+    return make_error("verify: the draft distribution has ", q.size(), " entries, the logits ",
+                      logits.size());
+  }
+  const auto n_vocab = static_cast<int32_t>(logits.size());
+  VerifyResult v;
+  if (params_.is_greedy()) {
+    // p is one-hot at the argmax: min(1, p/q) accepts exactly the argmax.
+    v.sample.token = argmax(ws);
+    v.accepted = v.sample.token == draft;
+  } else {
+    double z = 0.0;
+    if (!weigh(ws, &z)) gather_after_softmax(ws, 0.0f);  // every token with p > 0
+    std::vector<Candidate>& cand = ws.cand_;
+    double total = 0.0;
+    double w_draft = 0.0;
+    for (const Candidate& c : cand) {
+      total += c.w;
+      if (c.id == draft) w_draft = c.w;
+    }
+    const double p_draft = w_draft / total;
+    const double q_draft =
+        q.empty() ? 1.0 : (draft >= 0 && draft < n_vocab ? double(q[size_t(draft)]) : 0.0);
+    // Accept with probability min(1, p/q): u < p/q, written without the division.
+    if (q_draft > 0.0 && rng_.uniform() * q_draft < p_draft) {
+      v.sample.token = draft;
+      v.accepted = true;
+    } else {
+      // Rejected: draw from norm(max(0, p - q)). Tokens outside the candidate set have p = 0
+      // and so no residual.
+      double residual = 0.0;
+      for (Candidate& c : cand) {
+        const double qc = q.empty() ? (c.id == draft ? 1.0 : 0.0) : double(q[size_t(c.id)]);
+        c.w = static_cast<float>(std::max(0.0, c.w / total - qc));
+        residual += c.w;
+      }
+      if (residual > 0.0) {
+        v.sample.token = draw_candidates(cand);
+      } else {
+        // p <= q everywhere with equal sums means p == q up to rounding: acceptance was certain.
+        v.sample.token = draft;
+        v.accepted = true;
+      }
+    }
+  }
+  if (params_.n_logprobs >= 0) fill_logprobs(ws, v.sample);
+  return v;
 }
 
 void Sampler::select_top(std::span<const float> logits, int32_t k, std::vector<Candidate>& out) {
@@ -183,7 +244,7 @@ void Sampler::select_top(std::span<const float> logits, int32_t k, std::vector<C
   std::sort_heap(out.begin(), out.end(), worse_first);  // ascending under worse_first = best first
 }
 
-int32_t Sampler::sample_random(SampleWorkspace& ws) {
+bool Sampler::weigh(SampleWorkspace& ws, double* z_out) const {
   // Weights are softmax numerators w = exp((l - l_max) / T): the best token has w = 1 exactly,
   // so min-p keeps w >= min_p, and top-p keeps the best-first prefix reaching top_p * z, where
   // z is the total weight after top-k.
@@ -213,19 +274,20 @@ int32_t Sampler::sample_random(SampleWorkspace& ws) {
       cand.erase(end, cand.end());
     }
     if (top_p) truncate_top_p_sorted(cand, static_cast<double>(params_.top_p) * z);
-    return draw_candidates(cand);
+    return true;
   }
 
   if (min_p && !top_p) {
     gather_min_p(ws);  // no exp for tokens that cannot pass
-    return draw_candidates(cand);
+    return true;
   }
 
   ws.w_.resize(ws.logits_.size());
   ws.block_sums_.resize((ws.logits_.size() + kSumBlock - 1) / kSumBlock);
   exp_shifted(ws.logits_, l_max, t, ws.w_);
   const double z = block_sums(ws.w_, ws.block_sums_);
-  if (!top_p) return draw_vocab(ws, z);
+  *z_out = z;
+  if (!top_p) return false;
 
   // top-p over the vocabulary. A token with w <= q, where n_vocab * q < (1 - top_p) * z,
   // cannot be in the nucleus: all such tokens together weigh less than (1 - top_p) * z, so
@@ -240,7 +302,7 @@ int32_t Sampler::sample_random(SampleWorkspace& ws) {
   } else {
     truncate_top_p_radix(ws, target);
   }
-  return draw_candidates(cand);
+  return true;
 }
 
 void Sampler::gather_min_p(SampleWorkspace& ws) const {

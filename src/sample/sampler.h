@@ -63,6 +63,12 @@ struct SampleResult {
 
 class Sampler;
 
+// What Sampler::verify() returns: the token at this position and whether it is the draft.
+struct VerifyResult {
+  SampleResult sample;  // the draft when accepted, else the replacement drawn from the residual
+  bool accepted = false;
+};
+
 // Scratch of Sampler::sample(): vocabulary-sized buffers (about 28 bytes per vocabulary entry
 // at most, 3.5 MiB at 128k) reused across calls and requests. Exists so that this memory is
 // paid once per sampling thread instead of once per running request. Not thread-safe: one
@@ -81,6 +87,12 @@ class SampleWorkspace {
 
  private:
   friend class Sampler;
+
+// What Sampler::verify() returns: the token at this position and whether it is the draft.
+struct VerifyResult {
+  SampleResult sample;  // the draft when accepted, else the replacement drawn from the residual
+  bool accepted = false;
+};
 
   // A token under consideration. `w` is a logit before softmax, a softmax weight
   // exp((l - l_max) / T) in [0, 1] (the best token exactly 1) after.
@@ -119,6 +131,18 @@ class Sampler {
   // tests; an engine running many requests passes its per-thread workspace instead).
   Result<SampleResult> sample(std::span<const float> logits);
 
+  // Speculative verification of one draft token at this position (Leviathan et al. 2023,
+  // Chen et al. 2023). p is this sampler's distribution over `logits` after every processor
+  // (bias, penalties, temperature, top-k/p, min-p); q is the proposer's distribution ([n_vocab],
+  // or empty for a one-hot q at `draft`, as n-gram drafts are). Accepts `draft` with
+  // probability min(1, p(draft) / q(draft)); otherwise draws from norm(max(0, p - q)). The
+  // token returned is therefore distributed exactly as p. Greedy: p is one-hot at the argmax,
+  // so the draft is accepted iff it is the argmax, and the argmax is returned either way.
+  // Does not record the token (call accept()). One draw when the draft is accepted, two when
+  // it is rejected (none when greedy).
+  Result<VerifyResult> verify(std::span<const float> logits, int32_t draft,
+                              std::span<const float> q, SampleWorkspace& ws);
+
   // Records `token` as generated (appended to the sequence). Ids < 0 are ignored; ids beyond
   // the vocabulary are kept but never penalized.
   void accept(int32_t token);
@@ -139,7 +163,13 @@ class Sampler {
 
   void push_context(int32_t token);                          // into the repetition window
   bool apply_bias_and_penalties(SampleWorkspace& ws) const;  // false: nothing to apply
-  int32_t sample_random(SampleWorkspace& ws);
+  // Checks `logits` and writes the processed logits (bias, penalties) and their max into ws.
+  Status prepare(std::span<const float> logits, SampleWorkspace& ws) const;
+  static int32_t argmax(const SampleWorkspace& ws);
+  // The non-greedy distribution as softmax weights: true when ws.cand_ holds every token that
+  // can be drawn (after top-k/p, min-p); false when it is the whole vocabulary in ws.w_ with
+  // block sums and total *z.
+  bool weigh(SampleWorkspace& ws, double* z) const;
   void gather_min_p(SampleWorkspace& ws) const;
   void gather_after_softmax(SampleWorkspace& ws, float bound) const;
   void fill_logprobs(SampleWorkspace& ws, SampleResult& r) const;

@@ -105,8 +105,9 @@ int32_t Scheduler::seats(const SchedRequest& r) const {
   return std::min(1 + int32_t(r.awaiting_fork.size()), std::max(config_.max_seqs, 1));
 }
 
-ScheduledSeq Scheduler::make_seq(const SchedRequest& r, int32_t n_new) const {
-  ScheduledSeq q{r.id, r.num_computed, n_new, r.num_computed + n_new == r.num_tokens(), {}};
+ScheduledSeq Scheduler::make_seq(const SchedRequest& r, int32_t n_new, int32_t n_draft) const {
+  ScheduledSeq q{r.id, r.num_computed, n_new, n_draft,
+                 r.num_computed + n_new - n_draft == r.num_tokens(), {}};
   if (q.samples) q.forks = r.awaiting_fork;  // a leader samples first at its prompt's end
   return q;
 }
@@ -128,6 +129,7 @@ void Scheduler::preempt(RequestId id) {
   kv_.free(id);
   r.num_computed = 0;  // recompute later (the prefix cache may still hold its blocks)
   r.state = RequestState::kWaiting;
+  r.draft.clear();
   ++r.n_preemptions;
   ++n_preemptions_;
   std::erase(running_, id);
@@ -146,6 +148,19 @@ SchedulerOutput Scheduler::schedule() {
     if (n_new <= 0) {
       ++i;
       continue;
+    }
+    // A decoding request with a draft verifies it if the budget and free blocks allow.
+    // (Not a leader whose samples fork it at this step: they share its logits row.)
+    if (!r.draft.empty() && r.num_computed + 1 == r.num_tokens() && r.awaiting_fork.empty() &&
+        budget > 1) {
+      const int32_t n_draft = std::min(int32_t(r.draft.size()), budget - 1);
+      if (kv_.allocate_slots(id, r.num_computed, 1 + n_draft)) {
+        out.seqs.push_back(make_seq(r, 1 + n_draft, n_draft));
+        out.n_tokens += 1 + n_draft;
+        budget -= 1 + n_draft;
+        ++i;
+        continue;
+      }
     }
     bool scheduled = true;
     while (!kv_.allocate_slots(id, r.num_computed, n_new)) {
@@ -202,13 +217,26 @@ SchedulerOutput Scheduler::schedule() {
   return out;
 }
 
-void Scheduler::on_step_done(const SchedulerOutput& out) {
-  for (const ScheduledSeq& s : out.seqs) {
+void Scheduler::set_draft(RequestId id, std::span<const int32_t> draft) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  it->second.draft.assign(draft.begin(), draft.end());
+}
+
+void Scheduler::on_step_done(const SchedulerOutput& out, std::span<const int32_t> n_accepted) {
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    const ScheduledSeq& s = out.seqs[i];
     auto it = requests_.find(s.id);
     if (it == requests_.end()) continue;  // aborted meanwhile
     SchedRequest& r = it->second;
-    r.num_computed = s.num_computed + s.n_new;
+    const int32_t a = i < n_accepted.size() ? std::clamp(n_accepted[i], 0, s.n_draft) : 0;
+    assert(a <= int32_t(r.draft.size()));
+    r.tokens.insert(r.tokens.end(), r.draft.begin(), r.draft.begin() + a);
+    r.draft.clear();
+    r.num_computed = s.num_computed + s.n_new - s.n_draft + a;
     kv_.commit_computed(s.id, r.tokens, r.num_computed);
+    // Blocks that only rejected draft tokens wrote (a no-op without a draft).
+    kv_.truncate(s.id, r.num_computed);
     if (!s.forks.empty()) fork_group(r, s.forks);
   }
 }

@@ -58,6 +58,9 @@ struct SchedRequest {
   // A leader whose prompt is not computed yet: the other samples of its group, in order.
   std::vector<RequestId> awaiting_fork;
   RequestId leader = 0;  // kAwaitingFork: the request whose prompt it waits for
+  // Speculative tokens guessed to follow `tokens` (set_draft), verified by the next step that
+  // schedules the request; never part of `tokens` unless accepted.
+  std::vector<int32_t> draft;
   int32_t num_tokens() const { return int32_t(tokens.size()); }
 };
 
@@ -66,6 +69,9 @@ struct ScheduledSeq {
   RequestId id = 0;
   int32_t num_computed = 0;  // before this step: new tokens start at this position
   int32_t n_new = 0;         // tokens to compute now
+  // Of n_new, the draft tokens after the last known token (a speculative verification: the
+  // request's last token, then n_draft guesses, logits at every one of them).
+  int32_t n_draft = 0;
   // True when this step computes the request's last known token: its logits yield a new token.
   bool samples = false;
   // Samples of its group that fork it after this step and sample from its logits row too
@@ -99,11 +105,21 @@ class Scheduler {
   // A request ends (stop condition met): same effect as abort, kept distinct for clarity.
   void finish(RequestId id) { abort(id); }
 
+  // Speculative decoding: `draft` guesses the tokens after running request `id`'s last
+  // token. The next schedule() verifies as much of it as the token budget and the free KV
+  // blocks allow (a draft never preempts anything; without room it is dropped), only while the
+  // request has every token but the last computed (and is not a group's leader whose samples
+  // fork at this step). Replaces any earlier draft.
+  void set_draft(RequestId id, std::span<const int32_t> draft);
+
   SchedulerOutput schedule();
   // The executor computed `out`: advance num_computed, publish full blocks to the prefix cache
   // and fork the samples listed in ScheduledSeq::forks (each then runs, or, past max_seqs,
-  // waits at the front of the queue to recompute its prompt).
-  void on_step_done(const SchedulerOutput& out);
+  // waits at the front of the queue to recompute its prompt). `n_accepted[i]` (when given) is
+  // how many of out.seqs[i]'s draft tokens the verification accepted: they are appended to its
+  // tokens, num_computed counts the last known token and them (rejected tokens are rolled back
+  // by the counter alone) and blocks that only rejected tokens wrote are freed.
+  void on_step_done(const SchedulerOutput& out, std::span<const int32_t> n_accepted = {});
   // Appends a sampled token to a running request.
   void append_token(RequestId id, int32_t token);
 
@@ -126,7 +142,7 @@ class Scheduler {
   // Seats (of max_seqs) a running request holds or a waiting one needs: itself plus the
   // samples awaiting its fork (a group larger than max_seqs needs all of them).
   int32_t seats(const SchedRequest& r) const;
-  ScheduledSeq make_seq(const SchedRequest& r, int32_t n_new) const;
+  ScheduledSeq make_seq(const SchedRequest& r, int32_t n_new, int32_t n_draft = 0) const;
   void fork_group(SchedRequest& leader, const std::vector<RequestId>& forks);
   // Aborting leader `r`: the first awaiting sample takes over its place, progress and blocks.
   void promote_heir(SchedRequest& r);

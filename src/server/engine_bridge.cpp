@@ -454,6 +454,11 @@ void EngineBridge::publish(const Engine& engine) {
   s.steps = st.steps;
   s.busy_seconds = st.busy_seconds;
   s.preemptions = engine.scheduler().n_preemptions();
+  s.spec_verify_seqs = st.spec_verify_seqs;
+  s.spec_draft_tokens = st.spec_draft_tokens;
+  s.spec_accepted_tokens = st.spec_accepted_tokens;
+  s.spec_emitted_tokens = st.spec_emitted_tokens;
+  s.spec_skipped_steps = st.spec_skipped_steps;
   if (const StepRoofline* r = engine.roofline()) {
     s.has_roofline = true;
     s.roofline = r->stats();

@@ -164,6 +164,21 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
   scalar(out, "sluice_engine_steps_total", "counter", "Engine steps run.", double(e.steps));
   scalar(out, "sluice_engine_busy_seconds_total", "counter", "Time spent inside engine steps.", e.busy_seconds);
   scalar(out, "sluice_preemptions_total", "counter", "Requests preempted for KV memory.", double(e.preemptions));
+  scalar(out, "sluice_spec_verify_steps_total", "counter",
+         "Sequence-steps that verified a speculative draft (--spec).", double(e.spec_verify_seqs));
+  scalar(out, "sluice_spec_draft_tokens_total", "counter", "Draft tokens verified.",
+         double(e.spec_draft_tokens));
+  scalar(out, "sluice_spec_accepted_tokens_total", "counter", "Draft tokens accepted.",
+         double(e.spec_accepted_tokens));
+  scalar(out, "sluice_spec_acceptance_ratio", "gauge",
+         "spec_accepted_tokens_total / spec_draft_tokens_total.",
+         e.spec_draft_tokens ? double(e.spec_accepted_tokens) / double(e.spec_draft_tokens) : 0.0);
+  scalar(out, "sluice_spec_mean_accepted_length", "gauge",
+         "Tokens per verifying sequence-step (accepted drafts + the target's own token).",
+         e.spec_verify_seqs ? double(e.spec_emitted_tokens) / double(e.spec_verify_seqs) : 0.0);
+  scalar(out, "sluice_spec_skipped_steps_total", "counter",
+         "Steps whose drafts the roofline cost model dropped (compute-bound batches).",
+         double(e.spec_skipped_steps));
   if (e.has_roofline) {
     const RooflineStats& r = e.roofline;
     header(out, "sluice_engine_forward_seconds_total", "counter",

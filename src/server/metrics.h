@@ -52,6 +52,12 @@ struct EngineSnapshot {
   uint64_t steps = 0;
   uint64_t preemptions = 0;
   double busy_seconds = 0;
+  // Speculative decoding (EngineStats::spec_*).
+  uint64_t spec_verify_seqs = 0;
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
+  uint64_t spec_emitted_tokens = 0;
+  uint64_t spec_skipped_steps = 0;
   // Forward passes against the roofline (engine/step_roofline.h); has_roofline false when this
   // machine's ceilings were never measured.
   bool has_roofline = false;

@@ -15,79 +15,10 @@
 #include "model/convert.h"
 #include "model/model.h"
 #include "test_util.h"
+#include "engine/engine_test_util.h"
 
 namespace sluice {
 namespace {
-
-struct Loaded {
-  Model model;
-  Tokenizer tokenizer;
-  std::unique_ptr<CpuExecutor> executor;
-};
-
-std::unique_ptr<Loaded> load(const std::string& path, int n_ctx, int n_blocks, int block_size = 16,
-                             KvType kv_type = KvType::kF16) {
-  auto m = Model::load(path, {.n_ctx = n_ctx, .allow_context_beyond_trained = true});
-  EXPECT_TRUE(m.ok()) << m.message();
-  if (!m.ok()) return nullptr;
-  auto t = Tokenizer::from_gguf(m->file());
-  EXPECT_TRUE(t.ok()) << t.message();
-  if (!t.ok()) return nullptr;
-  auto l = std::make_unique<Loaded>(Loaded{std::move(*m), std::move(*t), nullptr});
-  CpuExecutorOptions eo;
-  eo.n_threads = 2;
-  eo.n_blocks = n_blocks;
-  eo.block_size = block_size;
-  eo.kv_type = kv_type;
-  auto e = CpuExecutor::create(l->model, eo);
-  EXPECT_TRUE(e.ok()) << e.message();
-  if (!e.ok()) return nullptr;
-  l->executor = std::move(*e);
-  return l;
-}
-
-GenerationParams greedy(int max_tokens) {
-  GenerationParams g;
-  g.sampling.temperature = 0;
-  g.max_tokens = max_tokens;
-  return g;
-}
-
-struct Output {
-  std::vector<int32_t> tokens;
-  std::string text;
-  FinishReason finish = FinishReason::kNone;
-};
-
-// Runs the engine until every request finished; `arrivals[i]` is the step request i joins.
-std::vector<Output> run_all(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                            const std::vector<GenerationParams>& params,
-                            const std::vector<int>& arrivals) {
-  std::vector<Output> out(prompts.size());
-  std::map<RequestId, size_t> index;
-  size_t added = 0;
-  for (int step = 0; added < prompts.size() || engine.has_work(); ++step) {
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      if (arrivals[i] == step) {
-        auto id = engine.add_request(prompts[i], params[i]);
-        EXPECT_TRUE(id.ok()) << id.message();
-        index[*id] = i;
-        ++added;
-      }
-    }
-    auto events = engine.step();
-    EXPECT_TRUE(events.ok()) << events.message();
-    if (!events.ok()) break;
-    for (const EngineEvent& ev : *events) {
-      Output& o = out[index.at(ev.id)];
-      o.tokens.insert(o.tokens.end(), ev.tokens.begin(), ev.tokens.end());
-      o.text += ev.text;
-      if (ev.finished()) o.finish = ev.finish;
-    }
-    if (step > 100000) break;
-  }
-  return out;
-}
 
 TEST(EngineGolden, EverySharedModelReproducesItsGreedyContinuation) {
   const std::string dir = test::shared_dir();

@@ -68,6 +68,8 @@ double chi2_critical_001(int df) {
 // Draws kDraws tokens and checks them against reference(): no draw outside the support, and
 // chi-square over the support, each token its own category (pooled in id order when fewer than 5
 // draws are expected, or when the support is large, into at most 21 bins).
+void expect_counts(const std::vector<double>& prob, const std::vector<int64_t>& counts);
+
 void expect_distribution(const std::vector<float>& logits, SamplingParams p, uint64_t seed) {
   p.seed = seed;
   Result<Sampler> made = Sampler::create(p);
@@ -79,9 +81,13 @@ void expect_distribution(const std::vector<float>& logits, SamplingParams p, uin
     ASSERT_TRUE(r.ok()) << r.message();
     ++counts[static_cast<size_t>(r->token)];
   }
-  const std::vector<double> prob = reference(logits, p);
+  expect_counts(reference(logits, p), counts);
+}
+
+// Chi-square of kDraws draws `counts` against `prob`, as described above.
+void expect_counts(const std::vector<double>& prob, const std::vector<int64_t>& counts) {
   size_t support = 0;
-  for (size_t i = 0; i < logits.size(); ++i) {
+  for (size_t i = 0; i < prob.size(); ++i) {
     if (prob[i] == 0.0) {
       ASSERT_EQ(counts[i], 0) << "token " << i << " is outside the distribution";
     } else {
@@ -94,7 +100,7 @@ void expect_distribution(const std::vector<float>& logits, SamplingParams p, uin
   std::vector<double> obs_bins;
   double e = 0.0;
   double o = 0.0;
-  for (size_t i = 0; i < logits.size(); ++i) {
+  for (size_t i = 0; i < prob.size(); ++i) {
     if (prob[i] == 0.0) continue;
     e += prob[i] * kDraws;
     o += static_cast<double>(counts[i]);
@@ -237,6 +243,120 @@ TEST(SampleDistribution, NoTruncationSkipsEmptyBlocks) {
   SamplingParams p;
   p.temperature = 1.2f;
   expect_distribution(logits, p, 18);
+}
+
+
+// Speculative verification (Sampler::verify): a draft token drawn from q, accepted with
+// min(1, p/q), else replaced by a draw from norm(max(0, p - q)), yields tokens distributed as
+// the target's p, for any q. `q` empty: a one-hot q at `fixed_draft` (n-gram drafts).
+void expect_verified(const std::vector<float>& logits, SamplingParams p, std::vector<double> q,
+                     int32_t fixed_draft, uint64_t seed, double* acceptance = nullptr) {
+  p.seed = seed;
+  Result<Sampler> made = Sampler::create(p);
+  ASSERT_TRUE(made.ok()) << made.message();
+  Sampler s = std::move(made).value();
+  SampleWorkspace ws;
+  Xoshiro256 draft_rng(seed * 7919 + 1);
+  std::vector<float> qf(q.begin(), q.end());
+  std::vector<int64_t> counts(logits.size(), 0);
+  int64_t accepted = 0;
+  for (int i = 0; i < kDraws; ++i) {
+    int32_t draft = fixed_draft;
+    if (!q.empty()) {  // draw the draft from q
+      double u = draft_rng.uniform(), acc = 0.0;
+      draft = -1;
+      for (size_t t = 0; t < q.size() && draft < 0; ++t) {
+        acc += q[t];
+        if (u < acc) draft = int32_t(t);
+      }
+      if (draft < 0) draft = int32_t(q.size() - 1);
+    }
+    Result<VerifyResult> r = s.verify(logits, draft, qf, ws);
+    ASSERT_TRUE(r.ok()) << r.message();
+    if (r->accepted) {
+      ASSERT_EQ(r->sample.token, draft);
+      ++accepted;
+    }
+    ++counts[static_cast<size_t>(r->sample.token)];
+  }
+  expect_counts(reference(logits, p), counts);
+  if (acceptance) *acceptance = double(accepted) / kDraws;
+}
+
+std::vector<double> softmax_of(const std::vector<float>& l, double t = 1.0) {
+  std::vector<double> q(l.size());
+  double z = 0.0;
+  for (size_t i = 0; i < l.size(); ++i) z += q[i] = std::exp(l[i] / t);
+  for (double& x : q) x /= z;
+  return q;
+}
+
+TEST(SampleVerify, IdenticalQAcceptsAlmostEverything) {
+  SamplingParams p;
+  double acceptance = 0;
+  expect_verified(kLogits12, p, softmax_of(kLogits12), -1, 21, &acceptance);
+  EXPECT_GT(acceptance, 0.99);  // p == q up to float rounding: accept with min(1, p/q) = 1
+}
+
+TEST(SampleVerify, DisjointSupportRejectsEverything) {
+  SamplingParams p;
+  p.top_k = 4;  // p lives on the 4 best tokens: ids 2, 5, 11, 0
+  std::vector<double> q(12, 0.0);
+  q[1] = 0.5;
+  q[6] = 0.5;
+  double acceptance = 1;
+  expect_verified(kLogits12, p, q, -1, 22, &acceptance);
+  EXPECT_EQ(acceptance, 0.0);
+}
+
+TEST(SampleVerify, OneHotDraftsOfEveryKind) {
+  SamplingParams p;
+  p.temperature = 0.8f;
+  double acceptance = 0;
+  // The most likely token is accepted with probability p(2); a mid one with p(7); a token
+  // outside top-p never.
+  expect_verified(kLogits12, p, {}, 2, 23, &acceptance);
+  const std::vector<double> ref = reference(kLogits12, p);
+  EXPECT_NEAR(acceptance, ref[2], 0.01);
+  expect_verified(kLogits12, p, {}, 7, 24, &acceptance);
+  EXPECT_NEAR(acceptance, ref[7], 0.01);
+  p.top_p = 0.7f;
+  expect_verified(kLogits12, p, {}, 6, 25, &acceptance);
+  EXPECT_EQ(acceptance, 0.0);
+}
+
+TEST(SampleVerify, RandomQWithEveryProcessor) {
+  Xoshiro256 rng(26);
+  for (int trial = 0; trial < 3; ++trial) {
+    std::vector<float> ql(12);
+    for (float& x : ql) x = float(rng.uniform() * 4.0 - 2.0);
+    SamplingParams p;
+    p.temperature = 0.7f + 0.3f * float(trial);
+    p.top_k = 10;
+    p.top_p = 0.9f;
+    p.min_p = 0.05f;
+    expect_verified(kLogits12, p, softmax_of(ql), -1, 27 + uint64_t(trial));
+  }
+}
+
+TEST(SampleVerify, GreedyAcceptsOnlyTheArgmax) {
+  SamplingParams p;
+  p.temperature = 0;
+  Result<Sampler> s = Sampler::create(p);
+  ASSERT_TRUE(s.ok());
+  SampleWorkspace ws;
+  for (int32_t d = 0; d < 12; ++d) {
+    Result<VerifyResult> r = s->verify(kLogits12, d, {}, ws);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->sample.token, 2);
+    EXPECT_EQ(r->accepted, d == 2);
+  }
+  // Errors: a q of the wrong size, non-finite logits.
+  std::vector<float> bad_q(5, 0.2f);
+  EXPECT_FALSE(s->verify(kLogits12, 2, bad_q, ws).ok());
+  std::vector<float> nan_logits = kLogits12;
+  nan_logits[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(s->verify(nan_logits, 2, {}, ws).ok());
 }
 
 }  // namespace

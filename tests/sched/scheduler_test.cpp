@@ -457,3 +457,243 @@ TEST(SchedulerGroups, GroupsFollowPriorities) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// A decoding request verifies its draft in one step: n_new = 1 + k, logits at all of them;
+// the accepted part joins its tokens, num_computed rolls back past the rejected part, and the
+// blocks only rejected tokens wrote are freed.
+TEST(SchedulerSpec, DraftVerifiedThenRolledBackByTheCounter) {
+  KvCacheManager kv({.n_blocks = 16, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
+  Scheduler s({.max_batch_tokens = 64, .max_seqs = 4, .prefill_chunk = 0, .use_priority = false}, kv);
+  s.add_request(1, tokens(6));
+  SchedulerOutput o = s.schedule();
+  s.on_step_done(o);
+  s.append_token(1, 50);  // 7 tokens, 6 computed: decoding
+  const std::vector<int32_t> draft = {51, 52, 53, 54, 55, 56, 57};
+  s.set_draft(1, draft);
+  o = s.schedule();
+  ASSERT_EQ(o.seqs.size(), 1u);
+  EXPECT_EQ(o.seqs[0].n_new, 8);
+  EXPECT_EQ(o.seqs[0].n_draft, 7);
+  EXPECT_TRUE(o.seqs[0].samples);
+  EXPECT_EQ(kv.block_table(1).size(), 4u);  // 14 positions
+  const std::vector<int32_t> accepted = {2};
+  s.on_step_done(o, accepted);
+  const SchedRequest* r = s.find(1);
+  EXPECT_EQ(r->num_computed, 9);  // 6 + the last known token + 2 accepted
+  EXPECT_EQ(r->num_tokens(), 9);
+  EXPECT_EQ(r->tokens[7], 51);
+  EXPECT_EQ(r->tokens[8], 52);
+  EXPECT_TRUE(r->draft.empty());
+  EXPECT_EQ(kv.block_table(1).size(), 3u);  // the block of positions 12..13 is freed
+  EXPECT_EQ(kv.n_used_blocks(), 3);
+  s.append_token(1, 60);
+  // No draft: a plain decode of one token.
+  o = s.schedule();
+  EXPECT_EQ(o.seqs[0].n_new, 1);
+  EXPECT_EQ(o.seqs[0].n_draft, 0);
+  s.on_step_done(o);
+  EXPECT_EQ(s.find(1)->num_computed, 10);
+}
+
+// A draft takes what the budget leaves and never preempts: without free blocks it is dropped.
+TEST(SchedulerSpec, DraftFitsTheBudgetAndNeverPreempts) {
+  KvCacheManager kv({.n_blocks = 4, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
+  Scheduler s({.max_batch_tokens = 5, .max_seqs = 4, .prefill_chunk = 0, .use_priority = false}, kv);
+  s.add_request(1, tokens(4));
+  s.add_request(2, tokens(3, 100));
+  SchedulerOutput o = s.schedule();  // 4 + 1 of the second prompt (budget 5)
+  s.on_step_done(o);
+  s.append_token(1, 9);
+  o = s.schedule();  // request 1 decodes, request 2 finishes its prompt
+  s.on_step_done(o);
+  s.append_token(1, 9);
+  s.append_token(2, 9);
+  // Budget 5: request 1 takes 1 + 4 of its 10-token draft, nothing is left for request 2.
+  const std::vector<int32_t> draft(10, 3);
+  s.set_draft(1, draft);
+  o = s.schedule();
+  ASSERT_EQ(o.seqs.size(), 1u);
+  EXPECT_EQ(o.seqs[0].n_draft, 4);
+  EXPECT_EQ(o.n_tokens, 5);
+  s.on_step_done(o, std::vector<int32_t>{0});
+  EXPECT_EQ(kv.n_used_blocks(), 3);  // request 1: 6 computed -> 2 blocks; request 2: 1 block
+}
+
+TEST(SchedulerSpec, DraftWithoutFreeBlocksIsDroppedNotPreempting) {
+  KvCacheManager kv({.n_blocks = 5, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
+  Scheduler s({.max_batch_tokens = 16, .max_seqs = 4, .prefill_chunk = 0, .use_priority = false}, kv);
+  s.add_request(1, tokens(4));
+  s.add_request(2, tokens(9, 100));
+  SchedulerOutput o = s.schedule();
+  s.on_step_done(o);
+  s.append_token(1, 9);
+  s.append_token(2, 9);
+  EXPECT_EQ(kv.n_free_blocks(), 1);
+  // Request 1's 6-token draft needs 2 more blocks, 1 is free: dropped; both decode one token.
+  s.set_draft(1, std::vector<int32_t>(6, 3));
+  o = s.schedule();
+  ASSERT_EQ(o.seqs.size(), 2u);
+  EXPECT_EQ(o.seqs[0].n_draft, 0);
+  EXPECT_EQ(o.seqs[0].n_new, 1);
+  EXPECT_EQ(o.seqs[1].n_new, 1);
+  EXPECT_TRUE(o.preempted.empty());
+  EXPECT_EQ(s.n_preemptions(), 0u);
+}
+
+// Random drafts with random acceptance over random schedules (chunked prefill, prefix cache,
+// preemption, groups): K/V always matches the accepted tokens, blocks balance, nothing leaks,
+// and the prefix cache never serves a block that holds a rejected token.
+TEST(SchedulerSpec, PropertyRandomDraftsAndRollbacks) {
+  std::mt19937 rng(99);
+  uint64_t total_drafted = 0, total_accepted = 0, total_preempt = 0, total_hits = 0;
+  const auto truth = [](int32_t t) { return (t * 31 + 7) % 4999 + 1; };  // the "model"
+  for (int trial = 0; trial < 200; ++trial) {
+    const int32_t block_size = 1 + int32_t(rng() % 6);
+    const int32_t n_blocks = 10 + int32_t(rng() % 40);
+    KvCacheManager kv({.n_blocks = n_blocks, .block_size = block_size,
+                       .enable_prefix_cache = true, .salt = 0});
+    SchedulerConfig cfg{.max_batch_tokens = 2 + int32_t(rng() % 48), .max_seqs = 1 + int32_t(rng() % 6),
+                        .prefill_chunk = int32_t(rng() % 12), .use_priority = false};
+    Scheduler s(cfg, kv);
+    std::vector<std::vector<int32_t>> memory(size_t(n_blocks), std::vector<int32_t>(size_t(block_size), -1));
+    std::map<RequestId, int> remaining;
+    std::vector<std::vector<int32_t>> rejected_probes;  // accepted prefix + a rejected token
+    std::vector<int32_t> probe_ok_len;
+    RequestId next_id = 1;
+    int steps = 0;
+    while ((next_id <= 16 || s.has_work()) && steps < 20000) {
+      ++steps;
+      if (next_id <= 16 && rng() % 3 == 0) {
+        const int max_len = std::max(1, n_blocks * block_size / 3 - 8);
+        std::vector<int32_t> p = tokens(1 + int(rng() % size_t(max_len)), 1 + int(rng() % 2) * 1000);
+        const int n = rng() % 4 == 0 ? 2 : 1;
+        std::vector<RequestId> ids;
+        // Every request fits the pool alone, with its last draft.
+        const int cap = std::min(24, n_blocks * block_size - int(p.size()) - 9);
+        for (int k = 0; k < n; ++k) {
+          remaining[next_id] = 1 + int(rng() % size_t(std::max(1, cap)));
+          ids.push_back(next_id++);
+        }
+        s.add_group(ids, p);
+      }
+      // Drafts for decoding requests: a correct run of random length, then wrong tokens.
+      std::map<RequestId, std::vector<int32_t>> drafts;
+      for (RequestId id : s.running()) {
+        const SchedRequest* r = s.find(id);
+        if (r->num_computed + 1 != r->num_tokens() || rng() % 4 == 0) continue;
+        std::vector<int32_t> d;
+        const int k = 1 + int(rng() % 8);
+        const int good = int(rng() % size_t(k + 1));
+        int32_t last = r->tokens.back();
+        for (int j = 0; j < k; ++j) {
+          last = j < good ? truth(last) : 5000 + int32_t(rng() % 100);
+          d.push_back(last);
+        }
+        s.set_draft(id, d);
+        drafts[id] = d;
+      }
+      SchedulerOutput out = s.schedule();
+      ASSERT_LE(out.n_tokens, cfg.max_batch_tokens);
+      for (const auto& q : out.seqs) {
+        const SchedRequest* r = s.find(q.id);
+        ASSERT_LE(q.n_draft, int32_t(r->draft.size()));
+        if (q.n_draft > 0) {
+          ASSERT_EQ(q.num_computed + 1, r->num_tokens());
+          ASSERT_TRUE(q.samples);
+        }
+        const std::vector<BlockId>& table = kv.block_table(q.id);
+        ASSERT_GE(int64_t(table.size()) * block_size, q.num_computed + q.n_new);
+        for (int32_t b = q.num_computed / block_size; b * block_size < q.num_computed + q.n_new; ++b) {
+          ASSERT_EQ(kv.ref_count(table[size_t(b)]), 1);
+        }
+      }
+      for (const BlockCopy& c : out.copies) memory[size_t(c.dst)] = memory[size_t(c.src)];
+      std::vector<int32_t> accepted(out.seqs.size(), 0);
+      for (size_t i = 0; i < out.seqs.size(); ++i) {
+        const auto& q = out.seqs[i];
+        const SchedRequest* r = s.find(q.id);
+        const std::vector<BlockId>& table = kv.block_table(q.id);
+        for (int32_t j = 0; j < q.n_new; ++j) {
+          const int32_t pos = q.num_computed + j;
+          const int32_t tok = pos < r->num_tokens() ? r->tokens[size_t(pos)]
+                                                    : r->draft[size_t(pos - r->num_tokens())];
+          memory[size_t(table[size_t(pos / block_size)])][size_t(pos % block_size)] = tok;
+        }
+        // Greedy verification against the "model".
+        int32_t last = r->tokens.back();
+        for (int32_t j = 0; j < q.n_draft && r->draft[size_t(j)] == truth(last); ++j) {
+          last = r->draft[size_t(j)];
+          ++accepted[i];
+        }
+        total_drafted += uint64_t(q.n_draft);
+        total_accepted += uint64_t(accepted[i]);
+        if (accepted[i] < q.n_draft) {
+          std::vector<int32_t> probe = r->tokens;
+          probe.insert(probe.end(), r->draft.begin(), r->draft.begin() + q.n_draft);
+          probe.push_back(1);
+          rejected_probes.push_back(probe);
+          probe_ok_len.push_back(r->num_tokens() + accepted[i]);
+        }
+      }
+      s.on_step_done(out, accepted);
+      for (size_t i = 0; i < out.seqs.size(); ++i) {
+        const auto& q = out.seqs[i];
+        if (!q.samples) continue;
+        std::vector<RequestId> sampled = {q.id};
+        sampled.insert(sampled.end(), q.forks.begin(), q.forks.end());
+        for (RequestId id : sampled) {
+          remaining[id] -= 1 + accepted[i];
+          if (remaining[id] <= 0) {
+            s.finish(id);
+            remaining.erase(id);
+          } else {
+            s.append_token(id, truth(s.find(id)->tokens.back()));
+          }
+        }
+      }
+      for (const auto& q : out.seqs) {
+        if (const SchedRequest* r = s.find(q.id)) {
+          ASSERT_TRUE(r->draft.empty());
+        }
+      }
+      for (RequestId id : s.running()) {
+        const SchedRequest* r = s.find(id);
+        ASSERT_LE(int64_t(kv.block_table(id).size()) * block_size,
+                  int64_t(std::max(r->num_computed, 1)) + block_size - 1)
+            << "blocks beyond the computed tokens are held";
+        const std::vector<BlockId>& table = kv.block_table(id);
+        for (int32_t pos = 0; pos < r->num_computed; ++pos) {
+          ASSERT_EQ(memory[size_t(table[size_t(pos / block_size)])][size_t(pos % block_size)],
+                    r->tokens[size_t(pos)])
+              << "trial " << trial << " request " << id << " position " << pos;
+        }
+      }
+      std::map<BlockId, int> holders;
+      for (RequestId id : s.running()) {
+        for (BlockId b : kv.block_table(id)) ++holders[b];
+      }
+      for (BlockId b = 0; b < n_blocks; ++b) {
+        ASSERT_EQ(kv.ref_count(b), holders.count(b) ? holders[b] : 0) << "block " << b;
+      }
+    }
+    ASSERT_FALSE(s.has_work()) << "trial " << trial;
+    ASSERT_EQ(kv.n_used_blocks(), 0);
+    // Cached blocks (still in the pool) never cover a rejected token.
+    for (size_t i = 0; i < rejected_probes.size(); ++i) {
+      ASSERT_LE(kv.find_prefix(rejected_probes[i]).n_tokens, probe_ok_len[i]) << "trial " << trial;
+    }
+    total_preempt += s.n_preemptions();
+    total_hits += kv.prefix_stats().hit_tokens;
+  }
+  EXPECT_GT(total_drafted, 2000u);
+  EXPECT_GT(total_accepted, 500u);
+  EXPECT_LT(total_accepted, total_drafted);
+  EXPECT_GT(total_preempt, 50u);
+  EXPECT_GT(total_hits, 500u);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,260 @@
+// Speculative decoding end to end: greedy output is identical with and without drafts (alone,
+// batched, chunked, preempted, with groups and aborts), a repeated request is served from the
+// suffix cache, stops inside an accepted run cut it, and sampled output keeps its distribution.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+#include "test_util.h"
+
+namespace sluice {
+namespace {
+
+EngineConfig spec_config(int k = 8) {
+  EngineConfig c;
+  c.spec.mode = SpecMode::kNgram;
+  c.spec.k = k;
+  return c;
+}
+
+TEST(EngineSpec, GreedyGoldensUnchangedWithNgramDrafts) {
+  const std::string dir = test::shared_dir();
+  if (dir.empty()) GTEST_SKIP() << "../shared not present";
+  int n = 0;
+  uint64_t accepted = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/testdata/models")) {
+    if (e.path().extension() != ".json") continue;
+    ++n;
+    std::ifstream f(e.path());
+    const nlohmann::json j = nlohmann::json::parse(f);
+    const std::string stem = e.path().filename().string();
+    auto l = load(dir + "/testdata/models/" + stem.substr(0, stem.find('.')) + ".gguf", 512, 64);
+    ASSERT_TRUE(l);
+    const auto prompt = j["prompt_tokens"].get<std::vector<int32_t>>();
+    const auto want = j["greedy_tokens"].get<std::vector<int32_t>>();
+    for (int k : {1, 3, 8}) {
+      auto engine = Engine::create(l->tokenizer, *l->executor, spec_config(k));
+      ASSERT_TRUE(engine.ok()) << engine.message();
+      auto out = run_all(**engine, {prompt}, {greedy(int(want.size()))}, {0});
+      EXPECT_EQ(out[0].tokens, want) << stem << " k " << k;
+      EXPECT_EQ(out[0].text, j["greedy_text"].get<std::string>()) << stem;
+      accepted += (*engine)->stats().spec_accepted_tokens;
+      EXPECT_EQ((*engine)->kv().n_used_blocks(), 0);
+    }
+  }
+  EXPECT_GE(n, 5);
+  EXPECT_GT(accepted, 0u) << "no draft was ever accepted: the test proves nothing";
+}
+
+// Random arrivals, three chunk sizes, a KV cache that forces preemption, prefix caching, and
+// drafts: every output equals the request run alone without speculation.
+TEST(EngineSpec, BatchedChunkedPreemptedOutputsEqualPlainDecoding) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto alone = load(path, 512, 64);
+  ASSERT_TRUE(alone);
+  std::mt19937 rng(17);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<GenerationParams> params;
+  const std::vector<std::string> starts = {"Once upon a time", "The little dog", "Lily and Ben"};
+  for (int i = 0; i < 24; ++i) {
+    std::string text = starts[size_t(i) % starts.size()];
+    for (int k = 0; k < int(rng() % 6); ++k) text += " and the cat";
+    auto ids = alone->tokenizer.encode(text);
+    ASSERT_TRUE(ids.ok());
+    prompts.push_back(*ids);
+    params.push_back(greedy(30 + int(rng() % 60)));
+  }
+  std::vector<Output> reference;
+  {
+    auto engine = Engine::create(alone->tokenizer, *alone->executor, {});
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      reference.push_back(run_all(**engine, {prompts[i]}, {params[i]}, {0})[0]);
+    }
+  }
+  for (int chunk : {1, 7, 64}) {
+    auto l = load(path, 512, 24);
+    ASSERT_TRUE(l);
+    EngineConfig cfg = spec_config(chunk == 7 ? 3 : 8);
+    cfg.scheduler.prefill_chunk = chunk;
+    cfg.scheduler.max_batch_tokens = 96;
+    cfg.scheduler.max_seqs = 24;
+    auto engine = Engine::create(l->tokenizer, *l->executor, cfg);
+    ASSERT_TRUE(engine.ok());
+    std::vector<int> arrivals;
+    for (size_t i = 0; i < prompts.size(); ++i) arrivals.push_back(int(rng() % 40));
+    auto got = run_all(**engine, prompts, params, arrivals);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, reference[i].tokens) << "request " << i << " chunk " << chunk;
+      EXPECT_EQ(got[i].text, reference[i].text);
+      EXPECT_EQ(got[i].finish, reference[i].finish);
+    }
+    const EngineStats& st = (*engine)->stats();
+    EXPECT_GT((*engine)->scheduler().n_preemptions(), 0u) << "chunk " << chunk;
+    EXPECT_GT(st.spec_accepted_tokens, 0u);
+    EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
+    EXPECT_EQ((*engine)->kv().n_used_blocks(), 0);
+  }
+}
+
+// The same request twice: the second is drafted from the first one's output in the suffix
+// cache, accepts nearly everything, and produces the same tokens in far fewer steps.
+TEST(EngineSpec, RepeatedRequestIsDraftedFromTheSuffixCache) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto l = load(path, 512, 64);
+  ASSERT_TRUE(l);
+  auto engine = Engine::create(l->tokenizer, *l->executor, spec_config(8));
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  auto ids = l->tokenizer.encode("Once upon a time, there was a girl");
+  ASSERT_TRUE(ids.ok());
+  GenerationParams g = greedy(120);
+  g.ignore_eos = true;
+  const auto first = run_all(e, {*ids}, {g}, {0});
+  const uint64_t steps_first = e.stats().steps;
+  const uint64_t accepted_first = e.stats().spec_accepted_tokens;
+  const auto second = run_all(e, {*ids}, {g}, {0});
+  const uint64_t steps_second = e.stats().steps - steps_first;
+  EXPECT_EQ(second[0].tokens, first[0].tokens);
+  EXPECT_EQ(second[0].tokens.size(), 120u);
+  EXPECT_GE(e.stats().spec_accepted_tokens - accepted_first, 100u);
+  EXPECT_LE(steps_second * 4, steps_first) << steps_first << " vs " << steps_second;
+}
+
+// max_tokens, stop strings and EOS that fall inside an accepted run cut it there: output,
+// text and finish reason equal plain decoding.
+TEST(EngineSpec, StopsInsideAnAcceptedRunCutIt) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto l = load(path, 512, 64);
+  ASSERT_TRUE(l);
+  auto ids = l->tokenizer.encode("Once upon a time");
+  ASSERT_TRUE(ids.ok());
+  GenerationParams warm = greedy(200);
+  auto plain_engine = Engine::create(l->tokenizer, *l->executor, {});
+  const auto full = run_all(**plain_engine, {*ids}, {warm}, {0})[0];
+  ASSERT_GT(full.text.size(), 60u);
+  std::vector<GenerationParams> cases;
+  for (int m : {1, 2, 5, 13, 37}) cases.push_back(greedy(m));
+  for (size_t at : {size_t(20), size_t(45)}) {  // a stop string from the middle of the text
+    GenerationParams g = greedy(200);
+    g.stop = {full.text.substr(at, 5)};
+    cases.push_back(g);
+  }
+  for (const GenerationParams& g : cases) {
+    auto spec = Engine::create(l->tokenizer, *l->executor, spec_config(8));
+    ASSERT_TRUE(spec.ok());
+    run_all(**spec, {*ids}, {warm}, {0});  // the suffix cache now drafts the whole answer
+    const auto got = run_all(**spec, {*ids}, {g}, {0})[0];
+    auto plain = Engine::create(l->tokenizer, *l->executor, {});
+    const auto want = run_all(**plain, {*ids}, {g}, {0})[0];
+    EXPECT_EQ(got.tokens, want.tokens) << "max_tokens " << g.max_tokens;
+    EXPECT_EQ(got.text, want.text);
+    EXPECT_EQ(got.finish, want.finish);
+    EXPECT_EQ((*spec)->kv().n_used_blocks(), 0);
+  }
+}
+
+// n samples of one prompt, aborts in the middle of drafted decoding: greedy samples equal the
+// plain request; nothing leaks.
+TEST(EngineSpec, GroupsAndAborts) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto l = load(path, 512, 64);
+  ASSERT_TRUE(l);
+  auto ids = l->tokenizer.encode("Lily and Ben went to the park");
+  ASSERT_TRUE(ids.ok());
+  auto plain = Engine::create(l->tokenizer, *l->executor, {});
+  const auto want = run_all(**plain, {*ids}, {greedy(60)}, {0})[0];
+  auto spec = Engine::create(l->tokenizer, *l->executor, spec_config(6));
+  ASSERT_TRUE(spec.ok());
+  Engine& e = **spec;
+  auto group = e.add_request_group(*ids, std::vector<GenerationParams>(3, greedy(60)));
+  ASSERT_TRUE(group.ok());
+  auto victim = e.add_request(*ids, greedy(60));
+  ASSERT_TRUE(victim.ok());
+  std::map<RequestId, std::vector<int32_t>> got;
+  int steps = 0;
+  while (e.has_work() && steps++ < 1000) {
+    if (steps == 6) e.abort(*victim);
+    auto events = e.step();
+    ASSERT_TRUE(events.ok()) << events.message();
+    for (const EngineEvent& ev : *events) {
+      got[ev.id].insert(got[ev.id].end(), ev.tokens.begin(), ev.tokens.end());
+    }
+  }
+  for (RequestId id : *group) EXPECT_EQ(got[id], want.tokens) << "sample " << id;
+  EXPECT_LT(got[*victim].size(), want.tokens.size());
+  EXPECT_EQ(e.kv().n_used_blocks(), 0);
+}
+
+// Seeded sampling at temperature 1: the token frequencies at each position with drafts match
+// those without (two-sample chi-square at p = 0.001 over the pooled positions), while drafts
+// are being accepted.
+TEST(EngineSpec, SampledTokenFrequenciesMatchPlainSampling) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto l = load(path, 512, 256);
+  ASSERT_TRUE(l);
+  auto ids = l->tokenizer.encode("Once upon a time");
+  ASSERT_TRUE(ids.ok());
+  constexpr int kRuns = 600;
+  constexpr int kLen = 12;
+  std::vector<std::map<int32_t, int>> counts[2];
+  uint64_t accepted = 0;
+  for (int mode = 0; mode < 2; ++mode) {
+    counts[mode].resize(kLen);
+    auto engine = Engine::create(l->tokenizer, *l->executor, mode ? spec_config(4) : EngineConfig{});
+    ASSERT_TRUE(engine.ok());
+    std::vector<std::vector<int32_t>> prompts(kRuns, *ids);
+    std::vector<GenerationParams> params(kRuns);
+    std::vector<int> arrivals(kRuns);
+    for (int i = 0; i < kRuns; ++i) {
+      params[size_t(i)].sampling.temperature = 1.0f;
+      params[size_t(i)].sampling.seed = uint64_t(1000 * mode + i);
+      params[size_t(i)].max_tokens = kLen;
+      params[size_t(i)].ignore_eos = true;
+      arrivals[size_t(i)] = i / 8;  // a few at a time, so later ones find earlier outputs cached
+    }
+    auto out = run_all(**engine, prompts, params, arrivals);
+    for (const Output& o : out) {
+      ASSERT_EQ(o.tokens.size(), size_t(kLen));
+      for (int p = 0; p < kLen; ++p) ++counts[mode][size_t(p)][o.tokens[size_t(p)]];
+    }
+    if (mode) accepted = (*engine)->stats().spec_accepted_tokens;
+  }
+  EXPECT_GT(accepted, uint64_t(kRuns));
+  // Two-sample chi-square per position over tokens seen >= 10 times in total (the rest pooled).
+  int tested = 0;
+  for (int p = 1; p < kLen; ++p) {
+    std::map<int32_t, std::pair<int, int>> both;
+    for (auto [t, c] : counts[0][size_t(p)]) both[t].first += c;
+    for (auto [t, c] : counts[1][size_t(p)]) both[t].second += c;
+    std::vector<std::pair<double, double>> bins;
+    std::pair<double, double> rest{0, 0};
+    for (auto [t, c] : both) {
+      if (c.first + c.second >= 10) {
+        bins.push_back({double(c.first), double(c.second)});
+      } else {
+        rest.first += c.first;
+        rest.second += c.second;
+      }
+    }
+    if (rest.first + rest.second > 0) bins.push_back(rest);
+    if (bins.size() < 2) continue;
+    double chi2 = 0;
+    for (auto [a, b] : bins) chi2 += (a - b) * (a - b) / (a + b);  // equal sample sizes
+    const double df = double(bins.size() - 1);
+    // Wilson-Hilferty approximation of the upper 0.001 quantile.
+    const double z = 3.09, h = 2.0 / (9.0 * df);
+    const double crit = df * std::pow(1.0 - h + z * std::sqrt(h), 3.0);
+    EXPECT_LT(chi2, crit) << "position " << p << " df " << df;
+    ++tested;
+  }
+  EXPECT_GE(tested, 8);
+}
+
+}  // namespace
+}  // namespace sluice
