@@ -1,6 +1,126 @@
 #include "executor/batch.h"
 
+#include <bit>
+#include <cstring>
+
 namespace sluice {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "the wire form is little-endian");
+constexpr char kBatchMagic[8] = {'S', 'L', 'B', 'A', 'T', 'C', 'H', '1'};
+constexpr size_t kHeaderBytes = 32;
+constexpr size_t kSeqInts = 6;
+
+void put_i32(std::vector<uint8_t>& out, int32_t v) {
+  uint8_t b[4];
+  std::memcpy(b, &v, 4);
+  out.insert(out.end(), b, b + 4);
+}
+
+// Reads i32 values from a byte range, in order.
+struct Reader {
+  std::span<const uint8_t> bytes;
+  size_t at = 0;
+  int32_t next() {
+    int32_t v;
+    std::memcpy(&v, bytes.data() + at, 4);
+    at += 4;
+    return v;
+  }
+};
+
+}  // namespace
+
+void serialize_batch(const Batch& b, std::vector<uint8_t>& out) {
+  out.clear();
+  out.reserve(kHeaderBytes + 4 * (3 * b.token_ids.size() + kSeqInts * b.seqs.size() +
+                                  b.block_tables.size() + 2 * b.block_copies.size() + 1));
+  out.insert(out.end(), kBatchMagic, kBatchMagic + 8);
+  put_i32(out, b.block_size);
+  put_i32(out, int32_t(b.token_ids.size()));
+  put_i32(out, int32_t(b.seqs.size()));
+  put_i32(out, int32_t(b.block_tables.size()));
+  put_i32(out, int32_t(b.block_copies.size()));
+  put_i32(out, 0);  // reserved
+  for (int32_t t : b.token_ids) put_i32(out, t);
+  for (int32_t p : b.positions) put_i32(out, p);
+  for (const KvSlot& s : b.kv_slots) {
+    put_i32(out, s.block_id);
+    put_i32(out, s.offset);
+  }
+  for (const BatchSequence& s : b.seqs) {
+    put_i32(out, s.token_start);
+    put_i32(out, s.n_new_tokens);
+    put_i32(out, s.context_len);
+    put_i32(out, s.block_table_start);
+    put_i32(out, s.n_blocks);
+    put_i32(out, int32_t(s.logits));
+  }
+  for (int32_t id : b.block_tables) put_i32(out, id);
+  for (const KvBlockCopy& c : b.block_copies) {
+    put_i32(out, c.src);
+    put_i32(out, c.dst);
+  }
+}
+
+Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
+  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kBatchMagic, 8) != 0) {
+    return make_error("batch wire form: missing the SLBATCH1 header (", bytes.size(), " bytes)");
+  }
+  Reader r{bytes, 8};
+  Batch b;
+  b.block_size = r.next();
+  const int32_t n_tokens = r.next(), n_seqs = r.next(), n_table = r.next(), n_copies = r.next();
+  const int32_t reserved = r.next();
+  if (b.block_size <= 0 || n_tokens < 0 || n_seqs < 0 || n_table < 0 || n_copies < 0 ||
+      reserved != 0) {
+    return make_error("batch wire form: bad header (a negative count or block size, or a "
+                      "non-zero reserved field)");
+  }
+  const uint64_t ints = 4ull * uint64_t(n_tokens) + kSeqInts * uint64_t(n_seqs) +
+                        uint64_t(n_table) + 2ull * uint64_t(n_copies);
+  if (bytes.size() - kHeaderBytes != 4 * ints) {
+    return make_error("batch wire form: ", bytes.size(), " bytes, the header's counts need ",
+                      kHeaderBytes + 4 * ints);
+  }
+  b.token_ids.resize(size_t(n_tokens));
+  b.positions.resize(size_t(n_tokens));
+  b.kv_slots.resize(size_t(n_tokens));
+  b.seqs.resize(size_t(n_seqs));
+  b.block_tables.resize(size_t(n_table));
+  b.block_copies.resize(size_t(n_copies));
+  for (int32_t& t : b.token_ids) t = r.next();
+  for (int32_t& p : b.positions) p = r.next();
+  for (KvSlot& s : b.kv_slots) {
+    s.block_id = r.next();
+    s.offset = r.next();
+  }
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    BatchSequence& s = b.seqs[i];
+    s.token_start = r.next();
+    s.n_new_tokens = r.next();
+    s.context_len = r.next();
+    s.block_table_start = r.next();
+    s.n_blocks = r.next();
+    const int32_t mode = r.next();
+    if (mode < int32_t(LogitsMode::kNone) || mode > int32_t(LogitsMode::kAll)) {
+      return make_error("batch wire form: sequence ", i, " has logits mode ", mode);
+    }
+    s.logits = LogitsMode(mode);
+    if (s.token_start < 0 || s.n_new_tokens < 0 || s.token_start > n_tokens ||
+        s.n_new_tokens > n_tokens - s.token_start || s.block_table_start < 0 ||
+        s.n_blocks < 0 || s.block_table_start > n_table ||
+        s.n_blocks > n_table - s.block_table_start) {
+      return make_error("batch wire form: sequence ", i, " reaches outside the arrays");
+    }
+  }
+  for (int32_t& id : b.block_tables) id = r.next();
+  for (KvBlockCopy& c : b.block_copies) {
+    c.src = r.next();
+    c.dst = r.next();
+  }
+  return b;
+}
 
 int32_t Batch::n_logit_rows() const {
   int32_t n = 0;

@@ -88,6 +88,17 @@ Status validate_batch(const Batch& batch, const ExecutorCapacity& cap);
 // Block copies alone: src and dst distinct and in [0, n_blocks).
 Status validate_block_copies(std::span<const KvBlockCopy> copies, int32_t n_blocks);
 
+// Flat wire form of a Batch (rank broadcast, remote executors): a 32-byte header
+// ("SLBATCH1", block_size, then the counts of tokens, sequences, block-table entries and block
+// copies, u32 little-endian), then token_ids, positions, kv_slots (block, offset), seqs (six
+// i32 each, logits mode last), block_tables and block_copies (src, dst), all i32 little-endian.
+// Deterministic: equal batches give equal bytes.
+void serialize_batch(const Batch& batch, std::vector<uint8_t>& out);
+// The inverse. Checks the header and that the sizes add up exactly, and that every sequence's
+// token and block-table ranges lie inside the arrays and its logits mode is known; the
+// receiver still runs validate_batch against its capacity.
+Result<Batch> deserialize_batch(std::span<const uint8_t> bytes);
+
 // The executor's answer: one row of logits per requested position, in batch token order.
 struct Logits {
   int32_t n_vocab = 0;

@@ -32,6 +32,7 @@ KernelTable make_avx2() {
   t.gemm_int8 = &kern_avx2::gemm_int8;
   t.gemm_half = &kern_avx2::gemm_half;
   t.gemm_f16_tiled = &kern_avx2::gemm_f16_tiled;
+  t.gemm_f32_tiled = &kern_avx2::gemm_f32_tiled;
   t.gemm_packed = &kern_avx2::gemm_packed;
   t.gemm_f16_packed = &kern_avx2::gemm_f16_packed;
   t.quantize_rows = &kern_avx2::quantize_rows;
@@ -52,6 +53,7 @@ KernelTable make_avx512() {
   t.gemm_int8 = &kern_avx512::gemm_int8;
   t.gemm_half = &kern_avx512::gemm_half;
   t.gemm_f16_tiled = &kern_avx512::gemm_f16_tiled;
+  t.gemm_f32_tiled = &kern_avx2::gemm_f32_tiled;  // AVX-512 CPUs run AVX2; no 512-bit F32 tile yet
   t.gemm_packed = &kern_avx512::gemm_packed;
   t.gemm_f16_packed = &kern_avx512::gemm_f16_packed;
   if (cpu_has_avx512_bf16()) {

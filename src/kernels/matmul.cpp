@@ -128,6 +128,12 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
     });
     return;
   }
+  if (p.type == GgmlType::F32 && kt.gemm_f32_tiled) {
+    over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
+      kt.gemm_f32_tiled(w, r0, r1, p.x, p.n, p.k, p.y, p.m);
+    });
+    return;
+  }
   if (p.type == GgmlType::F16 && p.k % 16 == 0 && kt.gemm_f16_tiled) {
     over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
       kt.gemm_f16_tiled(w, r0, r1, p.x, p.n, p.k, p.y, p.m);

@@ -1,4 +1,5 @@
-// AVX2 + F16C GEMM/GEMV over F16 weights packed in 4-row tiles (packed.h), the design of the
+// AVX2 + F16C GEMM/GEMV over F16 weights (and F32 ones: the same tiles without the
+// conversion) packed in 4-row tiles (packed.h), the design of the
 // AVX-512 kernel (matmul_avx512.cpp) at 256 bits: register tiles of NW weight rows x NX
 // activation rows (4 x 3 at most: 12 accumulators of 16 ymm registers), 1024-column k-blocks.
 // Each output is the sum over k-blocks, in order, of one f32 dot per block, accumulated 8
@@ -32,8 +33,12 @@ SLUICE_TARGET inline float hsum8(__m256 v) {
 // prefetched a fixed distance ahead.
 struct Tile4 {
   static constexpr int64_t kAhead = 4096;
+  static constexpr bool kTail = false;  // columns come in multiples of 16
   const uint8_t* w;
   const uint8_t* at(int a, int64_t j) const { return w + 8 * (j - j % 16) + 32 * a + 2 * (j % 16); }
+  SLUICE_TARGET __m256 load(int a, int64_t j) const {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at(a, j))));
+  }
   template <int NW>
   SLUICE_TARGET void prefetch(int64_t j) const {
     _mm_prefetch(reinterpret_cast<const char*>(w + 8 * j + kAhead), _MM_HINT_T0);
@@ -42,9 +47,13 @@ struct Tile4 {
 };
 // The GGUF rows: row a of the tile at w + a * rb.
 struct Rows {
+  static constexpr bool kTail = false;
   const uint8_t* w;
   size_t rb;
   const uint8_t* at(int a, int64_t j) const { return w + a * rb + 2 * j; }
+  SLUICE_TARGET __m256 load(int a, int64_t j) const {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at(a, j))));
+  }
   template <int NW>
   SLUICE_TARGET void prefetch(int64_t j) const {  // the same line of the next tile's rows
     if (j % 32 != 0) return;
@@ -53,24 +62,47 @@ struct Rows {
   }
 };
 
-// NW rows x NX activation rows over `len` columns (a multiple of 16; x rows `ldx` apart).
+// F32 rows (any k): row a of the tile at w + a * rb; the last k % 8 columns are summed
+// one by one after the vector part.
+struct RowsF32 {
+  static constexpr bool kTail = true;
+  const uint8_t* w;
+  size_t rb;
+  const float* at(int a, int64_t j) const {
+    return reinterpret_cast<const float*>(w + a * rb) + j;
+  }
+  SLUICE_TARGET __m256 load(int a, int64_t j) const { return _mm256_loadu_ps(at(a, j)); }
+  template <int NW>
+  SLUICE_TARGET void prefetch(int64_t j) const {
+    for (int a = 0; a < NW; ++a)
+      _mm_prefetch(reinterpret_cast<const char*>(at(a + NW, j)), _MM_HINT_T0);
+  }
+};
+
+// NW rows x NX activation rows over `len` columns (a multiple of 16 unless Layout::kTail; x
+// rows `ldx` apart).
 template <int NW, int NX, class Layout>
 SLUICE_TARGET void tile_f16(Layout w, const float* x, int64_t ldx, int64_t len, float* out) {
   __m256 acc[NW][NX];
   for (int a = 0; a < NW; ++a)
     for (int i = 0; i < NX; ++i) acc[a][i] = _mm256_setzero_ps();
-  for (int64_t j = 0; j < len; j += 8) {
+  const int64_t len8 = len & ~int64_t(7);
+  for (int64_t j = 0; j < len8; j += 8) {
     if (j % 16 == 0) w.template prefetch<NW>(j);
     __m256 xv[NX];
     for (int i = 0; i < NX; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx + j);
     for (int a = 0; a < NW; ++a) {
-      const __m256 wv =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.at(a, j))));
+      const __m256 wv = w.load(a, j);
       for (int i = 0; i < NX; ++i) acc[a][i] = _mm256_fmadd_ps(wv, xv[i], acc[a][i]);
     }
   }
   for (int a = 0; a < NW; ++a)
     for (int i = 0; i < NX; ++i) out[a * NX + i] = hsum8(acc[a][i]);
+  if constexpr (Layout::kTail) {
+    for (int64_t j = len8; j < len; ++j)
+      for (int a = 0; a < NW; ++a)
+        for (int i = 0; i < NX; ++i) out[a * NX + i] += *w.at(a, j) * x[i * ldx + j];
+  }
 }
 
 template <int NW, class Layout>
@@ -156,6 +188,19 @@ SLUICE_TARGET void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, cons
                                   int64_t n, int64_t k, float* y, int64_t m) {
   const size_t rb = size_t(k) * 2;
   auto tile = [&](int64_t r, int64_t kb) { return Rows{w + size_t(r) * rb + size_t(kb) * 2, rb}; };
+  auto rows_at = [](int64_t r, int64_t end) {
+    const int nw = r + 4 <= end ? 4 : r + 2 <= end ? 2 : 1;
+    return std::pair<int, int>(nw, nw);
+  };
+  f16_sweep(tile, rows_at, r0, r1, x, n, k, y, m);
+}
+
+SLUICE_TARGET void gemm_f32_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x,
+                                  int64_t n, int64_t k, float* y, int64_t m) {
+  const size_t rb = size_t(k) * 4;
+  auto tile = [&](int64_t r, int64_t kb) {
+    return RowsF32{w + size_t(r) * rb + size_t(kb) * 4, rb};
+  };
   auto rows_at = [](int64_t r, int64_t end) {
     const int nw = r + 4 <= end ? 4 : r + 2 <= end ? 2 : 1;
     return std::pair<int, int>(nw, nw);

@@ -69,6 +69,10 @@ void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, in
 // The same on packed F16 weights (4-row tiles), groups [g0, g1): bit for bit gemm_f16_tiled.
 void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,
                      float* y, int64_t m);
+// F32 weights, any k: the same register tiles (the last k % 8 columns scalar). AVX-512 hosts
+// use it too.
+void gemm_f32_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n, int64_t k,
+                    float* y, int64_t m);
 }  // namespace kern_avx2
 
 namespace kern_avx512 {

@@ -2,6 +2,8 @@
 // batches (before anything is computed or written).
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "executor/cpu_executor.h"
 #include "executor/executor_test_util.h"
 #include "model/model_test_util.h"
@@ -31,6 +33,72 @@ TEST(Batch, AddSequenceFillsPositionsAndSlots) {
   b.clear();
   EXPECT_EQ(b.n_tokens(), 0);
   EXPECT_EQ(b.n_seqs(), 0);
+}
+
+// The wire form: a round trip gives the same batch and the same bytes; truncated, padded or
+// inconsistent forms are refused; random corruption never crashes, and whatever still parses
+// re-serializes to the same bytes.
+TEST(Batch, WireFormRoundTripAndRefusals) {
+  Batch b;
+  b.block_size = 4;
+  const std::vector<int32_t> table_a = {7, 2, 9};
+  b.add_sequence(std::vector<int32_t>{10, 11, 12}, 3, table_a, LogitsMode::kAll);
+  const std::vector<int32_t> table_b = {5};
+  b.add_sequence(std::vector<int32_t>{20}, 0, table_b, LogitsMode::kLast);
+  b.add_sequence(std::vector<int32_t>{21, 22}, 1, table_b, LogitsMode::kNone);
+  b.block_copies.push_back({9, 4});
+  std::vector<uint8_t> bytes;
+  serialize_batch(b, bytes);
+  EXPECT_EQ(bytes.size(), 32u + 4 * (4 * 6 + 6 * 3 + 5 + 2));
+  auto back = deserialize_batch(bytes);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->token_ids, b.token_ids);
+  EXPECT_EQ(back->positions, b.positions);
+  EXPECT_EQ(back->block_tables, b.block_tables);
+  ASSERT_EQ(back->seqs.size(), 3u);
+  EXPECT_EQ(back->seqs[0].logits, LogitsMode::kAll);
+  EXPECT_EQ(back->seqs[2].context_len, 3);
+  EXPECT_EQ(back->kv_slots[1].block_id, 2);
+  EXPECT_EQ(back->block_copies[0].dst, 4);
+  std::vector<uint8_t> again;
+  serialize_batch(*back, again);
+  EXPECT_EQ(again, bytes);
+  // An empty batch is fine too.
+  serialize_batch(Batch{}, again);
+  EXPECT_TRUE(deserialize_batch(again).ok());
+
+  EXPECT_FALSE(deserialize_batch(std::span<const uint8_t>(bytes.data(), 31)).ok());
+  EXPECT_FALSE(deserialize_batch(std::span<const uint8_t>(bytes.data(), bytes.size() - 4)).ok());
+  std::vector<uint8_t> bad = bytes;
+  bad.push_back(0);
+  EXPECT_FALSE(deserialize_batch(bad).ok()) << "trailing bytes";
+  bad = bytes;
+  bad[0] = 'X';
+  EXPECT_FALSE(deserialize_batch(bad).ok()) << "magic";
+  bad = bytes;
+  bad[12] = 0xff;  // token count
+  EXPECT_FALSE(deserialize_batch(bad).ok());
+  // Sequence 1's token_start past the tokens.
+  const size_t seq1 = 32 + 4 * (4 * 6) + 4 * 6;
+  bad = bytes;
+  bad[seq1] = 200;
+  EXPECT_FALSE(deserialize_batch(bad).ok());
+  bad = bytes;
+  bad[seq1 + 20] = 7;  // logits mode
+  EXPECT_FALSE(deserialize_batch(bad).ok());
+
+  std::mt19937 rng(3);
+  int parsed = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    bad = bytes;
+    for (int f = 0; f < 1 + int(rng() % 3); ++f) bad[rng() % bad.size()] = uint8_t(rng());
+    auto r = deserialize_batch(bad);
+    if (!r.ok()) continue;
+    ++parsed;
+    serialize_batch(*r, again);
+    ASSERT_EQ(again, bad);
+  }
+  EXPECT_GT(parsed, 1000);
 }
 
 TEST(BlockFreeList, AllocateGrowFree) {

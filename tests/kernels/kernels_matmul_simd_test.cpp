@@ -278,12 +278,13 @@ void check_half(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, T
   }
 }
 
+// F32, F16, BF16 (f32 activations).
 TEST(MatmulSimd, HalfTypesOddShapes) {
   ThreadPool pool(3);
   SLUICE_FRESH_RNG(rng);
   for (MatmulIsa isa : simd_isas()) {
-    for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
-      for (int64_t k : {1, 3, 31, 33, 64, 96, 4097, 4096}) {
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+      for (int64_t k : {1, 3, 31, 33, 64, 96, 172, 4097, 4096}) {
         for (int64_t m : {1, 3, 31, 33}) {
           for (int64_t n : {1, 3, 4, 5, 9}) check_half(type, isa, m, k, n, pool, rng);
         }
