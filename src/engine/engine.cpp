@@ -259,37 +259,51 @@ void Engine::build_batch(const SchedulerOutput& out, Batch& batch) const {
 }
 
 void Engine::gate_drafts(SchedulerOutput& out) {
-  bool any = false;
-  for (const ScheduledSeq& s : out.seqs) any |= s.n_draft > 0;
-  if (!any || !roofline_) return;
-  // Tokens per second with and without the drafts, by the roofline: a draft token adds
-  // acceptance^i expected tokens and its share of the step's cost.
-  double expected_extra = 0;
+  int32_t longest = 0;
+  for (const ScheduledSeq& s : out.seqs) longest = std::max(longest, s.n_draft);
+  if (longest == 0 || !roofline_) return;
+  // The roofline prices the step with every draft cut to at most L tokens, for L = 0 and
+  // powers of two up to the longest draft; the L with the most expected tokens per second
+  // wins. Draft token i of a request adds acceptance^i expected tokens. Memory-bound steps
+  // keep long drafts (extra tokens are nearly free); compute-bound ones (large batches) cut
+  // them, to 0 when they would cost more time than they save.
   int32_t n_sampling = 0;
+  alpha_.clear();
   for (const ScheduledSeq& s : out.seqs) {
     n_sampling += s.samples ? 1 : 0;
-    if (s.n_draft == 0) continue;
     const Request& r = requests_.at(s.id);
-    const double alpha = (r.spec_accepts + 1.0) / (r.spec_accepts + r.spec_rejects + 2.0);
-    double p = 1.0;
-    for (int32_t i = 0; i < s.n_draft; ++i) expected_extra += (p *= alpha);
+    alpha_.push_back((r.spec_accepts + 1.0) / (r.spec_accepts + r.spec_rejects + 2.0));
   }
-  const double t_spec = roofline_->predict(batch_);
-  SchedulerOutput plain = out;
-  for (ScheduledSeq& s : plain.seqs) {
-    s.n_new -= s.n_draft;
-    s.n_draft = 0;
+  const auto cut_to = [&](SchedulerOutput& o, int32_t cap) {
+    for (ScheduledSeq& s : o.seqs) {
+      const int32_t cut = std::max(0, s.n_draft - cap);
+      s.n_new -= cut;
+      s.n_draft -= cut;
+      o.n_tokens -= cut;
+    }
+  };
+  double best_rate = -1;
+  int32_t best_cap = longest;
+  for (int32_t cap = 0;; cap = cap == 0 ? 1 : std::min(2 * cap, longest)) {
+    SchedulerOutput trial = out;
+    cut_to(trial, cap);
+    build_batch(trial, batch_alt_);
+    double expected = n_sampling;
+    for (size_t i = 0; i < trial.seqs.size(); ++i) {
+      double p = 1.0;
+      for (int32_t j = 0; j < trial.seqs[i].n_draft; ++j) expected += (p *= alpha_[i]);
+    }
+    const double rate = expected / roofline_->predict(batch_alt_);
+    if (rate > best_rate * (1 + 1e-9)) {
+      best_rate = rate;
+      best_cap = cap;
+    }
+    if (cap >= longest) break;
   }
-  build_batch(plain, batch_alt_);
-  const double t_plain = roofline_->predict(batch_alt_);
-  if ((n_sampling + expected_extra) / t_spec >= n_sampling / t_plain) return;
-  ++stats_.spec_skipped_steps;
-  for (ScheduledSeq& s : out.seqs) {
-    out.n_tokens -= s.n_draft;
-    s.n_new -= s.n_draft;
-    s.n_draft = 0;
-  }
-  std::swap(batch_, batch_alt_);
+  if (best_cap >= longest) return;
+  ++(best_cap == 0 ? stats_.spec_skipped_steps : stats_.spec_cut_steps);
+  cut_to(out, best_cap);
+  build_batch(out, batch_);
 }
 
 Status Engine::verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& v) {

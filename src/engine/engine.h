@@ -111,6 +111,7 @@ struct EngineStats {
   uint64_t spec_accepted_tokens = 0;
   uint64_t spec_emitted_tokens = 0;  // tokens those sequence-steps produced (accepted + 1 each)
   uint64_t spec_skipped_steps = 0;  // steps whose drafts the cost model dropped (compute-bound)
+  uint64_t spec_cut_steps = 0;      // steps whose drafts the cost model shortened
   // Mean tokens per verifying sequence-step (accepted + the target's own token).
   double spec_mean_accepted_length() const {
     return spec_verify_seqs ? double(spec_emitted_tokens) / double(spec_verify_seqs) : 0.0;
@@ -183,7 +184,8 @@ class Engine {
   int32_t draft_len(const Request& r, const SchedRequest& sr) const;
   // Verifies seq's draft on its logits rows [row, row + 1 + n_draft).
   Status verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& v);
-  // Drops every draft of `out` when the cost model says they cost more time than they save.
+  // Cuts the drafts of `out` to the length the roofline cost model says yields the most
+  // expected tokens per second (0: they would cost more time than they save).
   void gate_drafts(SchedulerOutput& out);
   void build_batch(const SchedulerOutput& out, Batch& batch) const;
   void finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev);
@@ -205,6 +207,7 @@ class Engine {
   std::vector<int32_t> draft_;
   std::vector<Verified> verified_;   // per scheduled sequence of the step
   std::vector<int32_t> n_accepted_;  // per scheduled sequence of the step
+  std::vector<double> alpha_;        // gate_drafts: acceptance estimate per scheduled sequence
   SampleWorkspace sample_ws_;  // sampling scratch shared by all requests (engine thread only)
   EngineStats stats_;
   std::optional<StepRoofline> roofline_;

@@ -459,6 +459,7 @@ void EngineBridge::publish(const Engine& engine) {
   s.spec_accepted_tokens = st.spec_accepted_tokens;
   s.spec_emitted_tokens = st.spec_emitted_tokens;
   s.spec_skipped_steps = st.spec_skipped_steps;
+  s.spec_cut_steps = st.spec_cut_steps;
   if (const StepRoofline* r = engine.roofline()) {
     s.has_roofline = true;
     s.roofline = r->stats();

@@ -179,6 +179,10 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
   scalar(out, "sluice_spec_skipped_steps_total", "counter",
          "Steps whose drafts the roofline cost model dropped (compute-bound batches).",
          double(e.spec_skipped_steps));
+  scalar(out, "sluice_spec_cut_steps_total", "counter",
+         "Steps whose drafts the roofline cost model shortened (the longest drafts cost more than "
+         "they were expected to return).",
+         double(e.spec_cut_steps));
   if (e.has_roofline) {
     const RooflineStats& r = e.roofline;
     header(out, "sluice_engine_forward_seconds_total", "counter",

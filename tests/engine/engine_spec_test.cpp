@@ -258,3 +258,52 @@ TEST(EngineSpec, SampledTokenFrequenciesMatchPlainSampling) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+MachineRoofline machine(double gbps, double gflops) {
+  MachineRoofline m;
+  m.cpu = "test";
+  m.threads = 2;
+  m.read_gbps_1t = m.read_gbps = gbps;
+  m.peak_gflops_f32 = m.peak_gops_int8 = gflops;
+  return m;
+}
+
+// The roofline decides how much of a draft a step verifies: on a memory-bound machine the whole
+// draft, on a compute-bound one (every token costs its full price) none; output is the same.
+TEST(EngineSpec, CostModelKeepsDraftsWhenMemoryBoundAndDropsThemWhenComputeBound) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto l = load(path, 512, 64);
+  ASSERT_TRUE(l);
+  auto ids = l->tokenizer.encode("Once upon a time");
+  ASSERT_TRUE(ids.ok());
+  GenerationParams g = greedy(150);
+  g.ignore_eos = true;
+  auto plain = Engine::create(l->tokenizer, *l->executor, {});
+  const auto want = run_all(**plain, {*ids}, {g}, {0})[0];
+  auto ungated = Engine::create(l->tokenizer, *l->executor, spec_config(8));
+  run_all(**ungated, {*ids}, {g}, {0});
+  const uint64_t drafted_ungated = (*ungated)->stats().spec_draft_tokens;
+  ASSERT_GT(drafted_ungated, 20u);
+  uint64_t drafted[2] = {0, 0}, skipped[2] = {0, 0};
+  for (int bound = 0; bound < 2; ++bound) {
+    EngineConfig cfg = spec_config(8);
+    cfg.cost_model = make_step_cost_model(
+        l->model, bound == 0 ? machine(0.001, 1e6) : machine(1e6, 0.001), KvType::kF16);
+    auto e = Engine::create(l->tokenizer, *l->executor, cfg);
+    ASSERT_TRUE(e.ok());
+    const auto got = run_all(**e, {*ids}, {g}, {0})[0];
+    EXPECT_EQ(got.tokens, want.tokens);
+    drafted[bound] = (*e)->stats().spec_draft_tokens;
+    skipped[bound] = (*e)->stats().spec_skipped_steps;
+  }
+  EXPECT_EQ(drafted[0], drafted_ungated) << "memory-bound: every draft verified";
+  EXPECT_EQ(skipped[0], 0u);
+  EXPECT_EQ(drafted[1], 0u) << "compute-bound: no draft is worth its cost";
+  EXPECT_GT(skipped[1], 10u);
+}
+
+}  // namespace
+}  // namespace sluice
