@@ -23,9 +23,12 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();
   cmd->add_option("--spec", o.spec,
-                  "Speculative decoding: none, or ngram (drafts from the request's own text and "
-                  "from recent requests' outputs, verified exactly)")
+                  "Speculative decoding: none; ngram (drafts from the request's own text and "
+                  "from recent requests' outputs); draft (a smaller model, --model-draft). "
+                  "Drafts are verified exactly")
       ->capture_default_str();
+  cmd->add_option("--model-draft", o.model_draft,
+                  "Draft model for --spec draft (same vocabulary as the model)");
   cmd->add_option("--spec-k", o.spec_k, "Longest draft per request and step (1..64)")
       ->capture_default_str();
   cmd->add_option("--spec-ngram-min", o.spec_ngram_min, "Shortest n-gram looked up")
@@ -33,7 +36,8 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   cmd->add_option("--spec-ngram-max", o.spec_ngram_max, "Longest n-gram looked up")
       ->capture_default_str();
   cmd->add_option("--spec-cache-mtokens", o.spec_cache_mtokens,
-                  "Finished requests' tokens kept for cross-request lookup, in millions (0: none)")
+                  "Finished requests' tokens kept for n-gram lookup across requests, in millions "
+                  "(0: none)")
       ->capture_default_str();
 }
 
@@ -47,6 +51,12 @@ Result<SpecConfig> spec_config_from(const EngineCliOptions& o) {
     return make_error("--spec-cache-mtokens must be in [0, 10000] (got ", o.spec_cache_mtokens, ")");
   }
   sc.ngram.cache_tokens = int64_t(o.spec_cache_mtokens * 1e6);
+  if (sc.mode == SpecMode::kDraft && o.model_draft.empty()) {
+    return make_error("--spec draft needs --model-draft FILE");
+  }
+  if (sc.mode != SpecMode::kDraft && !o.model_draft.empty()) {
+    return make_error("--model-draft is only used with --spec draft");
+  }
   return sc;
 }
 
@@ -64,11 +74,27 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   mo.allow_context_beyond_trained = true;  // the loader warns
   SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, mo));
   SLUICE_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(model.file()));
-  auto s = std::make_unique<EngineSession>(
-      EngineSession{std::move(model), std::move(tok), nullptr, nullptr, {}});
+  auto s = std::make_unique<EngineSession>(EngineSession{
+      std::move(model), std::move(tok), nullptr, nullptr, nullptr, nullptr, nullptr, {}});
   const KvType kv_type = o.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  // A draft model's KV cache has as many blocks as the target's (one per block of a request's
+  // tokens, in both models): the budget is split by their bytes per block.
+  double share = 1.0;
+  if (spec.mode == SpecMode::kDraft) {
+    SLUICE_ASSIGN_OR_RETURN(std::string draft_path, resolve_model_arg(o.model_draft));
+    SLUICE_ASSIGN_OR_RETURN(Model draft, Model::load(draft_path, mo));
+    SLUICE_ASSIGN_OR_RETURN(Tokenizer draft_tok, Tokenizer::from_gguf(draft.file()));
+    s->draft_model = std::make_unique<Model>(std::move(draft));
+    s->draft_tokenizer = std::make_unique<Tokenizer>(std::move(draft_tok));
+    const double t = double(kv_bytes_per_block(s->model.config(), o.block_size, kv_type));
+    const double d = double(kv_bytes_per_block(s->draft_model->config(), o.block_size, kv_type));
+    share = t / (t + d);
+  }
   SLUICE_ASSIGN_OR_RETURN(s->kv, plan_kv_cache(s->model.config(), o.block_size, kv_type,
-                                                o.kv_cache_gb, o.max_seqs));
+                                                o.kv_cache_gb * share, o.max_seqs));
+  if (share < 1.0 && o.kv_cache_gb <= 0) {
+    s->kv.n_blocks = std::max<int32_t>(1, int32_t(s->kv.n_blocks * share));
+  }
   SLUICE_LOG(kInfo, s->kv.description);
   CpuExecutorOptions eo;
   eo.n_threads = o.threads;
@@ -76,6 +102,16 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   eo.kv_type = kv_type;
   eo.n_blocks = s->kv.n_blocks;
   SLUICE_ASSIGN_OR_RETURN(s->executor, CpuExecutor::create(s->model, eo));
+  if (s->draft_model) {
+    SLUICE_ASSIGN_OR_RETURN(s->draft_executor, CpuExecutor::create(*s->draft_model, eo));
+    spec.draft = s->draft_executor.get();
+    spec.draft_tokenizer = s->draft_tokenizer.get();
+    SLUICE_LOG(kInfo, "draft model: " + o.model_draft + " (" + std::to_string(s->kv.n_blocks) +
+                          " KV blocks of " +
+                          std::to_string(kv_bytes_per_block(s->draft_model->config(),
+                                                            o.block_size, kv_type) >> 10) +
+                          " KiB)");
+  }
   EngineConfig ec;
   ec.n_ctx = s->model.config().n_ctx;
   ec.scheduler.max_seqs = o.max_seqs;

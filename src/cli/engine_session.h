@@ -29,11 +29,12 @@ struct EngineCliOptions {
   int spec_ngram_min = 2;
   int spec_ngram_max = 4;
   double spec_cache_mtokens = 1.0;  // suffix cache of finished requests, millions of tokens
+  std::string model_draft;          // --spec draft: the draft model (path or hf:// spec)
 };
 
 // Adds --ctx-size, --threads, --kv-cache-gb, --max-seqs, --max-batch-tokens, --prefill-chunk,
 // --no-prefix-cache, --block-size, --kv-type and the speculative decoding options (--spec,
-// --spec-k, --spec-ngram-min/max, --spec-cache-mtokens) to `cmd`.
+// --spec-k, --spec-ngram-min/max, --spec-cache-mtokens, --model-draft) to `cmd`.
 void add_engine_options(CLI::App* cmd, EngineCliOptions& o);
 // The speculative decoding part of `o`, checked.
 Result<SpecConfig> spec_config_from(const EngineCliOptions& o);
@@ -42,6 +43,11 @@ struct EngineSession {
   Model model;
   Tokenizer tokenizer;
   std::unique_ptr<CpuExecutor> executor;
+  // --spec draft: the draft model, its tokenizer and executor (declared before the engine,
+  // which refers to them).
+  std::unique_ptr<Model> draft_model;
+  std::unique_ptr<Tokenizer> draft_tokenizer;
+  std::unique_ptr<CpuExecutor> draft_executor;
   std::unique_ptr<Engine> engine;
   KvPlan kv;
 };

@@ -19,14 +19,16 @@ const char* finish_reason_name(FinishReason r) {
 Result<SpecMode> parse_spec_mode(std::string_view name) {
   if (name == "none" || name.empty()) return SpecMode::kNone;
   if (name == "ngram") return SpecMode::kNgram;
+  if (name == "draft") return SpecMode::kDraft;
   return make_error("unknown speculative decoding mode '", std::string(name),
-                    "' (expected none or ngram)");
+                    "' (expected none, ngram or draft)");
 }
 
 const char* spec_mode_name(SpecMode m) {
   switch (m) {
     case SpecMode::kNone: return "none";
     case SpecMode::kNgram: return "ngram";
+    case SpecMode::kDraft: return "draft";
   }
   return "none";
 }
@@ -43,6 +45,31 @@ Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Execu
   if (config.spec.mode != SpecMode::kNone) {
     if (config.spec.k < 1 || config.spec.k > 64) {
       return make_error("speculative draft length must be in [1, 64] (got ", config.spec.k, ")");
+    }
+    if (config.spec.mode == SpecMode::kDraft) {
+      if (!config.spec.draft) return make_error("--spec draft needs a draft model (--model-draft)");
+      const ExecutorCapacity dc = config.spec.draft->capacity();
+      if (dc.n_vocab != cap.n_vocab) {
+        return make_error("the draft model's vocabulary has ", dc.n_vocab,
+                          " tokens, the target's ", cap.n_vocab, ": they must be identical");
+      }
+      if (const Tokenizer* dt = config.spec.draft_tokenizer) {
+        const Vocab& a = tokenizer.vocab();
+        const Vocab& b = dt->vocab();
+        if (a.n_tokens() != b.n_tokens()) {
+          return make_error("the draft model's vocabulary has ", b.n_tokens(),
+                            " tokens, the target's ", a.n_tokens(), ": they must be identical");
+        }
+        for (int32_t t = 0; t < a.n_tokens(); ++t) {
+          if (a.text(t) != b.text(t)) {
+            return make_error("the draft model's vocabulary differs from the target's at token ",
+                              t, " ('", b.text(t), "' vs '", a.text(t), "')");
+          }
+        }
+      }
+      if (dc.block_size != cap.block_size) {
+        return make_error("the draft executor's KV block size differs from the target's");
+      }
     }
     const NgramConfig& g = config.spec.ngram;
     if (g.n_min < 1 || g.n_max < g.n_min || g.n_max > 64) {
@@ -72,6 +99,8 @@ Engine::Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfi
   if (config.cost_model) roofline_.emplace(*config.cost_model);
   if (config.spec.mode == SpecMode::kNgram) {
     proposer_ = std::make_unique<NgramProposer>(config.spec.ngram);
+  } else if (config.spec.mode == SpecMode::kDraft) {
+    proposer_ = std::make_unique<DraftModelProposer>(*config.spec.draft);
   }
 }
 
@@ -224,19 +253,42 @@ int32_t Engine::draft_len(const Request& r, const SchedRequest& sr) const {
   return k;
 }
 
-void Engine::propose_drafts() {
-  if (!proposer_) return;
+Status Engine::propose_drafts() {
+  if (!proposer_) return {};
+  slots_.clear();
   for (RequestId id : scheduler_.running()) {
     const SchedRequest* sr = scheduler_.find(id);
     auto it = requests_.find(id);
     if (!sr || it == requests_.end()) continue;
-    draft_.clear();
-    if (sr->num_computed + 1 == sr->num_tokens()) {
-      const int32_t k = draft_len(it->second, *sr);
-      if (k > 0) proposer_->propose(id, sr->tokens, k, draft_);
+    Request& r = it->second;
+    r.draft.clear();
+    r.draft_q.clear();
+    // Every token but the last computed, and not a group's leader about to fork.
+    if (sr->num_computed + 1 != sr->num_tokens() || !sr->awaiting_fork.empty()) {
+      scheduler_.set_draft(id, {});
+      continue;
     }
-    scheduler_.set_draft(id, draft_);
+    const int32_t k = draft_len(r, *sr);
+    if (k <= 0) {
+      scheduler_.set_draft(id, {});
+      continue;
+    }
+    DraftSlot slot;
+    slot.id = id;
+    slot.tokens = sr->tokens;
+    slot.max_k = k;
+    slot.params = &r.params.sampling;
+    slot.draft = &r.draft;
+    slot.q = &r.draft_q;
+    slots_.push_back(slot);
   }
+  if (!slots_.empty()) {
+    const double t0 = now();
+    SLUICE_RETURN_IF_ERROR(proposer_->propose(slots_));
+    stats_.spec_propose_seconds += now() - t0;
+  }
+  for (const DraftSlot& slot : slots_) scheduler_.set_draft(slot.id, *slot.draft);
+  return {};
 }
 
 void Engine::build_batch(const SchedulerOutput& out, Batch& batch) const {
@@ -314,8 +366,13 @@ Status Engine::verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& 
   for (int32_t j = 0; j <= s.n_draft; ++j) {
     std::span<const float> logits(logits_.row(row + j), size_t(n_vocab));
     if (j < s.n_draft) {
+      // q of draft token j (empty: one-hot, as n-gram and greedy drafts are).
+      std::span<const float> q;
+      if (r.draft_q.size() >= size_t(j + 1) * size_t(n_vocab)) {
+        q = std::span<const float>(r.draft_q.data() + size_t(j) * size_t(n_vocab), size_t(n_vocab));
+      }
       SLUICE_ASSIGN_OR_RETURN(VerifyResult vr,
-                              r.sampler.verify(logits, sr->draft[size_t(j)], {}, sample_ws_));
+                              r.sampler.verify(logits, sr->draft[size_t(j)], q, sample_ws_));
       r.sampler.accept(vr.sample.token);
       v.samples.push_back(vr.sample);
       if (!vr.accepted) break;
@@ -342,7 +399,7 @@ Result<std::vector<EngineEvent>> Engine::step() {
   std::vector<EngineEvent> events = std::move(pending_events_);
   pending_events_.clear();
 
-  propose_drafts();
+  SLUICE_RETURN_IF_ERROR(propose_drafts());
   SchedulerOutput out = scheduler_.schedule();
   if (out.empty()) {
     // Work left but nothing schedulable: the head request cannot fit in the whole KV cache

@@ -28,6 +28,7 @@
 #include "sample/sampler.h"
 #include "sample/stop.h"
 #include "sched/scheduler.h"
+#include "spec/draft_model.h"
 #include "spec/ngram.h"
 #include "tokenizer/detokenize.h"
 #include "tokenizer/tokenizer.h"
@@ -75,14 +76,20 @@ struct EngineEvent {
 // Speculative decoding (docs/speculative.md): each decoding request carries up to k guessed
 // tokens that one forward pass verifies exactly (Sampler::verify); accepted ones cost a
 // fraction of a step each, rejected ones are rolled back by num_computed alone.
-enum class SpecMode : uint8_t { kNone, kNgram };
-Result<SpecMode> parse_spec_mode(std::string_view name);  // "none" | "ngram"
+enum class SpecMode : uint8_t { kNone, kNgram, kDraft };
+Result<SpecMode> parse_spec_mode(std::string_view name);  // "none" | "ngram" | "draft"
 const char* spec_mode_name(SpecMode m);
 
 struct SpecConfig {
   SpecMode mode = SpecMode::kNone;
   int32_t k = 8;  // longest draft per request and step (--spec-k)
   NgramConfig ngram;
+  // kDraft: the draft model's executor (same vocabulary and block size as the target's; its KV
+  // cache is the draft proposer's alone). Not owned.
+  Executor* draft = nullptr;
+  // The draft model's tokenizer, checked token by token against the target's (recommended;
+  // without it only the vocabulary sizes are compared).
+  const Tokenizer* draft_tokenizer = nullptr;
   // Per request, draft i is proposed while the estimated chance that it is accepted,
   // acceptance^i, stays >= min_gain (acceptance: the request's recent per-token rate).
   double min_gain = 0.1;
@@ -112,6 +119,7 @@ struct EngineStats {
   uint64_t spec_emitted_tokens = 0;  // tokens those sequence-steps produced (accepted + 1 each)
   uint64_t spec_skipped_steps = 0;  // steps whose drafts the cost model dropped (compute-bound)
   uint64_t spec_cut_steps = 0;      // steps whose drafts the cost model shortened
+  double spec_propose_seconds = 0;  // inside the proposer (a draft model's forward passes)
   // Mean tokens per verifying sequence-step (accepted + the target's own token).
   double spec_mean_accepted_length() const {
     return spec_verify_seqs ? double(spec_emitted_tokens) / double(spec_verify_seqs) : 0.0;
@@ -165,6 +173,8 @@ class Engine {
     // Adaptive draft length: decayed counts of accepted and rejected draft tokens.
     double spec_accepts = 0;
     double spec_rejects = 0;
+    std::vector<int32_t> draft{};  // this step's proposal
+    std::vector<float> draft_q{};  // its q rows ([draft.size(), n_vocab]; empty: one-hot)
   };
   // Tokens a row of logits yields for a scheduled sequence, before they are emitted.
   struct Verified {
@@ -179,7 +189,7 @@ class Engine {
   // `append`) and checks every stop condition. Returns true when the request finished.
   bool emit(RequestId id, Request& r, const SampleResult& s, bool append, EngineEvent& ev);
   // Gives every decoding request a draft (before scheduling).
-  void propose_drafts();
+  Status propose_drafts();
   // Draft length for request r now.
   int32_t draft_len(const Request& r, const SchedRequest& sr) const;
   // Verifies seq's draft on its logits rows [row, row + 1 + n_draft).
@@ -204,7 +214,7 @@ class Engine {
   Batch batch_alt_;  // the same step without drafts (cost model comparison)
   Logits logits_;
   std::unique_ptr<Proposer> proposer_;
-  std::vector<int32_t> draft_;
+  std::vector<DraftSlot> slots_;
   std::vector<Verified> verified_;   // per scheduled sequence of the step
   std::vector<int32_t> n_accepted_;  // per scheduled sequence of the step
   std::vector<double> alpha_;        // gate_drafts: acceptance estimate per scheduled sequence

@@ -155,6 +155,37 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, SampleWorksp
   return r;
 }
 
+Status Sampler::distribution(std::span<const float> logits, SampleWorkspace& ws,
+                             std::vector<float>& p) {
+  SLUICE_RETURN_IF_ERROR(prepare(logits, ws));
+  p.assign(logits.size(), 0.0f);
+  if (params_.is_greedy()) {
+    p[size_t(argmax(ws))] = 1.0f;
+    return {};
+  }
+  double z = 0.0;
+  if (weigh(ws, &z)) {
+    double total = 0.0;
+    for (const Candidate& c : ws.cand_) total += c.w;
+    for (const Candidate& c : ws.cand_) p[size_t(c.id)] = static_cast<float>(c.w / total);
+  } else {
+    for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<float>(ws.w_[i] / z);
+  }
+  return {};
+}
+
+int32_t Sampler::draw(std::span<const float> p) {
+  const double u = rng_.uniform();
+  double acc = 0.0;
+  int32_t last_positive = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    acc += p[i];
+    if (p[i] > 0.0f) last_positive = int32_t(i);
+    if (u < acc) return int32_t(i);
+  }
+  return last_positive;  // u rounded up past the total
+}
+
 Result<VerifyResult> Sampler::verify(std::span<const float> logits, int32_t draft,
                                      std::span<const float> q, SampleWorkspace& ws) {
   SLUICE_RETURN_IF_ERROR(prepare(logits, ws));

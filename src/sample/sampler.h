@@ -143,6 +143,13 @@ class Sampler {
   Result<VerifyResult> verify(std::span<const float> logits, int32_t draft,
                               std::span<const float> q, SampleWorkspace& ws);
 
+  // The distribution sample() draws from, over the whole vocabulary, into `p` ([n_vocab],
+  // sums to 1; greedy: one-hot at the argmax). For a draft model's proposals (q of verify()).
+  // Does not advance the random stream.
+  Status distribution(std::span<const float> logits, SampleWorkspace& ws, std::vector<float>& p);
+  // One draw from `p` (a distribution() result): advances the random stream by one draw.
+  int32_t draw(std::span<const float> p);
+
   // Records `token` as generated (appended to the sequence). Ids < 0 are ignored; ids beyond
   // the vocabulary are kept but never penalized.
   void accept(int32_t token);

@@ -49,8 +49,16 @@ const NgramProposer::Cached* NgramProposer::find_cached(uint64_t serial) const {
   return i < cache_.size() ? &cache_[i] : nullptr;
 }
 
-DraftSource NgramProposer::propose(RequestId id, std::span<const int32_t> tokens, int32_t max_k,
-                                   std::vector<int32_t>& draft) {
+Status NgramProposer::propose(std::span<DraftSlot> slots) {
+  for (DraftSlot& s : slots) {
+    s.source = propose_one(s.id, s.tokens, s.max_k, *s.draft);
+    if (s.q) s.q->clear();
+  }
+  return {};
+}
+
+DraftSource NgramProposer::propose_one(RequestId id, std::span<const int32_t> tokens,
+                                       int32_t max_k, std::vector<int32_t>& draft) {
   draft.clear();
   ++stats_.lookups;
   const int32_t len = int32_t(tokens.size());

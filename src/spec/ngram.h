@@ -49,9 +49,11 @@ class NgramProposer final : public Proposer {
 
   explicit NgramProposer(const NgramConfig& config);
 
-  DraftSource propose(RequestId id, std::span<const int32_t> tokens, int32_t max_k,
-                      std::vector<int32_t>& draft) override;
+  Status propose(std::span<DraftSlot> slots) override;
   void finish(RequestId id, std::span<const int32_t> tokens) override;
+  // One request's draft (what propose() does per slot).
+  DraftSource propose_one(RequestId id, std::span<const int32_t> tokens, int32_t max_k,
+                          std::vector<int32_t>& draft);
 
   const NgramStats& stats() const { return stats_; }
   const NgramConfig& config() const { return config_; }

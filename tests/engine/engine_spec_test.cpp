@@ -11,6 +11,8 @@
 
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
+#include "model/convert.h"
+#include "model/presets.h"
 #include "test_util.h"
 
 namespace sluice {
@@ -191,47 +193,40 @@ TEST(EngineSpec, GroupsAndAborts) {
   EXPECT_EQ(e.kv().n_used_blocks(), 0);
 }
 
-// Seeded sampling at temperature 1: the token frequencies at each position with drafts match
-// those without (two-sample chi-square at p = 0.001 over the pooled positions), while drafts
-// are being accepted.
-TEST(EngineSpec, SampledTokenFrequenciesMatchPlainSampling) {
-  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
-  auto l = load(path, 512, 256);
-  ASSERT_TRUE(l);
-  auto ids = l->tokenizer.encode("Once upon a time");
-  ASSERT_TRUE(ids.ok());
-  constexpr int kRuns = 600;
-  constexpr int kLen = 12;
-  std::vector<std::map<int32_t, int>> counts[2];
-  uint64_t accepted = 0;
-  for (int mode = 0; mode < 2; ++mode) {
-    counts[mode].resize(kLen);
-    auto engine = Engine::create(l->tokenizer, *l->executor, mode ? spec_config(4) : EngineConfig{});
-    ASSERT_TRUE(engine.ok());
-    std::vector<std::vector<int32_t>> prompts(kRuns, *ids);
-    std::vector<GenerationParams> params(kRuns);
-    std::vector<int> arrivals(kRuns);
-    for (int i = 0; i < kRuns; ++i) {
-      params[size_t(i)].sampling.temperature = 1.0f;
-      params[size_t(i)].sampling.seed = uint64_t(1000 * mode + i);
-      params[size_t(i)].max_tokens = kLen;
-      params[size_t(i)].ignore_eos = true;
-      arrivals[size_t(i)] = i / 8;  // a few at a time, so later ones find earlier outputs cached
-    }
-    auto out = run_all(**engine, prompts, params, arrivals);
-    for (const Output& o : out) {
-      ASSERT_EQ(o.tokens.size(), size_t(kLen));
-      for (int p = 0; p < kLen; ++p) ++counts[mode][size_t(p)][o.tokens[size_t(p)]];
-    }
-    if (mode) accepted = (*engine)->stats().spec_accepted_tokens;
+// Runs kRuns seeded temperature-1 requests of `prompt` (a few at a time, so later ones find
+// earlier outputs in the suffix cache) and counts the token at each position.
+constexpr int kRuns = 600;
+constexpr int kLen = 12;
+std::vector<std::map<int32_t, int>> sample_counts(Engine& engine, const std::vector<int32_t>& prompt,
+                                                  uint64_t seed0) {
+  std::vector<std::map<int32_t, int>> counts(kLen);
+  std::vector<std::vector<int32_t>> prompts(kRuns, prompt);
+  std::vector<GenerationParams> params(kRuns);
+  std::vector<int> arrivals(kRuns);
+  for (int i = 0; i < kRuns; ++i) {
+    params[size_t(i)].sampling.temperature = 1.0f;
+    params[size_t(i)].sampling.seed = seed0 + uint64_t(i);
+    params[size_t(i)].max_tokens = kLen;
+    params[size_t(i)].ignore_eos = true;
+    arrivals[size_t(i)] = i / 8;
   }
-  EXPECT_GT(accepted, uint64_t(kRuns));
-  // Two-sample chi-square per position over tokens seen >= 10 times in total (the rest pooled).
+  auto out = run_all(engine, prompts, params, arrivals);
+  for (const Output& o : out) {
+    EXPECT_EQ(o.tokens.size(), size_t(kLen));
+    for (size_t p = 0; p < o.tokens.size() && p < size_t(kLen); ++p) ++counts[p][o.tokens[p]];
+  }
+  return counts;
+}
+
+// Two-sample chi-square per position (p = 0.001, Wilson-Hilferty) over tokens seen >= 10
+// times in total (the rest pooled); returns the positions tested.
+int expect_same_frequencies(const std::vector<std::map<int32_t, int>>& a,
+                            const std::vector<std::map<int32_t, int>>& b) {
   int tested = 0;
-  for (int p = 1; p < kLen; ++p) {
+  for (size_t p = 1; p < a.size(); ++p) {
     std::map<int32_t, std::pair<int, int>> both;
-    for (auto [t, c] : counts[0][size_t(p)]) both[t].first += c;
-    for (auto [t, c] : counts[1][size_t(p)]) both[t].second += c;
+    for (auto [t, c] : a[p]) both[t].first += c;
+    for (auto [t, c] : b[p]) both[t].second += c;
     std::vector<std::pair<double, double>> bins;
     std::pair<double, double> rest{0, 0};
     for (auto [t, c] : both) {
@@ -245,15 +240,31 @@ TEST(EngineSpec, SampledTokenFrequenciesMatchPlainSampling) {
     if (rest.first + rest.second > 0) bins.push_back(rest);
     if (bins.size() < 2) continue;
     double chi2 = 0;
-    for (auto [a, b] : bins) chi2 += (a - b) * (a - b) / (a + b);  // equal sample sizes
+    for (auto [x, y] : bins) chi2 += (x - y) * (x - y) / (x + y);  // equal sample sizes
     const double df = double(bins.size() - 1);
-    // Wilson-Hilferty approximation of the upper 0.001 quantile.
     const double z = 3.09, h = 2.0 / (9.0 * df);
     const double crit = df * std::pow(1.0 - h + z * std::sqrt(h), 3.0);
     EXPECT_LT(chi2, crit) << "position " << p << " df " << df;
     ++tested;
   }
-  EXPECT_GE(tested, 8);
+  return tested;
+}
+
+// Seeded sampling at temperature 1: the token frequencies at each position with n-gram drafts
+// match those without, while drafts are being accepted.
+TEST(EngineSpec, SampledTokenFrequenciesMatchPlainSampling) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto l = load(path, 512, 256);
+  ASSERT_TRUE(l);
+  auto ids = l->tokenizer.encode("Once upon a time");
+  ASSERT_TRUE(ids.ok());
+  auto plain = Engine::create(l->tokenizer, *l->executor, {});
+  auto spec = Engine::create(l->tokenizer, *l->executor, spec_config(4));
+  ASSERT_TRUE(plain.ok() && spec.ok());
+  const auto want = sample_counts(**plain, *ids, 0);
+  const auto got = sample_counts(**spec, *ids, 1000);
+  EXPECT_GT((*spec)->stats().spec_accepted_tokens, uint64_t(kRuns));
+  EXPECT_GE(expect_same_frequencies(want, got), 8);
 }
 
 }  // namespace
@@ -303,6 +314,134 @@ TEST(EngineSpec, CostModelKeepsDraftsWhenMemoryBoundAndDropsThemWhenComputeBound
   EXPECT_EQ(skipped[0], 0u);
   EXPECT_EQ(drafted[1], 0u) << "compute-bound: no draft is worth its cost";
   EXPECT_GT(skipped[1], 10u);
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+EngineConfig draft_config(Executor& draft, int k = 6, const Tokenizer* tok = nullptr) {
+  EngineConfig c;
+  c.spec.mode = SpecMode::kDraft;
+  c.spec.k = k;
+  c.spec.draft = &draft;
+  c.spec.draft_tokenizer = tok;
+  return c;
+}
+
+// A draft model: the target itself (accepts nearly everything) and an F16 copy (disagrees
+// now and then): greedy output equals plain decoding, alone and batched with chunked prefill
+// and preemption; blocks balance in both caches.
+TEST(EngineSpec, DraftModelGreedyOutputEqualsPlainDecoding) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  test::TempDir dir;
+  QuantizeParams qp;
+  qp.in_path = path;
+  qp.out_path = dir.path("stories-f16.gguf");
+  qp.ftype = FileType::MOSTLY_F16;
+  ASSERT_TRUE(quantize_model(qp).ok());
+  auto alone = load(path, 512, 64);
+  ASSERT_TRUE(alone);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<GenerationParams> params;
+  std::mt19937 rng(23);
+  for (const char* text : {"Once upon a time", "The little dog", "Lily and Ben", "Tom had a"}) {
+    auto ids = alone->tokenizer.encode(text);
+    ASSERT_TRUE(ids.ok());
+    for (int rep = 0; rep < 3; ++rep) {
+      prompts.push_back(*ids);
+      GenerationParams g = greedy(40 + int(rng() % 60));
+      g.ignore_eos = true;
+      params.push_back(g);
+    }
+  }
+  std::vector<Output> reference;
+  {
+    auto engine = Engine::create(alone->tokenizer, *alone->executor, {});
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      reference.push_back(run_all(**engine, {prompts[i]}, {params[i]}, {0})[0]);
+    }
+  }
+  for (const std::string& draft_path : {path, qp.out_path}) {
+    auto draft = load(draft_path, 512, 96);
+    ASSERT_TRUE(draft);
+    // Alone.
+    {
+      auto target = load(path, 512, 64);
+      auto engine = Engine::create(target->tokenizer, *target->executor,
+                                   draft_config(*draft->executor, 6, &draft->tokenizer));
+      ASSERT_TRUE(engine.ok()) << engine.message();
+      for (size_t i = 0; i < prompts.size(); i += 3) {
+        EXPECT_EQ(run_all(**engine, {prompts[i]}, {params[i]}, {0})[0].tokens, reference[i].tokens)
+            << draft_path << " request " << i;
+      }
+      const EngineStats& st = (*engine)->stats();
+      EXPECT_GT(st.spec_accepted_tokens, 0u);
+      if (draft_path == path) {
+        EXPECT_GT(st.spec_acceptance_rate(), 0.95) << "the target as its own draft";
+      }
+    }
+    // Batched, chunked, preempted (a 20-block target cache for 12 requests).
+    auto target = load(path, 512, 20);
+    EngineConfig cfg = draft_config(*draft->executor, 4);
+    cfg.scheduler.prefill_chunk = 3;
+    cfg.scheduler.max_batch_tokens = 48;
+    cfg.scheduler.max_seqs = 12;
+    auto engine = Engine::create(target->tokenizer, *target->executor, cfg);
+    ASSERT_TRUE(engine.ok());
+    std::vector<int> arrivals;
+    for (size_t i = 0; i < prompts.size(); ++i) arrivals.push_back(int(rng() % 20));
+    auto got = run_all(**engine, prompts, params, arrivals);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, reference[i].tokens) << draft_path << " batched request " << i;
+    }
+    EXPECT_GT((*engine)->scheduler().n_preemptions(), 0u);
+    EXPECT_GT((*engine)->stats().spec_accepted_tokens, 0u);
+    EXPECT_EQ((*engine)->kv().n_used_blocks(), 0);
+  }
+}
+
+// Sampling with a draft model: q is the draft's real distribution, so token frequencies match
+// plain sampling.
+TEST(EngineSpec, DraftModelSampledFrequenciesMatchPlainSampling) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto target = load(path, 512, 256);
+  auto draft = load(path, 512, 256);
+  ASSERT_TRUE(target && draft);
+  auto ids = target->tokenizer.encode("Once upon a time");
+  ASSERT_TRUE(ids.ok());
+  auto plain = Engine::create(target->tokenizer, *target->executor, {});
+  auto spec = Engine::create(target->tokenizer, *target->executor, draft_config(*draft->executor, 3));
+  ASSERT_TRUE(plain.ok() && spec.ok());
+  const auto want = sample_counts(**plain, *ids, 0);
+  const auto got = sample_counts(**spec, *ids, 5000);
+  // The target as its own draft at temperature 1: p == q, nearly every draft is accepted.
+  EXPECT_GT((*spec)->stats().spec_acceptance_rate(), 0.9);
+  EXPECT_GE(expect_same_frequencies(want, got), 8);
+}
+
+// A draft model with another vocabulary is refused.
+TEST(EngineSpec, DraftModelWithAnotherVocabularyIsRefused) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  test::TempDir dir;
+  SynthParams sp;
+  sp.preset = find_preset("tiny");
+  sp.ftype = FileType::MOSTLY_Q8_0;
+  sp.out_path = dir.path("tiny.gguf");
+  ASSERT_TRUE(synthesize_model(sp).ok());
+  auto target = load(path, 512, 64);
+  auto other = load(sp.out_path, 512, 64);
+  ASSERT_TRUE(target && other);
+  EngineConfig cfg = draft_config(*other->executor);
+  cfg.spec.draft_tokenizer = &other->tokenizer;
+  auto e = Engine::create(target->tokenizer, *target->executor, cfg);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("vocabulary"), std::string::npos) << e.message();
+  EngineConfig missing;
+  missing.spec.mode = SpecMode::kDraft;
+  EXPECT_FALSE(Engine::create(target->tokenizer, *target->executor, missing).ok());
 }
 
 }  // namespace

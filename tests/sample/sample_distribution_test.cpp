@@ -359,5 +359,38 @@ TEST(SampleVerify, GreedyAcceptsOnlyTheArgmax) {
   EXPECT_FALSE(s->verify(nan_logits, 2, {}, ws).ok());
 }
 
+
+// distribution() is the spec's distribution (reference()), and draw() samples it.
+TEST(SampleVerify, DistributionIsTheSpecAndDrawSamplesIt) {
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_k = 9;
+  p.top_p = 0.85f;
+  p.min_p = 0.12f;
+  p.seed = 31;
+  Result<Sampler> s = Sampler::create(p);
+  ASSERT_TRUE(s.ok());
+  SampleWorkspace ws;
+  std::vector<float> dist;
+  ASSERT_TRUE(s->distribution(kLogits12, ws, dist).ok());
+  const std::vector<double> ref = reference(kLogits12, p);
+  ASSERT_EQ(dist.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(dist[i], ref[i], 1e-6) << i;
+  std::vector<int64_t> counts(dist.size(), 0);
+  for (int i = 0; i < kDraws; ++i) ++counts[size_t(s->draw(dist))];
+  expect_counts(ref, counts);
+  // Without truncation: the softmax over the whole vocabulary; greedy: one-hot.
+  SamplingParams plain;
+  Result<Sampler> s2 = Sampler::create(plain);
+  ASSERT_TRUE(s2->distribution(kLogits12, ws, dist).ok());
+  const std::vector<double> ref2 = reference(kLogits12, plain);
+  for (size_t i = 0; i < ref2.size(); ++i) EXPECT_NEAR(dist[i], ref2[i], 1e-6) << i;
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  Result<Sampler> s3 = Sampler::create(greedy);
+  ASSERT_TRUE(s3->distribution(kLogits12, ws, dist).ok());
+  for (size_t i = 0; i < dist.size(); ++i) EXPECT_EQ(dist[i], i == 2 ? 1.0f : 0.0f);
+}
+
 }  // namespace
 }  // namespace sluice

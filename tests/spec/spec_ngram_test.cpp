@@ -12,7 +12,7 @@ namespace {
 std::vector<int32_t> draft_of(NgramProposer& p, RequestId id, const std::vector<int32_t>& toks,
                               int32_t k, DraftSource* src = nullptr) {
   std::vector<int32_t> d;
-  DraftSource s = p.propose(id, toks, k, d);
+  DraftSource s = p.propose_one(id, toks, k, d);
   if (src) *src = s;
   return d;
 }
