@@ -1,0 +1,152 @@
+// A deterministic fake Executor for engine, scheduler-integration and server-bridge tests: no
+// model, microseconds per step, and still a faithful test of the seam.
+//
+// Its "K/V" is the token id stored in each slot. The logits row for a position depend on every
+// token of the context *as read back from the block table* (positions 0 .. p), so a wrong slot,
+// a lost block copy, a stale block after a rollback or a bad prefix-cache hit changes the
+// output, exactly as with a real model. The next token is a hash of the context, mostly
+// repeating a short cycle (so n-gram drafts get accepted, and sometimes not):
+//
+//   logits[t] = -4 for every t; logits[next(ctx)] = 4, logits[alt(ctx)] = 3
+//
+// Sampling at temperature 0 takes next(ctx); at temperature 1 it is a real distribution.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "executor/executor.h"
+
+namespace sluice::test {
+
+class FakeExecutor final : public Executor {
+ public:
+  FakeExecutor(int32_t n_blocks, int32_t block_size, int32_t n_vocab, int32_t n_ctx)
+      : cap_{n_blocks, block_size, n_vocab, n_ctx},
+        slots_(size_t(n_blocks) * size_t(block_size), -1) {}
+
+  ExecutorCapacity capacity() const override { return cap_; }
+
+  Status execute(const Batch& batch, Logits& out) override {
+    SLUICE_RETURN_IF_ERROR(validate_batch(batch, cap_));
+    SLUICE_RETURN_IF_ERROR(copy_blocks(batch.block_copies));
+    ++n_executes_;
+    n_tokens_ += uint64_t(batch.n_tokens());
+    out.n_vocab = cap_.n_vocab;
+    out.values.clear();
+    out.seq_index.clear();
+    out.token_index.clear();
+    for (int32_t si = 0; si < batch.n_seqs(); ++si) {
+      const BatchSequence& s = batch.seqs[size_t(si)];
+      for (int32_t j = 0; j < s.n_new_tokens; ++j) {
+        const size_t t = size_t(s.token_start + j);
+        slot(batch.kv_slots[t].block_id, batch.kv_slots[t].offset) = batch.token_ids[t];
+      }
+      const int32_t first = s.context_len - s.n_new_tokens;
+      for (int32_t j = 0; j < s.n_new_tokens; ++j) {
+        const bool wanted = s.logits == LogitsMode::kAll ||
+                            (s.logits == LogitsMode::kLast && j + 1 == s.n_new_tokens);
+        if (!wanted) continue;
+        // Hash the context read back through the block table: positions 0 .. first + j.
+        uint64_t h = 0x9e3779b97f4a7c15ull;
+        int32_t last = 0;
+        for (int32_t p = 0; p <= first + j; ++p) {
+          const int32_t b = batch.block_tables[size_t(s.block_table_start + p / cap_.block_size)];
+          last = slot(b, p % cap_.block_size);
+          h = (h ^ uint64_t(uint32_t(last))) * 0x100000001b3ull;
+        }
+        // Mostly a cycle over a few tokens (predictable), sometimes a hash jump.
+        const int32_t next = (h >> 60) == 0 ? int32_t((h >> 20) % uint64_t(cap_.n_vocab))
+                                            : (last * 7 + 3) % std::min(cap_.n_vocab, 29);
+        const int32_t alt = int32_t((h >> 8) % uint64_t(cap_.n_vocab));
+        const size_t row = out.values.size();
+        out.values.resize(row + size_t(cap_.n_vocab), -4.0f);
+        out.values[row + size_t(alt)] = 3.0f;
+        out.values[row + size_t(next)] = 4.0f;
+        out.seq_index.push_back(si);
+        out.token_index.push_back(s.token_start + j);
+      }
+    }
+    return {};
+  }
+
+  Status copy_blocks(std::span<const KvBlockCopy> copies) override {
+    SLUICE_RETURN_IF_ERROR(validate_block_copies(copies, cap_.n_blocks));
+    for (const KvBlockCopy& c : copies) {
+      std::memcpy(&slot(c.dst, 0), &slot(c.src, 0), sizeof(int32_t) * size_t(cap_.block_size));
+    }
+    return {};
+  }
+
+  Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const override {
+    KvBlockData d;
+    d.layout = layout();
+    d.bytes_per_block = sizeof(int32_t) * size_t(cap_.block_size);
+    for (int32_t id : ids) {
+      if (id < 0 || id >= cap_.n_blocks) return make_error("fake executor: block ", id, " out of range");
+      const auto* p = reinterpret_cast<const uint8_t*>(&slots_[size_t(id) * size_t(cap_.block_size)]);
+      d.bytes.insert(d.bytes.end(), p, p + d.bytes_per_block);
+      ++d.n_blocks;
+    }
+    return d;
+  }
+
+  Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) override {
+    if (data.layout != layout()) return make_error("fake executor: layout '", data.layout, "'");
+    if (int32_t(ids.size()) != data.n_blocks ||
+        data.bytes.size() != size_t(data.n_blocks) * data.bytes_per_block) {
+      return make_error("fake executor: ", ids.size(), " ids for ", data.n_blocks, " blocks");
+    }
+    for (int32_t id : ids) {
+      if (id < 0 || id >= cap_.n_blocks) return make_error("fake executor: block ", id, " out of range");
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::memcpy(&slot(ids[i], 0), data.bytes.data() + i * data.bytes_per_block, data.bytes_per_block);
+    }
+    return {};
+  }
+
+  uint64_t n_executes() const { return n_executes_; }
+  uint64_t n_tokens() const { return n_tokens_; }
+
+ private:
+  std::string layout() const { return "i32 fake B" + std::to_string(cap_.block_size); }
+  int32_t& slot(int32_t block, int32_t offset) {
+    return slots_[size_t(block) * size_t(cap_.block_size) + size_t(offset)];
+  }
+
+  ExecutorCapacity cap_;
+  std::vector<int32_t> slots_;
+  uint64_t n_executes_ = 0;
+  uint64_t n_tokens_ = 0;
+};
+
+}  // namespace sluice::test
+
+#include "tokenizer/tokenizer.h"
+
+namespace sluice::test {
+
+// A small SPM vocabulary for the fake executor: <unk>, <s>, </s> (end of generation), then
+// "▁w3" ... "▁w<n-1>".
+inline Tokenizer fake_tokenizer(int32_t n_vocab) {
+  VocabSpec s;
+  s.model = "llama";
+  s.tokens = {"<unk>", "<s>", "</s>"};
+  s.token_types = {int32_t(GgufTokenType::kUnknown), int32_t(GgufTokenType::kControl),
+                   int32_t(GgufTokenType::kControl)};
+  for (int32_t i = 3; i < n_vocab; ++i) {
+    s.tokens.push_back("\xe2\x96\x81w" + std::to_string(i));
+    s.token_types.push_back(int32_t(GgufTokenType::kNormal));
+  }
+  s.unk_id = 0;
+  s.bos_id = 1;
+  s.eos_id = 2;
+  auto v = Vocab::from_spec(std::move(s));
+  auto t = Tokenizer::create(std::move(v).value());
+  return std::move(t).value();
+}
+
+}  // namespace sluice::test
