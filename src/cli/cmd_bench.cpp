@@ -19,7 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_arg.h"
-#include "engine/step_roofline.h"
+#include "executor/step_roofline.h"
 #include "executor/cpu_executor.h"
 #include "gguf/types.h"
 #include "kernels/matmul_isa.h"

@@ -8,7 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/engine.h"
-#include "engine/kv_sizing.h"
+#include "executor/kv_sizing.h"
 #include "executor/cpu_executor.h"
 #include "model/model.h"
 

@@ -22,8 +22,8 @@
 
 #include "base/status.h"
 #include "executor/batch.h"
-#include "engine/step_roofline.h"
 #include "executor/executor.h"
+#include "executor/step_roofline.h"
 #include "kv/kv_cache_manager.h"
 #include "sample/sampler.h"
 #include "sample/stop.h"

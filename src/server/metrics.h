@@ -59,7 +59,7 @@ struct EngineSnapshot {
   uint64_t spec_emitted_tokens = 0;
   uint64_t spec_skipped_steps = 0;
   uint64_t spec_cut_steps = 0;
-  // Forward passes against the roofline (engine/step_roofline.h); has_roofline false when this
+  // Forward passes against the roofline (executor/step_roofline.h); has_roofline false when this
   // machine's ceilings were never measured.
   bool has_roofline = false;
   RooflineStats roofline;

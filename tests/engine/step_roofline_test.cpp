@@ -4,7 +4,7 @@
 
 #include "engine/engine.h"
 #include "executor/cpu_executor.h"
-#include "engine/step_roofline.h"
+#include "executor/step_roofline.h"
 #include "kernels/matmul_isa.h"
 #include "model/model_test_util.h"
 #include "test_util.h"

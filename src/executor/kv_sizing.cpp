@@ -1,4 +1,4 @@
-#include "engine/kv_sizing.h"
+#include "executor/kv_sizing.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "engine/step_roofline.h"
+#include "executor/step_roofline.h"
 
 #include <algorithm>
 
