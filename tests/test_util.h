@@ -53,9 +53,29 @@ class TempDir {
   std::string dir_;
 };
 
+// True under CI (CI=true), where missing ../shared data must fail a test instead of skipping
+// it: a suite that silently tested nothing would pass.
+inline bool in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && std::string(ci) == "true";
+}
+
 }  // namespace sluice::test
 
-// Skips the current test when a ../shared file is missing; binds its path to `var`.
-#define SLUICE_REQUIRE_SHARED(var, rel)                                  \
-  const std::string var = ::sluice::test::shared_path(rel);              \
-  if (var.empty()) GTEST_SKIP() << "../shared/" << (rel) << " not present"
+// Skips the test when ../shared data is missing on a developer's machine; fails it under CI.
+// (One return statement, like GTEST_SKIP() and FAIL(): usable after an unbraced `if`.)
+#define SLUICE_SHARED_MISSING(what)                                                        \
+  return ::testing::internal::AssertHelper(::sluice::test::in_ci()                         \
+                                               ? ::testing::TestPartResult::kFatalFailure \
+                                               : ::testing::TestPartResult::kSkip,        \
+                                           __FILE__, __LINE__, "") =                      \
+             ::testing::Message()                                                          \
+             << what                                                                       \
+             << (::sluice::test::in_ci() ? " is missing (CI=true: tests may not skip for " \
+                                           "missing data)"                                 \
+                                         : " not present")
+
+// Binds the path of a ../shared file to `var`; without it: SLUICE_SHARED_MISSING.
+#define SLUICE_REQUIRE_SHARED(var, rel)                     \
+  const std::string var = ::sluice::test::shared_path(rel); \
+  if (var.empty()) SLUICE_SHARED_MISSING("../shared/" << (rel))

@@ -42,7 +42,7 @@ TEST(CliInfo, Stories260K) {
 
 TEST(CliInfo, EveryTokenizerVocab) {
   const std::string dir = test::shared_dir();
-  if (dir.empty()) GTEST_SKIP() << "../shared not present";
+  if (dir.empty()) SLUICE_SHARED_MISSING("../shared");
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir + "/testdata/tokenizer")) {
     if (e.path().extension() != ".gguf") continue;

@@ -27,7 +27,7 @@ EngineConfig spec_config(int k = 8) {
 
 TEST(EngineSpec, GreedyGoldensUnchangedWithNgramDrafts) {
   const std::string dir = test::shared_dir();
-  if (dir.empty()) GTEST_SKIP() << "../shared not present";
+  if (dir.empty()) SLUICE_SHARED_MISSING("../shared");
   int n = 0;
   uint64_t accepted = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir + "/testdata/models")) {

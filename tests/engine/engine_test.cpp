@@ -22,7 +22,7 @@ namespace {
 
 TEST(EngineGolden, EverySharedModelReproducesItsGreedyContinuation) {
   const std::string dir = test::shared_dir();
-  if (dir.empty()) GTEST_SKIP() << "../shared not present";
+  if (dir.empty()) SLUICE_SHARED_MISSING("../shared");
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir + "/testdata/models")) {
     if (e.path().extension() != ".json") continue;

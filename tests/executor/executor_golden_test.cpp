@@ -70,7 +70,7 @@ class Golden : public ::testing::Test {
  protected:
   void SetUp() override {
     if (test::shared_path("testdata/models/stories260K.gguf").empty()) {
-      GTEST_SKIP() << "../shared/testdata/models not present";
+      SLUICE_SHARED_MISSING("../shared/testdata/models");
     }
     cases_ = test::load_golden_cases();
     ASSERT_FALSE(cases_.empty());

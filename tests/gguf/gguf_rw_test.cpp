@@ -167,7 +167,7 @@ TEST(GgufRw, WriteToFileIsAtomic) {
 // (llama.cpp's converters use the same layout as our writer).
 TEST(GgufRw, SharedFilesParseAndRewriteIdentically) {
   const std::string dir = test::shared_dir();
-  if (dir.empty()) GTEST_SKIP() << "../shared not present";
+  if (dir.empty()) SLUICE_SHARED_MISSING("../shared");
   int n = 0;
   for (const char* sub : {"testdata/models", "testdata/tokenizer"}) {
     for (const auto& e : std::filesystem::directory_iterator(dir + "/" + sub)) {
