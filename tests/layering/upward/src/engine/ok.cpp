@@ -1,0 +1,2 @@
+// Fixture: engine/ including kv/ is allowed.
+#include "kv/bad.h"

@@ -1,0 +1,2 @@
+// Fixture: kv/ including engine/ must fail the layering check.
+#include "engine/engine.h"
