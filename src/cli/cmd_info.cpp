@@ -137,16 +137,16 @@ nlohmann::ordered_json build_info(const GgufFile& f) {
   // KV cache per token at f16: 2 (K and V) x layers x kv_heads x head_dim x 2 bytes.
   const int64_t n_layer = hparam(f, arch, "block_count");
   const int64_t n_head = hparam(f, arch, "attention.head_count");
-  int64_t n_head_kv = hparam(f, arch, "attention.head_count_kv");
-  if (n_head_kv < 0) n_head_kv = n_head;
+  int64_t n_kv_head = hparam(f, arch, "attention.head_count_kv");
+  if (n_kv_head < 0) n_kv_head = n_head;
   const int64_t n_embd = hparam(f, arch, "embedding_length");
   int64_t k_len = hparam(f, arch, "attention.key_length");
   int64_t v_len = hparam(f, arch, "attention.value_length");
   if (k_len < 0 && n_head > 0 && n_embd > 0) k_len = n_embd / n_head;
   if (v_len < 0) v_len = k_len;
   json mem = {{"weights_bytes", n_bytes}};
-  if (n_layer > 0 && n_head_kv > 0 && k_len > 0) {
-    const int64_t kv_per_token = n_layer * n_head_kv * (k_len + v_len) * 2;
+  if (n_layer > 0 && n_kv_head > 0 && k_len > 0) {
+    const int64_t kv_per_token = n_layer * n_kv_head * (k_len + v_len) * 2;
     mem["kv_bytes_per_token_f16"] = kv_per_token;
     const int64_t ctx = hparam(f, arch, "context_length");
     if (ctx > 0) {

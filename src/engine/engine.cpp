@@ -293,7 +293,7 @@ Status Engine::propose_drafts() {
 
 void Engine::build_batch(const SchedulerOutput& out, Batch& batch) const {
   batch.clear();
-  for (const BlockCopy& c : out.copies) batch.block_copies.push_back({c.src, c.dst});
+  batch.block_copies.assign(out.copies.begin(), out.copies.end());
   for (const ScheduledSeq& s : out.seqs) {
     const SchedRequest* sr = scheduler_.find(s.id);
     const int32_t n_known = s.n_new - s.n_draft;

@@ -57,7 +57,7 @@ void serialize_batch(const Batch& b, std::vector<uint8_t>& out) {
     put_i32(out, int32_t(s.logits));
   }
   for (int32_t id : b.block_tables) put_i32(out, id);
-  for (const KvBlockCopy& c : b.block_copies) {
+  for (const BlockCopy& c : b.block_copies) {
     put_i32(out, c.src);
     put_i32(out, c.dst);
   }
@@ -115,7 +115,7 @@ Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
     }
   }
   for (int32_t& id : b.block_tables) id = r.next();
-  for (KvBlockCopy& c : b.block_copies) {
+  for (BlockCopy& c : b.block_copies) {
     c.src = r.next();
     c.dst = r.next();
   }
@@ -224,9 +224,9 @@ Status validate_batch(const Batch& b, const ExecutorCapacity& cap) {
   return validate_block_copies(b.block_copies, cap.n_blocks);
 }
 
-Status validate_block_copies(std::span<const KvBlockCopy> copies, int32_t n_blocks) {
+Status validate_block_copies(std::span<const BlockCopy> copies, int32_t n_blocks) {
   for (size_t i = 0; i < copies.size(); ++i) {
-    const KvBlockCopy& c = copies[i];
+    const BlockCopy& c = copies[i];
     if (c.src < 0 || c.src >= n_blocks || c.dst < 0 || c.dst >= n_blocks || c.src == c.dst) {
       return make_error("batch: block copy ", i, " (", c.src, " -> ", c.dst,
                         ") needs two distinct blocks in [0, ", n_blocks, ")");

@@ -17,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "base/block_copy.h"
 #include "base/status.h"
 
 namespace sluice {
@@ -29,13 +30,6 @@ enum class LogitsMode : uint8_t { kNone, kLast, kAll };
 struct KvSlot {
   int32_t block_id = 0;
   int32_t offset = 0;
-};
-
-// Copy-on-write of a shared KV block: block `dst` receives block `src`'s K/V (every layer)
-// before the batch's tokens are computed.
-struct KvBlockCopy {
-  int32_t src = 0;
-  int32_t dst = 0;
 };
 
 struct BatchSequence {
@@ -55,7 +49,7 @@ struct Batch {
   std::vector<BatchSequence> seqs;    // [n_seqs], tokens in order, back to back
   std::vector<int32_t> block_tables;  // concatenated block table rows
   // Applied in order before the forward pass (a later copy may overwrite an earlier source).
-  std::vector<KvBlockCopy> block_copies;
+  std::vector<BlockCopy> block_copies;
 
   int32_t n_tokens() const { return int32_t(token_ids.size()); }
   int32_t n_seqs() const { return int32_t(seqs.size()); }
@@ -86,7 +80,7 @@ struct ExecutorCapacity {
 // position, block copies valid. A message that names the first offending field.
 Status validate_batch(const Batch& batch, const ExecutorCapacity& cap);
 // Block copies alone: src and dst distinct and in [0, n_blocks).
-Status validate_block_copies(std::span<const KvBlockCopy> copies, int32_t n_blocks);
+Status validate_block_copies(std::span<const BlockCopy> copies, int32_t n_blocks);
 
 // Flat wire form of a Batch (rank broadcast, remote executors): a 32-byte header
 // ("SLBATCH1", block_size, then the counts of tokens, sequences, block-table entries and block

@@ -97,7 +97,7 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
   shape.n_layer = c.n_layer;
   shape.n_blocks = n_blocks;
   shape.block_size = options.block_size;
-  shape.n_kv_head = c.n_head_kv;
+  shape.n_kv_head = c.n_kv_head;
   shape.head_dim = c.head_dim;
   shape.type = options.kv_type;
   SLUICE_ASSIGN_OR_RETURN(e->kv_, KvCacheStorage::create(shape));
@@ -112,9 +112,9 @@ ExecutorCapacity CpuExecutor::capacity() const {
   return {n_blocks(), block_size(), int32_t(model_.config().n_vocab), int32_t(model_.config().n_ctx)};
 }
 
-Status CpuExecutor::copy_blocks(std::span<const KvBlockCopy> copies) {
+Status CpuExecutor::copy_blocks(std::span<const BlockCopy> copies) {
   SLUICE_RETURN_IF_ERROR(validate_block_copies(copies, n_blocks()));
-  for (const KvBlockCopy& c : copies) kv_->copy_block(c.src, c.dst);
+  for (const BlockCopy& c : copies) kv_->copy_block(c.src, c.dst);
   return {};
 }
 
@@ -157,7 +157,7 @@ Status CpuExecutor::import_blocks(std::span<const int32_t> ids, const KvBlockDat
 
 Status CpuExecutor::execute(const Batch& batch, Logits& out) {
   SLUICE_RETURN_IF_ERROR(validate_batch(batch, capacity()));
-  for (const KvBlockCopy& c : batch.block_copies) kv_->copy_block(c.src, c.dst);
+  for (const BlockCopy& c : batch.block_copies) kv_->copy_block(c.src, c.dst);
   forward(batch, out);
   return {};
 }
@@ -234,7 +234,7 @@ void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedAct
   void* v_cache = kv_->v(il);
   const KvType kv_type = kv_->shape().type;
   const int bs = block_size();
-  const KvLayout layout{bs, c.n_head_kv, c.head_dim};
+  const KvLayout layout{bs, c.n_kv_head, c.head_dim};
   pool_.parallel_for(T, token_grain(qd + 2 * kvd), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* q = s.q.data() + t * qd;
@@ -243,13 +243,13 @@ void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedAct
         for (int h = 0; h < c.n_head; ++h) {
           rms_norm(q + h * hd, lw.q_norm.data(), q + h * hd, hd, c.rms_eps);
         }
-        for (int h = 0; h < c.n_head_kv; ++h) {
+        for (int h = 0; h < c.n_kv_head; ++h) {
           rms_norm(k + h * hd, lw.k_norm.data(), k + h * hd, hd, c.rms_eps);
         }
       }
       const int32_t pos = batch.positions[size_t(t)];
       rope(q, c.n_head, pos, rp, rope_inv_freq_.data());
-      rope(k, c.n_head_kv, pos, rp, rope_inv_freq_.data());
+      rope(k, c.n_kv_head, pos, rp, rope_inv_freq_.data());
       const KvSlot slot = batch.kv_slots[size_t(t)];
       store_kv_token(kv_type, layout, k, s.v.data() + t * kvd, k_cache, v_cache, slot.block_id,
                      slot.offset);
@@ -269,7 +269,7 @@ void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedAct
     p.block_table = batch.block_tables.data() + seq.block_table_start;
     p.block_size = bs;
     p.n_head = c.n_head;
-    p.n_kv_head = c.n_head_kv;
+    p.n_kv_head = c.n_kv_head;
     p.head_dim = c.head_dim;
     p.scale = scale;
     return p;

@@ -67,7 +67,7 @@ class CpuExecutor final : public Executor {
   // Executor (executor.h): n_ctx is the model's context length.
   ExecutorCapacity capacity() const override;
   Status execute(const Batch& batch, Logits& out) override;
-  Status copy_blocks(std::span<const KvBlockCopy> copies) override;
+  Status copy_blocks(std::span<const BlockCopy> copies) override;
   Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const override;
   Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) override;
 

@@ -50,7 +50,7 @@ class Executor {
 
   // Copy-on-write of shared blocks, in order: each dst takes its src's K/V. Fails, copying
   // nothing, on an id out of range or src == dst (validate_block_copies).
-  virtual Status copy_blocks(std::span<const KvBlockCopy> copies) = 0;
+  virtual Status copy_blocks(std::span<const BlockCopy> copies) = 0;
 
   // The contents of blocks `ids` (each in range; repeats allowed), in order.
   virtual Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const = 0;

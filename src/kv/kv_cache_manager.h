@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/block_copy.h"
 #include "base/request_id.h"
 #include "kv/block_pool.h"
 
@@ -31,13 +32,6 @@ struct KvCacheConfig {
   int32_t block_size = 16;
   bool enable_prefix_cache = true;
   uint64_t salt = 0;  // distinguishes models/adapters sharing one cache
-};
-
-// Copy block `src`'s K/V (every layer) into block `dst` before the step that writes `dst`.
-struct BlockCopy {
-  BlockId src = kNoBlock;
-  BlockId dst = kNoBlock;
-  bool operator==(const BlockCopy&) const = default;
 };
 
 // Counters of block sharing since start.

@@ -95,11 +95,11 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
   SLUICE_ASSIGN_OR_RETURN(c.n_embd, read_count(f, a + ".embedding_length"));
   SLUICE_ASSIGN_OR_RETURN(c.n_ff, read_count(f, a + ".feed_forward_length"));
   SLUICE_ASSIGN_OR_RETURN(c.n_head, read_count(f, a + ".attention.head_count"));
-  SLUICE_ASSIGN_OR_RETURN(c.n_head_kv, read_count(f, a + ".attention.head_count_kv", c.n_head));
+  SLUICE_ASSIGN_OR_RETURN(c.n_kv_head, read_count(f, a + ".attention.head_count_kv", c.n_head));
   SLUICE_ASSIGN_OR_RETURN(c.n_ctx_train, read_count(f, a + ".context_length"));
-  if (c.n_head % c.n_head_kv != 0) {
+  if (c.n_head % c.n_kv_head != 0) {
     return make_error("'", f.path(), "': ", a, ".attention.head_count (", c.n_head,
-                      ") is not a multiple of ", a, ".attention.head_count_kv (", c.n_head_kv, ")");
+                      ") is not a multiple of ", a, ".attention.head_count_kv (", c.n_kv_head, ")");
   }
   const std::string key_len = a + ".attention.key_length";
   if (!f.has(key_len) && c.n_embd % c.n_head != 0) {

@@ -22,7 +22,7 @@ struct ModelConfig {
   int n_embd = 0;
   int n_ff = 0;
   int n_head = 0;
-  int n_head_kv = 0;  // == n_head: MHA, 1: MQA, else GQA
+  int n_kv_head = 0;  // == n_head: MHA, 1: MQA, else GQA
   int head_dim = 0;   // attention.key_length, or n_embd / n_head
   int n_vocab = 0;    // rows of token_embd.weight (set when weights are bound)
 
@@ -42,8 +42,8 @@ struct ModelConfig {
   bool tied_output = false;  // output.weight absent: logits use token_embd.weight
 
   int q_dim() const { return n_head * head_dim; }
-  int kv_dim() const { return n_head_kv * head_dim; }
-  int n_gqa() const { return n_head / n_head_kv; }
+  int kv_dim() const { return n_kv_head * head_dim; }
+  int n_gqa() const { return n_head / n_kv_head; }
   RopeParams rope_params(const float* freq_factors) const {
     RopeParams p;
     p.head_dim = head_dim;

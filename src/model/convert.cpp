@@ -107,7 +107,7 @@ struct SynthTensor {
 };
 
 std::vector<SynthTensor> synth_tensors(const ModelPreset& p) {
-  const int64_t hd = p.head_dim, q = int64_t(p.n_head) * hd, kv = int64_t(p.n_head_kv) * hd;
+  const int64_t hd = p.head_dim, q = int64_t(p.n_head) * hd, kv = int64_t(p.n_kv_head) * hd;
   std::vector<SynthTensor> t;
   t.push_back({"token_embd.weight", {p.n_embd, p.n_vocab}});
   if (p.rope_scaling.factor > 0) t.push_back({"rope_freqs.weight", {hd / 2}, Init::kRopeFactors});
@@ -172,7 +172,7 @@ void set_architecture_metadata(GgufWriter& w, const ModelPreset& p, FileType fty
   w.set(a + ".embedding_length", uint32_t(p.n_embd));
   w.set(a + ".feed_forward_length", uint32_t(p.n_ff));
   w.set(a + ".attention.head_count", uint32_t(p.n_head));
-  w.set(a + ".attention.head_count_kv", uint32_t(p.n_head_kv));
+  w.set(a + ".attention.head_count_kv", uint32_t(p.n_kv_head));
   w.set(a + ".rope.freq_base", p.rope_theta);
   w.set(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
   w.set(a + ".attention.key_length", uint32_t(p.head_dim));
@@ -218,10 +218,10 @@ std::string shape_string(const std::vector<int64_t>& ne) {
   return s;
 }
 
-RecipeModel recipe_model(int n_layer, int n_head, int n_head_kv, bool has_output) {
+RecipeModel recipe_model(int n_layer, int n_head, int n_kv_head, bool has_output) {
   RecipeModel m;
   m.n_layer = n_layer;
-  m.n_gqa = n_head_kv > 0 ? std::max(1, n_head / n_head_kv) : 1;
+  m.n_gqa = n_kv_head > 0 ? std::max(1, n_head / n_kv_head) : 1;
   m.has_output = has_output;
   return m;
 }
@@ -269,7 +269,7 @@ Status synthesize_model(const SynthParams& params, const ConvertCallbacks& cb) {
   }
 
   const int n_threads = resolve_threads(params.n_threads);
-  const RecipeModel rm = recipe_model(p.n_layer, p.n_head, p.n_head_kv, !p.tied_embeddings);
+  const RecipeModel rm = recipe_model(p.n_layer, p.n_head, p.n_kv_head, !p.tied_embeddings);
   RecipeState rs;
   const std::vector<float> rope_factors =
       p.rope_scaling.factor > 0 ? llama3_rope_factors(p) : std::vector<float>();
@@ -335,8 +335,8 @@ Status quantize_model(const QuantizeParams& params, const ConvertCallbacks& cb) 
   const std::string arch = in.get<std::string>("general.architecture").value_or("");
   const int n_layer = int(in.get_int(arch + ".block_count").value_or(0));
   const int n_head = int(in.get_int(arch + ".attention.head_count").value_or(1));
-  const int n_head_kv = int(in.get_int(arch + ".attention.head_count_kv").value_or(n_head));
-  const RecipeModel rm = recipe_model(n_layer, n_head, n_head_kv, in.find_tensor("output.weight"));
+  const int n_kv_head = int(in.get_int(arch + ".attention.head_count_kv").value_or(n_head));
+  const RecipeModel rm = recipe_model(n_layer, n_head, n_kv_head, in.find_tensor("output.weight"));
   RecipeState rs;
   const int n_threads = resolve_threads(params.n_threads);
   std::vector<TensorConversion> report;

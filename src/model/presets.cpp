@@ -14,7 +14,7 @@ const std::vector<ModelPreset>& model_presets() {
       m.n_embd = 256;
       m.n_ff = 512;
       m.n_head = 4;
-      m.n_head_kv = 2;
+      m.n_kv_head = 2;
       m.head_dim = 64;
       m.n_vocab = 512;
       m.n_ctx = 512;
@@ -29,7 +29,7 @@ const std::vector<ModelPreset>& model_presets() {
       m.n_embd = 2048;
       m.n_ff = 8192;
       m.n_head = 32;
-      m.n_head_kv = 8;
+      m.n_kv_head = 8;
       m.head_dim = 64;
       m.n_vocab = 128256;
       m.n_ctx = 131072;
@@ -47,7 +47,7 @@ const std::vector<ModelPreset>& model_presets() {
       m.n_embd = 4096;
       m.n_ff = 14336;
       m.n_head = 32;
-      m.n_head_kv = 8;
+      m.n_kv_head = 8;
       m.head_dim = 128;
       m.n_vocab = 128256;
       m.n_ctx = 131072;
@@ -64,7 +64,7 @@ const std::vector<ModelPreset>& model_presets() {
       m.n_embd = 896;
       m.n_ff = 4864;
       m.n_head = 14;
-      m.n_head_kv = 2;
+      m.n_kv_head = 2;
       m.head_dim = 64;
       m.n_vocab = 151936;
       m.n_ctx = 32768;

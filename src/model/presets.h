@@ -25,7 +25,7 @@ struct ModelPreset {
   int n_embd = 0;
   int n_ff = 0;
   int n_head = 0;
-  int n_head_kv = 0;
+  int n_kv_head = 0;
   int head_dim = 0;  // usually n_embd / n_head
   int n_vocab = 0;
   int n_ctx = 0;  // trained context length

@@ -40,7 +40,7 @@ std::string_view file_type_name(FileType t);
 struct RecipeModel {
   int n_layer = 0;
   bool has_output = true;  // false: output tied to token_embd
-  int n_gqa = 1;           // n_head / n_head_kv
+  int n_gqa = 1;           // n_head / n_kv_head
 };
 
 // Counters of tensors seen so far (llama.cpp picks more bits for some layers by index).

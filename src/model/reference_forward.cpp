@@ -107,7 +107,7 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
       if (c.qk_norm) rms_norm(q.data() + h * hd, hd, lw.q_norm, eps);
       rope(q.data() + h * hd, c, mw.rope_freqs, pos);
     }
-    for (int h = 0; h < c.n_head_kv; ++h) {
+    for (int h = 0; h < c.n_kv_head; ++h) {
       if (c.qk_norm) rms_norm(k.data() + h * hd, hd, lw.k_norm, eps);
       rope(k.data() + h * hd, c, mw.rope_freqs, pos);
     }

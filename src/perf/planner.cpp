@@ -52,7 +52,7 @@ std::string planner_model_names() {
 
 ModelCost model_cost(const ModelShape& s) {
   const double L = double(s.n_layers), D = double(s.d_model), F = double(s.d_ff);
-  const double N = double(s.n_heads), K = double(s.n_kv_heads), H = double(s.head_dim);
+  const double N = double(s.n_heads), K = double(s.n_kv_head), H = double(s.head_dim);
   const double V = double(s.n_vocab);
   const double attn = D * H * (2 * N + 2 * K);  // W_Q, W_O: D x N*H; W_K, W_V: D x K*H
   const double expert = s.n_mlp_matrices * D * F;

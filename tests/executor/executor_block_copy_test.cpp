@@ -64,18 +64,18 @@ TEST(BlockCopy, CopiesKAndVOfEveryLayerBeforeTheStepForEachKvType) {
     EXPECT_EQ(std::memcmp(out.row(0), out.row(1), sizeof(float) * size_t(out.n_vocab)), 0);
     EXPECT_TRUE(blocks_equal(e, 5, 6));  // same contents, position 6 written in both
     // Without the copy, B attends to an empty block and its logits differ.
-    ASSERT_TRUE(e.copy_blocks(std::vector<KvBlockCopy>{{0, 6}}).ok());  // block 0: never written
+    ASSERT_TRUE(e.copy_blocks(std::vector<BlockCopy>{{0, 6}}).ok());  // block 0: never written
     ASSERT_TRUE(e.execute(without, out).ok());
     EXPECT_NE(std::memcmp(out.row(0), out.row(1), sizeof(float) * size_t(out.n_vocab)), 0);
 
     // copy_blocks applies copies in order, every layer.
-    ASSERT_TRUE(e.copy_blocks(std::vector<KvBlockCopy>{{2, 7}, {5, 2}}).ok());
+    ASSERT_TRUE(e.copy_blocks(std::vector<BlockCopy>{{2, 7}, {5, 2}}).ok());
     EXPECT_FALSE(blocks_equal(e, 7, 5));
     EXPECT_TRUE(blocks_equal(e, 2, 5));
     // Bad copies fail and copy nothing; a batch carrying one is rejected before any write.
     const std::vector<uint8_t> k1 = block_bytes(e, 0, false, 1);
-    for (KvBlockCopy bad : {KvBlockCopy{3, 3}, KvBlockCopy{-1, 1}, KvBlockCopy{1, 8}}) {
-      EXPECT_FALSE(e.copy_blocks(std::vector<KvBlockCopy>{{5, 1}, bad}).ok());
+    for (BlockCopy bad : {BlockCopy{3, 3}, BlockCopy{-1, 1}, BlockCopy{1, 8}}) {
+      EXPECT_FALSE(e.copy_blocks(std::vector<BlockCopy>{{5, 1}, bad}).ok());
       batch.block_copies = {{5, 1}, bad};
       const Status s = e.execute(batch, out);
       EXPECT_FALSE(s.ok());

@@ -113,7 +113,7 @@ TEST_P(ExecutorContract, CopyExportImportMoveExactlyTheNamedBlocks) {
   ASSERT_TRUE(ex->execute(b, out).ok());
   auto src = ex->export_blocks(t);
   ASSERT_TRUE(src.ok());
-  ASSERT_TRUE(ex->copy_blocks(std::vector<KvBlockCopy>{{2, 8}, {5, 9}}).ok());
+  ASSERT_TRUE(ex->copy_blocks(std::vector<BlockCopy>{{2, 8}, {5, 9}}).ok());
   auto copied = ex->export_blocks(std::vector<int32_t>{8, 9});
   ASSERT_TRUE(copied.ok());
   EXPECT_EQ(copied->bytes, src->bytes);
@@ -122,7 +122,7 @@ TEST_P(ExecutorContract, CopyExportImportMoveExactlyTheNamedBlocks) {
   EXPECT_EQ(imported->bytes, src->bytes);
   EXPECT_NE(ex->export_blocks(std::vector<int32_t>{14})->bytes,
             std::vector<uint8_t>(src->bytes.begin(), src->bytes.begin() + long(src->bytes_per_block)));
-  EXPECT_FALSE(ex->copy_blocks(std::vector<KvBlockCopy>{{2, 16}}).ok());
+  EXPECT_FALSE(ex->copy_blocks(std::vector<BlockCopy>{{2, 16}}).ok());
   EXPECT_FALSE(ex->import_blocks(std::vector<int32_t>{12}, *src).ok());
   KvBlockData other = *src;
   other.layout += "x";

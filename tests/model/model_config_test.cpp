@@ -18,7 +18,7 @@ TEST(ModelConfig, Stories260K) {
   EXPECT_EQ(c.n_embd, 64);
   EXPECT_EQ(c.n_ff, 172);
   EXPECT_EQ(c.n_head, 8);
-  EXPECT_EQ(c.n_head_kv, 4);
+  EXPECT_EQ(c.n_kv_head, 4);
   EXPECT_EQ(c.head_dim, 8);
   EXPECT_EQ(c.n_rot, 8);
   EXPECT_EQ(c.n_vocab, 512);
@@ -54,7 +54,7 @@ TEST(ModelConfig, SyntheticFamilies) {
     const char* variant;
     Arch arch;
     RopeStyle rope;
-    int n_head, n_head_kv, head_dim;
+    int n_head, n_kv_head, head_dim;
     bool bias, qk_norm, tied, rope_freqs;
   };
   const Want wants[] = {
@@ -74,7 +74,7 @@ TEST(ModelConfig, SyntheticFamilies) {
     EXPECT_EQ(c.arch, w.arch) << w.variant;
     EXPECT_EQ(c.rope_style, w.rope) << w.variant;
     EXPECT_EQ(c.n_head, w.n_head) << w.variant;
-    EXPECT_EQ(c.n_head_kv, w.n_head_kv) << w.variant;
+    EXPECT_EQ(c.n_kv_head, w.n_kv_head) << w.variant;
     EXPECT_EQ(c.head_dim, w.head_dim) << w.variant;
     EXPECT_EQ(c.qkv_bias, w.bias) << w.variant;
     EXPECT_EQ(c.qk_norm, w.qk_norm) << w.variant;

@@ -20,8 +20,8 @@ namespace sluice::test {
 inline ModelPreset tiny_preset(const std::string& variant) {
   ModelPreset p = *find_preset("tiny");
   p.name = variant;
-  if (variant == "tiny-mha") p.n_head_kv = 4;
-  if (variant == "tiny-mqa") p.n_head_kv = 1;
+  if (variant == "tiny-mha") p.n_kv_head = 4;
+  if (variant == "tiny-mqa") p.n_kv_head = 1;
   if (variant == "tiny-qwen2") {
     p.arch = "qwen2";
     p.qkv_bias = true;
@@ -34,7 +34,7 @@ inline ModelPreset tiny_preset(const std::string& variant) {
     p.arch = "qwen3";
     p.qk_norm = true;
     p.n_head = 8;
-    p.n_head_kv = 2;
+    p.n_kv_head = 2;
     p.rms_eps = 1e-6f;
   }
   if (variant == "tiny-llama3") {

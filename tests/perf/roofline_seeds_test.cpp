@@ -324,7 +324,7 @@ TEST(SeedsPalm, ParameterCounts) {
 }
 
 TEST(SeedsGuide, KvCacheSizeGbExamples) {
-  // llm-inference-complete-guide.md kv_cache_size_gb(n_layers, n_kv_heads, d_head, seq_len)
+  // llm-inference-complete-guide.md kv_cache_size_gb(n_layers, n_kv_head, d_head, seq_len)
   // = 2 * L * K * H * seq * 2 bytes / 1024^3. Its printed comments disagree with the function
   // for four of the five calls (they match L = 64 and / 1e9 for the 70B lines); we reproduce
   // what the function computes: 0.50, 1.25, 40.00, 60.00 and 10.00 GiB.
@@ -337,7 +337,7 @@ TEST(SeedsGuide, KvCacheSizeGbExamples) {
         Case{120, 128, 128, 8192, 60.00}, Case{80, 64, 128, 4096, 10.00}}) {
     ModelShape s;
     s.n_layers = c.layers;
-    s.n_kv_heads = c.kv_heads;
+    s.n_kv_head = c.kv_heads;
     s.head_dim = c.d_head;
     const ModelCost m = model_cost(s);
     const double gib = kv_bytes_per_token(m, Precision{}) * double(c.seq) / (1024.0 * 1024 * 1024);

@@ -72,9 +72,9 @@ class FakeExecutor final : public Executor {
     return {};
   }
 
-  Status copy_blocks(std::span<const KvBlockCopy> copies) override {
+  Status copy_blocks(std::span<const BlockCopy> copies) override {
     SLUICE_RETURN_IF_ERROR(validate_block_copies(copies, cap_.n_blocks));
-    for (const KvBlockCopy& c : copies) {
+    for (const BlockCopy& c : copies) {
       std::memcpy(&slot(c.dst, 0), &slot(c.src, 0), sizeof(int32_t) * size_t(cap_.block_size));
     }
     return {};
