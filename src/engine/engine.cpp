@@ -264,7 +264,7 @@ Status Engine::propose_drafts() {
     r.draft.clear();
     r.draft_q.clear();
     // Every token but the last computed, and not a group's leader about to fork.
-    if (sr->num_computed + 1 != sr->num_tokens() || !sr->awaiting_fork.empty()) {
+    if (sr->n_computed + 1 != sr->num_tokens() || !sr->awaiting_fork.empty()) {
       scheduler_.set_draft(id, {});
       continue;
     }
@@ -296,16 +296,16 @@ void Engine::build_batch(const SchedulerOutput& out, Batch& batch) const {
   batch.block_copies.assign(out.copies.begin(), out.copies.end());
   for (const ScheduledSeq& s : out.seqs) {
     const SchedRequest* sr = scheduler_.find(s.id);
-    const int32_t n_known = s.n_new - s.n_draft;
-    std::span<const int32_t> toks(sr->tokens.data() + s.num_computed, size_t(n_known));
+    const int32_t n_known = s.n_new_tokens - s.n_draft;
+    std::span<const int32_t> toks(sr->tokens.data() + s.n_computed, size_t(n_known));
     if (s.n_draft == 0) {
-      batch.add_sequence(toks, s.num_computed, kv_.block_table(s.id),
+      batch.add_sequence(toks, s.n_computed, kv_.block_table(s.id),
                          s.samples ? LogitsMode::kLast : LogitsMode::kNone);
     } else {
       // The last known token, then the draft: logits at each of them.
       std::vector<int32_t> v(toks.begin(), toks.end());
       v.insert(v.end(), sr->draft.begin(), sr->draft.begin() + s.n_draft);
-      batch.add_sequence(v, s.num_computed, kv_.block_table(s.id), LogitsMode::kAll);
+      batch.add_sequence(v, s.n_computed, kv_.block_table(s.id), LogitsMode::kAll);
     }
   }
 }
@@ -329,7 +329,7 @@ void Engine::gate_drafts(SchedulerOutput& out) {
   const auto cut_to = [&](SchedulerOutput& o, int32_t cap) {
     for (ScheduledSeq& s : o.seqs) {
       const int32_t cut = std::max(0, s.n_draft - cap);
-      s.n_new -= cut;
+      s.n_new_tokens -= cut;
       s.n_draft -= cut;
       o.n_tokens -= cut;
     }
@@ -420,15 +420,15 @@ Result<std::vector<EngineEvent>> Engine::step() {
     const SchedRequest* sr = scheduler_.find(s.id);
     Request& r = requests_.at(s.id);
     if (r.times.scheduled < 0) r.times.scheduled = t0;
-    if (s.num_computed < sr->n_prompt) {
-      stats_.prompt_tokens += uint64_t(std::min(s.num_computed + s.n_new, sr->n_prompt) - s.num_computed);
+    if (s.n_computed < sr->n_prompt) {
+      stats_.prompt_tokens += uint64_t(std::min(s.n_computed + s.n_new_tokens, sr->n_prompt) - s.n_computed);
     }
   }
   const double t_exec = now();
   SLUICE_RETURN_IF_ERROR(executor_.execute(batch_, logits_));
   if (roofline_) roofline_->record(batch_, now() - t_exec);
 
-  // Verify the drafts first: how many each sequence accepted decides its num_computed.
+  // Verify the drafts first: how many each sequence accepted decides its n_computed.
   verified_.resize(out.seqs.size());
   n_accepted_.assign(out.seqs.size(), 0);
   for (int32_t row = 0; row < logits_.n_rows(); ++row) {

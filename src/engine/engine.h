@@ -75,7 +75,7 @@ struct EngineEvent {
 
 // Speculative decoding (docs/speculative.md): each decoding request carries up to k guessed
 // tokens that one forward pass verifies exactly (Sampler::verify); accepted ones cost a
-// fraction of a step each, rejected ones are rolled back by num_computed alone.
+// fraction of a step each, rejected ones are rolled back by n_computed alone.
 enum class SpecMode : uint8_t { kNone, kNgram, kDraft };
 Result<SpecMode> parse_spec_mode(std::string_view name);  // "none" | "ngram" | "draft"
 const char* spec_mode_name(SpecMode m);

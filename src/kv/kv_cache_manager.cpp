@@ -51,13 +51,13 @@ PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens) {
   return hit;
 }
 
-bool KvCacheManager::allocate_slots(RequestId id, int32_t n_computed, int32_t n_new,
+bool KvCacheManager::allocate_slots(RequestId id, int32_t n_computed, int32_t n_new_tokens,
                                     const PrefixHit* prefix) {
   auto it = tables_.find(id);
   const bool fresh = it == tables_.end();
   assert(!fresh || !prefix || n_computed >= prefix->n_tokens);
   const size_t have = fresh ? (prefix ? prefix->blocks.size() : 0) : it->second.blocks.size();
-  const int32_t n_tokens = n_computed + n_new;
+  const int32_t n_tokens = n_computed + n_new_tokens;
   const int32_t need = std::max(0, blocks_for(n_tokens) - int32_t(have));
   // Blocks this step writes into that another table shares need a private copy first. Only a
   // known table can hold such blocks (adopted prefix blocks all lie before n_computed).

@@ -108,11 +108,11 @@ StepShape make_step_shape(const ModelCost& m, const Precision& p, std::span<cons
   const double kvb = kv_bytes_per_token(m, p);
   double pairs = 0;  // (query token, attended token) pairs under the causal mask
   for (const SeqWork& w : seqs) {
-    s.n_tokens += w.n_new;
+    s.n_tokens += w.n_new_tokens;
     // Cached tokens are read; new tokens are written (and attended from on-chip memory).
     s.kv_bytes += double(w.n_context) * kvb;
-    // New token i (0-based) sits at position n_context - n_new + i and attends to that many + 1.
-    const double cached = double(w.n_context - w.n_new), n = double(w.n_new);
+    // New token i (0-based) sits at position n_context - n_new_tokens + i and attends to that many + 1.
+    const double cached = double(w.n_context - w.n_new_tokens), n = double(w.n_new_tokens);
     pairs += n * cached + n * (n + 1) / 2;
   }
   s.weight_bytes = weight_bytes_read(m, p, double(s.n_tokens));

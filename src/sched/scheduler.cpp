@@ -78,7 +78,7 @@ void Scheduler::promote_heir(SchedRequest& r) {
   SchedRequest& heir = requests_.at(heir_id);
   // Same prompt, no generated tokens on either side: the heir simply continues r's work.
   heir.state = r.state;
-  heir.num_computed = r.num_computed;
+  heir.n_computed = r.n_computed;
   heir.arrival = r.arrival;
   heir.n_preemptions = r.n_preemptions;
   heir.leader = 0;
@@ -96,7 +96,7 @@ const SchedRequest* Scheduler::find(RequestId id) const {
 }
 
 int32_t Scheduler::cap_new_tokens(const SchedRequest& r, int32_t budget) const {
-  int32_t n = std::min(r.num_tokens() - r.num_computed, budget);
+  int32_t n = std::min(r.num_tokens() - r.n_computed, budget);
   if (config_.prefill_chunk > 0) n = std::min(n, config_.prefill_chunk);
   return n;
 }
@@ -105,9 +105,9 @@ int32_t Scheduler::seats(const SchedRequest& r) const {
   return std::min(1 + int32_t(r.awaiting_fork.size()), std::max(config_.max_seqs, 1));
 }
 
-ScheduledSeq Scheduler::make_seq(const SchedRequest& r, int32_t n_new, int32_t n_draft) const {
-  ScheduledSeq q{r.id, r.num_computed, n_new, n_draft,
-                 r.num_computed + n_new - n_draft == r.num_tokens(), {}};
+ScheduledSeq Scheduler::make_seq(const SchedRequest& r, int32_t n_new_tokens, int32_t n_draft) const {
+  ScheduledSeq q{r.id, r.n_computed, n_new_tokens, n_draft,
+                 r.n_computed + n_new_tokens - n_draft == r.num_tokens(), {}};
   if (q.samples) q.forks = r.awaiting_fork;  // a leader samples first at its prompt's end
   return q;
 }
@@ -127,7 +127,7 @@ size_t Scheduler::pick_victim() const {
 void Scheduler::preempt(RequestId id) {
   SchedRequest& r = requests_.at(id);
   kv_.free(id);
-  r.num_computed = 0;  // recompute later (the prefix cache may still hold its blocks)
+  r.n_computed = 0;  // recompute later (the prefix cache may still hold its blocks)
   r.state = RequestState::kWaiting;
   r.draft.clear();
   ++r.n_preemptions;
@@ -144,17 +144,17 @@ SchedulerOutput Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     const RequestId id = running_[i];
     SchedRequest& r = requests_.at(id);
-    const int32_t n_new = cap_new_tokens(r, budget);
-    if (n_new <= 0) {
+    const int32_t n_new_tokens = cap_new_tokens(r, budget);
+    if (n_new_tokens <= 0) {
       ++i;
       continue;
     }
     // A decoding request with a draft verifies it if the budget and free blocks allow.
     // (Not a leader whose samples fork it at this step: they share its logits row.)
-    if (!r.draft.empty() && r.num_computed + 1 == r.num_tokens() && r.awaiting_fork.empty() &&
+    if (!r.draft.empty() && r.n_computed + 1 == r.num_tokens() && r.awaiting_fork.empty() &&
         budget > 1) {
       const int32_t n_draft = std::min(int32_t(r.draft.size()), budget - 1);
-      if (kv_.allocate_slots(id, r.num_computed, 1 + n_draft)) {
+      if (kv_.allocate_slots(id, r.n_computed, 1 + n_draft)) {
         out.seqs.push_back(make_seq(r, 1 + n_draft, n_draft));
         out.n_tokens += 1 + n_draft;
         budget -= 1 + n_draft;
@@ -163,14 +163,14 @@ SchedulerOutput Scheduler::schedule() {
       }
     }
     bool scheduled = true;
-    while (!kv_.allocate_slots(id, r.num_computed, n_new)) {
+    while (!kv_.allocate_slots(id, r.n_computed, n_new_tokens)) {
       const size_t v = pick_victim();
       const RequestId victim = running_[v];
       // A victim already scheduled this step gives its tokens back.
       for (auto it = out.seqs.begin(); it != out.seqs.end(); ++it) {
         if (it->id == victim) {
-          budget += it->n_new;
-          out.n_tokens -= it->n_new;
+          budget += it->n_new_tokens;
+          out.n_tokens -= it->n_new_tokens;
           out.seqs.erase(it);
           break;
         }
@@ -184,9 +184,9 @@ SchedulerOutput Scheduler::schedule() {
       if (v < i) --i;  // an earlier entry left running_
     }
     if (!scheduled) continue;  // running_[i] is now the next request
-    out.seqs.push_back(make_seq(r, n_new));
-    out.n_tokens += n_new;
-    budget -= n_new;
+    out.seqs.push_back(make_seq(r, n_new_tokens));
+    out.n_tokens += n_new_tokens;
+    budget -= n_new_tokens;
     ++i;
   }
 
@@ -199,19 +199,19 @@ SchedulerOutput Scheduler::schedule() {
     SchedRequest& r = requests_.at(id);
     if (seats_taken + seats(r) > config_.max_seqs) break;
     PrefixHit hit = kv_.find_prefix(r.tokens);
-    r.num_computed = hit.n_tokens;
-    const int32_t n_new = cap_new_tokens(r, budget);
-    if (!kv_.allocate_slots(id, r.num_computed, n_new, &hit)) {
-      r.num_computed = 0;
+    r.n_computed = hit.n_tokens;
+    const int32_t n_new_tokens = cap_new_tokens(r, budget);
+    if (!kv_.allocate_slots(id, r.n_computed, n_new_tokens, &hit)) {
+      r.n_computed = 0;
       break;  // head-of-line: later requests wait too (FCFS fairness)
     }
     waiting_.pop_front();
     r.state = RequestState::kRunning;
     running_.push_back(id);
     seats_taken += seats(r);
-    out.seqs.push_back(make_seq(r, n_new));
-    out.n_tokens += n_new;
-    budget -= n_new;
+    out.seqs.push_back(make_seq(r, n_new_tokens));
+    out.n_tokens += n_new_tokens;
+    budget -= n_new_tokens;
   }
   out.copies = kv_.take_copies();
   return out;
@@ -233,16 +233,16 @@ void Scheduler::on_step_done(const SchedulerOutput& out, std::span<const int32_t
     assert(a <= int32_t(r.draft.size()));
     r.tokens.insert(r.tokens.end(), r.draft.begin(), r.draft.begin() + a);
     r.draft.clear();
-    r.num_computed = s.num_computed + s.n_new - s.n_draft + a;
-    kv_.commit_computed(s.id, r.tokens, r.num_computed);
+    r.n_computed = s.n_computed + s.n_new_tokens - s.n_draft + a;
+    kv_.commit_computed(s.id, r.tokens, r.n_computed);
     // Blocks that only rejected draft tokens wrote (a no-op without a draft).
-    kv_.truncate(s.id, r.num_computed);
+    kv_.truncate(s.id, r.n_computed);
     if (!s.forks.empty()) fork_group(r, s.forks);
   }
 }
 
 void Scheduler::fork_group(SchedRequest& leader, const std::vector<RequestId>& forks) {
-  assert(leader.num_computed == leader.n_prompt && leader.awaiting_fork == forks);
+  assert(leader.n_computed == leader.n_prompt && leader.awaiting_fork == forks);
   // Forked samples run right after their leader (the group was admitted together).
   size_t pos = size_t(std::find(running_.begin(), running_.end(), leader.id) - running_.begin());
   assert(pos < running_.size());
@@ -253,13 +253,13 @@ void Scheduler::fork_group(SchedRequest& leader, const std::vector<RequestId>& f
     c.leader = 0;
     if (int32_t(running_.size()) < config_.max_seqs) {
       kv_.fork(leader.id, cid);
-      c.num_computed = leader.num_computed;
+      c.n_computed = leader.n_computed;
       c.state = RequestState::kRunning;
       running_.insert(running_.begin() + std::ptrdiff_t(++pos), cid);
     } else {
       // Only a group larger than max_seqs gets here: the rest wait and recompute the prompt
       // (the prefix cache holds its full blocks).
-      c.num_computed = 0;
+      c.n_computed = 0;
       c.state = RequestState::kWaiting;
       overflow.push_back(cid);
     }

@@ -1,7 +1,7 @@
 // The scheduler: pure bookkeeping, no kernels. Every request has num_tokens (prompt +
-// generated) and num_computed (tokens whose K/V are cached); each step gives scheduled
+// generated) and n_computed (tokens whose K/V are cached); each step gives scheduled
 // requests some new tokens to compute. A fresh prompt, a chunk of a long prompt, a
-// prefix-cache hit (num_computed jumps ahead) and a decode (1 token) are the same operation.
+// prefix-cache hit (n_computed jumps ahead) and a decode (1 token) are the same operation.
 //
 // Per step (schedule()):
 //   1. running requests in admission order get min(remaining, budget, prefill_chunk) tokens;
@@ -15,7 +15,7 @@
 // queued; the others await the fork. The leader is admitted with seats for the whole group
 // (max_seqs counts them). When a step computes the prompt's last token, its ScheduledSeq lists
 // the awaiting samples in `forks`; on_step_done() forks them: each takes the leader's block
-// table (shared blocks, see KvCacheManager::fork) and num_computed, and runs right after the
+// table (shared blocks, see KvCacheManager::fork) and n_computed, and runs right after the
 // leader; the engine samples all of them from the leader's logits row. From then on they are
 // independent requests (preempted, aborted, finished alone). Aborting a leader before that
 // hands its place, progress and blocks to the next sample of its group.
@@ -50,7 +50,7 @@ struct SchedRequest {
   RequestId id = 0;
   std::vector<int32_t> tokens;  // prompt, then generated tokens
   int32_t n_prompt = 0;
-  int32_t num_computed = 0;
+  int32_t n_computed = 0;
   int32_t priority = 0;
   uint64_t arrival = 0;  // admission order key (monotonic)
   RequestState state = RequestState::kWaiting;
@@ -67,9 +67,9 @@ struct SchedRequest {
 // One request's share of a step.
 struct ScheduledSeq {
   RequestId id = 0;
-  int32_t num_computed = 0;  // before this step: new tokens start at this position
-  int32_t n_new = 0;         // tokens to compute now
-  // Of n_new, the draft tokens after the last known token (a speculative verification: the
+  int32_t n_computed = 0;  // before this step: new tokens start at this position
+  int32_t n_new_tokens = 0;         // tokens to compute now
+  // Of n_new_tokens, the draft tokens after the last known token (a speculative verification: the
   // request's last token, then n_draft guesses, logits at every one of them).
   int32_t n_draft = 0;
   // True when this step computes the request's last known token: its logits yield a new token.
@@ -84,7 +84,7 @@ struct SchedulerOutput {
   std::vector<ScheduledSeq> seqs;    // running order
   std::vector<RequestId> preempted;  // preempted during this call
   std::vector<BlockCopy> copies;     // copy-on-write: apply in order before the forward pass
-  int32_t n_tokens = 0;              // sum of n_new
+  int32_t n_tokens = 0;              // sum of n_new_tokens
   bool empty() const { return seqs.empty(); }
 };
 
@@ -113,11 +113,11 @@ class Scheduler {
   void set_draft(RequestId id, std::span<const int32_t> draft);
 
   SchedulerOutput schedule();
-  // The executor computed `out`: advance num_computed, publish full blocks to the prefix cache
+  // The executor computed `out`: advance n_computed, publish full blocks to the prefix cache
   // and fork the samples listed in ScheduledSeq::forks (each then runs, or, past max_seqs,
   // waits at the front of the queue to recompute its prompt). `n_accepted[i]` (when given) is
   // how many of out.seqs[i]'s draft tokens the verification accepted: they are appended to its
-  // tokens, num_computed counts the last known token and them (rejected tokens are rolled back
+  // tokens, n_computed counts the last known token and them (rejected tokens are rolled back
   // by the counter alone) and blocks that only rejected tokens wrote are freed.
   void on_step_done(const SchedulerOutput& out, std::span<const int32_t> n_accepted = {});
   // Appends a sampled token to a running request.
@@ -142,7 +142,7 @@ class Scheduler {
   // Seats (of max_seqs) a running request holds or a waiting one needs: itself plus the
   // samples awaiting its fork (a group larger than max_seqs needs all of them).
   int32_t seats(const SchedRequest& r) const;
-  ScheduledSeq make_seq(const SchedRequest& r, int32_t n_new, int32_t n_draft = 0) const;
+  ScheduledSeq make_seq(const SchedRequest& r, int32_t n_new_tokens, int32_t n_draft = 0) const;
   void fork_group(SchedRequest& leader, const std::vector<RequestId>& forks);
   // Aborting leader `r`: the first awaiting sample takes over its place, progress and blocks.
   void promote_heir(SchedRequest& r);

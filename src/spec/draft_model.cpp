@@ -45,8 +45,8 @@ Status DraftModelProposer::propose(std::span<DraftSlot> slots) {
     kv_.truncate(slot.id, int32_t(common));
     const int32_t computed = int32_t(common);
     // Positions [computed, len) now, then len .. len + k - 2 for the guesses fed back.
-    const int32_t n_new = len - computed + slot.max_k - 1;
-    bool ok = kv_.allocate_slots(slot.id, computed, n_new);
+    const int32_t n_new_tokens = len - computed + slot.max_k - 1;
+    bool ok = kv_.allocate_slots(slot.id, computed, n_new_tokens);
     if (!ok) {
       // Make room: requests not proposed for now give their draft K/V back.
       std::vector<RequestId> idle;
@@ -59,7 +59,7 @@ Status DraftModelProposer::propose(std::span<DraftSlot> slots) {
         kv_.free(id);
         seqs_.at(id).seen.clear();
       }
-      ok = kv_.allocate_slots(slot.id, computed, n_new);
+      ok = kv_.allocate_slots(slot.id, computed, n_new_tokens);
     }
     if (!ok) {
       ++stats_.dropped;

@@ -261,13 +261,13 @@ bool expect_group_blocks(const Engine& e, const std::vector<RequestId>& ids, int
   }
   int32_t expected = 0;
   bool any_wrote = false;
-  for (const SchedRequest* r : rs) any_wrote |= r->num_computed > n_prompt;
+  for (const SchedRequest* r : rs) any_wrote |= r->n_computed > n_prompt;
   if (!any_wrote) {
     // Just forked: the whole prompt, partial block included, is held once.
     expected = (n_prompt + bs - 1) / bs;
   } else {
     expected = shared_full;
-    for (const SchedRequest* r : rs) expected += (r->num_computed + bs - 1) / bs - shared_full;
+    for (const SchedRequest* r : rs) expected += (r->n_computed + bs - 1) / bs - shared_full;
   }
   EXPECT_EQ(e.kv().n_used_blocks(), expected) << "prompt " << n_prompt;
   const std::vector<BlockId>& first = e.kv().block_table(ids[0]);

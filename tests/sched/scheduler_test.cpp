@@ -33,19 +33,19 @@ TEST(Scheduler, ChunkedPrefillThenDecodeInOneRaggedStep) {
   s.add_request(1, tokens(100));
   auto o1 = step(s);
   ASSERT_EQ(o1.seqs.size(), 1u);
-  EXPECT_EQ(o1.seqs[0].n_new, 40);
+  EXPECT_EQ(o1.seqs[0].n_new_tokens, 40);
   EXPECT_FALSE(o1.seqs[0].samples);
   s.add_request(2, tokens(10, 500));
   auto o2 = step(s);  // request 1: 40 more; request 2: 10 (its whole prompt), budget 64 -> 24 left
   ASSERT_EQ(o2.seqs.size(), 2u);
-  EXPECT_EQ(o2.seqs[0].n_new, 40);
-  EXPECT_EQ(o2.seqs[1].n_new, 10);
+  EXPECT_EQ(o2.seqs[0].n_new_tokens, 40);
+  EXPECT_EQ(o2.seqs[1].n_new_tokens, 10);
   EXPECT_TRUE(o2.seqs[1].samples);
   auto o3 = step(s);  // request 1: last 20 prompt tokens; request 2: one decode token
   ASSERT_EQ(o3.seqs.size(), 2u);
-  EXPECT_EQ(o3.seqs[0].n_new, 20);
+  EXPECT_EQ(o3.seqs[0].n_new_tokens, 20);
   EXPECT_TRUE(o3.seqs[0].samples);
-  EXPECT_EQ(o3.seqs[1].n_new, 1);
+  EXPECT_EQ(o3.seqs[1].n_new_tokens, 1);
   EXPECT_EQ(o3.n_tokens, 21);
 }
 
@@ -62,8 +62,8 @@ TEST(Scheduler, SharedPrefixComputesOnlyTheSuffix) {
   auto o = step(s);
   ASSERT_EQ(o.seqs.size(), 1u);
   // 1000 tokens = 62 full blocks (992 tokens) cached; 32 tokens computed.
-  EXPECT_EQ(o.seqs[0].num_computed, 992);
-  EXPECT_EQ(o.seqs[0].n_new, 1024 - 992);
+  EXPECT_EQ(o.seqs[0].n_computed, 992);
+  EXPECT_EQ(o.seqs[0].n_new_tokens, 1024 - 992);
   EXPECT_EQ(kv.prefix_stats().hit_tokens, 992u);
 }
 
@@ -79,13 +79,13 @@ TEST(Scheduler, PreemptsMostRecentWhenBlocksRunOutAndRecomputesLater) {
   auto o = step(s);  // token 9 needs a 3rd block each: request 2 (admitted last) is preempted
   ASSERT_EQ(o.preempted.size(), 1u);
   EXPECT_EQ(o.preempted[0], 2);
-  EXPECT_EQ(s.find(2)->num_computed, 0);
+  EXPECT_EQ(s.find(2)->n_computed, 0);
   EXPECT_EQ(s.waiting().front(), 2);
   s.finish(1);
   auto o2 = step(s);  // request 2 comes back and recomputes all 9 of its tokens
   ASSERT_EQ(o2.seqs.size(), 1u);
   EXPECT_EQ(o2.seqs[0].id, 2);
-  EXPECT_EQ(o2.seqs[0].n_new, 9);
+  EXPECT_EQ(o2.seqs[0].n_new_tokens, 9);
   EXPECT_EQ(s.find(2)->n_preemptions, 1);
 }
 
@@ -166,25 +166,25 @@ TEST(Scheduler, PropertyRandomSchedules) {
       ASSERT_LE(int32_t(s.n_running()), cfg.max_seqs);
       int32_t sum = 0;
       for (const auto& q : out.seqs) {
-        sum += q.n_new;
-        ASSERT_GT(q.n_new, 0);
+        sum += q.n_new_tokens;
+        ASSERT_GT(q.n_new_tokens, 0);
         const SchedRequest* r = s.find(q.id);
         ASSERT_NE(r, nullptr);
         ASSERT_EQ(r->state, RequestState::kRunning);
         // Blocks cover every token computed so far plus this step's.
         const std::vector<BlockId>& table = kv.block_table(q.id);
-        ASSERT_GE(int64_t(table.size()) * block_size, q.num_computed + q.n_new);
+        ASSERT_GE(int64_t(table.size()) * block_size, q.n_computed + q.n_new_tokens);
         if (cfg.prefill_chunk > 0) {
-          ASSERT_LE(q.n_new, cfg.prefill_chunk);
+          ASSERT_LE(q.n_new_tokens, cfg.prefill_chunk);
         }
         // Copy-on-write: every block written now belongs to this table alone.
-        for (int32_t b = q.num_computed / block_size; b * block_size < q.num_computed + q.n_new; ++b) {
+        for (int32_t b = q.n_computed / block_size; b * block_size < q.n_computed + q.n_new_tokens; ++b) {
           ASSERT_EQ(kv.ref_count(table[size_t(b)]), 1) << "trial " << trial << " writes a shared block";
         }
         // Forks only where a leader's prompt completes.
         if (!q.forks.empty()) {
           ASSERT_TRUE(q.samples);
-          ASSERT_EQ(q.num_computed + q.n_new, r->n_prompt);
+          ASSERT_EQ(q.n_computed + q.n_new_tokens, r->n_prompt);
           ASSERT_EQ(q.forks, r->awaiting_fork);
         }
       }
@@ -194,7 +194,7 @@ TEST(Scheduler, PropertyRandomSchedules) {
       for (const auto& q : out.seqs) {
         const SchedRequest* r = s.find(q.id);
         const std::vector<BlockId>& table = kv.block_table(q.id);
-        for (int32_t pos = q.num_computed; pos < q.num_computed + q.n_new; ++pos) {
+        for (int32_t pos = q.n_computed; pos < q.n_computed + q.n_new_tokens; ++pos) {
           memory[size_t(table[size_t(pos / block_size)])][size_t(pos % block_size)] = r->tokens[size_t(pos)];
         }
       }
@@ -216,7 +216,7 @@ TEST(Scheduler, PropertyRandomSchedules) {
       for (RequestId id : s.running()) {
         const SchedRequest* r = s.find(id);
         const std::vector<BlockId>& table = kv.block_table(id);
-        for (int32_t pos = 0; pos < r->num_computed; ++pos) {
+        for (int32_t pos = 0; pos < r->n_computed; ++pos) {
           ASSERT_EQ(memory[size_t(table[size_t(pos / block_size)])][size_t(pos % block_size)],
                     r->tokens[size_t(pos)])
               << "trial " << trial << " request " << id << " position " << pos;
@@ -287,13 +287,13 @@ TEST(SchedulerGroups, PromptComputedOnceThenForkedWithCopyOnWrite) {
   SchedulerOutput o1 = s.schedule();
   ASSERT_EQ(o1.seqs.size(), 1u);
   EXPECT_EQ(o1.seqs[0].id, 1);
-  EXPECT_EQ(o1.seqs[0].n_new, 10);
+  EXPECT_EQ(o1.seqs[0].n_new_tokens, 10);
   EXPECT_TRUE(o1.seqs[0].samples);
   EXPECT_EQ(o1.seqs[0].forks, (std::vector<RequestId>{2, 3}));
   s.on_step_done(o1);
   EXPECT_EQ(s.running(), (std::vector<RequestId>{1, 2, 3}));
   for (RequestId id : ids) {
-    EXPECT_EQ(s.find(id)->num_computed, 10);
+    EXPECT_EQ(s.find(id)->n_computed, 10);
     EXPECT_EQ(kv.block_table(id), kv.block_table(1));
     s.append_token(id, 100 + int32_t(id));
   }
@@ -340,13 +340,13 @@ TEST(SchedulerGroups, AbortedLeaderHandsItsPromptToTheNextSample) {
   s.add_group(ids, tokens(10));
   step(s);  // request 9: whole prompt; leader 1: tokens 0..3
   const std::vector<BlockId> table = kv.block_table(1);
-  EXPECT_EQ(s.find(1)->num_computed, 4);
+  EXPECT_EQ(s.find(1)->n_computed, 4);
   s.abort(1);
   EXPECT_EQ(s.find(1), nullptr);
   const SchedRequest* heir = s.find(2);
   ASSERT_NE(heir, nullptr);
   EXPECT_EQ(heir->state, RequestState::kRunning);
-  EXPECT_EQ(heir->num_computed, 4);
+  EXPECT_EQ(heir->n_computed, 4);
   EXPECT_EQ(heir->awaiting_fork, (std::vector<RequestId>{3}));
   EXPECT_EQ(s.find(3)->leader, 2);
   EXPECT_EQ(kv.block_table(2), table);
@@ -358,7 +358,7 @@ TEST(SchedulerGroups, AbortedLeaderHandsItsPromptToTheNextSample) {
   SchedulerOutput o = s.schedule();
   ASSERT_GE(o.seqs.size(), 2u);
   EXPECT_EQ(o.seqs[1].id, 2);
-  EXPECT_EQ(o.seqs[1].num_computed, 4);  // continues where request 1 stopped
+  EXPECT_EQ(o.seqs[1].n_computed, 4);  // continues where request 1 stopped
   s.on_step_done(o);
   for (const auto& q : o.seqs) {
     if (q.samples) s.append_token(q.id, 7);
@@ -395,7 +395,7 @@ TEST(SchedulerGroups, GroupsTakeSeatsForEverySample) {
   EXPECT_EQ(o.seqs[0].forks.size(), 4u);
   EXPECT_EQ(s.running(), (std::vector<RequestId>{10, 11, 12}));
   EXPECT_EQ(s.waiting(), (std::deque<RequestId>{13, 14}));
-  EXPECT_EQ(s.find(13)->num_computed, 0);
+  EXPECT_EQ(s.find(13)->n_computed, 0);
   EXPECT_FALSE(kv.has(13));
   s.append_token(13, 7);
   s.append_token(14, 7);
@@ -405,8 +405,8 @@ TEST(SchedulerGroups, GroupsTakeSeatsForEverySample) {
   o = step(s);
   ASSERT_EQ(o.seqs.size(), 2u);
   EXPECT_EQ(o.seqs[0].id, 13);
-  EXPECT_EQ(o.seqs[0].num_computed, 8);  // 2 full prompt blocks from the prefix cache
-  EXPECT_EQ(o.seqs[0].n_new, 2);         // the prompt's last token and its sampled token
+  EXPECT_EQ(o.seqs[0].n_computed, 8);  // 2 full prompt blocks from the prefix cache
+  EXPECT_EQ(o.seqs[0].n_new_tokens, 2);         // the prompt's last token and its sampled token
   drain(s);
   EXPECT_EQ(kv.n_used_blocks(), 0);
 }
@@ -461,8 +461,8 @@ TEST(SchedulerGroups, GroupsFollowPriorities) {
 namespace sluice {
 namespace {
 
-// A decoding request verifies its draft in one step: n_new = 1 + k, logits at all of them;
-// the accepted part joins its tokens, num_computed rolls back past the rejected part, and the
+// A decoding request verifies its draft in one step: n_new_tokens = 1 + k, logits at all of them;
+// the accepted part joins its tokens, n_computed rolls back past the rejected part, and the
 // blocks only rejected tokens wrote are freed.
 TEST(SchedulerSpec, DraftVerifiedThenRolledBackByTheCounter) {
   KvCacheManager kv({.n_blocks = 16, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
@@ -475,14 +475,14 @@ TEST(SchedulerSpec, DraftVerifiedThenRolledBackByTheCounter) {
   s.set_draft(1, draft);
   o = s.schedule();
   ASSERT_EQ(o.seqs.size(), 1u);
-  EXPECT_EQ(o.seqs[0].n_new, 8);
+  EXPECT_EQ(o.seqs[0].n_new_tokens, 8);
   EXPECT_EQ(o.seqs[0].n_draft, 7);
   EXPECT_TRUE(o.seqs[0].samples);
   EXPECT_EQ(kv.block_table(1).size(), 4u);  // 14 positions
   const std::vector<int32_t> accepted = {2};
   s.on_step_done(o, accepted);
   const SchedRequest* r = s.find(1);
-  EXPECT_EQ(r->num_computed, 9);  // 6 + the last known token + 2 accepted
+  EXPECT_EQ(r->n_computed, 9);  // 6 + the last known token + 2 accepted
   EXPECT_EQ(r->num_tokens(), 9);
   EXPECT_EQ(r->tokens[7], 51);
   EXPECT_EQ(r->tokens[8], 52);
@@ -492,10 +492,10 @@ TEST(SchedulerSpec, DraftVerifiedThenRolledBackByTheCounter) {
   s.append_token(1, 60);
   // No draft: a plain decode of one token.
   o = s.schedule();
-  EXPECT_EQ(o.seqs[0].n_new, 1);
+  EXPECT_EQ(o.seqs[0].n_new_tokens, 1);
   EXPECT_EQ(o.seqs[0].n_draft, 0);
   s.on_step_done(o);
-  EXPECT_EQ(s.find(1)->num_computed, 10);
+  EXPECT_EQ(s.find(1)->n_computed, 10);
 }
 
 // A draft takes what the budget leaves and never preempts: without free blocks it is dropped.
@@ -537,8 +537,8 @@ TEST(SchedulerSpec, DraftWithoutFreeBlocksIsDroppedNotPreempting) {
   o = s.schedule();
   ASSERT_EQ(o.seqs.size(), 2u);
   EXPECT_EQ(o.seqs[0].n_draft, 0);
-  EXPECT_EQ(o.seqs[0].n_new, 1);
-  EXPECT_EQ(o.seqs[1].n_new, 1);
+  EXPECT_EQ(o.seqs[0].n_new_tokens, 1);
+  EXPECT_EQ(o.seqs[1].n_new_tokens, 1);
   EXPECT_TRUE(o.preempted.empty());
   EXPECT_EQ(s.n_preemptions(), 0u);
 }
@@ -583,7 +583,7 @@ TEST(SchedulerSpec, PropertyRandomDraftsAndRollbacks) {
       std::map<RequestId, std::vector<int32_t>> drafts;
       for (RequestId id : s.running()) {
         const SchedRequest* r = s.find(id);
-        if (r->num_computed + 1 != r->num_tokens() || rng() % 4 == 0) continue;
+        if (r->n_computed + 1 != r->num_tokens() || rng() % 4 == 0) continue;
         std::vector<int32_t> d;
         const int k = 1 + int(rng() % 8);
         const int good = int(rng() % size_t(k + 1));
@@ -601,12 +601,12 @@ TEST(SchedulerSpec, PropertyRandomDraftsAndRollbacks) {
         const SchedRequest* r = s.find(q.id);
         ASSERT_LE(q.n_draft, int32_t(r->draft.size()));
         if (q.n_draft > 0) {
-          ASSERT_EQ(q.num_computed + 1, r->num_tokens());
+          ASSERT_EQ(q.n_computed + 1, r->num_tokens());
           ASSERT_TRUE(q.samples);
         }
         const std::vector<BlockId>& table = kv.block_table(q.id);
-        ASSERT_GE(int64_t(table.size()) * block_size, q.num_computed + q.n_new);
-        for (int32_t b = q.num_computed / block_size; b * block_size < q.num_computed + q.n_new; ++b) {
+        ASSERT_GE(int64_t(table.size()) * block_size, q.n_computed + q.n_new_tokens);
+        for (int32_t b = q.n_computed / block_size; b * block_size < q.n_computed + q.n_new_tokens; ++b) {
           ASSERT_EQ(kv.ref_count(table[size_t(b)]), 1);
         }
       }
@@ -616,8 +616,8 @@ TEST(SchedulerSpec, PropertyRandomDraftsAndRollbacks) {
         const auto& q = out.seqs[i];
         const SchedRequest* r = s.find(q.id);
         const std::vector<BlockId>& table = kv.block_table(q.id);
-        for (int32_t j = 0; j < q.n_new; ++j) {
-          const int32_t pos = q.num_computed + j;
+        for (int32_t j = 0; j < q.n_new_tokens; ++j) {
+          const int32_t pos = q.n_computed + j;
           const int32_t tok = pos < r->num_tokens() ? r->tokens[size_t(pos)]
                                                     : r->draft[size_t(pos - r->num_tokens())];
           memory[size_t(table[size_t(pos / block_size)])][size_t(pos % block_size)] = tok;
@@ -662,10 +662,10 @@ TEST(SchedulerSpec, PropertyRandomDraftsAndRollbacks) {
       for (RequestId id : s.running()) {
         const SchedRequest* r = s.find(id);
         ASSERT_LE(int64_t(kv.block_table(id).size()) * block_size,
-                  int64_t(std::max(r->num_computed, 1)) + block_size - 1)
+                  int64_t(std::max(r->n_computed, 1)) + block_size - 1)
             << "blocks beyond the computed tokens are held";
         const std::vector<BlockId>& table = kv.block_table(id);
-        for (int32_t pos = 0; pos < r->num_computed; ++pos) {
+        for (int32_t pos = 0; pos < r->n_computed; ++pos) {
           ASSERT_EQ(memory[size_t(table[size_t(pos / block_size)])][size_t(pos % block_size)],
                     r->tokens[size_t(pos)])
               << "trial " << trial << " request " << id << " position " << pos;
