@@ -1,6 +1,7 @@
 // One sequence's executor step with n new tokens at a fixed context (decode: n = 1; a
 // speculative verification: n = 1 + k; a prompt chunk: n large), on a real model:
-//   SLUICE_BENCH_MODEL=model.gguf [SLUICE_BENCH_CONTEXT=512] [SLUICE_BENCH_THREADS=0] executor_bench
+//   SLUICE_BENCH_MODEL=model.gguf [SLUICE_BENCH_CONTEXT=512] [SLUICE_BENCH_THREADS=0]
+//   executor_bench
 // Time per iteration = one step; tokens/s counts the step's new tokens. Without
 // SLUICE_BENCH_MODEL it reports an error and runs nothing. (`sluice bench` is the end-to-end
 // benchmark; this one isolates the cost ratio T(1 + k) / T(1) that speculative decoding's
@@ -88,10 +89,19 @@ void BM_Step(benchmark::State& state) {
       return;
     }
   }
-  state.counters["tokens/s"] = benchmark::Counter(double(n) * double(state.iterations()),
-                                                  benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(double(n) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Step)->Arg(1)->Arg(2)->Arg(3)->Arg(5)->Arg(9)->Arg(17)->Arg(33)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Step)
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(3)
+    ->Arg(5)
+    ->Arg(9)
+    ->Arg(17)
+    ->Arg(33)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace sluice

@@ -64,16 +64,16 @@ inline bool in_ci() {
 
 // Skips the test when ../shared data is missing on a developer's machine; fails it under CI.
 // (One return statement, like GTEST_SKIP() and FAIL(): usable after an unbraced `if`.)
-#define SLUICE_SHARED_MISSING(what)                                                        \
-  return ::testing::internal::AssertHelper(::sluice::test::in_ci()                         \
-                                               ? ::testing::TestPartResult::kFatalFailure \
-                                               : ::testing::TestPartResult::kSkip,        \
-                                           __FILE__, __LINE__, "") =                      \
-             ::testing::Message()                                                          \
-             << what                                                                       \
-             << (::sluice::test::in_ci() ? " is missing (CI=true: tests may not skip for " \
-                                           "missing data)"                                 \
-                                         : " not present")
+#define SLUICE_SHARED_MISSING(what)                                                              \
+  return ::testing::internal::AssertHelper(                                                      \
+             ::sluice::test::in_ci() ? ::testing::TestPartResult::kFatalFailure                  \
+                                     : ::testing::TestPartResult::kSkip,                         \
+             __FILE__, __LINE__,                                                                 \
+             "") = ::testing::Message()                                                          \
+                   << what                                                                       \
+                   << (::sluice::test::in_ci() ? " is missing (CI=true: tests may not skip for " \
+                                                 "missing data)"                                 \
+                                               : " not present")
 
 // Binds the path of a ../shared file to `var`; without it: SLUICE_SHARED_MISSING.
 #define SLUICE_REQUIRE_SHARED(var, rel)                     \

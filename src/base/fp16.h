@@ -1,5 +1,6 @@
 // IEEE half (f16) and bfloat16 <-> f32 conversions, bit-exact with ggml's
-// GGML_FP16_TO_FP32 / GGML_FP32_TO_FP16 (round to nearest even) and ggml_bf16 (RNE, NaN kept quiet).
+// GGML_FP16_TO_FP32 / GGML_FP32_TO_FP16 (round to nearest even) and ggml_bf16 (RNE, NaN kept
+// quiet).
 #pragma once
 
 #include <cstdint>
@@ -57,7 +58,9 @@ inline uint16_t f32_to_f16(float f) {
   return uint16_t(sign | h);
 }
 
-inline float bf16_to_f32(uint16_t b) { return bits_f32(uint32_t(b) << 16); }
+inline float bf16_to_f32(uint16_t b) {
+  return bits_f32(uint32_t(b) << 16);
+}
 
 // f32 -> bf16 with round-to-nearest-even; NaN forced quiet (as ggml_compute_fp32_to_bf16).
 inline uint16_t f32_to_bf16(float f) {

@@ -9,8 +9,12 @@ namespace {
 std::atomic<int> g_level{int(LogLevel::kInfo)};
 }
 
-void set_log_level(LogLevel level) { g_level.store(int(level)); }
-LogLevel log_level() { return LogLevel(g_level.load()); }
+void set_log_level(LogLevel level) {
+  g_level.store(int(level));
+}
+LogLevel log_level() {
+  return LogLevel(g_level.load());
+}
 
 void log_message(LogLevel level, std::string_view msg) {
   static const char* const kNames[] = {"debug", "info", "warning", "error", ""};

@@ -14,8 +14,8 @@ void log_message(LogLevel level, std::string_view msg);
 
 }  // namespace sluice
 
-#define SLUICE_LOG(level, msg)                                                 \
-  do {                                                                         \
-    if (::sluice::LogLevel::level >= ::sluice::log_level())                    \
-      ::sluice::log_message(::sluice::LogLevel::level, (msg));                 \
+#define SLUICE_LOG(level, msg)                                 \
+  do {                                                         \
+    if (::sluice::LogLevel::level >= ::sluice::log_level())    \
+      ::sluice::log_message(::sluice::LogLevel::level, (msg)); \
   } while (0)

@@ -36,8 +36,8 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT
-  Result(Error e) : v_(std::move(e)) {}      // NOLINT
+  Result(T value) : v_(std::move(value)) {}                       // NOLINT
+  Result(Error e) : v_(std::move(e)) {}                           // NOLINT
   Result(Status s) : v_(Error{s.message()}) { assert(!s.ok()); }  // NOLINT: error status only
 
   bool ok() const { return v_.index() == 0; }
@@ -61,16 +61,22 @@ class [[nodiscard]] Result {
   std::variant<T, Error> v_;
 };
 
-inline std::string to_piece(const std::string& s) { return s; }
-inline std::string to_piece(std::string_view s) { return std::string(s); }
-inline std::string to_piece(const char* s) { return s; }
-inline std::string to_piece(char c) { return std::string(1, c); }
+inline std::string to_piece(const std::string& s) {
+  return s;
+}
+inline std::string to_piece(std::string_view s) {
+  return std::string(s);
+}
+inline std::string to_piece(const char* s) {
+  return s;
+}
+inline std::string to_piece(char c) {
+  return std::string(1, c);
+}
 template <class T>
-  requires std::is_arithmetic_v<T>
-std::string to_piece(T v) {
+requires std::is_arithmetic_v<T> std::string to_piece(T v) {
   return std::to_string(v);
 }
-
 
 // Builds an Error from string pieces: make_error("bad magic in '", path, "'").
 template <class... Args>
@@ -86,15 +92,15 @@ Error make_error(Args&&... args) {
 #define SLUICE_CONCAT_INNER(a, b) a##b
 #define SLUICE_CONCAT(a, b) SLUICE_CONCAT_INNER(a, b)
 
-#define SLUICE_RETURN_IF_ERROR(expr)                                           \
-  do {                                                                         \
-    auto sluice_status_ = (expr);                                              \
+#define SLUICE_RETURN_IF_ERROR(expr)                                            \
+  do {                                                                          \
+    auto sluice_status_ = (expr);                                               \
     if (!sluice_status_.ok()) return ::sluice::Error{sluice_status_.message()}; \
   } while (0)
 
 // SLUICE_ASSIGN_OR_RETURN(auto x, make_x()); declares x from a Result or returns its error.
-#define SLUICE_ASSIGN_OR_RETURN(decl, expr)                                  \
-  auto SLUICE_CONCAT(sluice_result_, __LINE__) = (expr);                     \
-  if (!SLUICE_CONCAT(sluice_result_, __LINE__).ok())                         \
+#define SLUICE_ASSIGN_OR_RETURN(decl, expr)                                    \
+  auto SLUICE_CONCAT(sluice_result_, __LINE__) = (expr);                       \
+  if (!SLUICE_CONCAT(sluice_result_, __LINE__).ok())                           \
     return ::sluice::Error{SLUICE_CONCAT(sluice_result_, __LINE__).message()}; \
   decl = std::move(SLUICE_CONCAT(sluice_result_, __LINE__)).value()

@@ -19,8 +19,8 @@
 
 #include "cli/commands.h"
 #include "cli/model_arg.h"
-#include "executor/step_roofline.h"
 #include "executor/cpu_executor.h"
+#include "executor/step_roofline.h"
 #include "gguf/types.h"
 #include "kernels/matmul_isa.h"
 #include "perf/machine.h"
@@ -392,9 +392,9 @@ void register_bench(CLI::App& app, int& exit_code) {
     std::printf("peak bf16 dot:       %.1f GFLOP/s%s\n", r.peak_gflops_bf16,
                 r.peak_gflops_bf16 > 0 ? "" : " (no AVX512-BF16)");
     std::printf("peak int8 dot:       %.1f GOP/s%s\n", r.peak_gops_int8,
-                r.peak_gops_int8 <= 0                          ? " (no AVX2)"
+                r.peak_gops_int8 <= 0                  ? " (no AVX2)"
                 : __builtin_cpu_supports("avx512vnni") ? " (AVX512-VNNI vpdpbusd)"
-                                                               : " (AVX2 vpmaddubsw + vpmaddwd)");
+                                                       : " (AVX2 vpmaddubsw + vpmaddwd)");
     std::printf("ridge (f32):         %.1f FLOP/byte\n", r.peak_gflops_f32 / r.read_gbps);
     Status st = save_roofline(r, path);
     if (!st.ok()) {

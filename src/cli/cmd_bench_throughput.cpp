@@ -52,7 +52,8 @@ Summary summarize(std::vector<double> v) {
 Status run_throughput(const ThroughputOptions& o) {
   if (o.requests < 1 || o.input_len < 1 || o.output_len < 1 || o.concurrency < 0 ||
       o.shared_prefix < 0 || o.shared_prefix > o.input_len) {
-    return make_error("need --requests, --input-len, --output-len >= 1 and 0 <= --shared-prefix <= --input-len");
+    return make_error(
+        "need --requests, --input-len, --output-len >= 1 and 0 <= --shared-prefix <= --input-len");
   }
   EngineCliOptions eo = o.engine;
   if (eo.ctx_size == 0) eo.ctx_size = o.input_len + o.output_len + 1;
@@ -115,9 +116,13 @@ Status run_throughput(const ThroughputOptions& o) {
   const auto& ps = engine.kv().prefix_stats();
   if (o.output_format == "json") {
     nlohmann::ordered_json j = {
-        {"requests", o.requests}, {"input_len", o.input_len}, {"output_len", o.output_len},
-        {"concurrency", concurrency}, {"shared_prefix", o.shared_prefix},
-        {"prefix_cache", !o.engine.no_prefix_cache}, {"duration_s", duration},
+        {"requests", o.requests},
+        {"input_len", o.input_len},
+        {"output_len", o.output_len},
+        {"concurrency", concurrency},
+        {"shared_prefix", o.shared_prefix},
+        {"prefix_cache", !o.engine.no_prefix_cache},
+        {"duration_s", duration},
         {"requests_per_s", o.requests / duration},
         {"total_tokens_per_s", (in_tokens + double(out_tokens)) / duration},
         {"output_tokens_per_s", double(out_tokens) / duration},
@@ -144,31 +149,37 @@ Status run_throughput(const ThroughputOptions& o) {
     }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("| requests | in | out | concurrency | shared prefix | prefix cache | duration s | req/s | total tok/s | output tok/s | TTFT mean/p50/p99 ms | TPOT mean/p50/p99 ms |\n");
+    std::printf(
+        "| requests | in | out | concurrency | shared prefix | prefix cache | duration s | req/s | "
+        "total tok/s | output tok/s | TTFT mean/p50/p99 ms | TPOT mean/p50/p99 ms |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    std::printf("| %d | %d | %d | %d | %d | %s | %.2f | %.2f | %.1f | %.1f | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f |\n",
-                o.requests, o.input_len, o.output_len, concurrency, o.shared_prefix,
-                o.engine.no_prefix_cache ? "off" : "on", duration, o.requests / duration,
-                (in_tokens + double(out_tokens)) / duration, double(out_tokens) / duration,
-                a.mean * 1e3, a.p50 * 1e3, a.p99 * 1e3, b.mean * 1e3, b.p50 * 1e3, b.p99 * 1e3);
+    std::printf(
+        "| %d | %d | %d | %d | %d | %s | %.2f | %.2f | %.1f | %.1f | %.1f / %.1f / %.1f | %.1f / "
+        "%.1f / %.1f |\n",
+        o.requests, o.input_len, o.output_len, concurrency, o.shared_prefix,
+        o.engine.no_prefix_cache ? "off" : "on", duration, o.requests / duration,
+        (in_tokens + double(out_tokens)) / duration, double(out_tokens) / duration, a.mean * 1e3,
+        a.p50 * 1e3, a.p99 * 1e3, b.mean * 1e3, b.p50 * 1e3, b.p99 * 1e3);
     std::printf("\nprefix-cache hit tokens: %llu, preemptions: %llu, steps: %llu\n",
                 (unsigned long long)ps.hit_tokens,
                 (unsigned long long)engine.scheduler().n_preemptions(),
                 (unsigned long long)engine.stats().steps);
     const EngineStats& es = engine.stats();
     if (o.engine.spec != "none") {
-      std::printf("speculative (%s): %llu draft tokens, %.1f%% accepted, %.2f tokens per "
-                  "verifying step, %llu steps without drafts (compute-bound)\n",
-                  o.engine.spec.c_str(), (unsigned long long)es.spec_draft_tokens,
-                  100 * es.spec_acceptance_rate(), es.spec_mean_accepted_length(),
-                  (unsigned long long)es.spec_skipped_steps);
+      std::printf(
+          "speculative (%s): %llu draft tokens, %.1f%% accepted, %.2f tokens per "
+          "verifying step, %llu steps without drafts (compute-bound)\n",
+          o.engine.spec.c_str(), (unsigned long long)es.spec_draft_tokens,
+          100 * es.spec_acceptance_rate(), es.spec_mean_accepted_length(),
+          (unsigned long long)es.spec_skipped_steps);
     }
     if (const StepRoofline* r = engine.roofline()) {
       const RooflineStats& st = r->stats();
-      std::printf("forward passes vs the roofline: %llu memory-bound steps at %.1f%% (MBU), %llu "
-                  "compute-bound steps at %.1f%% (MFU)\n",
-                  (unsigned long long)st.memory_bound_steps, 100 * st.mbu(),
-                  (unsigned long long)st.compute_bound_steps, 100 * st.mfu());
+      std::printf(
+          "forward passes vs the roofline: %llu memory-bound steps at %.1f%% (MBU), %llu "
+          "compute-bound steps at %.1f%% (MFU)\n",
+          (unsigned long long)st.memory_bound_steps, 100 * st.mbu(),
+          (unsigned long long)st.compute_bound_steps, 100 * st.mfu());
     }
   }
   return {};
@@ -179,13 +190,17 @@ Status run_throughput(const ThroughputOptions& o) {
 void register_bench_throughput(CLI::App& app, int& exit_code) {
   CLI::App* bench = app.get_subcommand("bench");
   auto o = std::make_shared<ThroughputOptions>();
-  CLI::App* cmd = bench->add_subcommand("throughput", "Offline serving throughput through the engine");
+  CLI::App* cmd =
+      bench->add_subcommand("throughput", "Offline serving throughput through the engine");
   cmd->add_option("model", o->model, "GGUF file or hf://OWNER/REPO/FILE.gguf")->required();
   cmd->add_option("--requests", o->requests, "Requests")->capture_default_str();
   cmd->add_option("--input-len", o->input_len, "Prompt tokens per request")->capture_default_str();
-  cmd->add_option("--output-len", o->output_len, "Generated tokens per request")->capture_default_str();
-  cmd->add_option("--concurrency", o->concurrency, "Requests in flight (0: all)")->capture_default_str();
-  cmd->add_option("--shared-prefix", o->shared_prefix, "Leading prompt tokens shared by every request")
+  cmd->add_option("--output-len", o->output_len, "Generated tokens per request")
+      ->capture_default_str();
+  cmd->add_option("--concurrency", o->concurrency, "Requests in flight (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--shared-prefix", o->shared_prefix,
+                  "Leading prompt tokens shared by every request")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
   cmd->add_option("--output-format", o->output_format, "md or json")

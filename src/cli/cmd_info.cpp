@@ -68,9 +68,8 @@ nlohmann::ordered_json build_info(const GgufFile& f) {
   json hp = json::object();
   for (const char* key : {"context_length", "embedding_length", "block_count",
                           "feed_forward_length", "attention.head_count", "attention.head_count_kv",
-                          "attention.key_length", "attention.value_length",
-                          "rope.dimension_count", "vocab_size", "expert_count",
-                          "expert_used_count"}) {
+                          "attention.key_length", "attention.value_length", "rope.dimension_count",
+                          "vocab_size", "expert_count", "expert_used_count"}) {
     int64_t v = hparam(f, arch, key);
     if (v >= 0) hp[key] = v;
   }
@@ -161,16 +160,17 @@ nlohmann::ordered_json build_info(const GgufFile& f) {
 }
 
 void print_text(const GgufFile& f, const nlohmann::ordered_json& j, bool all_tensors) {
-  std::printf("file:         %s (GGUF v%u, %s, %zu metadata keys, %zu tensors)\n",
-              f.path().c_str(), f.version(), human_bytes(double(f.file_size())).c_str(),
-              f.metadata().size(), f.tensors().size());
+  std::printf("file:         %s (GGUF v%u, %s, %zu metadata keys, %zu tensors)\n", f.path().c_str(),
+              f.version(), human_bytes(double(f.file_size())).c_str(), f.metadata().size(),
+              f.tensors().size());
   std::printf("architecture: %s", j["architecture"].get<std::string>().c_str());
   if (!j["name"].get<std::string>().empty()) {
     std::printf(" (%s)", j["name"].get<std::string>().c_str());
   }
   std::printf("\nkernels:      %s\n", matmul_isa_description().c_str());
   std::printf("\nhyperparameters:\n");
-  for (const auto& [k, v] : j["hparams"].items()) std::printf("  %-40s %s\n", k.c_str(), v.dump().c_str());
+  for (const auto& [k, v] : j["hparams"].items())
+    std::printf("  %-40s %s\n", k.c_str(), v.dump().c_str());
 
   const auto& tok = j["tokenizer"];
   std::printf("\ntokenizer:\n");
@@ -180,14 +180,16 @@ void print_text(const GgufFile& f, const nlohmann::ordered_json& j, bool all_ten
       if (v.contains("text")) s += " " + v["text"].dump();
       std::printf("  %-40s %s\n", k.c_str(), s.c_str());
     } else {
-      std::printf("  %-40s %s\n", k.c_str(), v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
+      std::printf("  %-40s %s\n", k.c_str(),
+                  v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
     }
   }
 
   std::printf("\nmetadata:\n");
   for (const auto& [k, v] : f.metadata()) {
     if (k == "tokenizer.chat_template") {
-      std::printf("  %-40s <%zu chars>\n", k.c_str(), v.get_if<std::string>() ? v.get_if<std::string>()->size() : 0);
+      std::printf("  %-40s <%zu chars>\n", k.c_str(),
+                  v.get_if<std::string>() ? v.get_if<std::string>()->size() : 0);
       continue;
     }
     std::printf("  %-40s %s\n", k.c_str(), format_value(v, 6).c_str());
@@ -211,7 +213,8 @@ void print_text(const GgufFile& f, const nlohmann::ordered_json& j, bool all_ten
   std::printf("\ntotals: %s parameters, %s\n", human_count(tot["params"].get<double>()).c_str(),
               human_bytes(tot["bytes"].get<double>()).c_str());
   for (const auto& [name, pb] : tot["by_type"].items()) {
-    std::printf("  %-8s %12s params %12s\n", name.c_str(), human_count(pb["params"].get<double>()).c_str(),
+    std::printf("  %-8s %12s params %12s\n", name.c_str(),
+                human_count(pb["params"].get<double>()).c_str(),
                 human_bytes(pb["bytes"].get<double>()).c_str());
   }
   const auto& mem = j["memory"];
@@ -238,8 +241,9 @@ void register_info(CLI::App& app, int& exit_code) {
     bool all_tensors = false;
   };
   auto opt = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("info", "Show what a GGUF file holds: architecture, "
-                                             "hyperparameters, tokenizer, tensors, memory");
+  CLI::App* cmd = app.add_subcommand("info",
+                                     "Show what a GGUF file holds: architecture, "
+                                     "hyperparameters, tokenizer, tensors, memory");
   cmd->add_option("model", opt->model, "GGUF file or hf://OWNER/REPO/FILE.gguf")->required();
   cmd->add_flag("--json", opt->json, "Print one JSON object");
   cmd->add_flag("--all-tensors", opt->all_tensors, "List every tensor (text output)");

@@ -38,13 +38,14 @@ void register_quantize(CLI::App& app, int& exit_code) {
     p.allow_requantize = opt->allow_requantize;
     ProgressBar bar("quantize " + opt->type);
     uint64_t in_total = 0, out_total = 0;
-    std::printf("%-36s %-20s %-6s -> %-6s %12s -> %12s\n", "tensor", "shape", "from", "to",
-                "size", "size");
+    std::printf("%-36s %-20s %-6s -> %-6s %12s -> %12s\n", "tensor", "shape", "from", "to", "size",
+                "size");
     ConvertCallbacks cb;
     cb.on_tensor = [&](const TensorConversion& c) {
       std::printf("%-36s %-20s %-6s -> %-6s %12s -> %12s\n", c.name.c_str(), c.shape.c_str(),
                   std::string(type_name(c.from)).c_str(), std::string(type_name(c.to)).c_str(),
-                  human_bytes(double(c.bytes_from)).c_str(), human_bytes(double(c.bytes_to)).c_str());
+                  human_bytes(double(c.bytes_from)).c_str(),
+                  human_bytes(double(c.bytes_to)).c_str());
       std::fflush(stdout);
       in_total += c.bytes_from;
       out_total += c.bytes_to;
@@ -55,8 +56,8 @@ void register_quantize(CLI::App& app, int& exit_code) {
       exit_code = report_error("quantize", st.message());
       return;
     }
-    std::printf("total: %s -> %s (%.2fx smaller), wrote %s\n", human_bytes(double(in_total)).c_str(),
-                human_bytes(double(out_total)).c_str(),
+    std::printf("total: %s -> %s (%.2fx smaller), wrote %s\n",
+                human_bytes(double(in_total)).c_str(), human_bytes(double(out_total)).c_str(),
                 out_total ? double(in_total) / double(out_total) : 0.0, opt->out.c_str());
   });
 }

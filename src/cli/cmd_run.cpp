@@ -100,8 +100,8 @@ void print_timings(size_t n_prompt, const Generation& g) {
   std::fprintf(stderr, "\n\nprompt: %zu tokens, TTFT %.1f ms, prefill %.1f tok/s\n", n_prompt,
                g.ttft * 1e3, g.prefill_s > 0 ? double(n_prompt) / g.prefill_s : 0.0);
   std::fprintf(stderr, "generated: %zu tokens (%s), decode %.1f tok/s, total %.2f s\n", n_gen,
-               finish_reason_name(g.finish),
-               g.decode_s > 0 ? double(n_gen - 1) / g.decode_s : 0.0, g.total_s);
+               finish_reason_name(g.finish), g.decode_s > 0 ? double(n_gen - 1) / g.decode_s : 0.0,
+               g.total_s);
 }
 
 Status run_once(const RunOptions& o) {
@@ -124,18 +124,19 @@ Status run_once(const RunOptions& o) {
     std::fwrite(t.data(), 1, t.size(), stdout);
     std::fflush(stdout);
   };
-  SLUICE_ASSIGN_OR_RETURN(Generation g, generate(*s->engine, std::move(ids), generation_params(o), on_text));
+  SLUICE_ASSIGN_OR_RETURN(Generation g,
+                          generate(*s->engine, std::move(ids), generation_params(o), on_text));
   if (json) {
     nlohmann::ordered_json j;
     j["prompt_tokens"] = prompt_ids;
     j["tokens"] = g.tokens;
     j["text"] = g.text;
     j["finish_reason"] = finish_reason_name(g.finish);
-    j["timings"] = {{"ttft_ms", g.ttft * 1e3},
-                    {"prefill_tokens_per_s", g.prefill_s > 0 ? double(prompt_ids.size()) / g.prefill_s : 0.0},
-                    {"decode_tokens_per_s",
-                     g.decode_s > 0 ? double(g.tokens.size() - 1) / g.decode_s : 0.0},
-                    {"total_s", g.total_s}};
+    j["timings"] = {
+        {"ttft_ms", g.ttft * 1e3},
+        {"prefill_tokens_per_s", g.prefill_s > 0 ? double(prompt_ids.size()) / g.prefill_s : 0.0},
+        {"decode_tokens_per_s", g.decode_s > 0 ? double(g.tokens.size() - 1) / g.decode_s : 0.0},
+        {"total_s", g.total_s}};
     const EngineStats& es = s->engine->stats();
     if (o.engine.spec != "none") {
       j["spec"] = {{"mode", o.engine.spec},
@@ -150,7 +151,8 @@ Status run_once(const RunOptions& o) {
     print_timings(prompt_ids.size(), g);
     const EngineStats& es = s->engine->stats();
     if (o.engine.spec != "none") {
-      std::fprintf(stderr, "speculative (%s): %llu draft tokens, %.1f%% accepted, %.2f tokens per step\n",
+      std::fprintf(stderr,
+                   "speculative (%s): %llu draft tokens, %.1f%% accepted, %.2f tokens per step\n",
                    o.engine.spec.c_str(), (unsigned long long)es.spec_draft_tokens,
                    100 * es.spec_acceptance_rate(), es.spec_mean_accepted_length());
     }
@@ -205,17 +207,22 @@ void register_run(CLI::App& app, int& exit_code) {
   auto* p = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (with --chat: system prompt)");
   auto* f = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
   p->excludes(f);
-  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1: until end or context full)")
+  cmd->add_option("-n,--n-predict", o->n_predict,
+                  "Tokens to generate (-1: until end or context full)")
       ->capture_default_str();
   cmd->add_option("--temp", o->temp, "Temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "Top-k (0: off)")->capture_default_str();
   cmd->add_option("--top-p", o->top_p, "Top-p (1: off)")->capture_default_str();
   cmd->add_option("--min-p", o->min_p, "Min-p (0: off)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed (-1: random)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
-  cmd->add_option("--repeat-last-n", o->repeat_last_n, "Window of the repetition penalty")->capture_default_str();
-  cmd->add_option("--presence-penalty", o->presence_penalty, "Presence penalty")->capture_default_str();
-  cmd->add_option("--frequency-penalty", o->frequency_penalty, "Frequency penalty")->capture_default_str();
+  cmd->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1: off)")
+      ->capture_default_str();
+  cmd->add_option("--repeat-last-n", o->repeat_last_n, "Window of the repetition penalty")
+      ->capture_default_str();
+  cmd->add_option("--presence-penalty", o->presence_penalty, "Presence penalty")
+      ->capture_default_str();
+  cmd->add_option("--frequency-penalty", o->frequency_penalty, "Frequency penalty")
+      ->capture_default_str();
   cmd->add_option("--stop", o->stop, "Stop string (repeatable)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");
   cmd->add_flag("--no-bos", o->no_bos, "Do not add BOS to the prompt");

@@ -52,7 +52,8 @@ int wait_signal(const sigset_t& sigs, int ms) {
 }
 
 Result<server::ServedModel> load_model(const ServeOptions& o) {
-  SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<EngineSession> session, open_engine_session(o.model, o.engine));
+  SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<EngineSession> session,
+                          open_engine_session(o.model, o.engine));
   std::shared_ptr<EngineSession> s(std::move(session));
   server::ServedModel m;
   m.engine = s->engine.get();
@@ -113,10 +114,12 @@ Status run_serve(const ServeOptions& o) {
     }
   }
 
-  std::fprintf(stderr, "sluice serve: shutting down (%lld generations running; waiting up to %.0f s)\n",
+  std::fprintf(stderr,
+               "sluice serve: shutting down (%lld generations running; waiting up to %.0f s)\n",
                (long long)srv.n_active(), o.shutdown_timeout_s);
   srv.stop_accepting();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.shutdown_timeout_s);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(o.shutdown_timeout_s);
   while (srv.n_active() > 0 && std::chrono::steady_clock::now() < deadline) {
     if (wait_signal(sigs, 50)) break;  // a second signal: cancel now
   }
@@ -135,7 +138,8 @@ void register_serve(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   cmd->add_option("model", o->model, "GGUF file or hf://OWNER/REPO/FILE.gguf")->required();
-  cmd->add_option("--host", o->server.host, "Address to bind (0.0.0.0: every interface)")->capture_default_str();
+  cmd->add_option("--host", o->server.host, "Address to bind (0.0.0.0: every interface)")
+      ->capture_default_str();
   cmd->add_option("--port", o->server.port, "TCP port (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on /v1/*")
       ->envname("SLUICE_API_KEY");
@@ -154,10 +158,11 @@ void register_serve(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   add_engine_options(cmd, o->engine);
   cmd->callback([o, &exit_code] {
-    if (o->server.port < 0 || o->server.port > 65535 || o->server.max_queue < 0 || o->http_threads < 1 ||
-        o->shutdown_timeout_s < 0) {
-      exit_code = report_error("serve", "--port 0..65535, --max-queue >= 0, --http-threads >= 1, "
-                                        "--shutdown-timeout >= 0");
+    if (o->server.port < 0 || o->server.port > 65535 || o->server.max_queue < 0 ||
+        o->http_threads < 1 || o->shutdown_timeout_s < 0) {
+      exit_code = report_error("serve",
+                               "--port 0..65535, --max-queue >= 0, --http-threads >= 1, "
+                               "--shutdown-timeout >= 0");
       return;
     }
     Status st = run_serve(*o);

@@ -21,7 +21,8 @@ void register_synth(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "synth", "Write a synthetic model: real architecture shapes, random N(0, 0.02) weights");
-  cmd->add_option("--preset", opt->preset, "Architecture: " + preset_names())->capture_default_str();
+  cmd->add_option("--preset", opt->preset, "Architecture: " + preset_names())
+      ->capture_default_str();
   cmd->add_option("--type", opt->type, "Weight type / file type: " + file_type_names())
       ->capture_default_str();
   cmd->add_option("--vocab-from", opt->vocab, "Copy tokenizer metadata from this GGUF");
@@ -32,14 +33,14 @@ void register_synth(CLI::App& app, int& exit_code) {
     SynthParams p;
     p.preset = find_preset(opt->preset);
     if (!p.preset) {
-      exit_code = report_error("synth", "unknown preset '" + opt->preset + "' (expected one of: " +
-                                            preset_names() + ")");
+      exit_code = report_error("synth", "unknown preset '" + opt->preset +
+                                            "' (expected one of: " + preset_names() + ")");
       return;
     }
     auto ft = parse_file_type(opt->type);
     if (!ft) {
-      exit_code = report_error("synth", "unknown type '" + opt->type + "' (expected one of: " +
-                                            file_type_names() + ")");
+      exit_code = report_error(
+          "synth", "unknown type '" + opt->type + "' (expected one of: " + file_type_names() + ")");
       return;
     }
     p.ftype = *ft;

@@ -51,18 +51,20 @@ Result<nlohmann::ordered_json> read_json(const std::string& path) {
 }
 
 // The token string for the id stored under `key` ("" when the model has no such token).
-Result<std::string> token_text(const GgufFile& model, const std::vector<std::string>& tokens, const char* key) {
+Result<std::string> token_text(const GgufFile& model, const std::vector<std::string>& tokens,
+                               const char* key) {
   if (!model.has(key)) return std::string();
   SLUICE_ASSIGN_OR_RETURN(int64_t id, model.get_int(key));
   if (id < 0 || static_cast<size_t>(id) >= tokens.size()) {
-    return make_error("'", model.path(), "': ", key, " = ", id, " is outside the vocabulary (", tokens.size(),
-                      " tokens)");
+    return make_error("'", model.path(), "': ", key, " = ", id, " is outside the vocabulary (",
+                      tokens.size(), " tokens)");
   }
   return tokens[static_cast<size_t>(id)];
 }
 
 // Template source and BOS/EOS strings from a GGUF model.
-Status load_from_model(const TemplateArgs& a, std::string* source, std::string* bos, std::string* eos) {
+Status load_from_model(const TemplateArgs& a, std::string* source, std::string* bos,
+                       std::string* eos) {
   SLUICE_ASSIGN_OR_RETURN(GgufFile model, GgufFile::open(a.model));
   if (a.template_file.empty()) {
     if (!model.has("tokenizer.chat_template")) {
@@ -117,14 +119,16 @@ Result<std::string> render(const TemplateArgs& a) {
     if (messages.contains("tools")) in.tools = messages["tools"];
     messages = nlohmann::ordered_json(messages["messages"]);
   }
-  if (!messages.is_array()) return make_error("'", a.messages_file, "' must hold a JSON array of messages");
+  if (!messages.is_array())
+    return make_error("'", a.messages_file, "' must hold a JSON array of messages");
   in.messages = std::move(messages);
   if (!a.tools_file.empty()) {
     SLUICE_ASSIGN_OR_RETURN(in.tools, read_json(a.tools_file));
   }
   if (!a.context_file.empty()) {
     SLUICE_ASSIGN_OR_RETURN(in.extra_context, read_json(a.context_file));
-    if (!in.extra_context.is_object()) return make_error("'", a.context_file, "' must hold a JSON object");
+    if (!in.extra_context.is_object())
+      return make_error("'", a.context_file, "' must hold a JSON object");
   }
   if (!a.now.empty()) {
     SLUICE_ASSIGN_OR_RETURN(in.now, parse_now(a.now));
@@ -139,14 +143,17 @@ Result<std::string> render(const TemplateArgs& a) {
 void register_template(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("template", "Render a chat template into a prompt");
   auto args = std::make_shared<TemplateArgs>();
-  cmd->add_option("model", args->model, "GGUF model whose tokenizer.chat_template and BOS/EOS to use");
-  cmd->add_option("--template", args->template_file, "Jinja chat template file (overrides the model's)");
+  cmd->add_option("model", args->model,
+                  "GGUF model whose tokenizer.chat_template and BOS/EOS to use");
+  cmd->add_option("--template", args->template_file,
+                  "Jinja chat template file (overrides the model's)");
   cmd->add_option("--messages", args->messages_file, "JSON file: array of messages")->required();
   cmd->add_option("--tools", args->tools_file, "JSON file: array of tool definitions");
   cmd->add_option("--context", args->context_file, "JSON file: object of extra template variables");
   CLI::Option* bos = cmd->add_option("--bos-token", args->bos_token, "BOS token string");
   CLI::Option* eos = cmd->add_option("--eos-token", args->eos_token, "EOS token string");
-  cmd->add_flag("--add-generation-prompt", args->add_generation_prompt, "End with the assistant turn header");
+  cmd->add_flag("--add-generation-prompt", args->add_generation_prompt,
+                "End with the assistant turn header");
   cmd->add_option("--now", args->now, "Time strftime_now() sees (local): \"YYYY-MM-DD HH:MM:SS\"");
   cmd->callback([args, bos, eos, &exit_code] {
     args->have_bos = bos->count() > 0;

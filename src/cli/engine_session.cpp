@@ -7,7 +7,8 @@
 namespace sluice::cli {
 
 void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
-  cmd->add_option("-c,--ctx-size", o.ctx_size, "Context length (0: the model's)")->capture_default_str();
+  cmd->add_option("-c,--ctx-size", o.ctx_size, "Context length (0: the model's)")
+      ->capture_default_str();
   cmd->add_option("-t,--threads", o.threads, "Threads (0: all cores)")->capture_default_str();
   cmd->add_option("--kv-cache-gb", o.kv_cache_gb,
                   "KV cache size in GiB (0: 40% of available memory, at most --max-seqs contexts)")
@@ -48,7 +49,8 @@ Result<SpecConfig> spec_config_from(const EngineCliOptions& o) {
   sc.ngram.n_min = o.spec_ngram_min;
   sc.ngram.n_max = o.spec_ngram_max;
   if (!(o.spec_cache_mtokens >= 0 && o.spec_cache_mtokens <= 1e4)) {
-    return make_error("--spec-cache-mtokens must be in [0, 10000] (got ", o.spec_cache_mtokens, ")");
+    return make_error("--spec-cache-mtokens must be in [0, 10000] (got ", o.spec_cache_mtokens,
+                      ")");
   }
   sc.ngram.cache_tokens = int64_t(o.spec_cache_mtokens * 1e6);
   if (sc.mode == SpecMode::kDraft && o.model_draft.empty()) {
@@ -64,8 +66,9 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
                                                            const EngineCliOptions& o) {
   if (o.max_seqs < 1 || o.max_batch_tokens < 1 || o.prefill_chunk < 0 || o.block_size < 1 ||
       o.block_size > 1024 || o.ctx_size < 0 || o.threads < 0 || o.kv_cache_gb < 0) {
-    return make_error("engine options out of range (--max-seqs, --max-batch-tokens >= 1; "
-                      "--block-size 1..1024; others >= 0)");
+    return make_error(
+        "engine options out of range (--max-seqs, --max-batch-tokens >= 1; "
+        "--block-size 1..1024; others >= 0)");
   }
   SLUICE_ASSIGN_OR_RETURN(SpecConfig spec, spec_config_from(o));
   SLUICE_ASSIGN_OR_RETURN(std::string path, resolve_model_arg(model_spec));
@@ -91,7 +94,7 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
     share = t / (t + d);
   }
   SLUICE_ASSIGN_OR_RETURN(s->kv, plan_kv_cache(s->model.config(), o.block_size, kv_type,
-                                                o.kv_cache_gb * share, o.max_seqs));
+                                               o.kv_cache_gb * share, o.max_seqs));
   if (share < 1.0 && o.kv_cache_gb <= 0) {
     s->kv.n_blocks = std::max<int32_t>(1, int32_t(s->kv.n_blocks * share));
   }
@@ -106,11 +109,12 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
     SLUICE_ASSIGN_OR_RETURN(s->draft_executor, CpuExecutor::create(*s->draft_model, eo));
     spec.draft = s->draft_executor.get();
     spec.draft_tokenizer = s->draft_tokenizer.get();
-    SLUICE_LOG(kInfo, "draft model: " + o.model_draft + " (" + std::to_string(s->kv.n_blocks) +
-                          " KV blocks of " +
-                          std::to_string(kv_bytes_per_block(s->draft_model->config(),
-                                                            o.block_size, kv_type) >> 10) +
-                          " KiB)");
+    SLUICE_LOG(
+        kInfo,
+        "draft model: " + o.model_draft + " (" + std::to_string(s->kv.n_blocks) + " KV blocks of " +
+            std::to_string(kv_bytes_per_block(s->draft_model->config(), o.block_size, kv_type) >>
+                           10) +
+            " KiB)");
   }
   EngineConfig ec;
   ec.n_ctx = s->model.config().n_ctx;
@@ -123,8 +127,9 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   if (auto roof = load_roofline(default_roofline_path()); roof.ok()) {
     ec.cost_model = make_step_cost_model(s->model, *roof, kv_type);
   } else {
-    SLUICE_LOG(kInfo, "no roofline measurements (run `sluice bench --roofline`): step times are "
-                      "not compared with the roofline");
+    SLUICE_LOG(kInfo,
+               "no roofline measurements (run `sluice bench --roofline`): step times are "
+               "not compared with the roofline");
   }
   SLUICE_ASSIGN_OR_RETURN(s->engine, Engine::create(s->tokenizer, *s->executor, ec));
   return s;

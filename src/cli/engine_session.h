@@ -8,16 +8,16 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/engine.h"
-#include "executor/kv_sizing.h"
 #include "executor/cpu_executor.h"
+#include "executor/kv_sizing.h"
 #include "model/model.h"
 
 namespace sluice::cli {
 
 struct EngineCliOptions {
-  int ctx_size = 0;            // 0: the model's trained context
-  int threads = 0;             // 0: all cores
-  double kv_cache_gb = 0;      // 0: default share of available memory
+  int ctx_size = 0;        // 0: the model's trained context
+  int threads = 0;         // 0: all cores
+  double kv_cache_gb = 0;  // 0: default share of available memory
   int max_seqs = 64;
   int max_batch_tokens = 2048;
   int prefill_chunk = 512;

@@ -16,7 +16,8 @@ std::string human_bytes(double bytes);  // "1.25 GiB" (defined in cmd_info.cpp)
 class ProgressBar {
  public:
   explicit ProgressBar(std::string label)
-      : label_(std::move(label)), tty_(::isatty(STDERR_FILENO) == 1),
+      : label_(std::move(label)),
+        tty_(::isatty(STDERR_FILENO) == 1),
         start_(std::chrono::steady_clock::now()) {}
 
   void update(uint64_t done, uint64_t total) {

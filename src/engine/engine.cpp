@@ -7,11 +7,16 @@ namespace sluice {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kContext: return "context";
-    case FinishReason::kAbort: return "abort";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kContext:
+      return "context";
+    case FinishReason::kAbort:
+      return "abort";
   }
   return "none";
 }
@@ -26,9 +31,12 @@ Result<SpecMode> parse_spec_mode(std::string_view name) {
 
 const char* spec_mode_name(SpecMode m) {
   switch (m) {
-    case SpecMode::kNone: return "none";
-    case SpecMode::kNgram: return "ngram";
-    case SpecMode::kDraft: return "draft";
+    case SpecMode::kNone:
+      return "none";
+    case SpecMode::kNgram:
+      return "ngram";
+    case SpecMode::kDraft:
+      return "draft";
   }
   return "none";
 }
@@ -50,8 +58,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Execu
       if (!config.spec.draft) return make_error("--spec draft needs a draft model (--model-draft)");
       const ExecutorCapacity dc = config.spec.draft->capacity();
       if (dc.n_vocab != cap.n_vocab) {
-        return make_error("the draft model's vocabulary has ", dc.n_vocab,
-                          " tokens, the target's ", cap.n_vocab, ": they must be identical");
+        return make_error("the draft model's vocabulary has ", dc.n_vocab, " tokens, the target's ",
+                          cap.n_vocab, ": they must be identical");
       }
       if (const Tokenizer* dt = config.spec.draft_tokenizer) {
         const Vocab& a = tokenizer.vocab();
@@ -62,8 +70,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Execu
         }
         for (int32_t t = 0; t < a.n_tokens(); ++t) {
           if (a.text(t) != b.text(t)) {
-            return make_error("the draft model's vocabulary differs from the target's at token ",
-                              t, " ('", b.text(t), "' vs '", a.text(t), "')");
+            return make_error("the draft model's vocabulary differs from the target's at token ", t,
+                              " ('", b.text(t), "' vs '", a.text(t), "')");
           }
         }
       }
@@ -145,8 +153,13 @@ Result<std::vector<RequestId>> Engine::add_request_group(
   const double t = now();
   for (size_t i = 0; i < params.size(); ++i) {
     const RequestId id = next_id_++;
-    Request r{params[i], std::move(samplers[i]), StreamingDecoder(tokenizer_),
-              StopMatcher(params[i].stop), int32_t(prompt.size()), 0, {}};
+    Request r{params[i],
+              std::move(samplers[i]),
+              StreamingDecoder(tokenizer_),
+              StopMatcher(params[i].stop),
+              int32_t(prompt.size()),
+              0,
+              {}};
     r.times.arrival = t;
     r.decoder.continue_sequence();  // the continuation follows the prompt's text
     requests_.emplace(id, std::move(r));
@@ -198,7 +211,9 @@ void Engine::finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev)
 
 Status Engine::advance(RequestId id, Request& r, const float* logits, EngineEvent& ev) {
   const int32_t n_vocab = executor_.capacity().n_vocab;
-  SLUICE_ASSIGN_OR_RETURN(SampleResult s, r.sampler.sample(std::span<const float>(logits, size_t(n_vocab)), sample_ws_));
+  SLUICE_ASSIGN_OR_RETURN(
+      SampleResult s,
+      r.sampler.sample(std::span<const float>(logits, size_t(n_vocab)), sample_ws_));
   r.sampler.accept(s.token);
   emit(id, r, s, /*append=*/true, ev);
   return {};
@@ -421,7 +436,8 @@ Result<std::vector<EngineEvent>> Engine::step() {
     Request& r = requests_.at(s.id);
     if (r.times.scheduled < 0) r.times.scheduled = t0;
     if (s.n_computed < sr->n_prompt) {
-      stats_.prompt_tokens += uint64_t(std::min(s.n_computed + s.n_new_tokens, sr->n_prompt) - s.n_computed);
+      stats_.prompt_tokens +=
+          uint64_t(std::min(s.n_computed + s.n_new_tokens, sr->n_prompt) - s.n_computed);
     }
   }
   const double t_exec = now();

@@ -56,7 +56,7 @@ const char* finish_reason_name(FinishReason r);  // "stop", "length", "context",
 // Per-request timestamps, seconds since the engine started (steady clock).
 struct RequestTimes {
   double arrival = 0;
-  double scheduled = -1;    // first step that computed any of its tokens
+  double scheduled = -1;  // first step that computed any of its tokens
   double first_token = -1;
   double finished = -1;
   std::vector<double> tokens;  // when each generated token was sampled
@@ -65,11 +65,11 @@ struct RequestTimes {
 // One request's progress in one step.
 struct EngineEvent {
   RequestId id = 0;
-  std::vector<int32_t> tokens;         // sampled this step (0 or 1 today)
-  std::vector<SampleResult> samples;   // logprobs of those tokens (when requested)
-  std::string text;                    // newly emitted text (complete UTF-8, stops removed)
+  std::vector<int32_t> tokens;        // sampled this step (0 or 1 today)
+  std::vector<SampleResult> samples;  // logprobs of those tokens (when requested)
+  std::string text;                   // newly emitted text (complete UTF-8, stops removed)
   FinishReason finish = FinishReason::kNone;
-  int32_t stop_index = -1;             // which stop string matched, if one did
+  int32_t stop_index = -1;  // which stop string matched, if one did
   bool finished() const { return finish != FinishReason::kNone; }
 };
 
@@ -113,13 +113,13 @@ struct EngineStats {
   uint64_t generated_tokens = 0;
   double busy_seconds = 0;  // inside step()
   // Speculative decoding.
-  uint64_t spec_verify_seqs = 0;    // sequence-steps that verified a draft
-  uint64_t spec_draft_tokens = 0;   // draft tokens verified
+  uint64_t spec_verify_seqs = 0;   // sequence-steps that verified a draft
+  uint64_t spec_draft_tokens = 0;  // draft tokens verified
   uint64_t spec_accepted_tokens = 0;
   uint64_t spec_emitted_tokens = 0;  // tokens those sequence-steps produced (accepted + 1 each)
-  uint64_t spec_skipped_steps = 0;  // steps whose drafts the cost model dropped (compute-bound)
-  uint64_t spec_cut_steps = 0;      // steps whose drafts the cost model shortened
-  double spec_propose_seconds = 0;  // inside the proposer (a draft model's forward passes)
+  uint64_t spec_skipped_steps = 0;   // steps whose drafts the cost model dropped (compute-bound)
+  uint64_t spec_cut_steps = 0;       // steps whose drafts the cost model shortened
+  double spec_propose_seconds = 0;   // inside the proposer (a draft model's forward passes)
   // Mean tokens per verifying sequence-step (accepted + the target's own token).
   double spec_mean_accepted_length() const {
     return spec_verify_seqs ? double(spec_emitted_tokens) / double(spec_verify_seqs) : 0.0;
@@ -181,8 +181,8 @@ class Engine {
     std::vector<SampleResult> samples;  // accepted drafts, then the target's own token
     int32_t n_accepted = 0;
   };
-  Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfig& config,
-         int32_t n_ctx, KvCacheConfig kv_config);
+  Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfig& config, int32_t n_ctx,
+         KvCacheConfig kv_config);
   // Samples request `id` from `logits`, appends the token and checks every stop condition.
   Status advance(RequestId id, Request& r, const float* logits, EngineEvent& ev);
   // Reports sampled token `s` of request `id` (appending it to the scheduler's tokens when
@@ -208,7 +208,7 @@ class Engine {
   Scheduler scheduler_;
   std::unordered_map<RequestId, Request> requests_;
   std::unordered_map<RequestId, RequestTimes> finished_times_;  // kept for reporting
-  std::vector<EngineEvent> pending_events_;  // aborts, reported at the next step
+  std::vector<EngineEvent> pending_events_;                     // aborts, reported at the next step
   RequestId next_id_ = 1;
   Batch batch_;
   Batch batch_alt_;  // the same step without drafts (cost model comparison)
@@ -218,7 +218,7 @@ class Engine {
   std::vector<Verified> verified_;   // per scheduled sequence of the step
   std::vector<int32_t> n_accepted_;  // per scheduled sequence of the step
   std::vector<double> alpha_;        // gate_drafts: acceptance estimate per scheduled sequence
-  SampleWorkspace sample_ws_;  // sampling scratch shared by all requests (engine thread only)
+  SampleWorkspace sample_ws_;        // sampling scratch shared by all requests (engine thread only)
   EngineStats stats_;
   std::optional<StepRoofline> roofline_;
   std::chrono::steady_clock::time_point epoch_;

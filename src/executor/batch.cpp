@@ -74,8 +74,9 @@ Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
   const int32_t reserved = r.next();
   if (b.block_size <= 0 || n_tokens < 0 || n_seqs < 0 || n_table < 0 || n_copies < 0 ||
       reserved != 0) {
-    return make_error("batch wire form: bad header (a negative count or block size, or a "
-                      "non-zero reserved field)");
+    return make_error(
+        "batch wire form: bad header (a negative count or block size, or a "
+        "non-zero reserved field)");
   }
   const uint64_t ints = 4ull * uint64_t(n_tokens) + kSeqInts * uint64_t(n_seqs) +
                         uint64_t(n_table) + 2ull * uint64_t(n_copies);
@@ -108,9 +109,8 @@ Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
     }
     s.logits = LogitsMode(mode);
     if (s.token_start < 0 || s.n_new_tokens < 0 || s.token_start > n_tokens ||
-        s.n_new_tokens > n_tokens - s.token_start || s.block_table_start < 0 ||
-        s.n_blocks < 0 || s.block_table_start > n_table ||
-        s.n_blocks > n_table - s.block_table_start) {
+        s.n_new_tokens > n_tokens - s.token_start || s.block_table_start < 0 || s.n_blocks < 0 ||
+        s.block_table_start > n_table || s.n_blocks > n_table - s.block_table_start) {
       return make_error("batch wire form: sequence ", i, " reaches outside the arrays");
     }
   }

@@ -8,9 +8,9 @@
 //   token_ids   [ a0 a1 a2 a3 | b0 | c0 c1 ]       n_tokens = 7
 //   positions   [  5  6  7  8 | 41 |  0  1 ]       a: chunk of a prompt, b: decode, c: new prompt
 //   kv_slots    [ (block, offset) for each token ]
-//   seqs        a: {token_start 0, n_new_tokens 4, context_len 9, table [0, 1)}, b: {4, 1, 42, [1, 4)} ...
-//   block_tables[ 7 | 2 9 4 | 5 ]
-//   block_copies[ (9 -> 4) ]     copy-on-write: block 4 takes block 9's K/V before the step runs
+//   seqs        a: {token_start 0, n_new_tokens 4, context_len 9, table [0, 1)}, b: {4, 1, 42, [1,
+//   4)} ... block_tables[ 7 | 2 9 4 | 5 ] block_copies[ (9 -> 4) ]     copy-on-write: block 4 takes
+//   block 9's K/V before the step runs
 #pragma once
 
 #include <cstdint>

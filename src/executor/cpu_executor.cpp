@@ -17,21 +17,21 @@ namespace sluice {
 // Activations of one step. Grown to the largest batch seen, never shrunk: a decode step after
 // warm-up allocates nothing.
 struct CpuExecutor::Scratch {
-  std::vector<float> x;             // [n_tokens, n_embd] residual stream
-  std::vector<float> xn;            // [n_tokens, n_embd] normalized input of a sub-layer
-  std::vector<float> q;             // [n_tokens, n_head, head_dim]
-  std::vector<float> k;             // [n_tokens, n_kv_head, head_dim]
-  std::vector<float> v;             // [n_tokens, n_kv_head, head_dim]
-  std::vector<float> att;           // [n_tokens, n_head, head_dim] attention output
-  std::vector<float> proj;          // [n_tokens, n_embd] sub-layer output before the residual add
-  std::vector<float> gate;          // [n_tokens, n_ff]
-  std::vector<float> up;            // [n_tokens, n_ff]
-  std::vector<float> x_out;         // [n_logit_rows, n_embd] rows that produce logits
+  std::vector<float> x;      // [n_tokens, n_embd] residual stream
+  std::vector<float> xn;     // [n_tokens, n_embd] normalized input of a sub-layer
+  std::vector<float> q;      // [n_tokens, n_head, head_dim]
+  std::vector<float> k;      // [n_tokens, n_kv_head, head_dim]
+  std::vector<float> v;      // [n_tokens, n_kv_head, head_dim]
+  std::vector<float> att;    // [n_tokens, n_head, head_dim] attention output
+  std::vector<float> proj;   // [n_tokens, n_embd] sub-layer output before the residual add
+  std::vector<float> gate;   // [n_tokens, n_ff]
+  std::vector<float> up;     // [n_tokens, n_ff]
+  std::vector<float> x_out;  // [n_logit_rows, n_embd] rows that produce logits
   std::vector<PagedAttentionParams> attn_params;  // [n_seqs] one layer's attention of each sequence
   AttentionWorkspace attn_ws;                     // paged_attention_batch's work list and partials
-  ActBuffer xq;                     // xn quantized to 8-bit blocks, shared by Q/K/V and gate/up
-  MatmulWorkspace mm_ws;            // the matmuls' own conversions (o, down, output projections)
-  QuantizedActs xq_view;            // view of xq for the current sub-layer
+  ActBuffer xq;           // xn quantized to 8-bit blocks, shared by Q/K/V and gate/up
+  MatmulWorkspace mm_ws;  // the matmuls' own conversions (o, down, output projections)
+  QuantizedActs xq_view;  // view of xq for the current sub-layer
 
   static void fit(std::vector<float>& v, int64_t n) {
     if (int64_t(v.size()) < n) v.resize(size_t(n));
@@ -109,7 +109,8 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
 }
 
 ExecutorCapacity CpuExecutor::capacity() const {
-  return {n_blocks(), block_size(), int32_t(model_.config().n_vocab), int32_t(model_.config().n_ctx)};
+  return {n_blocks(), block_size(), int32_t(model_.config().n_vocab),
+          int32_t(model_.config().n_ctx)};
 }
 
 Status CpuExecutor::copy_blocks(std::span<const BlockCopy> copies) {
@@ -130,7 +131,8 @@ Result<KvBlockData> CpuExecutor::export_blocks(std::span<const int32_t> ids) con
     }
   }
   d.bytes.resize(d.bytes_per_block * ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) kv_->read_block(ids[i], d.bytes.data() + i * d.bytes_per_block);
+  for (size_t i = 0; i < ids.size(); ++i)
+    kv_->read_block(ids[i], d.bytes.data() + i * d.bytes_per_block);
   return d;
 }
 
@@ -151,7 +153,8 @@ Status CpuExecutor::import_blocks(std::span<const int32_t> ids, const KvBlockDat
                         ")");
     }
   }
-  for (size_t i = 0; i < ids.size(); ++i) kv_->write_block(ids[i], data.bytes.data() + i * data.bytes_per_block);
+  for (size_t i = 0; i < ids.size(); ++i)
+    kv_->write_block(ids[i], data.bytes.data() + i * data.bytes_per_block);
   return {};
 }
 

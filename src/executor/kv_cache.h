@@ -62,7 +62,8 @@ class KvCacheStorage {
 
   // One block's K and V of every layer as bytes: [n_layer][K, V][elems_per_block elements].
   size_t bytes_per_block() const {
-    return 2 * size_t(shape_.n_layer) * shape_.elems_per_block() * size_t(kv_type_size(shape_.type));
+    return 2 * size_t(shape_.n_layer) * shape_.elems_per_block() *
+           size_t(kv_type_size(shape_.type));
   }
   // The layout tag of those bytes (executor.h, KvBlockData::layout).
   std::string block_layout() const;

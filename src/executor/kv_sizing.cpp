@@ -40,15 +40,16 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& c, int block_size, KvType type, 
   } else {
     const size_t avail = available_memory_bytes();
     const int64_t cap = int64_t(std::max(max_seqs, 1)) * blocks_per_context;
-    int64_t n = avail > 0 ? int64_t(double(avail) * kDefaultKvMemoryShare / double(per_block)) : cap;
+    int64_t n =
+        avail > 0 ? int64_t(double(avail) * kDefaultKvMemoryShare / double(per_block)) : cap;
     n = std::max<int64_t>(std::min(n, cap), blocks_per_context);
     p.n_blocks = int32_t(n);
-    std::snprintf(line, sizeof line,
-                  "KV cache: %.2f GiB (default: %.0f%% of %.1f GiB available, at most %d x %d-token "
-                  "contexts; set --kv-cache-gb to change)",
-                  double(n) * double(per_block) / double(size_t(1) << 30),
-                  kDefaultKvMemoryShare * 100, double(avail) / double(size_t(1) << 30),
-                  std::max(max_seqs, 1), c.n_ctx);
+    std::snprintf(
+        line, sizeof line,
+        "KV cache: %.2f GiB (default: %.0f%% of %.1f GiB available, at most %d x %d-token "
+        "contexts; set --kv-cache-gb to change)",
+        double(n) * double(per_block) / double(size_t(1) << 30), kDefaultKvMemoryShare * 100,
+        double(avail) / double(size_t(1) << 30), std::max(max_seqs, 1), c.n_ctx);
   }
   p.bytes = size_t(p.n_blocks) * per_block;
   char tail[128];

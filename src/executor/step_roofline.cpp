@@ -8,8 +8,12 @@ namespace sluice {
 
 namespace {
 
-double stored_bytes(const WeightMatrix& w) { return double(row_size(w.type, w.n_cols)) * double(w.n_rows); }
-double params(const WeightMatrix& w) { return double(w.n_cols) * double(w.n_rows); }
+double stored_bytes(const WeightMatrix& w) {
+  return double(row_size(w.type, w.n_cols)) * double(w.n_rows);
+}
+double params(const WeightMatrix& w) {
+  return double(w.n_cols) * double(w.n_rows);
+}
 
 }  // namespace
 

@@ -34,8 +34,8 @@ class GgufParser {
   Status read_pod(T& out, const char* what) {
     if (remaining() < sizeof(T)) {
       return fail(pos_, std::string("truncated file while reading ") + what + " (need " +
-                            std::to_string(sizeof(T)) + " bytes, " +
-                            std::to_string(remaining()) + " left)");
+                            std::to_string(sizeof(T)) + " bytes, " + std::to_string(remaining()) +
+                            " left)");
     }
     std::memcpy(&out, p_ + pos_, sizeof(T));
     pos_ += sizeof(T);
@@ -47,8 +47,8 @@ class GgufParser {
     uint64_t len = 0;
     SLUICE_RETURN_IF_ERROR(read_pod(len, what));
     if (len > remaining()) {
-      return fail(at, std::string(what) + " has length " + std::to_string(len) +
-                          " but only " + std::to_string(remaining()) + " bytes remain");
+      return fail(at, std::string(what) + " has length " + std::to_string(len) + " but only " +
+                          std::to_string(remaining()) + " bytes remain");
     }
     out.assign(reinterpret_cast<const char*>(p_ + pos_), size_t(len));
     pos_ += size_t(len);
@@ -66,16 +66,66 @@ class GgufParser {
 Status GgufParser::read_value(GgufType type, GgufValue& out, int depth) {
   const size_t at = pos_;
   switch (type) {
-    case GgufType::UINT8: { uint8_t x; SLUICE_RETURN_IF_ERROR(read_pod(x, "u8 value")); out = x; break; }
-    case GgufType::INT8: { int8_t x; SLUICE_RETURN_IF_ERROR(read_pod(x, "i8 value")); out = x; break; }
-    case GgufType::UINT16: { uint16_t x; SLUICE_RETURN_IF_ERROR(read_pod(x, "u16 value")); out = x; break; }
-    case GgufType::INT16: { int16_t x; SLUICE_RETURN_IF_ERROR(read_pod(x, "i16 value")); out = x; break; }
-    case GgufType::UINT32: { uint32_t x; SLUICE_RETURN_IF_ERROR(read_pod(x, "u32 value")); out = x; break; }
-    case GgufType::INT32: { int32_t x; SLUICE_RETURN_IF_ERROR(read_pod(x, "i32 value")); out = x; break; }
-    case GgufType::FLOAT32: { float x; SLUICE_RETURN_IF_ERROR(read_pod(x, "f32 value")); out = x; break; }
-    case GgufType::UINT64: { uint64_t x; SLUICE_RETURN_IF_ERROR(read_pod(x, "u64 value")); out = x; break; }
-    case GgufType::INT64: { int64_t x; SLUICE_RETURN_IF_ERROR(read_pod(x, "i64 value")); out = x; break; }
-    case GgufType::FLOAT64: { double x; SLUICE_RETURN_IF_ERROR(read_pod(x, "f64 value")); out = x; break; }
+    case GgufType::UINT8: {
+      uint8_t x;
+      SLUICE_RETURN_IF_ERROR(read_pod(x, "u8 value"));
+      out = x;
+      break;
+    }
+    case GgufType::INT8: {
+      int8_t x;
+      SLUICE_RETURN_IF_ERROR(read_pod(x, "i8 value"));
+      out = x;
+      break;
+    }
+    case GgufType::UINT16: {
+      uint16_t x;
+      SLUICE_RETURN_IF_ERROR(read_pod(x, "u16 value"));
+      out = x;
+      break;
+    }
+    case GgufType::INT16: {
+      int16_t x;
+      SLUICE_RETURN_IF_ERROR(read_pod(x, "i16 value"));
+      out = x;
+      break;
+    }
+    case GgufType::UINT32: {
+      uint32_t x;
+      SLUICE_RETURN_IF_ERROR(read_pod(x, "u32 value"));
+      out = x;
+      break;
+    }
+    case GgufType::INT32: {
+      int32_t x;
+      SLUICE_RETURN_IF_ERROR(read_pod(x, "i32 value"));
+      out = x;
+      break;
+    }
+    case GgufType::FLOAT32: {
+      float x;
+      SLUICE_RETURN_IF_ERROR(read_pod(x, "f32 value"));
+      out = x;
+      break;
+    }
+    case GgufType::UINT64: {
+      uint64_t x;
+      SLUICE_RETURN_IF_ERROR(read_pod(x, "u64 value"));
+      out = x;
+      break;
+    }
+    case GgufType::INT64: {
+      int64_t x;
+      SLUICE_RETURN_IF_ERROR(read_pod(x, "i64 value"));
+      out = x;
+      break;
+    }
+    case GgufType::FLOAT64: {
+      double x;
+      SLUICE_RETURN_IF_ERROR(read_pod(x, "f64 value"));
+      out = x;
+      break;
+    }
     case GgufType::BOOL: {
       uint8_t x;
       SLUICE_RETURN_IF_ERROR(read_pod(x, "bool value"));
@@ -95,7 +145,8 @@ Status GgufParser::read_value(GgufType type, GgufValue& out, int depth) {
       }
       uint32_t elem = 0;
       SLUICE_RETURN_IF_ERROR(read_pod(elem, "array element type"));
-      if (elem >= kGgufTypeCount) return fail(at, "unknown array element type " + std::to_string(elem));
+      if (elem >= kGgufTypeCount)
+        return fail(at, "unknown array element type " + std::to_string(elem));
       uint64_t count = 0;
       SLUICE_RETURN_IF_ERROR(read_pod(count, "array length"));
       if (count > remaining() / kMinEncodedSize[elem]) {
@@ -156,8 +207,8 @@ Status GgufParser::parse(GgufFile& f) {
     uint32_t type = 0;
     SLUICE_RETURN_IF_ERROR(read_pod(type, "metadata value type"));
     if (type >= kGgufTypeCount) {
-      return fail(pos_ - 4, "metadata key '" + key + "' has unknown value type " +
-                                std::to_string(type));
+      return fail(pos_ - 4,
+                  "metadata key '" + key + "' has unknown value type " + std::to_string(type));
     }
     GgufValue value;
     SLUICE_RETURN_IF_ERROR(read_value(GgufType(type), value, 0));
@@ -360,8 +411,8 @@ Result<double> GgufFile::get_float(std::string_view key) const {
   int64_t out = 0;
   bool overflow = false;
   if (as_int64(*v, out, overflow) && !v->get_if<bool>()) return double(out);
-  return make_error("'", path_, "': metadata key '", key, "' has type ",
-                    gguf_type_name(v->type()), ", expected a number");
+  return make_error("'", path_, "': metadata key '", key, "' has type ", gguf_type_name(v->type()),
+                    ", expected a number");
 }
 
 Result<std::vector<int64_t>> GgufFile::get_int_array(std::string_view key) const {

@@ -54,8 +54,12 @@ struct TypeTraits {
 
 // Traits of a type id read from a file; nullptr for ids ggml does not define.
 const TypeTraits* type_traits(uint32_t type_id);
-inline const TypeTraits& type_traits(GgmlType t) { return *type_traits(uint32_t(t)); }
-inline std::string_view type_name(GgmlType t) { return type_traits(t).name; }
+inline const TypeTraits& type_traits(GgmlType t) {
+  return *type_traits(uint32_t(t));
+}
+inline std::string_view type_name(GgmlType t) {
+  return type_traits(t).name;
+}
 
 // Parses a name as printed by type_name (case-insensitive: "Q4_K", "q4_k", "bf16").
 std::optional<GgmlType> parse_type_name(std::string_view name);

@@ -7,7 +7,8 @@ namespace sluice {
 
 std::string_view gguf_type_name(GgufType t) {
   static constexpr std::string_view kNames[kGgufTypeCount] = {
-      "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
+      "u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+      "bool", "string", "array", "u64", "i64", "f64"};
   return uint32_t(t) < kGgufTypeCount ? kNames[uint32_t(t)] : std::string_view("unknown");
 }
 

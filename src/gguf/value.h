@@ -44,7 +44,7 @@ struct GgufValue {
 
   GgufValue() = default;
   template <class T>
-  GgufValue(T x) : v(std::move(x)) {}  // NOLINT: implicit from any member type
+  GgufValue(T x) : v(std::move(x)) {}              // NOLINT: implicit from any member type
   GgufValue(const char* s) : v(std::string(s)) {}  // NOLINT
 
   GgufType type() const { return GgufType(v.index()); }
@@ -58,7 +58,9 @@ struct GgufValue {
 inline bool operator==(const GgufArray& a, const GgufArray& b) {
   return a.elem_type == b.elem_type && a.items == b.items;
 }
-inline bool GgufValue::operator==(const GgufValue& o) const { return v == o.v; }
+inline bool GgufValue::operator==(const GgufValue& o) const {
+  return v == o.v;
+}
 
 // Helpers to build arrays.
 GgufArray make_string_array(const std::vector<std::string>& items);

@@ -14,7 +14,9 @@ namespace {
 
 using Sink = std::function<Status(const void*, size_t)>;
 
-uint64_t pad_to(uint64_t x, uint64_t align) { return (x + align - 1) / align * align; }
+uint64_t pad_to(uint64_t x, uint64_t align) {
+  return (x + align - 1) / align * align;
+}
 
 // Serializes metadata and tensor infos into a byte buffer (small: no tensor data).
 class HeaderBuilder {

@@ -7,8 +7,8 @@
 
 #include "base/fp16.h"
 #include "kernels/dequant.h"
-#include "kernels/matmul.h"
 #include "kernels/kernel_table.h"
+#include "kernels/matmul.h"
 
 namespace sluice {
 namespace {

@@ -117,15 +117,15 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   }
   if (p.type == GgmlType::F16 && p.packed && kt.gemm_f16_packed) {
     const PackedWeights& pw = *p.packed;
-    over_groups(p, pool,
-                [&](int64_t g0, int64_t g1) { kt.gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m); });
+    over_groups(p, pool, [&](int64_t g0, int64_t g1) {
+      kt.gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m);
+    });
     return;
   }
   if (int8) {
     const QuantizedActs a = int8_acts(p, isa, ws);
-    over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
-      kt.gemm_int8(p.type, w, rb, r0, r1, a, p.y, p.m);
-    });
+    over_rows(p, rb, pool,
+              [&](int64_t r0, int64_t r1) { kt.gemm_int8(p.type, w, rb, r0, r1, a, p.y, p.m); });
     return;
   }
   if (p.type == GgmlType::F32 && kt.gemm_f32_tiled) {

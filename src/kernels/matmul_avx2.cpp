@@ -42,8 +42,9 @@ SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* q
     for (int64_t b = 0; b < nb; ++b) {
       __m256 v[4];
       for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(xr + 32 * b + 8 * j);
-      __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
-                                _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+      __m256 mx =
+          _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                        _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
       __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
       m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
       m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
@@ -53,8 +54,8 @@ SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* q
       __m256i qi[4];
       for (int j = 0; j < 4; ++j) qi[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], vid));
       const __m256i s01 = _mm256_add_epi32(qi[0], qi[1]), s23 = _mm256_add_epi32(qi[2], qi[3]);
-      const __m256i p16 = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
-                                             _mm256_packs_epi32(qi[2], qi[3]));
+      const __m256i p16 =
+          _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b),
                           _mm256_permutevar8x32_epi32(p16, order));
       alignas(32) int32_t lanes[16];

@@ -68,9 +68,7 @@ struct RowsF32 {
   static constexpr bool kTail = true;
   const uint8_t* w;
   size_t rb;
-  const float* at(int a, int64_t j) const {
-    return reinterpret_cast<const float*>(w + a * rb) + j;
-  }
+  const float* at(int a, int64_t j) const { return reinterpret_cast<const float*>(w + a * rb) + j; }
   SLUICE_TARGET __m256 load(int a, int64_t j) const { return _mm256_loadu_ps(at(a, j)); }
   template <int NW>
   SLUICE_TARGET void prefetch(int64_t j) const {

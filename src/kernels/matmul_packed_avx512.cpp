@@ -37,16 +37,19 @@ SLUICE_TARGET inline __m512 load_f16x16(const uint8_t* p) {
 }
 
 SLUICE_TARGET inline __m512 load_s8x16(const uint8_t* p) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
 SLUICE_TARGET inline __m512 load_u8x16(const uint8_t* p) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
 // Q8_0 / Q4_0 block b (columns 32b ..): acc[i] lane r = exact dot of row r with activation row i.
 template <int NX, Kind K>
-SLUICE_TARGET inline void block_dots(const uint8_t* v, const ActRows<NX>& x, int64_t b, __m512i* acc) {
+SLUICE_TARGET inline void block_dots(const uint8_t* v, const ActRows<NX>& x, int64_t b,
+                                     __m512i* acc) {
   const int64_t col = 32 * b;
   if constexpr (NX == 1) {
     // Two chains so the vpdpbusd latency overlaps (integer sums: the order is free).
@@ -63,25 +66,30 @@ SLUICE_TARGET inline void block_dots(const uint8_t* v, const ActRows<NX>& x, int
     } else {
       for (int j = 0; j < 8; j += 2) {
         s0 = _mm512_dpbusd_epi32(s0, _mm512_load_si512(v + 64 * j), bcast4(x.q[0] + col + 4 * j));
-        s1 = _mm512_dpbusd_epi32(s1, _mm512_load_si512(v + 64 * j + 64), bcast4(x.q[0] + col + 4 * j + 4));
+        s1 = _mm512_dpbusd_epi32(s1, _mm512_load_si512(v + 64 * j + 64),
+                                 bcast4(x.q[0] + col + 4 * j + 4));
       }
     }
     acc[0] = _mm512_add_epi32(s0, s1);
   } else {
-    for (int i = 0; i < NX; ++i) acc[i] = _mm512_set1_epi32(K == kQ4_0 ? x.bias[i][b] >> 4 : x.bias[i][b]);
+    for (int i = 0; i < NX; ++i)
+      acc[i] = _mm512_set1_epi32(K == kQ4_0 ? x.bias[i][b] >> 4 : x.bias[i][b]);
     if constexpr (K == kQ4_0) {
       const __m512i m4 = _mm512_set1_epi8(0x0f);
       for (int j = 0; j < 4; ++j) {
         const __m512i raw = _mm512_load_si512(v + 64 * j);
         const __m512i lo = _mm512_and_si512(raw, m4);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-        for (int i = 0; i < NX; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], lo, bcast4(x.q[i] + col + 4 * j));
-        for (int i = 0; i < NX; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], hi, bcast4(x.q[i] + col + 16 + 4 * j));
+        for (int i = 0; i < NX; ++i)
+          acc[i] = _mm512_dpbusd_epi32(acc[i], lo, bcast4(x.q[i] + col + 4 * j));
+        for (int i = 0; i < NX; ++i)
+          acc[i] = _mm512_dpbusd_epi32(acc[i], hi, bcast4(x.q[i] + col + 16 + 4 * j));
       }
     } else {
       for (int j = 0; j < 8; ++j) {
         const __m512i raw = _mm512_load_si512(v + 64 * j);
-        for (int i = 0; i < NX; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], raw, bcast4(x.q[i] + col + 4 * j));
+        for (int i = 0; i < NX; ++i)
+          acc[i] = _mm512_dpbusd_epi32(acc[i], raw, bcast4(x.q[i] + col + 4 * j));
       }
     }
   }
@@ -125,7 +133,8 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, const QuantizedActs& 
           const __m512 mn = _mm512_mul_ps(dmin, load_u8x16(mt + 192 + 16 * s));
           for (int i = 0; i < NX; ++i) {
             const __m512 dots = _mm512_cvtepi32_ps(t == 0 ? lo_acc[i] : hi_acc[i]);
-            facc[i] = _mm512_fmadd_ps(dots, _mm512_mul_ps(sc, _mm512_set1_ps(x.d[i][sb + t])), facc[i]);
+            facc[i] =
+                _mm512_fmadd_ps(dots, _mm512_mul_ps(sc, _mm512_set1_ps(x.d[i][sb + t])), facc[i]);
             facc[i] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(x.s[i][sb + t]), facc[i]);
           }
         }
@@ -145,7 +154,8 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, const QuantizedActs& 
         const __m512i v0 = _mm512_load_si512(gv), v1 = _mm512_load_si512(gv + 64);
         const __m512i vh = _mm512_load_si512(gv + 128);
         // q = low nibble | high pair << 4 (ternary logic 0xF8: a | (b & c)).
-        const __m512i q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, m4), _mm512_slli_epi16(vh, 4), m30, 0xF8);
+        const __m512i q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, m4),
+                                                     _mm512_slli_epi16(vh, 4), m30, 0xF8);
         const __m512i q1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), m4),
                                                      _mm512_slli_epi16(vh, 2), m30, 0xF8);
         const __m512i q2 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, m4), vh, m30, 0xF8);
@@ -159,8 +169,8 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, const QuantizedActs& 
           acc = _mm512_dpbusd_epi32(acc, q1, bcast4(x.q[i] + col + 4));
           acc = _mm512_dpbusd_epi32(acc, q2, bcast4(x.q[i] + col + 8));
           acc = _mm512_dpbusd_epi32(acc, q3, bcast4(x.q[i] + col + 12));
-          facc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dsc, _mm512_set1_ps(x.d[i][col / 32])),
-                                    facc[i]);
+          facc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc),
+                                    _mm512_mul_ps(dsc, _mm512_set1_ps(x.d[i][col / 32])), facc[i]);
         }
       }
     }
@@ -169,13 +179,14 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, const QuantizedActs& 
     for (int64_t b = 0; b < nu; ++b) {
       // Weights stream from memory while the block is computed: fetch ~4 KiB ahead (past the
       // group's end that is the next group, which is contiguous).
-      for (int64_t l = 0; l < kQb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(wq + b * kQb + kAhead + l), _MM_HINT_T0);
+      for (int64_t l = 0; l < kQb; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(wq + b * kQb + kAhead + l), _MM_HINT_T0);
       __m512i acc[NX];
       block_dots<NX, K>(wq + b * kQb, x, b, acc);
       const __m512 dw = load_f16x16(meta + 32 * b);
       for (int i = 0; i < NX; ++i) {
-        facc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]), _mm512_mul_ps(dw, _mm512_set1_ps(x.d[i][b])),
-                                  facc[i]);
+        facc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]),
+                                  _mm512_mul_ps(dw, _mm512_set1_ps(x.d[i][b])), facc[i]);
       }
     }
   }
@@ -206,7 +217,8 @@ SLUICE_TARGET void tile2(const PackedWeights& w, int64_t g, const QuantizedActs&
       _mm_prefetch(reinterpret_cast<const char*>(v1 + kAhead + l), _MM_HINT_T0);
     }
     __m512i a0[NX], a1[NX];
-    for (int i = 0; i < NX; ++i) a0[i] = a1[i] = _mm512_set1_epi32(K == kQ4_0 ? x.bias[i][b] >> 4 : x.bias[i][b]);
+    for (int i = 0; i < NX; ++i)
+      a0[i] = a1[i] = _mm512_set1_epi32(K == kQ4_0 ? x.bias[i][b] >> 4 : x.bias[i][b]);
     const int64_t col = 32 * b;
     if constexpr (K == kQ4_0) {
       for (int j = 0; j < 4; ++j) {
@@ -271,7 +283,8 @@ SLUICE_TARGET void gemm_packed_t(const PackedWeights& w, int64_t g0, int64_t g1,
           // the rows goes through the one-group tiles of both groups below.
           if (g + 1 < gw1 && c1 - c0 >= 4) {
             const int64_t r1 = r0 + PackedWeights::kRows;
-            const __mmask16 mask1 = m - r1 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (m - r1)) - 1);
+            const __mmask16 mask1 =
+                m - r1 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (m - r1)) - 1);
             for (; i + 4 <= c1; i += 4) tile2<4, K>(w, g, a, i, y, m, mask1);
             for (int64_t gg = g; gg <= g + 1; ++gg) {
               const __mmask16 mk = gg == g ? mask : mask1;
@@ -305,10 +318,18 @@ SLUICE_TARGET void gemm_packed_t(const PackedWeights& w, int64_t g0, int64_t g1,
 SLUICE_TARGET void gemm_packed(const PackedWeights& w, int64_t g0, int64_t g1,
                                const QuantizedActs& a, float* y, int64_t m) {
   switch (w.type()) {
-    case GgmlType::Q4_0: gemm_packed_t<kQ4_0>(w, g0, g1, a, y, m); return;
-    case GgmlType::Q4_K: gemm_packed_t<kQ4_K>(w, g0, g1, a, y, m); return;
-    case GgmlType::Q6_K: gemm_packed_t<kQ6_K>(w, g0, g1, a, y, m); return;
-    default: gemm_packed_t<kQ8_0>(w, g0, g1, a, y, m); return;
+    case GgmlType::Q4_0:
+      gemm_packed_t<kQ4_0>(w, g0, g1, a, y, m);
+      return;
+    case GgmlType::Q4_K:
+      gemm_packed_t<kQ4_K>(w, g0, g1, a, y, m);
+      return;
+    case GgmlType::Q6_K:
+      gemm_packed_t<kQ6_K>(w, g0, g1, a, y, m);
+      return;
+    default:
+      gemm_packed_t<kQ8_0>(w, g0, g1, a, y, m);
+      return;
   }
 }
 

@@ -99,10 +99,14 @@ bool PackedWeights::supported(GgmlType type) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
     case GgmlType::Q4_K:
-    case GgmlType::Q6_K: return kt.gemm_packed != nullptr;
-    case GgmlType::F16: return kt.gemm_f16_packed != nullptr;
-    case GgmlType::BF16: return kt.gemm_half != nullptr;  // a copy the row kernels read
-    default: return false;
+    case GgmlType::Q6_K:
+      return kt.gemm_packed != nullptr;
+    case GgmlType::F16:
+      return kt.gemm_f16_packed != nullptr;
+    case GgmlType::BF16:
+      return kt.gemm_half != nullptr;  // a copy the row kernels read
+    default:
+      return false;
   }
 }
 

@@ -84,7 +84,8 @@ void BlockPool::release(std::span<const BlockId> ids) {
   }
 }
 
-std::optional<BlockId> BlockPool::find_cached(BlockHash hash, std::span<const int32_t> tokens) const {
+std::optional<BlockId> BlockPool::find_cached(BlockHash hash,
+                                              std::span<const int32_t> tokens) const {
   auto [lo, hi] = cached_.equal_range(hash);
   for (auto it = lo; it != hi; ++it) {
     const Block& b = blocks_[size_t(it->second)];
@@ -97,7 +98,7 @@ std::optional<BlockId> BlockPool::find_cached(BlockHash hash, std::span<const in
 
 void BlockPool::cache(BlockId id, BlockHash hash, std::span<const int32_t> tokens) {
   Block& b = blocks_[size_t(id)];
-  if (b.cached) return;  // a block's contents never change once full
+  if (b.cached) return;                   // a block's contents never change once full
   if (find_cached(hash, tokens)) return;  // an identical block is already cached
   b.cached = true;
   b.hash = hash;

@@ -24,11 +24,11 @@ constexpr BlockId kNoBlock = -1;
 using BlockHash = uint64_t;
 
 struct PrefixCacheStats {
-  uint64_t lookups = 0;        // admissions that consulted the cache
+  uint64_t lookups = 0;         // admissions that consulted the cache
   uint64_t queried_blocks = 0;  // full prompt blocks asked for
   uint64_t hit_blocks = 0;
   uint64_t hit_tokens = 0;
-  uint64_t evictions = 0;       // cached blocks reused for new contents
+  uint64_t evictions = 0;  // cached blocks reused for new contents
 };
 
 class BlockPool {

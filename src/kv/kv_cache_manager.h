@@ -66,8 +66,8 @@ class KvCacheManager {
   PrefixHit find_prefix(std::span<const int32_t> tokens);
 
   // Makes request `id` hold blocks for tokens [0, n_computed + n_new_tokens), of which
-  // [n_computed, n_computed + n_new_tokens) are written next: a block there that another table shares
-  // is first replaced by a fresh private one (copy-on-write, queued for take_copies()). On a
+  // [n_computed, n_computed + n_new_tokens) are written next: a block there that another table
+  // shares is first replaced by a fresh private one (copy-on-write, queued for take_copies()). On a
   // request's first call, `prefix` blocks are adopted first (n_computed is then
   // prefix->n_tokens). Returns false, changing nothing, if the pool is short.
   bool allocate_slots(RequestId id, int32_t n_computed, int32_t n_new_tokens,

@@ -15,7 +15,6 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-
 nlohmann::ordered_json dist_json(const Distribution& d) {
   return {{"mean", d.mean}, {"std", d.std}, {"median", d.median},
           {"p90", d.p90},   {"p99", d.p99}, {"n", d.n}};
@@ -251,7 +250,7 @@ std::string sweep_svg(const std::vector<RunResult>& runs) {
     s += "<text x=\"" + fmt("%.1f", kW / 2) +
          "\" y=\"44\" text-anchor=\"middle\" font-size=\"11\" fill=\"#555\">" +
          html_escape(runs[0].info.url + "; " + runs[0].info.dataset +
-                    "; one point per offered rate") +
+                     "; one point per offered rate") +
          "</text>\n";
   }
   // Grid, ticks and labels.

@@ -164,7 +164,8 @@ void set_architecture_metadata(GgufWriter& w, const ModelPreset& p, FileType fty
   w.set("general.architecture", a);
   w.set("general.name", "sluice synthetic " + p.name);
   w.set("general.file_type", uint32_t(ftype));
-  if (ftype != FileType::ALL_F32 && ftype != FileType::MOSTLY_F16 && ftype != FileType::MOSTLY_BF16) {
+  if (ftype != FileType::ALL_F32 && ftype != FileType::MOSTLY_F16 &&
+      ftype != FileType::MOSTLY_BF16) {
     w.set("general.quantization_version", uint32_t(2));
   }
   w.set(a + ".block_count", uint32_t(p.n_layer));

@@ -42,7 +42,9 @@ bool is_quantized(GgmlType t) {
   return t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::BF16;
 }
 
-bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, std::string_view part) {
+  return s.find(part) != std::string::npos;
+}
 
 // llama.cpp's use_more_bits: the first and last eighth of the layers, and every third between.
 bool use_more_bits(int i_layer, int n_layers) {
@@ -55,11 +57,21 @@ GgmlType fallback(GgmlType t, int64_t ne0) {
   GgmlType f;
   switch (t) {
     case GgmlType::Q2_K:
-    case GgmlType::Q3_K: f = GgmlType::Q4_0; break;
-    case GgmlType::Q4_K: f = GgmlType::Q5_0; break;
-    case GgmlType::Q5_K: f = GgmlType::Q5_1; break;
-    case GgmlType::Q6_K: f = GgmlType::Q8_0; break;
-    default: f = GgmlType::F16; break;
+    case GgmlType::Q3_K:
+      f = GgmlType::Q4_0;
+      break;
+    case GgmlType::Q4_K:
+      f = GgmlType::Q5_0;
+      break;
+    case GgmlType::Q5_K:
+      f = GgmlType::Q5_1;
+      break;
+    case GgmlType::Q6_K:
+      f = GgmlType::Q8_0;
+      break;
+    default:
+      f = GgmlType::F16;
+      break;
   }
   return ne0 % type_traits(f).block_size == 0 ? f : GgmlType::F16;
 }
@@ -87,7 +99,9 @@ std::string file_type_names() {
   return s;
 }
 
-std::string_view file_type_name(FileType t) { return entry(t).name; }
+std::string_view file_type_name(FileType t) {
+  return entry(t).name;
+}
 
 GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeState& state,
                             const std::string& name, int64_t ne0, int n_dims) {
@@ -100,7 +114,8 @@ GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeStat
   if (!is_quantized(base)) return base;
 
   GgmlType t = base;
-  const bool is_output = name == "output.weight" || (!model.has_output && name == "token_embd.weight");
+  const bool is_output =
+      name == "output.weight" || (!model.has_output && name == "token_embd.weight");
   if (is_output) {
     if (ne0 % type_traits(base).block_size != 0) {
       t = GgmlType::Q8_0;
@@ -111,8 +126,12 @@ GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeStat
     const int i = state.i_attention_wv++;
     const int n = model.n_layer;
     switch (ftype) {
-      case FileType::MOSTLY_Q2_K: t = model.n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::Q3_K; break;
-      case FileType::MOSTLY_Q3_K_M: t = i < 2 ? GgmlType::Q5_K : GgmlType::Q4_K; break;
+      case FileType::MOSTLY_Q2_K:
+        t = model.n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::Q3_K;
+        break;
+      case FileType::MOSTLY_Q3_K_M:
+        t = i < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+        break;
       case FileType::MOSTLY_IQ4_NL:
         if (model.n_gqa >= 4) t = GgmlType::Q5_K;
         break;
@@ -123,14 +142,19 @@ GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeStat
       case FileType::MOSTLY_Q4_K_S:
         if (i < 4) t = GgmlType::Q5_K;
         break;
-      default: break;
+      default:
+        break;
     }
   } else if (contains(name, "ffn_down")) {
     const int i = state.i_ffn_down++;
     const int n = model.n_layer;
     switch (ftype) {
-      case FileType::MOSTLY_Q2_K: t = GgmlType::Q3_K; break;
-      case FileType::MOSTLY_Q3_K_M: t = i < n / 16 ? GgmlType::Q5_K : GgmlType::Q4_K; break;
+      case FileType::MOSTLY_Q2_K:
+        t = GgmlType::Q3_K;
+        break;
+      case FileType::MOSTLY_Q3_K_M:
+        t = i < n / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
+        break;
       case FileType::MOSTLY_Q4_K_M:
       case FileType::MOSTLY_Q5_K_M:
         if (use_more_bits(i, n)) t = GgmlType::Q6_K;
@@ -141,7 +165,8 @@ GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeStat
       case FileType::MOSTLY_IQ4_NL:
         if (i < n / 8) t = GgmlType::Q5_K;
         break;
-      default: break;
+      default:
+        break;
     }
   } else if (contains(name, "attn_output.weight")) {
     if (ftype == FileType::MOSTLY_Q2_K) t = GgmlType::Q3_K;

@@ -11,7 +11,6 @@
 namespace sluice {
 namespace {
 
-
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);

@@ -23,7 +23,7 @@ struct ModelShape {
   int64_t d_model = 0;           // D
   int64_t d_ff = 0;              // F
   int64_t n_heads = 0;           // N
-  int64_t n_kv_head = 0;        // K
+  int64_t n_kv_head = 0;         // K
   int64_t head_dim = 0;          // H
   int64_t n_vocab = 0;           // V
   bool tied_embeddings = false;  // input and output embeddings shared (counted once)

@@ -111,7 +111,8 @@ StepShape make_step_shape(const ModelCost& m, const Precision& p, std::span<cons
     s.n_tokens += w.n_new_tokens;
     // Cached tokens are read; new tokens are written (and attended from on-chip memory).
     s.kv_bytes += double(w.n_context) * kvb;
-    // New token i (0-based) sits at position n_context - n_new_tokens + i and attends to that many + 1.
+    // New token i (0-based) sits at position n_context - n_new_tokens + i and attends to that many
+    // + 1.
     const double cached = double(w.n_context - w.n_new_tokens), n = double(w.n_new_tokens);
     pairs += n * cached + n * (n + 1) / 2;
   }

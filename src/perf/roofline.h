@@ -133,8 +133,8 @@ double tp_compute_bound_shards(const TpMatmul& mm, const HardwareSpec& chip);
 
 // ---- one engine step, exactly (what the engine asks every step) ----
 
-// One sequence's share of a step: `n_new_tokens` tokens computed, attending to `n_context` tokens in
-// total (those already cached plus the new ones; a decode step is {1, len}).
+// One sequence's share of a step: `n_new_tokens` tokens computed, attending to `n_context` tokens
+// in total (those already cached plus the new ones; a decode step is {1, len}).
 struct SeqWork {
   int64_t n_new_tokens = 0;
   int64_t n_context = 0;
@@ -142,12 +142,12 @@ struct SeqWork {
 
 // The work of one ragged batch, as the roofline sees it.
 struct StepShape {
-  int64_t n_tokens = 0;               // sum of n_new_tokens
-  int64_t n_seqs = 0;                 // sequences in the step (no per-step allocation)
-  double weight_bytes = 0;            // weights read
-  double kv_bytes = 0;                // KV read (every attended token) + written (new tokens)
-  double flops = 0;                   // 2 * active params * n_tokens + causal attention FLOPs
-  int act_bits = 16;                  // picks the peak
+  int64_t n_tokens = 0;     // sum of n_new_tokens
+  int64_t n_seqs = 0;       // sequences in the step (no per-step allocation)
+  double weight_bytes = 0;  // weights read
+  double kv_bytes = 0;      // KV read (every attended token) + written (new tokens)
+  double flops = 0;         // 2 * active params * n_tokens + causal attention FLOPs
+  int act_bits = 16;        // picks the peak
 };
 
 // Bytes and FLOPs of a step from the model and the sequences' work.

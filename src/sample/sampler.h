@@ -88,11 +88,11 @@ class SampleWorkspace {
  private:
   friend class Sampler;
 
-// What Sampler::verify() returns: the token at this position and whether it is the draft.
-struct VerifyResult {
-  SampleResult sample;  // the draft when accepted, else the replacement drawn from the residual
-  bool accepted = false;
-};
+  // What Sampler::verify() returns: the token at this position and whether it is the draft.
+  struct VerifyResult {
+    SampleResult sample;  // the draft when accepted, else the replacement drawn from the residual
+    bool accepted = false;
+  };
 
   // A token under consideration. `w` is a logit before softmax, a softmax weight
   // exp((l - l_max) / T) in [0, 1] (the best token exactly 1) after.

@@ -5,7 +5,8 @@
 
 namespace sluice {
 
-Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv)
+    : config_(config), kv_(kv) {}
 
 void Scheduler::add_request(RequestId id, std::vector<int32_t> prompt, int32_t priority) {
   add_group(std::span<const RequestId>(&id, 1), std::move(prompt), priority);
@@ -105,9 +106,14 @@ int32_t Scheduler::seats(const SchedRequest& r) const {
   return std::min(1 + int32_t(r.awaiting_fork.size()), std::max(config_.max_seqs, 1));
 }
 
-ScheduledSeq Scheduler::make_seq(const SchedRequest& r, int32_t n_new_tokens, int32_t n_draft) const {
-  ScheduledSeq q{r.id, r.n_computed, n_new_tokens, n_draft,
-                 r.n_computed + n_new_tokens - n_draft == r.num_tokens(), {}};
+ScheduledSeq Scheduler::make_seq(const SchedRequest& r, int32_t n_new_tokens,
+                                 int32_t n_draft) const {
+  ScheduledSeq q{r.id,
+                 r.n_computed,
+                 n_new_tokens,
+                 n_draft,
+                 r.n_computed + n_new_tokens - n_draft == r.num_tokens(),
+                 {}};
   if (q.samples) q.forks = r.awaiting_fork;  // a leader samples first at its prompt's end
   return q;
 }

@@ -67,8 +67,8 @@ struct SchedRequest {
 // One request's share of a step.
 struct ScheduledSeq {
   RequestId id = 0;
-  int32_t n_computed = 0;  // before this step: new tokens start at this position
-  int32_t n_new_tokens = 0;         // tokens to compute now
+  int32_t n_computed = 0;    // before this step: new tokens start at this position
+  int32_t n_new_tokens = 0;  // tokens to compute now
   // Of n_new_tokens, the draft tokens after the last known token (a speculative verification: the
   // request's last token, then n_draft guesses, logits at every one of them).
   int32_t n_draft = 0;

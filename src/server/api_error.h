@@ -17,8 +17,8 @@ struct ApiError {
   int status = 400;
   std::string message;
   std::string type = "invalid_request_error";
-  std::string param;  // "" -> null
-  std::string code;   // "" -> null
+  std::string param;      // "" -> null
+  std::string code;       // "" -> null
   int retry_after_s = 0;  // > 0: sent as a Retry-After header (429, 503)
 
   nlohmann::ordered_json to_json() const;

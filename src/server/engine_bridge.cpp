@@ -88,7 +88,9 @@ ApiError RequestChannel::error() const {
 EngineBridge::EngineBridge(ServerMetrics& metrics, const BridgeOptions& options)
     : metrics_(metrics), options_(options) {}
 
-EngineBridge::~EngineBridge() { stop(); }
+EngineBridge::~EngineBridge() {
+  stop();
+}
 
 void EngineBridge::start(std::function<Result<Engine*>()> load) {
   thread_ = std::thread([this, load = std::move(load)] { run(load); });
@@ -117,7 +119,8 @@ std::variant<std::shared_ptr<RequestChannel>, ApiError> EngineBridge::submit(Gen
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!ready()) return unavailable("the model is loading", "model_loading");
-    if (admission_closed_ || stop_) return unavailable("the server is shutting down", "shutting_down");
+    if (admission_closed_ || stop_)
+      return unavailable("the server is shutting down", "shutting_down");
   }
   if (options_.max_queue > 0) {
     int64_t cur = n_queued_.load();
@@ -245,7 +248,8 @@ void EngineBridge::loop(Engine& engine) {
       if (cancel_all) {
         std::vector<uint64_t> ids;
         for (const auto& [id, job] : live_) ids.push_back(id);
-        for (uint64_t id : ids) end_job(engine, id, State::kCancelled, unavailable(reason, "shutting_down"));
+        for (uint64_t id : ids)
+          end_job(engine, id, State::kCancelled, unavailable(reason, "shutting_down"));
         for (Pending& p : incoming) {
           release_queue_slots(int64_t(p.job.prompts.size()));
           p.channel->deliver({}, State::kFailed, unavailable(reason, "shutting_down"));
@@ -276,7 +280,8 @@ void EngineBridge::loop(Engine& engine) {
           std::vector<uint64_t> ids;
           for (const auto& [id, job] : live_) ids.push_back(id);
           for (uint64_t id : ids) {
-            end_job(engine, id, State::kFailed, internal_error("the engine failed: " + events.message()));
+            end_job(engine, id, State::kFailed,
+                    internal_error("the engine failed: " + events.message()));
           }
         }
       }

@@ -151,7 +151,8 @@ class ConnectionStream final : public httplib::Stream {
  private:
   int read_timeout_ms() const {
     if (!in_headers_) return limits_.read_timeout_s * 1000;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(header_deadline_ - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(header_deadline_ - Clock::now());
     return int(std::max<int64_t>(0, left.count()));
   }
 
@@ -160,7 +161,8 @@ class ConnectionStream final : public httplib::Stream {
   bool wait_readable(int timeout_ms) const {
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     while (!stopping_()) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       const int ev = poll_one(fd_, POLLIN, int(std::clamp<int64_t>(left, 0, 100)));
       if (ev < 0) return false;
       if (ev != 0) return true;
@@ -189,9 +191,11 @@ class ConnectionStream final : public httplib::Stream {
     e.message = "request headers exceed " + std::to_string(limits_.max_header_bytes) + " bytes";
     e.code = "headers_too_large";
     const std::string body = to_wire(e.to_json());
-    const std::string head = "HTTP/1.1 431 Request Header Fields Too Large\r\n"
-                             "Content-Type: application/json\r\nConnection: close\r\n"
-                             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+    const std::string head =
+        "HTTP/1.1 431 Request Header Fields Too Large\r\n"
+        "Content-Type: application/json\r\nConnection: close\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n";
     const std::string msg = head + body;
     (void)write(msg.data(), msg.size());
   }
@@ -212,7 +216,9 @@ class ConnectionStream final : public httplib::Stream {
 
 }  // namespace
 
-int current_connection_socket() { return t_connection_socket; }
+int current_connection_socket() {
+  return t_connection_socket;
+}
 
 void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& body) {
   res.status = status;
@@ -234,10 +240,13 @@ void send_error(httplib::Response& res, const ApiError& e) {
 
 // --- ConnectionThreads ------------------------------------------------------------------------
 
-ConnectionThreads::ConnectionThreads(const HttpLimits& limits, std::shared_ptr<ConnectionStats> stats)
+ConnectionThreads::ConnectionThreads(const HttpLimits& limits,
+                                     std::shared_ptr<ConnectionStats> stats)
     : limits_(limits), stats_(std::move(stats)) {}
 
-ConnectionThreads::~ConnectionThreads() { shutdown(); }
+ConnectionThreads::~ConnectionThreads() {
+  shutdown();
+}
 
 void ConnectionThreads::spawn_locked() {
   const uint64_t id = next_id_++;
@@ -357,7 +366,9 @@ Result<int> HttpServer::bind_port(const std::string& host, int port) {
   return bound;
 }
 
-void HttpServer::serve() { listen_after_bind(); }
+void HttpServer::serve() {
+  listen_after_bind();
+}
 
 bool HttpServer::process_and_close_socket(socket_t sock) {
   int yes = 1;
@@ -394,5 +405,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
 // is an acquire load TSan cannot see, so every later read of those statics from another
 // connection thread looks like a race. Reports raised from inside that library are suppressed;
 // our own code stays fully checked.
-extern "C" const char* __tsan_default_suppressions() { return "called_from_lib:libcpp-httplib.so\n"; }
+extern "C" const char* __tsan_default_suppressions() {
+  return "called_from_lib:libcpp-httplib.so\n";
+}
 #endif

@@ -54,21 +54,21 @@ bool declares_body_over(const httplib::Request& req, size_t limit);
 struct HttpLimits {
   size_t max_body_bytes = size_t(16) << 20;    // larger bodies: 413
   size_t max_header_bytes = size_t(64) << 10;  // request line + headers; larger: 431
-  int read_timeout_s = 30;        // per read while receiving a request; whole header section too
-  int write_timeout_s = 30;       // per write: a client that stops reading is dropped after it
-  int keep_alive_timeout_s = 5;   // idle time between requests on one connection
+  int read_timeout_s = 30;       // per read while receiving a request; whole header section too
+  int write_timeout_s = 30;      // per write: a client that stops reading is dropped after it
+  int keep_alive_timeout_s = 5;  // idle time between requests on one connection
   int keep_alive_max_requests = 1000;
-  int max_threads = 4096;         // connection threads (= concurrent connections served)
-  int min_idle_threads = 4;       // kept warm after a burst
-  int idle_thread_exit_ms = 2000; // an idle thread above min_idle_threads exits after this
-  int listen_backlog = 1024;      // capped by net.core.somaxconn
+  int max_threads = 4096;          // connection threads (= concurrent connections served)
+  int min_idle_threads = 4;        // kept warm after a burst
+  int idle_thread_exit_ms = 2000;  // an idle thread above min_idle_threads exits after this
+  int listen_backlog = 1024;       // capped by net.core.somaxconn
 };
 
 // Live counts of the connection layer (for /metrics).
 struct ConnectionStats {
-  std::atomic<int> threads{0};      // connection threads alive
-  std::atomic<int> busy{0};         // threads serving a connection
-  std::atomic<int> queued{0};       // accepted connections waiting for a thread
+  std::atomic<int> threads{0};  // connection threads alive
+  std::atomic<int> busy{0};     // threads serving a connection
+  std::atomic<int> queued{0};   // accepted connections waiting for a thread
   std::atomic<uint64_t> accepted{0};
 };
 
@@ -91,7 +91,7 @@ class ConnectionThreads final : public httplib::TaskQueue {
 
  private:
   void worker_main(uint64_t id);
-  void spawn_locked();                    // one more worker; mu_ held
+  void spawn_locked();  // one more worker; mu_ held
   std::vector<std::thread> take_exited_locked();
 
   const HttpLimits limits_;

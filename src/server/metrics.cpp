@@ -9,7 +9,7 @@ namespace {
 // Latency buckets: from a tiny model's sub-millisecond steps to minutes-long generations.
 std::vector<double> latency_buckets() {
   return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-          1,      2.5,   5,      10,    20,   40,    80,   160, 320, 640};
+          1,      2.5,   5,      10,    20,   40,    80,   160, 320,  640};
 }
 
 std::string number(double v) {
@@ -124,46 +124,60 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
          "Generations (one per choice) by how they ended: stop, length, context, abort (client "
          "gone or shutdown), error.");
   for (const auto& [reason, n] : finished_) {
-    out += "sluice_requests_finished_total{finish_reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
+    out += "sluice_requests_finished_total{finish_reason=\"" + reason + "\"} " + std::to_string(n) +
+           "\n";
   }
 
   ttft_.render(out, "sluice_time_to_first_token_seconds", "Arrival at the engine to first token.");
-  itl_.render(out, "sluice_inter_token_latency_seconds", "Time between consecutive tokens of a request.");
-  e2e_.render(out, "sluice_e2e_request_latency_seconds", "Arrival at the engine to the last token.");
-  queue_.render(out, "sluice_request_queue_time_seconds", "Arrival at the engine to first scheduled.");
-  step_.render(out, "sluice_engine_step_seconds", "Wall time of one engine step (schedule, execute, sample).");
+  itl_.render(out, "sluice_inter_token_latency_seconds",
+              "Time between consecutive tokens of a request.");
+  e2e_.render(out, "sluice_e2e_request_latency_seconds",
+              "Arrival at the engine to the last token.");
+  queue_.render(out, "sluice_request_queue_time_seconds",
+                "Arrival at the engine to first scheduled.");
+  step_.render(out, "sluice_engine_step_seconds",
+               "Wall time of one engine step (schedule, execute, sample).");
 
   const EngineSnapshot& e = engine_;
-  scalar(out, "sluice_num_requests_waiting", "gauge", "Requests waiting for the scheduler.", double(e.waiting));
-  scalar(out, "sluice_num_requests_running", "gauge", "Requests in the running batch.", double(e.running));
+  scalar(out, "sluice_num_requests_waiting", "gauge", "Requests waiting for the scheduler.",
+         double(e.waiting));
+  scalar(out, "sluice_num_requests_running", "gauge", "Requests in the running batch.",
+         double(e.running));
   scalar(out, "sluice_server_queue_depth", "gauge",
          "Generations admitted by the server but never scheduled yet (bounded by --max-queue).",
          double(queue_depth_));
-  scalar(out, "sluice_kv_blocks_used", "gauge", "KV blocks referenced by requests.", double(e.kv_blocks_used));
-  scalar(out, "sluice_kv_blocks_total", "gauge", "KV blocks in the cache.", double(e.kv_blocks_total));
+  scalar(out, "sluice_kv_blocks_used", "gauge", "KV blocks referenced by requests.",
+         double(e.kv_blocks_used));
+  scalar(out, "sluice_kv_blocks_total", "gauge", "KV blocks in the cache.",
+         double(e.kv_blocks_total));
   scalar(out, "sluice_kv_cache_usage_ratio", "gauge", "kv_blocks_used / kv_blocks_total.",
          e.kv_blocks_total > 0 ? double(e.kv_blocks_used) / double(e.kv_blocks_total) : 0.0);
-  scalar(out, "sluice_prefix_cache_queries_total", "counter", "Full prompt blocks looked up in the prefix cache.",
-         double(e.prefix_queried_blocks));
-  scalar(out, "sluice_prefix_cache_hits_total", "counter", "Prompt blocks found in the prefix cache.",
-         double(e.prefix_hit_blocks));
-  scalar(out, "sluice_prefix_cache_hit_tokens_total", "counter", "Prompt tokens not recomputed thanks to the prefix cache.",
-         double(e.prefix_hit_tokens));
-  scalar(out, "sluice_prefix_cache_hit_ratio", "gauge", "prefix_cache_hits_total / prefix_cache_queries_total.",
-         e.prefix_queried_blocks > 0 ? double(e.prefix_hit_blocks) / double(e.prefix_queried_blocks) : 0.0);
+  scalar(out, "sluice_prefix_cache_queries_total", "counter",
+         "Full prompt blocks looked up in the prefix cache.", double(e.prefix_queried_blocks));
+  scalar(out, "sluice_prefix_cache_hits_total", "counter",
+         "Prompt blocks found in the prefix cache.", double(e.prefix_hit_blocks));
+  scalar(out, "sluice_prefix_cache_hit_tokens_total", "counter",
+         "Prompt tokens not recomputed thanks to the prefix cache.", double(e.prefix_hit_tokens));
+  scalar(out, "sluice_prefix_cache_hit_ratio", "gauge",
+         "prefix_cache_hits_total / prefix_cache_queries_total.",
+         e.prefix_queried_blocks > 0 ? double(e.prefix_hit_blocks) / double(e.prefix_queried_blocks)
+                                     : 0.0);
   scalar(out, "sluice_kv_forked_blocks_total", "counter",
          "KV blocks shared by the samples of one prompt (n > 1) instead of computed again.",
          double(e.kv_forked_blocks));
-  scalar(out, "sluice_kv_cow_copies_total", "counter", "Shared KV blocks copied before a write (copy-on-write).",
-         double(e.kv_cow_copies));
+  scalar(out, "sluice_kv_cow_copies_total", "counter",
+         "Shared KV blocks copied before a write (copy-on-write).", double(e.kv_cow_copies));
   scalar(out, "sluice_prompt_tokens_total", "counter", "Prompt tokens of admitted generations.",
          double(prompt_tokens_));
-  scalar(out, "sluice_prompt_tokens_computed_total", "counter", "Prompt tokens computed (prefix-cache hits excluded).",
-         double(e.prompt_tokens_computed));
-  scalar(out, "sluice_generation_tokens_total", "counter", "Tokens generated.", double(e.generated_tokens));
+  scalar(out, "sluice_prompt_tokens_computed_total", "counter",
+         "Prompt tokens computed (prefix-cache hits excluded).", double(e.prompt_tokens_computed));
+  scalar(out, "sluice_generation_tokens_total", "counter", "Tokens generated.",
+         double(e.generated_tokens));
   scalar(out, "sluice_engine_steps_total", "counter", "Engine steps run.", double(e.steps));
-  scalar(out, "sluice_engine_busy_seconds_total", "counter", "Time spent inside engine steps.", e.busy_seconds);
-  scalar(out, "sluice_preemptions_total", "counter", "Requests preempted for KV memory.", double(e.preemptions));
+  scalar(out, "sluice_engine_busy_seconds_total", "counter", "Time spent inside engine steps.",
+         e.busy_seconds);
+  scalar(out, "sluice_preemptions_total", "counter", "Requests preempted for KV memory.",
+         double(e.preemptions));
   scalar(out, "sluice_spec_verify_steps_total", "counter",
          "Sequence-steps that verified a speculative draft (--spec).", double(e.spec_verify_seqs));
   scalar(out, "sluice_spec_draft_tokens_total", "counter", "Draft tokens verified.",
@@ -188,27 +202,36 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
     header(out, "sluice_engine_forward_seconds_total", "counter",
            "Measured forward-pass time by the bound the roofline predicts for the batch "
            "(memory: decode-heavy, compute: prefill-heavy).");
-    out += "sluice_engine_forward_seconds_total{bound=\"memory\"} " + std::to_string(r.memory_bound_seconds) + "\n";
-    out += "sluice_engine_forward_seconds_total{bound=\"compute\"} " + std::to_string(r.compute_bound_seconds) + "\n";
+    out += "sluice_engine_forward_seconds_total{bound=\"memory\"} " +
+           std::to_string(r.memory_bound_seconds) + "\n";
+    out += "sluice_engine_forward_seconds_total{bound=\"compute\"} " +
+           std::to_string(r.compute_bound_seconds) + "\n";
     header(out, "sluice_engine_roofline_seconds_total", "counter",
            "The roofline's time for the same forward passes (bytes / measured bandwidth or "
            "FLOPs / measured peak).");
-    out += "sluice_engine_roofline_seconds_total{bound=\"memory\"} " + std::to_string(r.memory_bound_predicted) + "\n";
-    out += "sluice_engine_roofline_seconds_total{bound=\"compute\"} " + std::to_string(r.compute_bound_predicted) + "\n";
+    out += "sluice_engine_roofline_seconds_total{bound=\"memory\"} " +
+           std::to_string(r.memory_bound_predicted) + "\n";
+    out += "sluice_engine_roofline_seconds_total{bound=\"compute\"} " +
+           std::to_string(r.compute_bound_predicted) + "\n";
     scalar(out, "sluice_engine_mbu", "gauge",
-           "Roofline time / measured time over memory-bound steps (model bandwidth utilization).", r.mbu());
+           "Roofline time / measured time over memory-bound steps (model bandwidth utilization).",
+           r.mbu());
     scalar(out, "sluice_engine_mfu", "gauge",
-           "Roofline time / measured time over compute-bound steps (model FLOPs utilization).", r.mfu());
+           "Roofline time / measured time over compute-bound steps (model FLOPs utilization).",
+           r.mfu());
     scalar(out, "sluice_engine_last_step_roofline_ratio", "gauge",
            "Roofline time / measured time of the latest forward pass.",
            r.last_seconds > 0 ? r.last_predicted / r.last_seconds : 0);
   }
 
-  scalar(out, "sluice_http_connection_threads", "gauge", "Connection threads alive.", double(conn.threads.load()));
-  scalar(out, "sluice_http_connections_active", "gauge", "Connections being served.", double(conn.busy.load()));
-  scalar(out, "sluice_http_connections_queued", "gauge", "Accepted connections waiting for a thread.",
-         double(conn.queued.load()));
-  scalar(out, "sluice_http_connections_total", "counter", "Connections accepted.", double(conn.accepted.load()));
+  scalar(out, "sluice_http_connection_threads", "gauge", "Connection threads alive.",
+         double(conn.threads.load()));
+  scalar(out, "sluice_http_connections_active", "gauge", "Connections being served.",
+         double(conn.busy.load()));
+  scalar(out, "sluice_http_connections_queued", "gauge",
+         "Accepted connections waiting for a thread.", double(conn.queued.load()));
+  scalar(out, "sluice_http_connections_total", "counter", "Connections accepted.",
+         double(conn.accepted.load()));
   return out;
 }
 

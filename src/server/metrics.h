@@ -38,15 +38,15 @@ class Histogram {
 
 // Engine state, copied by the engine thread after each step.
 struct EngineSnapshot {
-  int64_t waiting = 0;          // requests in the scheduler's waiting queue
-  int64_t running = 0;          // requests in the running batch
-  int64_t kv_blocks_used = 0;   // referenced by a request (cached-but-free blocks not counted)
+  int64_t waiting = 0;         // requests in the scheduler's waiting queue
+  int64_t running = 0;         // requests in the running batch
+  int64_t kv_blocks_used = 0;  // referenced by a request (cached-but-free blocks not counted)
   int64_t kv_blocks_total = 0;
   uint64_t prefix_queried_blocks = 0;
   uint64_t prefix_hit_blocks = 0;
   uint64_t prefix_hit_tokens = 0;
-  uint64_t kv_forked_blocks = 0;  // prompt blocks shared by the samples of a group (n > 1)
-  uint64_t kv_cow_copies = 0;     // shared blocks copied before a write
+  uint64_t kv_forked_blocks = 0;        // prompt blocks shared by the samples of a group (n > 1)
+  uint64_t kv_cow_copies = 0;           // shared blocks copied before a write
   uint64_t prompt_tokens_computed = 0;  // excludes prefix-cache hits
   uint64_t generated_tokens = 0;
   uint64_t steps = 0;
@@ -87,8 +87,8 @@ class ServerMetrics {
   mutable std::mutex mu_;
   Histogram ttft_, itl_, e2e_, queue_, step_;
   EngineSnapshot engine_;
-  std::map<std::string, uint64_t> finished_;                   // finish reason -> count
-  std::map<std::pair<std::string, int>, uint64_t> http_;      // (route, status) -> count
+  std::map<std::string, uint64_t> finished_;              // finish reason -> count
+  std::map<std::pair<std::string, int>, uint64_t> http_;  // (route, status) -> count
   uint64_t prompt_tokens_ = 0;
   int64_t queue_depth_ = 0;
   bool ready_ = false;

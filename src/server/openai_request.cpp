@@ -12,8 +12,8 @@ using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
 constexpr int kMaxJsonDepth = 64;
-constexpr int kMaxChoices = 128;      // n
-constexpr size_t kMaxPrompts = 128;   // prompts in one /v1/completions request
+constexpr int kMaxChoices = 128;     // n
+constexpr size_t kMaxPrompts = 128;  // prompts in one /v1/completions request
 constexpr size_t kMaxStops = 16;
 constexpr size_t kMaxLogitBias = 1024;
 constexpr int kDefaultCompletionTokens = 16;  // OpenAI's legacy completions default
@@ -26,21 +26,30 @@ std::string fmt(double v) {
 
 const char* type_name(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::binary: return "binary";
-    case json::value_t::discarded: return "discarded";
-    default: return "a number";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::binary:
+      return "binary";
+    case json::value_t::discarded:
+      return "discarded";
+    default:
+      return "a number";
   }
 }
 
 // An integer-valued JSON number (5 or 5.0) as int64, if it is one and fits.
 std::optional<int64_t> as_integer(const json& j) {
   if (j.is_number_integer()) {
-    if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) {
+    if (j.is_number_unsigned() &&
+        j.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) {
       return std::nullopt;
     }
     return j.get<int64_t>();
@@ -115,17 +124,20 @@ class Fields {
 
  private:
   std::nullopt_t wrong_type(const char* key, const char* want, const json& got) {
-    fail(bad_request(std::string("'") + key + "' must be " + want + " (got " + type_name(got) + ")", key));
+    fail(bad_request(std::string("'") + key + "' must be " + want + " (got " + type_name(got) + ")",
+                     key));
     return std::nullopt;
   }
 
   const json& obj_;
 };
 
-ApiError context_error(const ModelContext& m, size_t n_prompt, int64_t max_tokens, const char* param) {
+ApiError context_error(const ModelContext& m, size_t n_prompt, int64_t max_tokens,
+                       const char* param) {
   std::string msg = "this model's maximum context length is " + std::to_string(m.n_ctx) +
                     " tokens; the prompt has " + std::to_string(n_prompt) + " tokens";
-  if (max_tokens > 0) msg += " and " + std::to_string(max_tokens) + " more were requested (max_tokens)";
+  if (max_tokens > 0)
+    msg += " and " + std::to_string(max_tokens) + " more were requested (max_tokens)";
   return bad_request(msg, param, "context_length_exceeded");
 }
 
@@ -139,7 +151,8 @@ void parse_common(Fields& f, CompletionRequest& r, const ModelContext& m) {
   if (auto v = f.number("min_p", 0, 1)) s.min_p = float(*v);
   if (auto v = f.number("presence_penalty", -2, 2)) s.presence_penalty = float(*v);
   if (auto v = f.number("frequency_penalty", -2, 2)) s.frequency_penalty = float(*v);
-  if (auto v = f.number("repetition_penalty", 0, 10, /*lo_open=*/true)) s.repetition_penalty = float(*v);
+  if (auto v = f.number("repetition_penalty", 0, 10, /*lo_open=*/true))
+    s.repetition_penalty = float(*v);
   if (const json* v = f.get("seed"); v && f.ok()) {
     if (v->is_number_unsigned()) {
       s.seed = v->get<uint64_t>();
@@ -165,9 +178,9 @@ void parse_common(Fields& f, CompletionRequest& r, const ModelContext& m) {
         stops.push_back(s1.get<std::string>());
       }
     } else {
-      f.fail(bad_request(std::string("'stop' must be a string or a list of strings (got ") +
-                             type_name(*v) + ")",
-                         "stop"));
+      f.fail(bad_request(
+          std::string("'stop' must be a string or a list of strings (got ") + type_name(*v) + ")",
+          "stop"));
     }
     if (stops.size() > kMaxStops) {
       f.fail(bad_request("'stop' holds at most " + std::to_string(kMaxStops) + " strings", "stop"));
@@ -179,7 +192,8 @@ void parse_common(Fields& f, CompletionRequest& r, const ModelContext& m) {
 
   if (const json* v = f.get("logit_bias"); v && f.ok()) {
     if (!v->is_object()) {
-      f.fail(bad_request("'logit_bias' must be an object mapping token ids to biases", "logit_bias"));
+      f.fail(
+          bad_request("'logit_bias' must be an object mapping token ids to biases", "logit_bias"));
     } else if (v->size() > kMaxLogitBias) {
       f.fail(bad_request("'logit_bias' holds at most " + std::to_string(kMaxLogitBias) + " entries",
                          "logit_bias"));
@@ -206,7 +220,8 @@ void parse_common(Fields& f, CompletionRequest& r, const ModelContext& m) {
   if (auto v = f.boolean("stream")) r.stream = *v;
   if (const json* v = f.get("stream_options"); v && f.ok()) {
     if (!r.stream) {
-      f.fail(bad_request("'stream_options' is only allowed when 'stream' is true", "stream_options"));
+      f.fail(
+          bad_request("'stream_options' is only allowed when 'stream' is true", "stream_options"));
     } else if (!v->is_object()) {
       f.fail(bad_request("'stream_options' must be an object", "stream_options"));
     } else {
@@ -222,14 +237,16 @@ void parse_common(Fields& f, CompletionRequest& r, const ModelContext& m) {
   if (const json* v = f.get("response_format"); v && f.ok()) {
     const json* type = v->is_object() && v->contains("type") ? &(*v)["type"] : nullptr;
     if (!type || !type->is_string() || type->get<std::string>() != "text") {
-      f.fail(bad_request("only response_format {\"type\": \"text\"} is supported", "response_format"));
+      f.fail(
+          bad_request("only response_format {\"type\": \"text\"} is supported", "response_format"));
     }
   }
 }
 
 // max_tokens / max_completion_tokens, checked against each prompt's length. Without one: chat
 // generates until the context is full, completions 16 tokens (OpenAI's defaults).
-void parse_max_tokens(Fields& f, CompletionRequest& r, const ModelContext& m, const char* prompt_param) {
+void parse_max_tokens(Fields& f, CompletionRequest& r, const ModelContext& m,
+                      const char* prompt_param) {
   const std::optional<int64_t> mt = f.integer("max_tokens", 1, std::numeric_limits<int32_t>::max());
   const std::optional<int64_t> mct =
       f.integer("max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
@@ -254,13 +271,15 @@ void parse_max_tokens(Fields& f, CompletionRequest& r, const ModelContext& m, co
 
 // The model's text tokenization for a completion prompt: special-token text is parsed (as
 // llama.cpp and HF tokenizers do) and BOS is added as the vocabulary says.
-std::variant<std::vector<int32_t>, ApiError> tokenize_text(const ModelContext& m, const std::string& text,
+std::variant<std::vector<int32_t>, ApiError> tokenize_text(const ModelContext& m,
+                                                           const std::string& text,
                                                            bool add_special, const char* param) {
   EncodeOptions eo;
   eo.parse_special = true;
   eo.add_special = add_special;
   Result<std::vector<TokenId>> ids = m.tokenizer->encode(text, eo);
-  if (!ids.ok()) return bad_request("cannot tokenize '" + std::string(param) + "': " + ids.message(), param);
+  if (!ids.ok())
+    return bad_request("cannot tokenize '" + std::string(param) + "': " + ids.message(), param);
   return std::move(*ids);
 }
 
@@ -270,7 +289,8 @@ std::optional<ApiError> token_ids(const json& arr, const ModelContext& m, const 
   for (const json& t : arr) {
     const std::optional<int64_t> id = t.is_boolean() ? std::nullopt : as_integer(t);
     if (!id || *id < 0 || *id >= n_tokens) {
-      return bad_request(std::string("'") + param + "' holds a value that is not a token id in [0, " +
+      return bad_request(std::string("'") + param +
+                             "' holds a value that is not a token id in [0, " +
                              std::to_string(n_tokens) + ")",
                          param);
     }
@@ -333,12 +353,14 @@ std::variant<ojson, ApiError> parse_messages(const json* msgs) {
 
 // Renders the chat template and tokenizes the result; BOS is added only when the vocabulary
 // wants one and the template did not write it.
-std::variant<std::vector<int32_t>, ApiError> render_chat(const ModelContext& m, const ojson& messages,
-                                                         const json* tools, bool add_generation_prompt) {
+std::variant<std::vector<int32_t>, ApiError> render_chat(const ModelContext& m,
+                                                         const ojson& messages, const json* tools,
+                                                         bool add_generation_prompt) {
   if (!m.chat_template) {
-    return bad_request("the model has no chat template; start the server with --chat-template FILE "
-                       "or use /v1/completions",
-                       "messages", "no_chat_template");
+    return bad_request(
+        "the model has no chat template; start the server with --chat-template FILE "
+        "or use /v1/completions",
+        "messages", "no_chat_template");
   }
   ChatTemplateInputs in;
   in.messages = messages;
@@ -348,20 +370,23 @@ std::variant<std::vector<int32_t>, ApiError> render_chat(const ModelContext& m, 
   in.eos_token = m.eos_text;
   Result<std::string> rendered = m.chat_template->render(in);
   if (!rendered.ok()) {
-    return bad_request("the chat template failed on these messages: " + rendered.message(), "messages");
+    return bad_request("the chat template failed on these messages: " + rendered.message(),
+                       "messages");
   }
   EncodeOptions eo;
   eo.parse_special = true;
-  eo.add_bos = m.tokenizer->vocab().add_bos() &&
-               (m.bos_text.empty() || rendered->rfind(m.bos_text, 0) != 0);
+  eo.add_bos =
+      m.tokenizer->vocab().add_bos() && (m.bos_text.empty() || rendered->rfind(m.bos_text, 0) != 0);
   Result<std::vector<TokenId>> ids = m.tokenizer->encode(*rendered, eo);
-  if (!ids.ok()) return bad_request("cannot tokenize the rendered chat: " + ids.message(), "messages");
+  if (!ids.ok())
+    return bad_request("cannot tokenize the rendered chat: " + ids.message(), "messages");
   return std::move(*ids);
 }
 
 ParseResult finish(Fields& f, CompletionRequest& r, const ModelContext& m) {
   if (f.ok()) {
-    if (Status st = r.params.sampling.validate(m.n_vocab); !st.ok()) f.fail(bad_request(st.message()));
+    if (Status st = r.params.sampling.validate(m.n_vocab); !st.ok())
+      f.fail(bad_request(st.message()));
   }
   if (!f.ok()) return *f.error;
   return std::move(r);
@@ -386,7 +411,8 @@ std::variant<json, ApiError> parse_json_body(const std::string& body) {
     if (!j.is_object()) return bad_request("the request body must be a JSON object");
     return j;
   } catch (const TooDeep&) {
-    return bad_request("the request JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return bad_request("the request JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
+                       " levels");
   } catch (const json::exception& e) {
     return bad_request(std::string("the request body is not valid JSON: ") + e.what());
   }
@@ -460,14 +486,16 @@ ParseResult parse_completion_request(const json& body, const ModelContext& m) {
     return std::nullopt;
   };
   const ApiError shape = bad_request(
-      "'prompt' must be a string, a list of strings, a list of token ids or a list of token-id lists",
+      "'prompt' must be a string, a list of strings, a list of token ids or a list of token-id "
+      "lists",
       "prompt");
   if (p->is_string()) {
     if (auto e = add_text(p->get<std::string>())) return *e;
   } else if (p->is_array()) {
     if (p->empty()) return bad_request("'prompt' must not be empty", "prompt");
     if (p->size() > kMaxPrompts && !(*p)[0].is_number()) {
-      return bad_request("'prompt' holds at most " + std::to_string(kMaxPrompts) + " prompts", "prompt");
+      return bad_request("'prompt' holds at most " + std::to_string(kMaxPrompts) + " prompts",
+                         "prompt");
     }
     const json& first = (*p)[0];
     if (first.is_string()) {
@@ -498,7 +526,8 @@ ParseResult parse_completion_request(const json& body, const ModelContext& m) {
   return finish(f, r, m);
 }
 
-std::variant<TokenizeResult, ApiError> parse_tokenize_request(const json& body, const ModelContext& m) {
+std::variant<TokenizeResult, ApiError> parse_tokenize_request(const json& body,
+                                                              const ModelContext& m) {
   Fields f(body);
   TokenizeResult out;
   bool add_special = true;
@@ -524,12 +553,14 @@ std::variant<TokenizeResult, ApiError> parse_tokenize_request(const json& body, 
     out.tokens = std::move(std::get<std::vector<int32_t>>(ids));
   }
   if (out.with_pieces) {
-    for (int32_t id : out.tokens) out.pieces.emplace_back(m.tokenizer->piece(id, /*render_special=*/true));
+    for (int32_t id : out.tokens)
+      out.pieces.emplace_back(m.tokenizer->piece(id, /*render_special=*/true));
   }
   return out;
 }
 
-std::variant<std::string, ApiError> parse_detokenize_request(const json& body, const ModelContext& m) {
+std::variant<std::string, ApiError> parse_detokenize_request(const json& body,
+                                                             const ModelContext& m) {
   Fields f(body);
   const json* t = f.get("tokens");
   if (!t) return bad_request("'tokens' is required", "tokens");

@@ -29,9 +29,9 @@ struct ModelContext {
   std::optional<ChatTemplate> chat_template;
   std::string bos_text;  // BOS piece as the template sees it ("" if none)
   std::string eos_text;
-  int32_t n_ctx = 0;     // longest sequence (prompt + generated)
-  int32_t n_vocab = 0;   // rows of the model's output
-  std::string name;      // served model name
+  int32_t n_ctx = 0;    // longest sequence (prompt + generated)
+  int32_t n_vocab = 0;  // rows of the model's output
+  std::string name;     // served model name
 };
 
 enum class ApiKind { kChat, kCompletion };
@@ -39,8 +39,8 @@ enum class ApiKind { kChat, kCompletion };
 struct CompletionRequest {
   ApiKind kind = ApiKind::kCompletion;
   std::vector<std::vector<int32_t>> prompts;  // tokenized; chat: exactly one
-  GenerationParams params;  // shared by all choices (seed: see seed_for)
-  int n = 1;                // choices per prompt
+  GenerationParams params;                    // shared by all choices (seed: see seed_for)
+  int n = 1;                                  // choices per prompt
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   // Logprobs to return: -1 none; 0 the chosen token only; k also the top k alternatives.

@@ -8,7 +8,9 @@ namespace sluice::server {
 namespace {
 
 // JSON has no -inf: a banned token's logprob is reported as OpenAI does, -9999.0.
-double finite_logprob(float lp) { return std::isfinite(lp) ? double(lp) : -9999.0; }
+double finite_logprob(float lp) {
+  return std::isfinite(lp) ? double(lp) : -9999.0;
+}
 
 ojson bytes_of(std::string_view s) {
   ojson b = ojson::array();
@@ -52,10 +54,13 @@ ResponseMeta make_response_meta(ApiKind kind, const std::string& model) {
 
 const char* finish_reason_text(FinishReason r) {
   switch (r) {
-    case FinishReason::kStop: return "stop";
+    case FinishReason::kStop:
+      return "stop";
     case FinishReason::kLength:
-    case FinishReason::kContext: return "length";
-    default: return nullptr;
+    case FinishReason::kContext:
+      return "length";
+    default:
+      return nullptr;
   }
 }
 
@@ -115,8 +120,8 @@ void append_completion_logprobs(ojson& lp, const Tokenizer& tok, const EngineEve
   }
 }
 
-ojson chat_chunk(const ResponseMeta& meta, int index, ojson delta, ojson logprobs, const char* finish,
-                 bool include_usage) {
+ojson chat_chunk(const ResponseMeta& meta, int index, ojson delta, ojson logprobs,
+                 const char* finish, bool include_usage) {
   ojson c;
   c["index"] = index;
   c["delta"] = std::move(delta);

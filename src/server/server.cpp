@@ -36,7 +36,8 @@ const RouteSpec* find_route(const std::string& path) {
   for (const RouteSpec& r : kRoutes) {
     const std::string p = r.path;
     if (!r.prefix && path == p) return &r;
-    if (r.prefix && path.size() > p.size() + 1 && path.compare(0, p.size() + 1, p + "/") == 0) return &r;
+    if (r.prefix && path.size() > p.size() + 1 && path.compare(0, p.size() + 1, p + "/") == 0)
+      return &r;
   }
   return nullptr;
 }
@@ -72,21 +73,31 @@ ApiError transport_error(int status) {
     case 413:
       return status_error(413, "the request body is too large", "invalid_request_error",
                           "request_too_large");
-    case 414: return status_error(414, "the request URI is too long", "invalid_request_error", "uri_too_long");
-    case 404: return status_error(404, "not found", "not_found_error", "not_found");
-    case 500: return internal_error("internal server error");
-    default: return status_error(status, "the HTTP request is malformed", "invalid_request_error", "bad_request");
+    case 414:
+      return status_error(414, "the request URI is too long", "invalid_request_error",
+                          "uri_too_long");
+    case 404:
+      return status_error(404, "not found", "not_found_error", "not_found");
+    case 500:
+      return internal_error("internal server error");
+    default:
+      return status_error(status, "the HTTP request is malformed", "invalid_request_error",
+                          "bad_request");
   }
 }
 
 }  // namespace
 
 Server::Server(ServerConfig config)
-    : config_(std::move(config)), bridge_(metrics_, BridgeOptions{config_.max_queue}), http_(config_.http) {
+    : config_(std::move(config)),
+      bridge_(metrics_, BridgeOptions{config_.max_queue}),
+      http_(config_.http) {
   register_routes();
 }
 
-Server::~Server() { shutdown(0); }
+Server::~Server() {
+  shutdown(0);
+}
 
 Result<int> Server::start(ModelLoader loader) {
   // Writes to a closed connection must fail, not kill the process (the transport also sends
@@ -98,7 +109,9 @@ Result<int> Server::start(ModelLoader loader) {
   return port_;
 }
 
-Status Server::wait_ready() { return bridge_.wait_loaded(); }
+Status Server::wait_ready() {
+  return bridge_.wait_loaded();
+}
 
 Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
   SLUICE_ASSIGN_OR_RETURN(ServedModel m, loader());
@@ -111,7 +124,8 @@ Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
   const Vocab& v = m.tokenizer->vocab();
   ctx.bos_text = v.bos() >= 0 ? std::string(m.tokenizer->piece(v.bos(), true)) : "";
   ctx.eos_text = v.eos() >= 0 ? std::string(m.tokenizer->piece(v.eos(), true)) : "";
-  const std::string& source = config_.chat_template.empty() ? m.chat_template : config_.chat_template;
+  const std::string& source =
+      config_.chat_template.empty() ? m.chat_template : config_.chat_template;
   if (!source.empty()) {
     Result<ChatTemplate> t = ChatTemplate::parse(source);
     if (!t.ok()) return make_error("the chat template does not parse: ", t.message());
@@ -125,7 +139,8 @@ Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
 bool Server::authorized(const httplib::Request& req) const {
   const std::string header = req.get_header_value("Authorization");
   const std::string bearer = "Bearer ";
-  const std::string given = header.compare(0, bearer.size(), bearer) == 0 ? header.substr(bearer.size()) : "";
+  const std::string given =
+      header.compare(0, bearer.size(), bearer) == 0 ? header.substr(bearer.size()) : "";
   return constant_time_equal(given, config_.api_key);
 }
 
@@ -143,14 +158,15 @@ void Server::register_routes() {
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     const RouteSpec* route = find_route(req.path);
     if (!route) {
-      send_error(res, status_error(404, "no route for " + req.method + " " + req.path, "not_found_error",
-                                   "not_found"));
+      send_error(res, status_error(404, "no route for " + req.method + " " + req.path,
+                                   "not_found_error", "not_found"));
       return HandlerResponse::Handled;
     }
     if (!method_allowed(*route, req.method)) {
       res.set_header("Allow", route->method);
-      send_error(res, status_error(405, req.method + " is not allowed on " + req.path + " (use " +
-                                            route->method + ")",
+      send_error(res, status_error(405,
+                                   req.method + " is not allowed on " + req.path + " (use " +
+                                       route->method + ")",
                                    "invalid_request_error", "method_not_allowed"));
       return HandlerResponse::Handled;
     }
@@ -161,39 +177,43 @@ void Server::register_routes() {
     }
     if (route->auth && !config_.api_key.empty() && !authorized(req)) {
       res.set_header("WWW-Authenticate", "Bearer");
-      send_error(res, status_error(401, "invalid or missing API key (send 'Authorization: Bearer KEY')",
-                                   "authentication_error", "invalid_api_key"));
+      send_error(res,
+                 status_error(401, "invalid or missing API key (send 'Authorization: Bearer KEY')",
+                              "authentication_error", "invalid_api_key"));
       return HandlerResponse::Handled;
     }
     if (route->needs_model && !bridge_.ready()) {
-      ApiError e = status_error(503, "the model is loading", "service_unavailable", "model_loading");
+      ApiError e =
+          status_error(503, "the model is loading", "service_unavailable", "model_loading");
       e.retry_after_s = 1;
       send_error(res, e);
       return HandlerResponse::Handled;
     }
     return HandlerResponse::Unhandled;
   });
-  http_.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request&, httplib::Response& res) {
+  http_.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
         if (!res.body.empty()) return HandlerResponse::Unhandled;  // ours already
         send_error(res, transport_error(res.status));
         return HandlerResponse::Handled;
       }));
-  http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    SLUICE_LOG(kError, "serve: handler failed: " + what);
-    send_error(res, internal_error("internal error: " + what));
-  });
+  http_.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SLUICE_LOG(kError, "serve: handler failed: " + what);
+        send_error(res, internal_error("internal error: " + what));
+      });
   http_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     const RouteSpec* route = find_route(req.path);
-    metrics_.count_http(route ? (route->prefix ? std::string(route->path) + "/{id}" : route->path) : "other",
-                        res.status);
+    metrics_.count_http(
+        route ? (route->prefix ? std::string(route->path) + "/{id}" : route->path) : "other",
+        res.status);
   });
 
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -209,12 +229,14 @@ void Server::register_routes() {
     res.set_content(metrics_.render(http_.stats()), "text/plain; version=0.0.4; charset=utf-8");
   });
   http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, {{"object", "list"}, {"data", nlohmann::ordered_json::array({model_card()})}});
+    send_json(res, 200,
+              {{"object", "list"}, {"data", nlohmann::ordered_json::array({model_card()})}});
   });
   http_.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
     if (req.matches[1] != model_.name) {
-      send_error(res, status_error(404, "the model '" + std::string(req.matches[1]) + "' does not exist",
-                                   "invalid_request_error", "model_not_found"));
+      send_error(res,
+                 status_error(404, "the model '" + std::string(req.matches[1]) + "' does not exist",
+                              "invalid_request_error", "model_not_found"));
       return;
     }
     send_json(res, 200, model_card());
@@ -225,7 +247,9 @@ void Server::register_routes() {
   http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_generation(req, res, ApiKind::kCompletion);
   });
-  http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); });
+  http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_tokenize(req, res);
+  });
   http_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     handle_detokenize(req, res);
   });
@@ -236,7 +260,8 @@ void Server::handle_generation(const httplib::Request& req, httplib::Response& r
   if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
   const nlohmann::json& j = std::get<nlohmann::json>(body);
   if (auto e = check_model(j, model_)) return send_error(res, *e);
-  ParseResult parsed = kind == ApiKind::kChat ? parse_chat_request(j, model_) : parse_completion_request(j, model_);
+  ParseResult parsed =
+      kind == ApiKind::kChat ? parse_chat_request(j, model_) : parse_completion_request(j, model_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   serve_generation(std::move(std::get<CompletionRequest>(parsed)), model_, bridge_, metrics_, res);
 }
@@ -279,7 +304,9 @@ void Server::stop_accepting() {
   http_.stop();
 }
 
-void Server::cancel_all() { bridge_.cancel_all("the server is shutting down"); }
+void Server::cancel_all() {
+  bridge_.cancel_all("the server is shutting down");
+}
 
 void Server::join() {
   if (joined_) return;

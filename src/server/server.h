@@ -68,8 +68,8 @@ class Server {
   // Graceful shutdown in steps (the CLI watches signals in between):
   void stop_accepting();  // close the listener and refuse new generations (503)
   int64_t n_active() const { return bridge_.n_active(); }
-  void cancel_all();      // abort every generation still running
-  void join();            // wait for every connection, then stop the engine thread
+  void cancel_all();  // abort every generation still running
+  void join();        // wait for every connection, then stop the engine thread
   // All of the above: waits up to `grace_s` seconds for running generations. Idempotent.
   void shutdown(double grace_s);
 

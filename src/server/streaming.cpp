@@ -31,7 +31,7 @@ struct Generation {
   std::vector<ChoiceState> choices;
   State state = State::kPending;   // last state seen on the channel
   std::vector<ChoiceEvent> early;  // events that arrived with the admission
-  bool ended = false;  // the channel reached a terminal state (handler thread only)
+  bool ended = false;              // the channel reached a terminal state (handler thread only)
 
   int64_t completion_tokens() const {
     int64_t n = 0;
@@ -48,7 +48,9 @@ struct Generation {
   }
 };
 
-std::string sse(const ojson& j) { return "data: " + to_wire(j) + "\n\n"; }
+std::string sse(const ojson& j) {
+  return "data: " + to_wire(j) + "\n\n";
+}
 
 // Folds one event into its choice. Streaming: appends the chunk to send (if any) to `out`.
 void absorb(Generation& g, ChoiceEvent& ce, bool streaming, std::string& out) {
@@ -79,9 +81,11 @@ void absorb(Generation& g, ChoiceEvent& ce, bool streaming, std::string& out) {
   if (g.kind == ApiKind::kChat) {
     ojson delta = ojson::object();
     if (!ev.text.empty() || !finish) delta["content"] = ev.text;
-    out += sse(chat_chunk(g.meta, ce.choice, std::move(delta), std::move(lp), finish, g.include_usage));
+    out += sse(
+        chat_chunk(g.meta, ce.choice, std::move(delta), std::move(lp), finish, g.include_usage));
   } else {
-    out += sse(completion_chunk(g.meta, ce.choice, ev.text, std::move(lp), finish, g.include_usage));
+    out +=
+        sse(completion_chunk(g.meta, ce.choice, ev.text, std::move(lp), finish, g.include_usage));
   }
 }
 
@@ -107,7 +111,8 @@ void answer_whole(Generation& g, httplib::Response& res) {
                           ? chat_choice(int(i), c.text, std::move(c.logprobs), c.finish)
                           : completion_choice(int(i), c.text, std::move(c.logprobs), c.finish));
   }
-  send_json(res, 200, full_response(g.meta, std::move(choices), g.prompt_tokens, g.completion_tokens()));
+  send_json(res, 200,
+            full_response(g.meta, std::move(choices), g.prompt_tokens, g.completion_tokens()));
 }
 
 // The single provider call that writes the whole stream (see streaming.h).
@@ -140,7 +145,8 @@ bool write_stream(Generation& g, httplib::DataSink& sink) {
     if (RequestChannel::terminal(state)) {
       g.ended = true;
       if (state == State::kDone) {
-        if (g.include_usage) out += sse(usage_chunk(g.meta, g.prompt_tokens, g.completion_tokens()));
+        if (g.include_usage)
+          out += sse(usage_chunk(g.meta, g.prompt_tokens, g.completion_tokens()));
       } else {
         out += sse(g.channel->error().to_json());
       }

@@ -10,7 +10,8 @@ namespace {
 int32_t match_back(std::span<const int32_t> a, int32_t a_end, std::span<const int32_t> b,
                    int32_t b_end, int32_t cap) {
   int32_t n = 0;
-  while (n < cap && n < a_end && n < b_end && a[size_t(a_end - 1 - n)] == b[size_t(b_end - 1 - n)]) {
+  while (n < cap && n < a_end && n < b_end &&
+         a[size_t(a_end - 1 - n)] == b[size_t(b_end - 1 - n)]) {
     ++n;
   }
   return n;
@@ -57,8 +58,8 @@ Status NgramProposer::propose(std::span<DraftSlot> slots) {
   return {};
 }
 
-DraftSource NgramProposer::propose_one(RequestId id, std::span<const int32_t> tokens,
-                                       int32_t max_k, std::vector<int32_t>& draft) {
+DraftSource NgramProposer::propose_one(RequestId id, std::span<const int32_t> tokens, int32_t max_k,
+                                       std::vector<int32_t>& draft) {
   draft.clear();
   ++stats_.lookups;
   const int32_t len = int32_t(tokens.size());

@@ -21,8 +21,8 @@ enum class DraftSource : uint8_t { kNone, kPrompt, kSuffixCache, kDraftModel };
 // One request's part of a propose() call.
 struct DraftSlot {
   RequestId id = 0;
-  std::span<const int32_t> tokens;  // the request's prompt and generated tokens so far
-  int32_t max_k = 0;                // longest draft wanted (>= 1)
+  std::span<const int32_t> tokens;         // the request's prompt and generated tokens so far
+  int32_t max_k = 0;                       // longest draft wanted (>= 1)
   const SamplingParams* params = nullptr;  // the request's sampling (draft models sample alike)
   // Out: up to max_k tokens (cleared first; empty: no guess) ...
   std::vector<int32_t>* draft = nullptr;

@@ -6,7 +6,8 @@
 
 namespace sluice {
 
-Result<ChatTemplate> ChatTemplate::parse(std::string_view source, const ChatTemplateLimits& limits) {
+Result<ChatTemplate> ChatTemplate::parse(std::string_view source,
+                                         const ChatTemplateLimits& limits) {
   auto program = jinja::parse_template(source, limits.max_parse_depth);
   if (!program.ok()) return make_error("chat template syntax error at ", program.message());
   return ChatTemplate(std::shared_ptr<const jinja::Program>(std::move(program).value()), limits);
@@ -16,7 +17,8 @@ Result<std::string> ChatTemplate::render(const ChatTemplateInputs& inputs) const
   auto globals = std::make_shared<jinja::Scope>(nullptr);
   jinja::install_globals(*globals);
   if (!inputs.extra_context.is_null()) {
-    if (!inputs.extra_context.is_object()) return make_error("extra template context must be a JSON object");
+    if (!inputs.extra_context.is_object())
+      return make_error("extra template context must be a JSON object");
     for (const auto& [key, value] : inputs.extra_context.items()) {
       SLUICE_ASSIGN_OR_RETURN(jinja::Value v, jinja::from_json(value));
       globals->set(key, std::move(v));

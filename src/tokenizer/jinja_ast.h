@@ -15,8 +15,21 @@ namespace sluice::jinja {
 // ---- expressions ----
 
 enum class ExprKind : uint8_t {
-  kConst, kName, kGetAttr, kGetItem, kSlice, kCall, kFilter, kTest, kUnary, kBinary,
-  kCompare, kCondExpr, kList, kTuple, kDict,
+  kConst,
+  kName,
+  kGetAttr,
+  kGetItem,
+  kSlice,
+  kCall,
+  kFilter,
+  kTest,
+  kUnary,
+  kBinary,
+  kCompare,
+  kCondExpr,
+  kList,
+  kTuple,
+  kDict,
 };
 
 enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kFloorDiv, kMod, kPow, kConcat, kAnd, kOr };
@@ -40,12 +53,14 @@ struct NameExpr : Expr {
   std::string name;
 };
 struct GetAttrExpr : Expr {
-  GetAttrExpr(uint32_t p, ExprPtr o, std::string a) : Expr(ExprKind::kGetAttr, p), object(std::move(o)), attr(std::move(a)) {}
+  GetAttrExpr(uint32_t p, ExprPtr o, std::string a)
+      : Expr(ExprKind::kGetAttr, p), object(std::move(o)), attr(std::move(a)) {}
   ExprPtr object;
   std::string attr;
 };
 struct GetItemExpr : Expr {
-  GetItemExpr(uint32_t p, ExprPtr o, ExprPtr k) : Expr(ExprKind::kGetItem, p), object(std::move(o)), key(std::move(k)) {}
+  GetItemExpr(uint32_t p, ExprPtr o, ExprPtr k)
+      : Expr(ExprKind::kGetItem, p), object(std::move(o)), key(std::move(k)) {}
   ExprPtr object;
   ExprPtr key;  // may be a SliceExpr
 };
@@ -65,19 +80,22 @@ struct CallExpr : Expr {
   CallArgsExpr args;
 };
 struct FilterExpr : Expr {
-  FilterExpr(uint32_t p, ExprPtr o, std::string n) : Expr(ExprKind::kFilter, p), operand(std::move(o)), name(std::move(n)) {}
+  FilterExpr(uint32_t p, ExprPtr o, std::string n)
+      : Expr(ExprKind::kFilter, p), operand(std::move(o)), name(std::move(n)) {}
   ExprPtr operand;  // null inside {% filter %} / {% set x | f %}: the block's output is the operand
   std::string name;
   CallArgsExpr args;
 };
 struct TestExpr : Expr {
-  TestExpr(uint32_t p, ExprPtr o, std::string n) : Expr(ExprKind::kTest, p), operand(std::move(o)), name(std::move(n)) {}
+  TestExpr(uint32_t p, ExprPtr o, std::string n)
+      : Expr(ExprKind::kTest, p), operand(std::move(o)), name(std::move(n)) {}
   ExprPtr operand;
   std::string name;
   CallArgsExpr args;
 };
 struct UnaryExpr : Expr {
-  UnaryExpr(uint32_t p, UnaryOp o, ExprPtr e) : Expr(ExprKind::kUnary, p), op(o), operand(std::move(e)) {}
+  UnaryExpr(uint32_t p, UnaryOp o, ExprPtr e)
+      : Expr(ExprKind::kUnary, p), op(o), operand(std::move(e)) {}
   UnaryOp op;
   ExprPtr operand;
 };
@@ -119,7 +137,18 @@ struct Target {
 // ---- statements ----
 
 enum class StmtKind : uint8_t {
-  kText, kPrint, kIf, kFor, kSet, kSetBlock, kMacro, kCallBlock, kFilterBlock, kWith, kBreak, kContinue,
+  kText,
+  kPrint,
+  kIf,
+  kFor,
+  kSet,
+  kSetBlock,
+  kMacro,
+  kCallBlock,
+  kFilterBlock,
+  kWith,
+  kBreak,
+  kContinue,
 };
 
 struct Stmt {
@@ -176,8 +205,8 @@ struct MacroStmt : Stmt {
 };
 struct CallBlockStmt : Stmt {
   explicit CallBlockStmt(uint32_t p) : Stmt(StmtKind::kCallBlock, p) {}
-  ExprPtr call;           // a CallExpr
-  MacroStmt caller{0};    // params + body of the block, named "caller"
+  ExprPtr call;         // a CallExpr
+  MacroStmt caller{0};  // params + body of the block, named "caller"
 };
 struct FilterBlockStmt : Stmt {
   explicit FilterBlockStmt(uint32_t p) : Stmt(StmtKind::kFilterBlock, p) {}

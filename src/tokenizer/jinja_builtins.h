@@ -28,7 +28,8 @@ Result<Value> get_attr(Interpreter& in, const Value& obj, std::string_view name)
 // Sandboxed `obj[key]`: item first, else (for string keys) the attribute, else Undefined.
 Result<Value> get_item(Interpreter& in, const Value& obj, const Value& key);
 // obj[start:stop:step]; each bound may be None/Undefined (omitted).
-Result<Value> get_slice(Interpreter& in, const Value& obj, const Value& start, const Value& stop, const Value& step);
+Result<Value> get_slice(Interpreter& in, const Value& obj, const Value& start, const Value& stop,
+                        const Value& step);
 // Python iter(v) materialized: list items, dict keys, string code points; Undefined is empty.
 Result<std::shared_ptr<const ListData>> iterate(Interpreter& in, const Value& v);
 // Python len(v).

@@ -35,7 +35,8 @@ Result<Target> ExprParser::parse_target_tuple(EndTags extra) {
 Result<Target> ExprParser::parse_target_primary() {
   const Token& t = cur();
   if (t.type == TokenType::kName) {
-    static constexpr std::string_view kConsts[] = {"true", "false", "True", "False", "none", "None"};
+    static constexpr std::string_view kConsts[] = {"true",  "false", "True",
+                                                   "False", "none",  "None"};
     for (std::string_view c : kConsts) {
       if (t.text == c) return fail(t.pos, "can't assign to constant '" + t.text + "'");
     }
@@ -52,7 +53,6 @@ Result<Target> ExprParser::parse_target_primary() {
   }
   return fail(t.pos, "can't assign to " + describe(t));
 }
-
 
 Result<ExprPtr> ExprParser::parse_expression(bool with_condexpr) {
   DepthGuard g(*this);
@@ -125,17 +125,21 @@ Result<ExprPtr> ExprParser::parse_compare() {
   std::unique_ptr<CompareExpr> cmp;
   static constexpr std::pair<std::string_view, CompareOp> kOps[] = {
       {"==", CompareOp::kEq}, {"!=", CompareOp::kNe}, {"<", CompareOp::kLt},
-      {"<=", CompareOp::kLe}, {">", CompareOp::kGt}, {">=", CompareOp::kGe}};
+      {"<=", CompareOp::kLe}, {">", CompareOp::kGt},  {">=", CompareOp::kGe}};
   while (true) {
     const CompareOp* found = nullptr;
     for (const auto& [text, op] : kOps) {
       if (at_op(text)) found = &op;
     }
     CompareOp op;
-    if (found) op = *found;
-    else if (at_name("in")) op = CompareOp::kIn;
-    else if (at_name("not") && is_name(peek(), "in")) op = CompareOp::kNotIn;
-    else break;
+    if (found)
+      op = *found;
+    else if (at_name("in"))
+      op = CompareOp::kIn;
+    else if (at_name("not") && is_name(peek(), "in"))
+      op = CompareOp::kNotIn;
+    else
+      break;
     advance();
     if (op == CompareOp::kNotIn) advance();
     SLUICE_ASSIGN_OR_RETURN(ExprPtr right, parse_math1());
@@ -147,7 +151,8 @@ Result<ExprPtr> ExprParser::parse_compare() {
 }
 
 template <class Next>
-Result<ExprPtr> ExprParser::parse_binary_level(Next next, std::initializer_list<std::pair<std::string_view, BinaryOp>> ops) {
+Result<ExprPtr> ExprParser::parse_binary_level(
+    Next next, std::initializer_list<std::pair<std::string_view, BinaryOp>> ops) {
   SLUICE_ASSIGN_OR_RETURN(ExprPtr left, (this->*next)());
   ChainGuard chain(*this);
   while (true) {
@@ -167,7 +172,8 @@ Result<ExprPtr> ExprParser::parse_binary_level(Next next, std::initializer_list<
 }
 
 Result<ExprPtr> ExprParser::parse_math1() {
-  return parse_binary_level(&ExprParser::parse_concat, {{"+", BinaryOp::kAdd}, {"-", BinaryOp::kSub}});
+  return parse_binary_level(&ExprParser::parse_concat,
+                            {{"+", BinaryOp::kAdd}, {"-", BinaryOp::kSub}});
 }
 
 Result<ExprPtr> ExprParser::parse_concat() {
@@ -176,16 +182,18 @@ Result<ExprPtr> ExprParser::parse_concat() {
 
 Result<ExprPtr> ExprParser::parse_math2() {
   return parse_binary_level(&ExprParser::parse_pow, {{"*", BinaryOp::kMul},
-                                                 {"/", BinaryOp::kDiv},
-                                                 {"//", BinaryOp::kFloorDiv},
-                                                 {"%", BinaryOp::kMod}});
+                                                     {"/", BinaryOp::kDiv},
+                                                     {"//", BinaryOp::kFloorDiv},
+                                                     {"%", BinaryOp::kMod}});
 }
 
 Result<ExprPtr> ExprParser::parse_pow() {
   return parse_binary_level(&ExprParser::parse_unary_filtered, {{"**", BinaryOp::kPow}});
 }
 
-Result<ExprPtr> ExprParser::parse_unary_filtered() { return parse_unary(true); }
+Result<ExprPtr> ExprParser::parse_unary_filtered() {
+  return parse_unary(true);
+}
 
 Result<ExprPtr> ExprParser::parse_unary(bool with_filter) {
   DepthGuard g(*this);
@@ -222,9 +230,12 @@ Result<ExprPtr> ExprParser::parse_primary() {
   switch (t.type) {
     case TokenType::kName: {
       ExprPtr node;
-      if (t.text == "true" || t.text == "True") node = std::make_unique<ConstExpr>(pos, Value::boolean(true));
-      else if (t.text == "false" || t.text == "False") node = std::make_unique<ConstExpr>(pos, Value::boolean(false));
-      else if (t.text == "none" || t.text == "None") node = std::make_unique<ConstExpr>(pos, Value::none());
+      if (t.text == "true" || t.text == "True")
+        node = std::make_unique<ConstExpr>(pos, Value::boolean(true));
+      else if (t.text == "false" || t.text == "False")
+        node = std::make_unique<ConstExpr>(pos, Value::boolean(false));
+      else if (t.text == "none" || t.text == "None")
+        node = std::make_unique<ConstExpr>(pos, Value::none());
       else {
         note_name(t.text);
         node = std::make_unique<NameExpr>(pos, t.text);
@@ -250,7 +261,8 @@ Result<ExprPtr> ExprParser::parse_primary() {
       advance();
       return ExprPtr(std::make_unique<ConstExpr>(pos, Value::number(v)));
     }
-    default: break;
+    default:
+      break;
   }
   if (is_op(t, "(")) {
     advance();
@@ -264,7 +276,8 @@ Result<ExprPtr> ExprParser::parse_primary() {
 }
 
 // Comma-separated expressions; a single one without a comma is returned as is.
-Result<ExprPtr> ExprParser::parse_tuple(bool simplified, bool with_condexpr, EndTags extra, bool explicit_parens) {
+Result<ExprPtr> ExprParser::parse_tuple(bool simplified, bool with_condexpr, EndTags extra,
+                                        bool explicit_parens) {
   uint32_t pos = cur().pos;
   std::vector<ExprPtr> items;
   bool is_tuple = false;
@@ -413,7 +426,8 @@ Status ExprParser::parse_call_args(CallArgsExpr& out) {
       SLUICE_RETURN_IF_ERROR(expect_op(","));
       if (at_op(")")) break;
     }
-    if (at_op("*") || at_op("**")) return fail(cur().pos, "*args and **kwargs in calls are not supported");
+    if (at_op("*") || at_op("**"))
+      return fail(cur().pos, "*args and **kwargs in calls are not supported");
     if (cur().type == TokenType::kName && is_op(peek(), "=")) {
       std::string key = cur().text;
       advance();
@@ -474,8 +488,9 @@ Result<ExprPtr> ExprParser::parse_test(ExprPtr node) {
   const Token& t = cur();
   if (at_op("(")) {
     SLUICE_RETURN_IF_ERROR(parse_call_args(test->args));
-  } else if ((t.type == TokenType::kName || t.type == TokenType::kString || t.type == TokenType::kInteger ||
-              t.type == TokenType::kFloat || is_op(t, "(") || is_op(t, "[") || is_op(t, "{")) &&
+  } else if ((t.type == TokenType::kName || t.type == TokenType::kString ||
+              t.type == TokenType::kInteger || t.type == TokenType::kFloat || is_op(t, "(") ||
+              is_op(t, "[") || is_op(t, "{")) &&
              !at_name("else") && !at_name("or") && !at_name("and")) {
     if (at_name("is")) return fail(t.pos, "you cannot chain multiple tests with is");
     SLUICE_ASSIGN_OR_RETURN(ExprPtr arg, parse_primary());

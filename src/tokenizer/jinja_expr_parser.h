@@ -29,40 +29,59 @@ class ExprParser {
   void advance() {
     if (i_ + 1 < toks_.size()) ++i_;
   }
-  static bool is_op(const Token& t, std::string_view op) { return t.type == TokenType::kOperator && t.text == op; }
-  static bool is_name(const Token& t, std::string_view n) { return t.type == TokenType::kName && t.text == n; }
+  static bool is_op(const Token& t, std::string_view op) {
+    return t.type == TokenType::kOperator && t.text == op;
+  }
+  static bool is_name(const Token& t, std::string_view n) {
+    return t.type == TokenType::kName && t.text == n;
+  }
   bool at_op(std::string_view op) const { return is_op(cur(), op); }
   bool at_name(std::string_view n) const { return is_name(cur(), n); }
 
-  Error fail(uint32_t pos, const std::string& msg) const { return make_error(map_.describe(pos), ": ", msg); }
+  Error fail(uint32_t pos, const std::string& msg) const {
+    return make_error(map_.describe(pos), ": ", msg);
+  }
 
   static std::string describe(const Token& t) {
     switch (t.type) {
-      case TokenType::kData: return "template data";
-      case TokenType::kVarBegin: return "begin of print statement";
-      case TokenType::kVarEnd: return "end of print statement";
-      case TokenType::kBlockBegin: return "begin of statement block";
-      case TokenType::kBlockEnd: return "end of statement block";
-      case TokenType::kString: return "string";
-      case TokenType::kInteger: return "integer";
-      case TokenType::kFloat: return "float";
-      case TokenType::kEof: return "end of template";
-      default: return "'" + t.text + "'";
+      case TokenType::kData:
+        return "template data";
+      case TokenType::kVarBegin:
+        return "begin of print statement";
+      case TokenType::kVarEnd:
+        return "end of print statement";
+      case TokenType::kBlockBegin:
+        return "begin of statement block";
+      case TokenType::kBlockEnd:
+        return "end of statement block";
+      case TokenType::kString:
+        return "string";
+      case TokenType::kInteger:
+        return "integer";
+      case TokenType::kFloat:
+        return "float";
+      case TokenType::kEof:
+        return "end of template";
+      default:
+        return "'" + t.text + "'";
     }
   }
 
   Status expect_op(std::string_view op) {
-    if (!at_op(op)) return fail(cur().pos, "expected '" + std::string(op) + "', got " + describe(cur()));
+    if (!at_op(op))
+      return fail(cur().pos, "expected '" + std::string(op) + "', got " + describe(cur()));
     advance();
     return {};
   }
   Status expect_type(TokenType type, const char* what) {
-    if (cur().type != type) return fail(cur().pos, std::string("expected ") + what + ", got " + describe(cur()));
+    if (cur().type != type)
+      return fail(cur().pos, std::string("expected ") + what + ", got " + describe(cur()));
     advance();
     return {};
   }
   Result<std::string> expect_name() {
-    if (cur().type != TokenType::kName) return fail(cur().pos, "expected a name, got " + describe(cur()));
+    if (cur().type != TokenType::kName)
+      return fail(cur().pos, "expected a name, got " + describe(cur()));
     std::string n = cur().text;
     advance();
     return n;
@@ -88,7 +107,8 @@ class ExprParser {
     int links_ = 0;
   };
   Error too_deep() const {
-    return fail(cur().pos, "template nesting too deep (parser limit " + std::to_string(max_depth_) + ")");
+    return fail(cur().pos,
+                "template nesting too deep (parser limit " + std::to_string(max_depth_) + ")");
   }
 
   // ---- assignment targets ----
@@ -104,7 +124,8 @@ class ExprParser {
   Result<ExprPtr> parse_not();
   Result<ExprPtr> parse_compare();
   template <class Next>
-  Result<ExprPtr> parse_binary_level(Next next, std::initializer_list<std::pair<std::string_view, BinaryOp>> ops);
+  Result<ExprPtr> parse_binary_level(
+      Next next, std::initializer_list<std::pair<std::string_view, BinaryOp>> ops);
   Result<ExprPtr> parse_math1();
   Result<ExprPtr> parse_concat();
   Result<ExprPtr> parse_math2();
@@ -113,7 +134,8 @@ class ExprParser {
   Result<ExprPtr> parse_unary(bool with_filter);
   void note_name(const std::string& name);
   Result<ExprPtr> parse_primary();
-  Result<ExprPtr> parse_tuple(bool simplified, bool with_condexpr, EndTags extra, bool explicit_parens);
+  Result<ExprPtr> parse_tuple(bool simplified, bool with_condexpr, EndTags extra,
+                              bool explicit_parens);
   Result<ExprPtr> parse_list();
   Result<ExprPtr> parse_dict();
   Result<ExprPtr> parse_postfix(ExprPtr node);
@@ -130,7 +152,7 @@ class ExprParser {
   size_t i_ = 0;
   SourceMap map_;
   int max_depth_;
-  int depth_ = 0;                       // recursion budget spent (DepthGuard / ChainGuard)
+  int depth_ = 0;                        // recursion budget spent (DepthGuard / ChainGuard)
   std::vector<MacroStmt*> macro_stack_;  // macros being parsed (see note_name)
 };
 

@@ -12,12 +12,15 @@
 namespace sluice::jinja {
 namespace {
 
-Value str_value(std::string s, bool safe = false) { return Value::string(std::move(s), safe); }
+Value str_value(std::string s, bool safe = false) {
+  return Value::string(std::move(s), safe);
+}
 
 // For filters that take no arguments besides their input.
 Status no_args(std::string_view filter, const CallArgs& a) {
   if (a.args.empty() && a.kwargs.empty()) return {};
-  return make_error("filter '", filter, "' takes no arguments (", a.args.size() + a.kwargs.size(), " given)");
+  return make_error("filter '", filter, "' takes no arguments (", a.args.size() + a.kwargs.size(),
+                    " given)");
 }
 
 // soft_str: Markup stays Markup, anything else goes through str().
@@ -27,18 +30,24 @@ Result<Value> soft_str(Interpreter& in, const Value& v) {
   return str_value(std::move(s));
 }
 
-bool flag(const Value* v, bool dflt = false) { return v ? truthy(*v) : dflt; }
+bool flag(const Value* v, bool dflt = false) {
+  return v ? truthy(*v) : dflt;
+}
 
-Result<Value> f_string_transform(Interpreter& in, const Value& v, CallArgs& args, std::string_view name,
-                                 std::string (*fn)(std::string_view)) {
+Result<Value> f_string_transform(Interpreter& in, const Value& v, CallArgs& args,
+                                 std::string_view name, std::string (*fn)(std::string_view)) {
   std::vector<const Value*> a;
   SLUICE_RETURN_IF_ERROR(bind_args(name, args, {}, a));
   SLUICE_ASSIGN_OR_RETURN(Value s, soft_str(in, v));
   return str_value(fn(s.as_string()), s.is_safe());
 }
 
-Result<Value> f_lower(Interpreter& in, const Value& v, CallArgs& a) { return f_string_transform(in, v, a, "lower", py_lower); }
-Result<Value> f_upper(Interpreter& in, const Value& v, CallArgs& a) { return f_string_transform(in, v, a, "upper", py_upper); }
+Result<Value> f_lower(Interpreter& in, const Value& v, CallArgs& a) {
+  return f_string_transform(in, v, a, "lower", py_lower);
+}
+Result<Value> f_upper(Interpreter& in, const Value& v, CallArgs& a) {
+  return f_string_transform(in, v, a, "upper", py_upper);
+}
 Result<Value> f_capitalize(Interpreter& in, const Value& v, CallArgs& a) {
   return f_string_transform(in, v, a, "capitalize", py_capitalize);
 }
@@ -55,7 +64,9 @@ std::string jinja_title(std::string_view s) {
   }
   return out;
 }
-Result<Value> f_title(Interpreter& in, const Value& v, CallArgs& a) { return f_string_transform(in, v, a, "title", jinja_title); }
+Result<Value> f_title(Interpreter& in, const Value& v, CallArgs& a) {
+  return f_string_transform(in, v, a, "title", jinja_title);
+}
 
 Result<Value> f_trim(Interpreter& in, const Value& v, CallArgs& args) {
   std::vector<const Value*> a;
@@ -66,7 +77,9 @@ Result<Value> f_trim(Interpreter& in, const Value& v, CallArgs& args) {
   if (has_chars) {
     SLUICE_ASSIGN_OR_RETURN(chars, to_string(in, *a[0]));
   }
-  return str_value(std::string(py_strip(s.as_string(), has_chars ? &chars : nullptr, StripSide::kBoth)), s.is_safe());
+  return str_value(
+      std::string(py_strip(s.as_string(), has_chars ? &chars : nullptr, StripSide::kBoth)),
+      s.is_safe());
 }
 
 Result<Value> f_length(Interpreter&, const Value& v, CallArgs& args) {
@@ -109,7 +122,8 @@ Result<Value> f_string(Interpreter& in, const Value& v, CallArgs& args) {
 
 Result<Value> f_tojson(Interpreter& in, const Value& v, CallArgs& args) {
   std::vector<const Value*> a;
-  SLUICE_RETURN_IF_ERROR(bind_args("tojson", args, {"ensure_ascii", "indent", "separators", "sort_keys"}, a));
+  SLUICE_RETURN_IF_ERROR(
+      bind_args("tojson", args, {"ensure_ascii", "indent", "separators", "sort_keys"}, a));
   JsonOptions o;
   o.max_bytes = in.max_size();
   o.ensure_ascii = flag(a[0]);
@@ -270,7 +284,8 @@ Result<Value> f_round(Interpreter&, const Value& v, CallArgs& args) {
     if (r < 0) r += scale, --q;
     if (2 * r > scale || (2 * r == scale && (q & 1))) ++q;
     int64_t out = 0;
-    if (__builtin_mul_overflow(q, scale, &out)) return make_error("integer overflow (sluice integers are 64-bit)");
+    if (__builtin_mul_overflow(q, scale, &out))
+      return make_error("integer overflow (sluice integers are 64-bit)");
     return Value::integer(out);
   }
   double x = v.as_double();
@@ -293,7 +308,8 @@ Result<Value> f_round(Interpreter&, const Value& v, CallArgs& args) {
 Result<Value> f_indent(Interpreter& in, const Value& v, CallArgs& args) {
   std::vector<const Value*> a;
   SLUICE_RETURN_IF_ERROR(bind_args("indent", args, {"width", "first", "blank"}, a));
-  if (!v.is_string()) return make_error("unsupported operand type(s) for +=: '", type_name(v), "' and 'str'");
+  if (!v.is_string())
+    return make_error("unsupported operand type(s) for +=: '", type_name(v), "' and 'str'");
   std::string indention = "    ";
   if (a[0]) {
     if (a[0]->is_string()) {

@@ -75,7 +75,8 @@ void group_digits(std::string& digits, char sep) {
 }
 
 // Pads `body` (already signed) per align/width; '=' pads after the sign.
-Result<std::string> pad(Interpreter& in, std::string sign, std::string body, const Spec& spec, char default_align) {
+Result<std::string> pad(Interpreter& in, std::string sign, std::string body, const Spec& spec,
+                        char default_align) {
   char align = spec.align ? spec.align : (spec.zero ? '=' : default_align);
   std::string fill = spec.align ? spec.fill : (spec.zero ? "0" : spec.fill);
   int64_t len = static_cast<int64_t>(utf8_length(sign) + utf8_length(body));
@@ -88,10 +89,14 @@ Result<std::string> pad(Interpreter& in, std::string sign, std::string body, con
     return f;
   };
   switch (align) {
-    case '<': return sign + body + fills(marg);
-    case '^': return fills(marg / 2) + sign + body + fills(marg - marg / 2);
-    case '=': return sign + fills(marg) + body;
-    default: return fills(marg) + sign + body;
+    case '<':
+      return sign + body + fills(marg);
+    case '^':
+      return fills(marg / 2) + sign + body + fills(marg - marg / 2);
+    case '=':
+      return sign + fills(marg) + body;
+    default:
+      return fills(marg) + sign + body;
   }
 }
 
@@ -109,10 +114,18 @@ Result<std::string> format_int(Interpreter& in, int64_t v, const Spec& spec) {
   char buf[80];
   switch (type) {
     case 'd':
-    case 'n': std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(mag)); break;
-    case 'x': std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(mag)), prefix = "0x"; break;
-    case 'X': std::snprintf(buf, sizeof buf, "%llX", static_cast<unsigned long long>(mag)), prefix = "0X"; break;
-    case 'o': std::snprintf(buf, sizeof buf, "%llo", static_cast<unsigned long long>(mag)), prefix = "0o"; break;
+    case 'n':
+      std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(mag));
+      break;
+    case 'x':
+      std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(mag)), prefix = "0x";
+      break;
+    case 'X':
+      std::snprintf(buf, sizeof buf, "%llX", static_cast<unsigned long long>(mag)), prefix = "0X";
+      break;
+    case 'o':
+      std::snprintf(buf, sizeof buf, "%llo", static_cast<unsigned long long>(mag)), prefix = "0o";
+      break;
     case 'b': {
       std::string b;
       for (uint64_t m = mag; m; m >>= 1) b.insert(b.begin(), static_cast<char>('0' + (m & 1)));
@@ -127,7 +140,8 @@ Result<std::string> format_int(Interpreter& in, int64_t v, const Spec& spec) {
       return pad(in, "", c, spec, '<');
     }
     default:
-      return make_error("Unknown format code '", std::string(1, type), "' for object of type 'int'");
+      return make_error("Unknown format code '", std::string(1, type),
+                        "' for object of type 'int'");
   }
   digits = buf;
   if (spec.grouping) group_digits(digits, spec.grouping);
@@ -155,7 +169,8 @@ Result<std::string> format_float(Interpreter& in, double v, const Spec& spec) {
     }
     if (conv == 'n') conv = 'g';
     if (conv != 'f' && conv != 'F' && conv != 'e' && conv != 'E' && conv != 'g' && conv != 'G') {
-      return make_error("Unknown format code '", std::string(1, type), "' for object of type 'float'");
+      return make_error("Unknown format code '", std::string(1, type),
+                        "' for object of type 'float'");
     }
     std::vector<char> buf(static_cast<size_t>(prec) + 400);
     if (!type) {
@@ -205,14 +220,17 @@ Result<std::string> format_value(Interpreter& in, const Value& v, std::string_vi
   SLUICE_ASSIGN_OR_RETURN(Spec spec, parse_spec(spec_text));
   if (v.is_string()) {
     if (spec.type && spec.type != 's') {
-      return make_error("Unknown format code '", std::string(1, spec.type), "' for object of type 'str'");
+      return make_error("Unknown format code '", std::string(1, spec.type),
+                        "' for object of type 'str'");
     }
     if (spec.sign != '-') return make_error("Sign not allowed in string format specifier");
-    if (spec.alternate) return make_error("Alternate form (#) not allowed in string format specifier");
+    if (spec.alternate)
+      return make_error("Alternate form (#) not allowed in string format specifier");
     if (spec.align == '=' || (spec.zero && !spec.align)) {
       return make_error("'=' alignment not allowed in string format specifier");
     }
-    if (spec.grouping) return make_error("Cannot specify '", std::string(1, spec.grouping), "' with 's'.");
+    if (spec.grouping)
+      return make_error("Cannot specify '", std::string(1, spec.grouping), "' with 's'.");
     std::string s = v.as_string();
     if (spec.precision >= 0 && static_cast<size_t>(spec.precision) < utf8_length(s)) {
       std::vector<uint32_t> cps = utf8_decode(s);
@@ -240,14 +258,16 @@ struct Numbering {
   bool manual = false;
 };
 
-Result<Value> resolve_field(Interpreter& in, std::string_view field, const CallArgs& args, Numbering& numbering) {
+Result<Value> resolve_field(Interpreter& in, std::string_view field, const CallArgs& args,
+                            Numbering& numbering) {
   size_t end = field.find_first_of(".[");
   std::string_view head = field.substr(0, end);
   Value v;
   if (head.empty() || (head.find_first_not_of("0123456789") == std::string_view::npos)) {
     (head.empty() ? numbering.automatic : numbering.manual) = true;
     if (numbering.automatic && numbering.manual) {
-      return make_error("cannot switch from manual field specification to automatic field numbering");
+      return make_error(
+          "cannot switch from manual field specification to automatic field numbering");
     }
     size_t idx = numbering.next;
     if (head.empty()) {
@@ -255,7 +275,8 @@ Result<Value> resolve_field(Interpreter& in, std::string_view field, const CallA
     } else {
       idx = static_cast<size_t>(std::strtoull(std::string(head).c_str(), nullptr, 10));
     }
-    if (idx >= args.args.size()) return make_error("Replacement index ", idx, " out of range for positional args tuple");
+    if (idx >= args.args.size())
+      return make_error("Replacement index ", idx, " out of range for positional args tuple");
     v = args.args[idx];
   } else {
     const Value* kw = args.kwarg(head);
@@ -266,8 +287,10 @@ Result<Value> resolve_field(Interpreter& in, std::string_view field, const CallA
   while (i != std::string_view::npos && i < field.size()) {
     if (field[i] == '.') {
       size_t next = field.find_first_of(".[", i + 1);
-      std::string_view attr = field.substr(i + 1, next == std::string_view::npos ? std::string_view::npos : next - i - 1);
-      if (attr.empty() || attr[0] == '_') return make_error("access to attribute '", attr, "' is unsafe");
+      std::string_view attr = field.substr(
+          i + 1, next == std::string_view::npos ? std::string_view::npos : next - i - 1);
+      if (attr.empty() || attr[0] == '_')
+        return make_error("access to attribute '", attr, "' is unsafe");
       SLUICE_ASSIGN_OR_RETURN(v, get_attr(in, v, attr));
       i = next;
     } else {
@@ -322,9 +345,11 @@ Result<std::string> py_str_format(Interpreter& in, std::string_view fmt, const C
     std::string_view inner = fmt.substr(i + 1, j - i - 1);
     size_t colon = inner.find(':');
     size_t bang = inner.find('!');
-    if (bang != std::string_view::npos && colon != std::string_view::npos && bang > colon) bang = std::string_view::npos;
+    if (bang != std::string_view::npos && colon != std::string_view::npos && bang > colon)
+      bang = std::string_view::npos;
     std::string_view field = inner.substr(0, std::min(bang, colon));
-    char conversion = bang != std::string_view::npos && bang + 1 < inner.size() ? inner[bang + 1] : 0;
+    char conversion =
+        bang != std::string_view::npos && bang + 1 < inner.size() ? inner[bang + 1] : 0;
     std::string spec;
     if (colon != std::string_view::npos) {
       std::string_view raw_spec = inner.substr(colon + 1);
@@ -332,7 +357,9 @@ Result<std::string> py_str_format(Interpreter& in, std::string_view fmt, const C
         if (raw_spec[k] == '{') {
           size_t close = raw_spec.find('}', k);
           if (close == std::string_view::npos) return make_error("unmatched '{' in format spec");
-          SLUICE_ASSIGN_OR_RETURN(Value nested, resolve_field(in, raw_spec.substr(k + 1, close - k - 1), args, numbering));
+          SLUICE_ASSIGN_OR_RETURN(
+              Value nested,
+              resolve_field(in, raw_spec.substr(k + 1, close - k - 1), args, numbering));
           SLUICE_ASSIGN_OR_RETURN(std::string ns, to_string(in, nested));
           spec += ns;
           k = close;
@@ -364,8 +391,10 @@ Result<std::string> py_percent_format(Interpreter& in, std::string_view fmt, con
   const bool is_tuple = args.is_list_kind(ListKind::kTuple);
   const bool is_map = args.is_dict();
   std::vector<Value> positional;
-  if (is_tuple) positional = args.as_list().items;
-  else if (!is_map) positional.push_back(args);
+  if (is_tuple)
+    positional = args.as_list().items;
+  else if (!is_map)
+    positional.push_back(args);
   size_t next = 0;
   bool used_map = false;
   std::string out;
@@ -388,11 +417,16 @@ Result<std::string> py_percent_format(Interpreter& in, std::string_view fmt, con
       i = close + 1;
     }
     Spec spec;
-    for (; i < fmt.size() && std::string_view("-+ #0").find(fmt[i]) != std::string_view::npos; ++i) {
-      if (fmt[i] == '-') spec.align = '<';
-      else if (fmt[i] == '+' || fmt[i] == ' ') spec.sign = fmt[i];
-      else if (fmt[i] == '#') spec.alternate = true;
-      else spec.zero = true;
+    for (; i < fmt.size() && std::string_view("-+ #0").find(fmt[i]) != std::string_view::npos;
+         ++i) {
+      if (fmt[i] == '-')
+        spec.align = '<';
+      else if (fmt[i] == '+' || fmt[i] == ' ')
+        spec.sign = fmt[i];
+      else if (fmt[i] == '#')
+        spec.alternate = true;
+      else
+        spec.zero = true;
     }
     auto take_next = [&]() -> Result<Value> {
       if (next >= positional.size()) return make_error("not enough arguments for format string");
@@ -465,7 +499,8 @@ Result<std::string> py_percent_format(Interpreter& in, std::string_view fmt, con
       case 'X':
       case 'o': {
         if (!v.is_number()) {
-          return make_error("%", std::string(1, type), " format: a real number is required, not ", type_name(v));
+          return make_error("%", std::string(1, type), " format: a real number is required, not ",
+                            type_name(v));
         }
         int64_t n = 0;
         if (v.is_float()) {

@@ -17,11 +17,12 @@ const Value* CallArgs::kwarg(std::string_view name) const {
   return nullptr;
 }
 
-Status bind_args(std::string_view fn, const CallArgs& a, std::initializer_list<std::string_view> names,
-                 std::vector<const Value*>& out) {
+Status bind_args(std::string_view fn, const CallArgs& a,
+                 std::initializer_list<std::string_view> names, std::vector<const Value*>& out) {
   out.assign(names.size(), nullptr);
   if (a.args.size() > names.size()) {
-    return make_error(fn, "() takes at most ", names.size(), " argument(s) (", a.args.size(), " given)");
+    return make_error(fn, "() takes at most ", names.size(), " argument(s) (", a.args.size(),
+                      " given)");
   }
   for (size_t i = 0; i < a.args.size(); ++i) out[i] = &a.args[i];
   for (const auto& [k, v] : a.kwargs) {
@@ -64,25 +65,38 @@ std::string BoundMethodObject::repr() const {
 }
 
 std::string LoopObject::repr() const {
-  return "<LoopContext " + std::to_string(index0 + 1) + "/" + std::to_string(items_->items.size()) + ">";
+  return "<LoopContext " + std::to_string(index0 + 1) + "/" + std::to_string(items_->items.size()) +
+         ">";
 }
 
 bool LoopObject::attr(std::string_view name, Value* out) const {
   const auto& items = items_->items;
   int64_t n = static_cast<int64_t>(items.size());
   int64_t i = static_cast<int64_t>(index0);
-  if (name == "index") *out = Value::integer(i + 1);
-  else if (name == "index0") *out = Value::integer(i);
-  else if (name == "revindex") *out = Value::integer(n - i);
-  else if (name == "revindex0") *out = Value::integer(n - i - 1);
-  else if (name == "first") *out = Value::boolean(i == 0);
-  else if (name == "last") *out = Value::boolean(i == n - 1);
-  else if (name == "length") *out = Value::integer(n);
-  else if (name == "depth") *out = Value::integer(depth0_ + 1);
-  else if (name == "depth0") *out = Value::integer(depth0_);
-  else if (name == "previtem") *out = i > 0 ? items[index0 - 1] : Value::undefined("there is no previous item");
-  else if (name == "nextitem") *out = i + 1 < n ? items[index0 + 1] : Value::undefined("there is no next item");
-  else return false;
+  if (name == "index")
+    *out = Value::integer(i + 1);
+  else if (name == "index0")
+    *out = Value::integer(i);
+  else if (name == "revindex")
+    *out = Value::integer(n - i);
+  else if (name == "revindex0")
+    *out = Value::integer(n - i - 1);
+  else if (name == "first")
+    *out = Value::boolean(i == 0);
+  else if (name == "last")
+    *out = Value::boolean(i == n - 1);
+  else if (name == "length")
+    *out = Value::integer(n);
+  else if (name == "depth")
+    *out = Value::integer(depth0_ + 1);
+  else if (name == "depth0")
+    *out = Value::integer(depth0_);
+  else if (name == "previtem")
+    *out = i > 0 ? items[index0 - 1] : Value::undefined("there is no previous item");
+  else if (name == "nextitem")
+    *out = i + 1 < n ? items[index0 + 1] : Value::undefined("there is no next item");
+  else
+    return false;
   return true;
 }
 
@@ -103,7 +117,9 @@ namespace {
 // Restores the output buffer when a capture ends (also on errors).
 class OutputSwap {
  public:
-  OutputSwap(std::string*& slot, std::string* replacement) : slot_(slot), saved_(slot) { slot_ = replacement; }
+  OutputSwap(std::string*& slot, std::string* replacement) : slot_(slot), saved_(slot) {
+    slot_ = replacement;
+  }
   ~OutputSwap() { slot_ = saved_; }
 
  private:
@@ -141,7 +157,8 @@ Status Interpreter::charge(uint64_t steps) {
 
 Status Interpreter::check_size(size_t bytes) {
   if (bytes > limits_.max_output_bytes) {
-    return make_error("value of ", bytes, " bytes exceeds the size limit of ", limits_.max_output_bytes, " bytes");
+    return make_error("value of ", bytes, " bytes exceeds the size limit of ",
+                      limits_.max_output_bytes, " bytes");
   }
   return charge(bytes / 64);
 }
@@ -231,10 +248,12 @@ Status Interpreter::assign(const Target& t, const Value& v, const ScopePtr& scop
       SLUICE_ASSIGN_OR_RETURN(auto seq, iterate(*this, v));
       size_t n = t.items.size();
       if (seq->items.size() < n) {
-        return make_error("not enough values to unpack (expected ", n, ", got ", seq->items.size(), ")");
+        return make_error("not enough values to unpack (expected ", n, ", got ", seq->items.size(),
+                          ")");
       }
       if (seq->items.size() > n) return make_error("too many values to unpack (expected ", n, ")");
-      for (size_t i = 0; i < n; ++i) SLUICE_RETURN_IF_ERROR(assign(t.items[i], seq->items[i], scope));
+      for (size_t i = 0; i < n; ++i)
+        SLUICE_RETURN_IF_ERROR(assign(t.items[i], seq->items[i], scope));
       return {};
     }
   }
@@ -254,7 +273,8 @@ Result<Interpreter::Flow> Interpreter::exec_body(const Body& body, const ScopePt
 Result<Interpreter::Flow> Interpreter::exec(const Stmt& s, const ScopePtr& scope) {
   EvalDepthGuard guard(*this);
   if (guard.exceeded()) {
-    return make_error("template nested too deeply (limit ", limits_.max_eval_depth, " evaluation frames)");
+    return make_error("template nested too deeply (limit ", limits_.max_eval_depth,
+                      " evaluation frames)");
   }
   SLUICE_RETURN_IF_ERROR(charge(1));
   auto note = [&](Status st) -> Result<Flow> {
@@ -354,8 +374,8 @@ Result<Interpreter::Flow> Interpreter::exec_for(const ForStmt& s, const ScopePtr
   return Flow::kNormal;
 }
 
-Result<std::string> Interpreter::run_loop(const ForStmt& s, const ScopePtr& outer, const Value& iterable,
-                                          int depth0, bool capture_output) {
+Result<std::string> Interpreter::run_loop(const ForStmt& s, const ScopePtr& outer,
+                                          const Value& iterable, int depth0, bool capture_output) {
   SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<const ListData> seq, iterate(*this, iterable));
   if (s.filter) {
     std::vector<Value> kept;
@@ -398,7 +418,8 @@ Status Interpreter::exec_call_block(const CallBlockStmt& s, const ScopePtr& scop
   CallArgs args;
   SLUICE_RETURN_IF_ERROR(eval_args(call.args, scope, args));
   // The caller only lives as long as this call (it cannot close a cycle: see jinja_value.h).
-  args.kwargs.emplace_back("caller", Value::object(std::make_shared<MacroObject>(&s.caller, scope)));
+  args.kwargs.emplace_back("caller",
+                           Value::object(std::make_shared<MacroObject>(&s.caller, scope)));
   SLUICE_ASSIGN_OR_RETURN(Value result, this->call(callee, args));
   return emit_value(result);
 }
@@ -425,9 +446,11 @@ Result<Value> Interpreter::call(const Value& callee, CallArgs& args) {
       if (!loop->node()->recursive) {
         return make_error("The loop must have the 'recursive' marker to be called recursively.");
       }
-      if (args.args.size() != 1 || !args.kwargs.empty()) return make_error("loop() takes exactly one argument");
+      if (args.args.size() != 1 || !args.kwargs.empty())
+        return make_error("loop() takes exactly one argument");
       if (call_depth_ >= limits_.max_call_depth) {
-        return make_error("maximum recursion depth exceeded (", limits_.max_call_depth, " nested calls)");
+        return make_error("maximum recursion depth exceeded (", limits_.max_call_depth,
+                          " nested calls)");
       }
       ++call_depth_;
       auto r = run_loop(*loop->node(), loop->outer(), args.args[0], loop->depth0() + 1, true);
@@ -451,8 +474,8 @@ Result<Value> Interpreter::call(const Value& callee, CallArgs& args) {
 Result<Value> Interpreter::call_macro(MacroObject& m, CallArgs& args) {
   const MacroStmt& node = m.node();
   if (call_depth_ >= limits_.max_call_depth) {
-    return make_error("maximum recursion depth exceeded (", limits_.max_call_depth, " nested calls, in macro '",
-                      node.name, "')");
+    return make_error("maximum recursion depth exceeded (", limits_.max_call_depth,
+                      " nested calls, in macro '", node.name, "')");
   }
   auto scope = std::make_shared<Scope>(m.closure());
   size_t n = node.params.size();
@@ -491,7 +514,8 @@ Result<Value> Interpreter::call_macro(MacroObject& m, CallArgs& args) {
     for (auto& [k, v] : kwargs) d.set(Value::string(k), std::move(v));
     scope->set("kwargs", make_dict(std::move(d)));
   } else if (!kwargs.empty()) {
-    return make_error("macro '", node.name, "' takes no keyword argument '", kwargs.front().first, "'");
+    return make_error("macro '", node.name, "' takes no keyword argument '", kwargs.front().first,
+                      "'");
   }
   if (node.uses_varargs && !is_param("varargs")) {
     std::vector<Value> extra;
@@ -511,7 +535,8 @@ Result<Value> Interpreter::call_macro(MacroObject& m, CallArgs& args) {
       SLUICE_ASSIGN_OR_RETURN(Value d, eval(*node.defaults[i - first_default], scope));
       scope->set(node.params[i], std::move(d));
     } else {
-      scope->set(node.params[i], Value::undefined("parameter '" + node.params[i] + "' was not provided"));
+      scope->set(node.params[i],
+                 Value::undefined("parameter '" + node.params[i] + "' was not provided"));
     }
   }
   SLUICE_ASSIGN_OR_RETURN(std::string text, capture(node.body, scope));
@@ -539,7 +564,8 @@ Result<Value> Interpreter::eval(const Expr& e, const ScopePtr& scope) {
   EvalDepthGuard guard(*this);
   Result<Value> r = Value();
   if (guard.exceeded()) {
-    r = make_error("template nested too deeply (limit ", limits_.max_eval_depth, " evaluation frames)");
+    r = make_error("template nested too deeply (limit ", limits_.max_eval_depth,
+                   " evaluation frames)");
   } else if (Status st = charge(1); !st.ok()) {
     r = st;
   } else {
@@ -621,7 +647,8 @@ Result<Value> Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
       if (truthy(t)) return eval(*node.then_expr, scope);
       if (node.else_expr) return eval(*node.else_expr, scope);
       SourceMap map(program_.source);
-      return Value::undefined("the inline if-expression on line " + std::to_string(map.line(e.pos)) +
+      return Value::undefined("the inline if-expression on line " +
+                              std::to_string(map.line(e.pos)) +
                               " evaluated to false and no else section was defined.");
     }
     case ExprKind::kList:
@@ -633,7 +660,8 @@ Result<Value> Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
         SLUICE_ASSIGN_OR_RETURN(Value v, eval(*item, scope));
         items.push_back(std::move(v));
       }
-      return Value::list(std::move(items), e.kind == ExprKind::kList ? ListKind::kList : ListKind::kTuple);
+      return Value::list(std::move(items),
+                         e.kind == ExprKind::kList ? ListKind::kList : ListKind::kTuple);
     }
     case ExprKind::kDict: {
       const auto& node = static_cast<const DictExpr&>(e);
@@ -676,13 +704,15 @@ Result<Value> Interpreter::eval_call(const CallExpr& e, const ScopePtr& scope) {
   return call(callee, args);
 }
 
-Result<Value> Interpreter::eval_filter(const FilterExpr& e, const ScopePtr& scope, const Value* block_input) {
+Result<Value> Interpreter::eval_filter(const FilterExpr& e, const ScopePtr& scope,
+                                       const Value* block_input) {
   Value operand;
   if (!e.operand) {
     if (!block_input) return make_error("filter without input");
     operand = *block_input;
   } else if (block_input && e.operand->kind == ExprKind::kFilter) {
-    SLUICE_ASSIGN_OR_RETURN(operand, eval_filter(static_cast<const FilterExpr&>(*e.operand), scope, block_input));
+    SLUICE_ASSIGN_OR_RETURN(
+        operand, eval_filter(static_cast<const FilterExpr&>(*e.operand), scope, block_input));
   } else {
     SLUICE_ASSIGN_OR_RETURN(operand, eval(*e.operand, scope));
   }

@@ -26,11 +26,11 @@
 namespace sluice::jinja {
 
 struct RenderLimits {
-  uint64_t max_steps = 10'000'000;          // evaluation steps per render
-  size_t max_output_bytes = 64u << 20;      // rendered text, and any single built value
-  int max_call_depth = 64;                  // nested macro / caller() / recursive loop calls
-  int max_eval_depth = 768;                 // nested evaluation frames (bounds C++ stack use)
-  size_t max_arena_objects = 100'000;       // namespace() objects and macro definitions
+  uint64_t max_steps = 10'000'000;      // evaluation steps per render
+  size_t max_output_bytes = 64u << 20;  // rendered text, and any single built value
+  int max_call_depth = 64;              // nested macro / caller() / recursive loop calls
+  int max_eval_depth = 768;             // nested evaluation frames (bounds C++ stack use)
+  size_t max_arena_objects = 100'000;   // namespace() objects and macro definitions
 };
 
 // Evaluated positional and keyword arguments of a call.
@@ -42,8 +42,8 @@ struct CallArgs {
 
 // Python-style parameter binding for built-ins: fills `out[i]` for names[i] from positional
 // then keyword arguments (nullptr when not given). Errors like Python's TypeError.
-Status bind_args(std::string_view fn, const CallArgs& a, std::initializer_list<std::string_view> names,
-                 std::vector<const Value*>& out);
+Status bind_args(std::string_view fn, const CallArgs& a,
+                 std::initializer_list<std::string_view> names, std::vector<const Value*>& out);
 
 class Scope {
  public:
@@ -113,7 +113,11 @@ class BoundMethodObject final : public Object {
 class LoopObject final : public Object {
  public:
   LoopObject(std::shared_ptr<const ListData> items, const ForStmt* node, ScopePtr outer, int depth0)
-      : Object(Kind::kLoop), items_(std::move(items)), node_(node), outer_(std::move(outer)), depth0_(depth0) {}
+      : Object(Kind::kLoop),
+        items_(std::move(items)),
+        node_(node),
+        outer_(std::move(outer)),
+        depth0_(depth0) {}
   std::string type_name() const override { return "LoopContext"; }
   std::string module() const override { return "jinja2.runtime"; }
   std::string repr() const override;
@@ -139,7 +143,8 @@ class LoopObject final : public Object {
 // cycler(...) and joiner(sep) globals.
 class CyclerObject final : public Object {
  public:
-  explicit CyclerObject(std::vector<Value> items) : Object(Kind::kCycler), items(std::move(items)) {}
+  explicit CyclerObject(std::vector<Value> items)
+      : Object(Kind::kCycler), items(std::move(items)) {}
   std::string type_name() const override { return "Cycler"; }
   std::string module() const override { return "jinja2.utils"; }
   std::string repr() const override { return "<jinja2.utils.Cycler object>"; }
@@ -194,8 +199,8 @@ class Interpreter {
   Result<Flow> exec_body(const Body& body, const ScopePtr& scope);
   Result<Flow> exec(const Stmt& s, const ScopePtr& scope);
   Result<Flow> exec_for(const ForStmt& s, const ScopePtr& scope);
-  Result<std::string> run_loop(const ForStmt& s, const ScopePtr& outer, const Value& iterable, int depth0,
-                               bool capture);
+  Result<std::string> run_loop(const ForStmt& s, const ScopePtr& outer, const Value& iterable,
+                               int depth0, bool capture);
   Status exec_call_block(const CallBlockStmt& s, const ScopePtr& scope);
   Result<std::string> capture(const Body& body, const ScopePtr& scope);
   Status assign(const Target& t, const Value& v, const ScopePtr& scope);
@@ -219,9 +224,9 @@ class Interpreter {
   int eval_depth_ = 0;
   int call_depth_ = 0;
   std::string* out_ = nullptr;
-  uint32_t error_pos_ = 0;       // source position of the innermost node that failed
+  uint32_t error_pos_ = 0;  // source position of the innermost node that failed
   bool error_pos_set_ = false;
-  bool raised_ = false;          // the error came from raise_exception()
+  bool raised_ = false;  // the error came from raise_exception()
   std::vector<std::unique_ptr<Object>> arena_;
 };
 

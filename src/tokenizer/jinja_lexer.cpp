@@ -44,11 +44,16 @@ std::string SourceMap::describe(uint32_t pos) const {
 
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_name_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || static_cast<unsigned char>(c) >= 0x80;
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
 }
-bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
+bool is_name_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+         static_cast<unsigned char>(c) >= 0x80;
+}
+bool is_name_char(char c) {
+  return is_name_start(c) || is_digit(c);
+}
 
 class Lexer {
  public:
@@ -63,7 +68,8 @@ class Lexer {
       }
       char kind = src_[q + 1];
       size_t after = q + 2;
-      char sign = (after < src_.size() && (src_[after] == '-' || src_[after] == '+')) ? src_[after] : 0;
+      char sign =
+          (after < src_.size() && (src_[after] == '-' || src_[after] == '+')) ? src_[after] : 0;
       std::string_view text = src_.substr(pos_, q - pos_);
       size_t raw_body = 0;
       bool raw = kind == '%' && match_raw_begin(after + (sign ? 1 : 0), &raw_body);
@@ -91,7 +97,8 @@ class Lexer {
 
   size_t find_tag_open(size_t from) const {
     for (size_t i = src_.find('{', from); i != std::string_view::npos; i = src_.find('{', i + 1)) {
-      if (i + 1 < src_.size() && (src_[i + 1] == '{' || src_[i + 1] == '%' || src_[i + 1] == '#')) return i;
+      if (i + 1 < src_.size() && (src_[i + 1] == '{' || src_[i + 1] == '%' || src_[i + 1] == '#'))
+        return i;
     }
     return std::string_view::npos;
   }
@@ -160,7 +167,8 @@ class Lexer {
       pos_ = body;
       return {};
     }
-    for (size_t q = src_.find("{%", body); q != std::string_view::npos; q = src_.find("{%", q + 1)) {
+    for (size_t q = src_.find("{%", body); q != std::string_view::npos;
+         q = src_.find("{%", q + 1)) {
       size_t p = q + 2;
       char sign = (p < src_.size() && (src_[p] == '-' || src_[p] == '+')) ? src_[p] : 0;
       if (sign) ++p;
@@ -201,15 +209,18 @@ class Lexer {
     std::vector<char> balance;
     while (true) {
       if (pos_ >= src_.size()) {
-        return fail(tag_pos, std::string("unexpected end of template, expected '") + (block ? "%}" : "}}") + "'");
+        return fail(tag_pos, std::string("unexpected end of template, expected '") +
+                                 (block ? "%}" : "}}") + "'");
       }
       if (balance.empty()) {
         size_t end = std::string_view::npos;
         if (block && (src_[pos_] == '+' || src_[pos_] == '-' || src_[pos_] == '%')) {
           end = match_block_end(pos_, '%');
         } else if (!block) {
-          if (starts_with(pos_, "-}}")) end = skip_space(pos_ + 3);
-          else if (starts_with(pos_, "}}")) end = pos_ + 2;
+          if (starts_with(pos_, "-}}"))
+            end = skip_space(pos_ + 3);
+          else if (starts_with(pos_, "}}"))
+            end = pos_ + 2;
         }
         if (end != std::string_view::npos) {
           tokens_.push_back(Token{block ? TokenType::kBlockEnd : TokenType::kVarEnd, "", 0, 0,
@@ -287,13 +298,15 @@ class Lexer {
     size_t q = p;
     if (base == 10 && src_[q] == '0') {  // 0(_?0)*
       ++q;
-      while (q < src_.size() && (src_[q] == '0' || (src_[q] == '_' && q + 1 < src_.size() && src_[q + 1] == '0'))) {
+      while (q < src_.size() &&
+             (src_[q] == '0' || (src_[q] == '_' && q + 1 < src_.size() && src_[q + 1] == '0'))) {
         ++q;
       }
       digits = "0";
     } else {
       while (q < src_.size()) {
-        if (src_[q] == '_' && q + 1 < src_.size() && digit_ok(src_[q + 1]) && (q > p || base != 10)) {
+        if (src_[q] == '_' && q + 1 < src_.size() && digit_ok(src_[q + 1]) &&
+            (q > p || base != 10)) {
           ++q;
           continue;
         }
@@ -325,17 +338,38 @@ class Lexer {
       }
       char e = body[++i];
       switch (e) {
-        case '\n': break;
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
-        case 'a': out += '\a'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'v': out += '\v'; break;
+        case '\n':
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '\'':
+          out += '\'';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case 'a':
+          out += '\a';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'v':
+          out += '\v';
+          break;
         case 'x':
         case 'u':
         case 'U': {
@@ -346,8 +380,11 @@ class Lexer {
           uint32_t cp = 0;
           for (size_t k = 1; k <= n; ++k) {
             char h = body[i + k];
-            int d = is_digit(h) ? h - '0' : ((h | 0x20) >= 'a' && (h | 0x20) <= 'f') ? (h | 0x20) - 'a' + 10 : -1;
-            if (d < 0) return fail(at, std::string("truncated \\") + e + " escape in string literal");
+            int d = is_digit(h)                                ? h - '0'
+                    : ((h | 0x20) >= 'a' && (h | 0x20) <= 'f') ? (h | 0x20) - 'a' + 10
+                                                               : -1;
+            if (d < 0)
+              return fail(at, std::string("truncated \\") + e + " escape in string literal");
             cp = cp * 16 + static_cast<uint32_t>(d);
           }
           if (cp > 0x10FFFF) return fail(at, "illegal Unicode character in string literal");
@@ -358,7 +395,8 @@ class Lexer {
         default:
           if (e >= '0' && e <= '7') {
             uint32_t cp = static_cast<uint32_t>(e - '0');
-            for (int k = 0; k < 2 && i + 1 < body.size() && body[i + 1] >= '0' && body[i + 1] <= '7'; ++k) {
+            for (int k = 0;
+                 k < 2 && i + 1 < body.size() && body[i + 1] >= '0' && body[i + 1] <= '7'; ++k) {
               cp = cp * 8 + static_cast<uint32_t>(body[++i] - '0');
             }
             utf8_append(out, cp);
@@ -387,15 +425,18 @@ class Lexer {
       size_t q = pos_ + 1;
       while (q < src_.size() && src_[q] != c) q += src_[q] == '\\' ? 2 : 1;
       if (q >= src_.size()) return fail(start, "unterminated string literal");
-      SLUICE_ASSIGN_OR_RETURN(std::string value, unescape(src_.substr(start + 1, q - start - 1), start));
-      tokens_.push_back(Token{TokenType::kString, std::move(value), 0, 0, static_cast<uint32_t>(start)});
+      SLUICE_ASSIGN_OR_RETURN(std::string value,
+                              unescape(src_.substr(start + 1, q - start - 1), start));
+      tokens_.push_back(
+          Token{TokenType::kString, std::move(value), 0, 0, static_cast<uint32_t>(start)});
       pos_ = q + 1;
       return {};
     }
     static constexpr std::string_view kTwo[] = {"//", "**", "==", "!=", ">=", "<="};
     for (std::string_view op : kTwo) {
       if (starts_with(pos_, op)) {
-        tokens_.push_back(Token{TokenType::kOperator, std::string(op), 0, 0, static_cast<uint32_t>(start)});
+        tokens_.push_back(
+            Token{TokenType::kOperator, std::string(op), 0, 0, static_cast<uint32_t>(start)});
         pos_ += 2;
         return {};
       }
@@ -411,11 +452,13 @@ class Lexer {
     } else if (c == ')' || c == ']' || c == '}') {
       if (balance.empty()) return fail(start, std::string("unexpected '") + c + "'");
       if (balance.back() != c) {
-        return fail(start, std::string("unexpected '") + c + "', expected '" + balance.back() + "'");
+        return fail(start,
+                    std::string("unexpected '") + c + "', expected '" + balance.back() + "'");
       }
       balance.pop_back();
     }
-    tokens_.push_back(Token{TokenType::kOperator, std::string(1, c), 0, 0, static_cast<uint32_t>(start)});
+    tokens_.push_back(
+        Token{TokenType::kOperator, std::string(1, c), 0, 0, static_cast<uint32_t>(start)});
     ++pos_;
     return {};
   }
@@ -429,6 +472,8 @@ class Lexer {
 
 }  // namespace
 
-Result<std::vector<Token>> tokenize(std::string_view source) { return Lexer(source).run(); }
+Result<std::vector<Token>> tokenize(std::string_view source) {
+  return Lexer(source).run();
+}
 
 }  // namespace sluice::jinja

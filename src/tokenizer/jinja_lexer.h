@@ -25,9 +25,9 @@ enum class TokenType : uint8_t {
   kBlockBegin,  // {%
   kBlockEnd,    // %}
   kName,
-  kString,   // text = unescaped value
-  kInteger,  // int_value
-  kFloat,    // float_value
+  kString,    // text = unescaped value
+  kInteger,   // int_value
+  kFloat,     // float_value
   kOperator,  // text = the operator ("+", "//", "(", ...)
   kEof,
 };

@@ -11,18 +11,23 @@ namespace sluice::jinja {
 namespace {
 
 constexpr std::array<std::string_view, 47> kStrMethods = {
-    "capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs", "find",
-    "format", "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
-    "isidentifier", "islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join",
-    "ljust", "lower", "lstrip", "maketrans", "partition", "removeprefix", "removesuffix", "replace",
-    "rfind", "rindex", "rjust", "rpartition", "rsplit", "rstrip", "split", "splitlines",
-    "startswith", "strip", "swapcase", "title", "translate", "upper", "zfill"};
+    "capitalize",   "casefold",    "center",    "count",      "encode",       "endswith",
+    "expandtabs",   "find",        "format",    "format_map", "index",        "isalnum",
+    "isalpha",      "isascii",     "isdecimal", "isdigit",    "isidentifier", "islower",
+    "isnumeric",    "isprintable", "isspace",   "istitle",    "isupper",      "join",
+    "ljust",        "lower",       "lstrip",    "maketrans",  "partition",    "removeprefix",
+    "removesuffix", "replace",     "rfind",     "rindex",     "rjust",        "rpartition",
+    "rsplit",       "rstrip",      "split",     "splitlines", "startswith",   "strip",
+    "swapcase",     "title",       "translate", "upper",      "zfill"};
 constexpr std::array<std::string_view, 11> kDictMethods = {
-    "clear", "copy", "fromkeys", "get", "items", "keys", "pop", "popitem", "setdefault", "update", "values"};
-constexpr std::array<std::string_view, 5> kDictUnsafe = {"clear", "pop", "popitem", "setdefault", "update"};
-constexpr std::array<std::string_view, 11> kListMethods = {
-    "append", "clear", "copy", "count", "extend", "index", "insert", "pop", "remove", "reverse", "sort"};
-constexpr std::array<std::string_view, 8> kListUnsafe = {"append", "clear", "extend", "insert",
+    "clear", "copy",    "fromkeys",   "get",    "items", "keys",
+    "pop",   "popitem", "setdefault", "update", "values"};
+constexpr std::array<std::string_view, 5> kDictUnsafe = {"clear", "pop", "popitem", "setdefault",
+                                                         "update"};
+constexpr std::array<std::string_view, 11> kListMethods = {"append", "clear",   "copy",   "count",
+                                                           "extend", "index",   "insert", "pop",
+                                                           "remove", "reverse", "sort"};
+constexpr std::array<std::string_view, 8> kListUnsafe = {"append", "clear",  "extend",  "insert",
                                                          "pop",    "remove", "reverse", "sort"};
 
 template <size_t N>
@@ -32,7 +37,8 @@ bool among(const std::array<std::string_view, N>& set, std::string_view name) {
 
 Result<std::string> str_arg(const Value* v, std::string_view fn, const char* what = "argument") {
   if (!v || !v->is_string()) {
-    return make_error(fn, "() ", what, " must be str, not ", v ? type_name(*v) : std::string("nothing"));
+    return make_error(fn, "() ", what, " must be str, not ",
+                      v ? type_name(*v) : std::string("nothing"));
   }
   return v->as_string();
 }
@@ -77,7 +83,9 @@ std::vector<Value> split_whitespace(std::string_view s, int64_t maxsplit, bool f
     utf8_next(s, i);
   }
   offs.push_back(s.size());
-  auto piece = [&](size_t b, size_t e) { return Value::string(std::string(s.substr(offs[b], offs[e] - offs[b]))); };
+  auto piece = [&](size_t b, size_t e) {
+    return Value::string(std::string(s.substr(offs[b], offs[e] - offs[b])));
+  };
   const int64_t n = static_cast<int64_t>(cps.size());
   int64_t budget = maxsplit < 0 ? INT64_MAX : maxsplit;
   std::vector<Value> out;
@@ -155,15 +163,18 @@ Result<Value> str_pad(Interpreter& in, const std::string& s, CallArgs& args, std
   std::string fill = " ";
   if (a[1]) {
     SLUICE_ASSIGN_OR_RETURN(fill, str_arg(a[1], fn));
-    if (utf8_length(fill) != 1) return make_error("The fill character must be exactly one character long");
+    if (utf8_length(fill) != 1)
+      return make_error("The fill character must be exactly one character long");
   }
   int64_t len = static_cast<int64_t>(utf8_length(s));
   if (width <= len) return Value::string(s);
   SLUICE_RETURN_IF_ERROR(in.check_size(static_cast<size_t>(width) * fill.size()));
   int64_t marg = width - len;
   int64_t left = 0;
-  if (fn == "center") left = marg / 2 + (marg & width & 1);
-  else if (fn == "rjust") left = marg;
+  if (fn == "center")
+    left = marg / 2 + (marg & width & 1);
+  else if (fn == "rjust")
+    left = marg;
   std::string out;
   for (int64_t i = 0; i < left; ++i) out += fill;
   out += s;
@@ -173,14 +184,16 @@ Result<Value> str_pad(Interpreter& in, const std::string& s, CallArgs& args, std
 
 Result<Value> str_affix(const std::string& s, CallArgs& args, bool prefix) {
   std::vector<const Value*> a;
-  SLUICE_RETURN_IF_ERROR(bind_args(prefix ? "startswith" : "endswith", args, {"prefix", "start", "end"}, a));
-  if (!a[0]) return make_error(prefix ? "startswith" : "endswith", "() takes at least 1 argument (0 given)");
+  SLUICE_RETURN_IF_ERROR(
+      bind_args(prefix ? "startswith" : "endswith", args, {"prefix", "start", "end"}, a));
+  if (!a[0])
+    return make_error(prefix ? "startswith" : "endswith", "() takes at least 1 argument (0 given)");
   SLUICE_ASSIGN_OR_RETURN(auto win, window(s, a[1], a[2]));
   std::string_view w = std::string_view(s).substr(win.first, win.second - win.first);
   auto test = [&](const Value& v) -> Result<bool> {
     if (!v.is_string()) {
-      return make_error(prefix ? "startswith" : "endswith", " first arg must be str or a tuple of str, not ",
-                        type_name(v));
+      return make_error(prefix ? "startswith" : "endswith",
+                        " first arg must be str or a tuple of str, not ", type_name(v));
     }
     const std::string& x = v.as_string();
     if (x.size() > w.size()) return false;
@@ -206,7 +219,9 @@ Result<Value> str_find(const std::string& s, CallArgs& args, std::string_view fn
   if (fn == "count") {
     if (sub.empty()) return Value::integer(static_cast<int64_t>(utf8_length(w)) + 1);
     int64_t n = 0;
-    for (size_t p = find_substr(w, sub); p != std::string_view::npos; p = find_substr(w, sub, p + sub.size())) ++n;
+    for (size_t p = find_substr(w, sub); p != std::string_view::npos;
+         p = find_substr(w, sub, p + sub.size()))
+      ++n;
     return Value::integer(n);
   }
   bool reverse = fn == "rfind" || fn == "rindex";
@@ -290,7 +305,8 @@ Result<Value> str_partition(const std::string& s, CallArgs& args, bool from_righ
     parts = from_right ? std::vector<Value>{Value::string(""), Value::string(""), Value::string(s)}
                        : std::vector<Value>{Value::string(s), Value::string(""), Value::string("")};
   } else {
-    parts = {Value::string(s.substr(0, hit)), Value::string(sep), Value::string(s.substr(hit + sep.size()))};
+    parts = {Value::string(s.substr(0, hit)), Value::string(sep),
+             Value::string(s.substr(hit + sep.size()))};
   }
   return Value::list(std::move(parts), ListKind::kTuple);
 }
@@ -323,22 +339,24 @@ Value str_predicate(const std::string& s, std::string_view fn) {
     return Value::boolean(any);
   }
   for (uint32_t c : cps) {
-    bool ok = fn == "isspace"                                                      ? py_isspace(c)
-              : fn == "isalpha"                                                    ? py_isalpha(c)
-              : (fn == "isdigit" || fn == "isdecimal" || fn == "isnumeric")        ? py_isdigit(c)
-              : fn == "isalnum"                                                    ? (py_isalpha(c) || py_isdigit(c))
-                                                                                   : false;
+    bool ok = fn == "isspace"                                               ? py_isspace(c)
+              : fn == "isalpha"                                             ? py_isalpha(c)
+              : (fn == "isdigit" || fn == "isdecimal" || fn == "isnumeric") ? py_isdigit(c)
+              : fn == "isalnum" ? (py_isalpha(c) || py_isdigit(c))
+                                : false;
     if (!ok) return Value::boolean(false);
   }
   return Value::boolean(true);
 }
 
-Result<Value> call_str_method(Interpreter& in, const Value& self, std::string_view name, CallArgs& args) {
+Result<Value> call_str_method(Interpreter& in, const Value& self, std::string_view name,
+                              CallArgs& args) {
   const std::string& s = self.as_string();
   bool safe = self.is_safe();
   SLUICE_RETURN_IF_ERROR(in.charge(s.size() / 64));
   auto no_args = [&]() -> Status {
-    if (!args.args.empty() || !args.kwargs.empty()) return make_error(name, "() takes no arguments");
+    if (!args.args.empty() || !args.kwargs.empty())
+      return make_error(name, "() takes no arguments");
     return {};
   };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
@@ -349,11 +367,13 @@ Result<Value> call_str_method(Interpreter& in, const Value& self, std::string_vi
     if (has_chars) {
       SLUICE_ASSIGN_OR_RETURN(chars, str_arg(a[0], name));
     }
-    StripSide side = name == "strip" ? StripSide::kBoth : name == "lstrip" ? StripSide::kLeft : StripSide::kRight;
+    StripSide side = name == "strip"    ? StripSide::kBoth
+                     : name == "lstrip" ? StripSide::kLeft
+                                        : StripSide::kRight;
     return Value::string(std::string(py_strip(s, has_chars ? &chars : nullptr, side)), safe);
   }
-  if (name == "lower" || name == "casefold" || name == "upper" || name == "title" || name == "capitalize" ||
-      name == "swapcase") {
+  if (name == "lower" || name == "casefold" || name == "upper" || name == "title" ||
+      name == "capitalize" || name == "swapcase") {
     SLUICE_RETURN_IF_ERROR(no_args());
     std::string r = name == "upper"        ? py_upper(s)
                     : name == "title"      ? py_title(s)
@@ -368,7 +388,8 @@ Result<Value> call_str_method(Interpreter& in, const Value& self, std::string_vi
     std::vector<const Value*> a;
     SLUICE_RETURN_IF_ERROR(bind_args(name, args, {"keepends"}, a));
     std::vector<Value> out;
-    for (std::string_view line : py_splitlines(s, a[0] && truthy(*a[0]))) out.push_back(Value::string(std::string(line)));
+    for (std::string_view line : py_splitlines(s, a[0] && truthy(*a[0])))
+      out.push_back(Value::string(std::string(line)));
     return Value::list(std::move(out));
   }
   if (name == "replace") return str_replace(in, self, args);
@@ -394,27 +415,31 @@ Result<Value> call_str_method(Interpreter& in, const Value& self, std::string_vi
     std::vector<const Value*> a;
     SLUICE_RETURN_IF_ERROR(bind_args(name, args, {"affix"}, a));
     SLUICE_ASSIGN_OR_RETURN(std::string x, str_arg(a[0], name));
-    if (name == "removeprefix" && s.compare(0, x.size(), x) == 0) return Value::string(s.substr(x.size()), safe);
+    if (name == "removeprefix" && s.compare(0, x.size(), x) == 0)
+      return Value::string(s.substr(x.size()), safe);
     if (name == "removesuffix" && !x.empty() && s.size() >= x.size() &&
         s.compare(s.size() - x.size(), x.size(), x) == 0) {
       return Value::string(s.substr(0, s.size() - x.size()), safe);
     }
     return self;
   }
-  if (name == "partition" || name == "rpartition") return str_partition(s, args, name == "rpartition");
+  if (name == "partition" || name == "rpartition")
+    return str_partition(s, args, name == "rpartition");
   if (name == "format") {
     SLUICE_ASSIGN_OR_RETURN(std::string out, py_str_format(in, s, args));
     return Value::string(std::move(out), safe);
   }
   if (name.substr(0, 2) == "is") {
     SLUICE_RETURN_IF_ERROR(no_args());
-    if (name == "isidentifier" || name == "isprintable") return make_error("str.", name, "() is not supported");
+    if (name == "isidentifier" || name == "isprintable")
+      return make_error("str.", name, "() is not supported");
     return str_predicate(s, name);
   }
   return make_error("str.", name, "() is not supported");
 }
 
-Result<Value> call_dict_method(Interpreter& in, const Value& self, std::string_view name, CallArgs& args) {
+Result<Value> call_dict_method(Interpreter& in, const Value& self, std::string_view name,
+                               CallArgs& args) {
   const DictData& d = self.as_dict();
   if (name == "get") {
     std::vector<const Value*> a;
@@ -427,7 +452,8 @@ Result<Value> call_dict_method(Interpreter& in, const Value& self, std::string_v
     if (found) return *found;
     return a[1] ? *a[1] : Value::none();
   }
-  if (!args.args.empty() || !args.kwargs.empty()) return make_error("dict.", name, "() takes no arguments");
+  if (!args.args.empty() || !args.kwargs.empty())
+    return make_error("dict.", name, "() takes no arguments");
   if (name == "copy") return self;
   std::vector<Value> out;
   out.reserve(d.items.size());
@@ -440,13 +466,15 @@ Result<Value> call_dict_method(Interpreter& in, const Value& self, std::string_v
     return Value::list(std::move(out), ListKind::kValues);
   }
   if (name == "items") {
-    for (const auto& kv : d.items) out.push_back(Value::list({kv.first, kv.second}, ListKind::kTuple));
+    for (const auto& kv : d.items)
+      out.push_back(Value::list({kv.first, kv.second}, ListKind::kTuple));
     return Value::list(std::move(out), ListKind::kItems);
   }
   return make_error("dict.", name, "() is not supported");
 }
 
-Result<Value> call_list_method(Interpreter& in, const Value& self, std::string_view name, CallArgs& args) {
+Result<Value> call_list_method(Interpreter& in, const Value& self, std::string_view name,
+                               CallArgs& args) {
   const auto& items = self.as_list().items;
   if (name == "copy") return Value::list(items);
   std::vector<const Value*> a;
@@ -466,7 +494,8 @@ Result<Value> call_list_method(Interpreter& in, const Value& self, std::string_v
   return make_error(short_repr(*a[0]), " is not in ", type_name(self));
 }
 
-Result<Value> call_object_method(Interpreter& in, Object* o, std::string_view name, CallArgs& args) {
+Result<Value> call_object_method(Interpreter& in, Object* o, std::string_view name,
+                                 CallArgs& args) {
   if (o->kind() == Object::Kind::kLoop) {
     auto* loop = static_cast<LoopObject*>(o);
     if (name == "cycle") {
@@ -503,7 +532,8 @@ Result<Value> fn_range(Interpreter& in, CallArgs& args) {
   int64_t v[3] = {0, 0, 1};
   for (size_t i = 0; i < args.args.size(); ++i) {
     if (!args.args[i].is_integral()) {
-      return make_error("'", type_name(args.args[i]), "' object cannot be interpreted as an integer");
+      return make_error("'", type_name(args.args[i]),
+                        "' object cannot be interpreted as an integer");
     }
   }
   if (args.args.size() == 1) {
@@ -513,19 +543,22 @@ Result<Value> fn_range(Interpreter& in, CallArgs& args) {
   }
   if (v[2] == 0) return make_error("range() arg 3 must not be zero");
   // Like the sandbox's safe_range (MAX_RANGE = 100000).
-  long double n = v[2] > 0 ? (static_cast<long double>(v[1]) - v[0]) / v[2] : (static_cast<long double>(v[0]) - v[1]) / -v[2];
+  long double n = v[2] > 0 ? (static_cast<long double>(v[1]) - v[0]) / v[2]
+                           : (static_cast<long double>(v[0]) - v[1]) / -v[2];
   if (n > 100000) {
     return make_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   }
   std::vector<Value> out;
-  for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1]; i += v[2]) out.push_back(Value::integer(i));
+  for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1]; i += v[2])
+    out.push_back(Value::integer(i));
   SLUICE_RETURN_IF_ERROR(in.charge(out.size() / 16));
   return Value::list(std::move(out));
 }
 
 // dict(*args, **kwargs) into `d`.
 Status fill_dict(Interpreter& in, DictData& d, const CallArgs& args, std::string_view fn) {
-  if (args.args.size() > 1) return make_error(fn, " expected at most 1 argument, got ", args.args.size());
+  if (args.args.size() > 1)
+    return make_error(fn, " expected at most 1 argument, got ", args.args.size());
   if (!args.args.empty()) {
     const Value& src = args.args[0];
     if (src.is_dict()) {
@@ -535,8 +568,8 @@ Status fill_dict(Interpreter& in, DictData& d, const CallArgs& args, std::string
       for (size_t i = 0; i < seq->items.size(); ++i) {
         SLUICE_ASSIGN_OR_RETURN(auto pair, iterate(in, seq->items[i]));
         if (pair->items.size() != 2) {
-          return make_error("dictionary update sequence element #", i, " has length ", pair->items.size(),
-                            "; 2 is required");
+          return make_error("dictionary update sequence element #", i, " has length ",
+                            pair->items.size(), "; 2 is required");
         }
         WorkMeter m = in.meter();
         SLUICE_RETURN_IF_ERROR(hash_value(pair->items[0], &m).status());
@@ -585,7 +618,8 @@ Result<Value> fn_joiner(Interpreter& in, CallArgs& args) {
 Result<Value> fn_raise_exception(Interpreter& in, CallArgs& args) {
   std::vector<const Value*> a;
   SLUICE_RETURN_IF_ERROR(bind_args("raise_exception", args, {"message"}, a));
-  if (!a[0]) return make_error("raise_exception() missing 1 required positional argument: 'message'");
+  if (!a[0])
+    return make_error("raise_exception() missing 1 required positional argument: 'message'");
   SLUICE_ASSIGN_OR_RETURN(std::string msg, to_string(in, *a[0]));
   return in.raise(std::move(msg));
 }
@@ -613,7 +647,8 @@ Result<Value> fn_strftime_now(Interpreter& in, CallArgs& args) {
 }  // namespace
 
 std::string unsafe_message(const Value& obj, std::string_view name) {
-  return "access to attribute '" + std::string(name) + "' of '" + type_name(obj) + "' object is unsafe.";
+  return "access to attribute '" + std::string(name) + "' of '" + type_name(obj) +
+         "' object is unsafe.";
 }
 
 MethodKind find_method(const Value& obj, std::string_view name) {
@@ -631,13 +666,15 @@ MethodKind find_method(const Value& obj, std::string_view name) {
   }
   if (obj.is_object()) {
     Object::Kind k = obj.as_object()->kind();
-    if (k == Object::Kind::kLoop && (name == "cycle" || name == "changed")) return MethodKind::kSafe;
+    if (k == Object::Kind::kLoop && (name == "cycle" || name == "changed"))
+      return MethodKind::kSafe;
     if (k == Object::Kind::kCycler && (name == "next" || name == "reset")) return MethodKind::kSafe;
   }
   return MethodKind::kNone;
 }
 
-Result<Value> call_method(Interpreter& in, const Value& obj, std::string_view name, CallArgs& args) {
+Result<Value> call_method(Interpreter& in, const Value& obj, std::string_view name,
+                          CallArgs& args) {
   if (obj.is_string()) return call_str_method(in, obj, name, args);
   if (obj.is_dict()) return call_dict_method(in, obj, name, args);
   if (obj.is_list()) return call_list_method(in, obj, name, args);

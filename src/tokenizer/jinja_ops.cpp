@@ -12,12 +12,17 @@ namespace {
 constexpr size_t kValueBytes = sizeof(Value);
 
 Error unsupported(std::string_view op, const Value& a, const Value& b) {
-  return make_error("unsupported operand type(s) for ", op, ": '", type_name(a), "' and '", type_name(b), "'");
+  return make_error("unsupported operand type(s) for ", op, ": '", type_name(a), "' and '",
+                    type_name(b), "'");
 }
 
-Error overflow() { return make_error("integer overflow (sluice integers are 64-bit)"); }
+Error overflow() {
+  return make_error("integer overflow (sluice integers are 64-bit)");
+}
 
-bool is_seq(const Value& v) { return v.is_list_kind(ListKind::kList) || v.is_list_kind(ListKind::kTuple); }
+bool is_seq(const Value& v) {
+  return v.is_list_kind(ListKind::kList) || v.is_list_kind(ListKind::kTuple);
+}
 
 Result<Value> concat_strings(Interpreter& in, const Value& a, const Value& b) {
   bool safe = a.is_safe() || b.is_safe();
@@ -35,7 +40,9 @@ Result<Value> concat_strings(Interpreter& in, const Value& a, const Value& b) {
 
 // Markup % args: plain string arguments are HTML-escaped (markupsafe's escape helper).
 Value escape_args(const Value& args) {
-  auto escape = [](const Value& v) { return v.is_string() && !v.is_safe() ? Value::string(html_escape(v.as_string()), true) : v; };
+  auto escape = [](const Value& v) {
+    return v.is_string() && !v.is_safe() ? Value::string(html_escape(v.as_string()), true) : v;
+  };
   if (args.is_list_kind(ListKind::kTuple)) {
     std::vector<Value> items;
     for (const Value& v : args.as_list().items) items.push_back(escape(v));
@@ -155,24 +162,30 @@ Result<Value> arithmetic(BinaryOp op, const Value& a, const Value& b, std::strin
   double x = a.as_double();
   double y = b.as_double();
   switch (op) {
-    case BinaryOp::kAdd: return Value::number(x + y);
-    case BinaryOp::kSub: return Value::number(x - y);
-    case BinaryOp::kMul: return Value::number(x * y);
+    case BinaryOp::kAdd:
+      return Value::number(x + y);
+    case BinaryOp::kSub:
+      return Value::number(x - y);
+    case BinaryOp::kMul:
+      return Value::number(x * y);
     case BinaryOp::kDiv:
       if (y == 0) return make_error("float division by zero");
       return Value::number(x / y);
     case BinaryOp::kFloorDiv:
     case BinaryOp::kMod: {
-      if (y == 0) return make_error(op == BinaryOp::kMod ? "float modulo" : "float floor division by zero");
+      if (y == 0)
+        return make_error(op == BinaryOp::kMod ? "float modulo" : "float floor division by zero");
       double fd, m;
       float_divmod(x, y, &fd, &m);
       return Value::number(op == BinaryOp::kMod ? m : fd);
     }
     case BinaryOp::kPow: {
       if (x == 0 && y < 0) return make_error("0.0 cannot be raised to a negative power");
-      if (x < 0 && std::isfinite(y) && y != std::floor(y)) return make_error("complex numbers are not supported");
+      if (x < 0 && std::isfinite(y) && y != std::floor(y))
+        return make_error("complex numbers are not supported");
       double r = std::pow(x, y);
-      if (std::isinf(r) && std::isfinite(x) && std::isfinite(y)) return make_error("(34, 'Numerical result out of range')");
+      if (std::isinf(r) && std::isfinite(x) && std::isfinite(y))
+        return make_error("(34, 'Numerical result out of range')");
       return Value::number(r);
     }
     default:
@@ -183,23 +196,33 @@ Result<Value> arithmetic(BinaryOp op, const Value& a, const Value& b, std::strin
 
 const char* op_symbol(BinaryOp op) {
   switch (op) {
-    case BinaryOp::kAdd: return "+";
-    case BinaryOp::kSub: return "-";
-    case BinaryOp::kMul: return "*";
-    case BinaryOp::kDiv: return "/";
-    case BinaryOp::kFloorDiv: return "//";
-    case BinaryOp::kMod: return "%";
-    case BinaryOp::kPow: return "** or pow()";
-    case BinaryOp::kConcat: return "~";
-    case BinaryOp::kAnd: return "and";
-    case BinaryOp::kOr: return "or";
+    case BinaryOp::kAdd:
+      return "+";
+    case BinaryOp::kSub:
+      return "-";
+    case BinaryOp::kMul:
+      return "*";
+    case BinaryOp::kDiv:
+      return "/";
+    case BinaryOp::kFloorDiv:
+      return "//";
+    case BinaryOp::kMod:
+      return "%";
+    case BinaryOp::kPow:
+      return "** or pow()";
+    case BinaryOp::kConcat:
+      return "~";
+    case BinaryOp::kAnd:
+      return "and";
+    case BinaryOp::kOr:
+      return "or";
   }
   return "?";
 }
 
 // Python's slice.indices(): normalized start/stop/step and the resulting length.
-Status slice_indices(const Value& start_v, const Value& stop_v, const Value& step_v, int64_t len, int64_t* start,
-                     int64_t* stop, int64_t* step, int64_t* count) {
+Status slice_indices(const Value& start_v, const Value& stop_v, const Value& step_v, int64_t len,
+                     int64_t* start, int64_t* stop, int64_t* step, int64_t* count) {
   *step = 1;
   if (!step_v.is_none()) {
     SLUICE_ASSIGN_OR_RETURN(*step, to_index(step_v, "slice indices"));
@@ -232,7 +255,8 @@ Status slice_indices(const Value& start_v, const Value& stop_v, const Value& ste
 
 Value missing_element(const Value& obj, const Value& key) {
   if (key.is_string()) {
-    return Value::undefined("'" + object_type_repr(obj) + "' has no attribute '" + key.as_string() + "'");
+    return Value::undefined("'" + object_type_repr(obj) + "' has no attribute '" + key.as_string() +
+                            "'");
   }
   return Value::undefined(object_type_repr(obj) + " has no element " + short_repr(key));
 }
@@ -316,7 +340,8 @@ Result<Value> binary_op(Interpreter& in, BinaryOp op, const Value& a, const Valu
         return make_error("can only concatenate str (not \"", type_name(b), "\") to str");
       }
       if (is_seq(a)) {
-        return make_error("can only concatenate ", type_name(a), " (not \"", type_name(b), "\") to ", type_name(a));
+        return make_error("can only concatenate ", type_name(a), " (not \"", type_name(b),
+                          "\") to ", type_name(a));
       }
       return unsupported(sym, a, b);
     case BinaryOp::kMul:
@@ -329,7 +354,8 @@ Result<Value> binary_op(Interpreter& in, BinaryOp op, const Value& a, const Valu
       return unsupported(sym, a, b);
     case BinaryOp::kMod:
       if (a.is_string()) {
-        SLUICE_ASSIGN_OR_RETURN(std::string s, py_percent_format(in, a.as_string(), a.is_safe() ? escape_args(b) : b));
+        SLUICE_ASSIGN_OR_RETURN(
+            std::string s, py_percent_format(in, a.as_string(), a.is_safe() ? escape_args(b) : b));
         return Value::string(std::move(s), a.is_safe());
       }
       return unsupported(sym, a, b);
@@ -347,7 +373,8 @@ Result<Value> unary_op(UnaryOp op, const Value& v) {
     if (i == std::numeric_limits<int64_t>::min()) return overflow();
     return Value::integer(-i);
   }
-  return make_error("bad operand type for unary ", op == UnaryOp::kNeg ? "-" : "+", ": '", type_name(v), "'");
+  return make_error("bad operand type for unary ", op == UnaryOp::kNeg ? "-" : "+", ": '",
+                    type_name(v), "'");
 }
 
 Result<bool> compare_op(Interpreter& in, CompareOp op, const Value& a, const Value& b) {
@@ -360,14 +387,23 @@ Result<bool> compare_op(Interpreter& in, CompareOp op, const Value& a, const Val
   auto ordered = [&](const Value& x, const Value& y, const char* sym) -> Result<bool> {
     auto r = less_than(x, y, &m);
     if (r.ok() || x.is_undefined() || y.is_undefined() || m.exhausted()) return r;
-    return make_error("'", sym, "' not supported between instances of '", type_name(a), "' and '", type_name(b), "'");
+    return make_error("'", sym, "' not supported between instances of '", type_name(a), "' and '",
+                      type_name(b), "'");
   };
   Result<bool> r = false;
   switch (op) {
-    case CompareOp::kEq: r = equals(a, b, &m); break;
-    case CompareOp::kNe: r = !equals(a, b, &m); break;
-    case CompareOp::kLt: r = ordered(a, b, "<"); break;
-    case CompareOp::kGt: r = ordered(b, a, ">"); break;
+    case CompareOp::kEq:
+      r = equals(a, b, &m);
+      break;
+    case CompareOp::kNe:
+      r = !equals(a, b, &m);
+      break;
+    case CompareOp::kLt:
+      r = ordered(a, b, "<");
+      break;
+    case CompareOp::kGt:
+      r = ordered(b, a, ">");
+      break;
     case CompareOp::kLe:
       r = ordered(a, b, "<=");
       if (r.ok() && !*r) r = equals(a, b, &m);
@@ -376,7 +412,8 @@ Result<bool> compare_op(Interpreter& in, CompareOp op, const Value& a, const Val
       r = ordered(b, a, ">=");
       if (r.ok() && !*r) r = equals(a, b, &m);
       break;
-    default: break;
+    default:
+      break;
   }
   SLUICE_RETURN_IF_ERROR(in.settle(m));
   return r;
@@ -419,7 +456,8 @@ Result<Value> get_attr(Interpreter& in, const Value& obj, std::string_view name)
   (void)in;
   if (obj.is_undefined()) return Error{obj.undefined_message()};
   MethodKind kind = find_method(obj, name);
-  if (kind == MethodKind::kSafe) return Value::object(std::make_shared<BoundMethodObject>(obj, std::string(name)));
+  if (kind == MethodKind::kSafe)
+    return Value::object(std::make_shared<BoundMethodObject>(obj, std::string(name)));
   if (kind == MethodKind::kUnsafe) return Value::undefined(unsafe_message(obj, name));
   if (name.size() > 4 && name.substr(0, 2) == "__" && name.substr(name.size() - 2) == "__") {
     return Value::undefined(unsafe_message(obj, name));
@@ -458,12 +496,14 @@ Result<Value> get_item(Interpreter& in, const Value& obj, const Value& key) {
   return attribute_fallback(in, obj, key);
 }
 
-Result<Value> get_slice(Interpreter& in, const Value& obj, const Value& start, const Value& stop, const Value& step) {
+Result<Value> get_slice(Interpreter& in, const Value& obj, const Value& start, const Value& stop,
+                        const Value& step) {
   if (obj.is_undefined()) return Error{obj.undefined_message()};
   bool sliceable = obj.is_string() || is_seq(obj);
   auto bad_bound = [](const Value& v) { return !v.is_none() && !v.is_integral(); };
   if (!sliceable || bad_bound(start) || bad_bound(stop) || bad_bound(step)) {
-    std::string desc = "slice(" + short_repr(start) + ", " + short_repr(stop) + ", " + short_repr(step) + ")";
+    std::string desc =
+        "slice(" + short_repr(start) + ", " + short_repr(stop) + ", " + short_repr(step) + ")";
     return Value::undefined(object_type_repr(obj) + " has no element " + desc);
   }
   int64_t b = 0, e = 0, s = 1, count = 0;
@@ -490,7 +530,8 @@ Result<Value> get_slice(Interpreter& in, const Value& obj, const Value& start, c
     return Value::string(std::move(out), obj.is_safe());
   }
   const auto& items = obj.as_list().items;
-  SLUICE_RETURN_IF_ERROR(slice_indices(start, stop, step, static_cast<int64_t>(items.size()), &b, &e, &s, &count));
+  SLUICE_RETURN_IF_ERROR(
+      slice_indices(start, stop, step, static_cast<int64_t>(items.size()), &b, &e, &s, &count));
   SLUICE_RETURN_IF_ERROR(in.charge(static_cast<uint64_t>(count) / 16));
   std::vector<Value> out;
   out.reserve(static_cast<size_t>(count));
@@ -529,7 +570,8 @@ Result<std::shared_ptr<const ListData>> iterate(Interpreter& in, const Value& v)
 
 Result<int64_t> py_len(const Value& v) {
   if (v.is_string()) return static_cast<int64_t>(utf8_length(v.as_string()));
-  if (v.is_list() && v.as_list().kind != ListKind::kGenerator) return static_cast<int64_t>(v.as_list().items.size());
+  if (v.is_list() && v.as_list().kind != ListKind::kGenerator)
+    return static_cast<int64_t>(v.as_list().items.size());
   if (v.is_dict()) return static_cast<int64_t>(v.as_dict().items.size());
   if (v.is_undefined()) return int64_t{0};
   if (v.is_object() && v.as_object()->kind() == Object::Kind::kLoop) {

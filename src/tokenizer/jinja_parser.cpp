@@ -42,7 +42,8 @@ class Parser : public ExprParser {
         return fail(t.pos, "unexpected " + describe(t));
       }
     }
-    if (end_tags.size() != 0) return fail(cur().pos, "unexpected end of template, expected " + tag_list(end_tags));
+    if (end_tags.size() != 0)
+      return fail(cur().pos, "unexpected end of template, expected " + tag_list(end_tags));
     return body;
   }
 
@@ -91,10 +92,11 @@ class Parser : public ExprParser {
     if (tag == "break" || tag == "continue") {
       if (loop_depth_ == 0) return fail(pos, "'" + tag + "' outside of a loop");
       advance();
-      return StmtPtr(std::make_unique<LoopControlStmt>(tag == "break" ? StmtKind::kBreak : StmtKind::kContinue, pos));
+      return StmtPtr(std::make_unique<LoopControlStmt>(
+          tag == "break" ? StmtKind::kBreak : StmtKind::kContinue, pos));
     }
-    static constexpr std::string_view kUnsupported[] = {"block", "extends", "include", "import",
-                                                        "from", "autoescape", "do"};
+    static constexpr std::string_view kUnsupported[] = {"block", "extends",    "include", "import",
+                                                        "from",  "autoescape", "do"};
     for (std::string_view u : kUnsupported) {
       if (tag == u) return fail(pos, "'" + tag + "' tags are not supported in chat templates");
     }
@@ -196,8 +198,10 @@ class Parser : public ExprParser {
     size_t first_default = m.params.size() - m.defaults.size();
     for (size_t i = 0; i < first_default; ++i) {
       if (m.params[i] == "caller") {
-        return fail(m.pos, "When defining macros or call blocks the special \"caller\" argument must be omitted "
-                           "or be given a default.");
+        return fail(
+            m.pos,
+            "When defining macros or call blocks the special \"caller\" argument must be omitted "
+            "or be given a default.");
       }
     }
     return {};
@@ -208,7 +212,8 @@ class Parser : public ExprParser {
     macro_stack_.push_back(&m);
     int saved_loop_depth = loop_depth_;
     loop_depth_ = 0;
-    auto body = end_tag == "endmacro" ? parse_statements({"endmacro"}, true) : parse_statements({"endcall"}, true);
+    auto body = end_tag == "endmacro" ? parse_statements({"endmacro"}, true)
+                                      : parse_statements({"endcall"}, true);
     loop_depth_ = saved_loop_depth;
     macro_stack_.pop_back();
     return body;
@@ -262,7 +267,6 @@ class Parser : public ExprParser {
     SLUICE_ASSIGN_OR_RETURN(node->body, parse_statements({"endwith"}, true));
     return StmtPtr(std::move(node));
   }
-
 
   int loop_depth_ = 0;  // enclosing for-loops (break/continue), reset inside macros
 };

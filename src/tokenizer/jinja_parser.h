@@ -16,6 +16,7 @@ namespace sluice::jinja {
 constexpr int kDefaultMaxParseDepth = 200;
 
 // Parses template source (any newline style). Errors read "line L, column C: message".
-Result<std::unique_ptr<Program>> parse_template(std::string_view source, int max_depth = kDefaultMaxParseDepth);
+Result<std::unique_ptr<Program>> parse_template(std::string_view source,
+                                                int max_depth = kDefaultMaxParseDepth);
 
 }  // namespace sluice::jinja

@@ -8,8 +8,8 @@ namespace {
 // Tests without a parameter reject arguments (`x is defined(1)`), as Python would.
 Status no_args(std::string_view test, const CallArgs& a) {
   if (a.args.empty() && a.kwargs.empty()) return {};
-  return make_error("test_", test, "() takes 1 positional argument but ", 1 + a.args.size() + a.kwargs.size(),
-                    " were given");
+  return make_error("test_", test, "() takes 1 positional argument but ",
+                    1 + a.args.size() + a.kwargs.size(), " were given");
 }
 
 Result<const Value*> one_arg(const CallArgs& args, std::string_view test) {
@@ -76,7 +76,8 @@ Result<bool> t_iterable(Interpreter&, const Value& v, CallArgs& a) {
 
 Result<bool> t_sequence(Interpreter&, const Value& v, CallArgs& a) {
   SLUICE_RETURN_IF_ERROR(no_args("sequence", a));
-  // len() and __getitem__: str, list, tuple, dict (and Undefined) qualify; views and generators do not.
+  // len() and __getitem__: str, list, tuple, dict (and Undefined) qualify; views and generators do
+  // not.
   return v.is_string() || v.is_dict() || v.is_undefined() || v.is_list_kind(ListKind::kList) ||
          v.is_list_kind(ListKind::kTuple);
 }
@@ -139,8 +140,10 @@ Result<bool> t_in(Interpreter& in, const Value& v, CallArgs& args) {
 Result<bool> t_sameas(Interpreter&, const Value& v, CallArgs& args) {
   SLUICE_ASSIGN_OR_RETURN(const Value* other, one_arg(args, "sameas"));
   const Value& o = *other;
-  if (v.is_none() || v.is_bool() || v.is_undefined()) return v.is_none() == o.is_none() && equals(v, o) && v.is_bool() == o.is_bool();
-  if (v.is_int() && o.is_int()) return v.as_int() == o.as_int() && v.as_int() >= -5 && v.as_int() <= 256;
+  if (v.is_none() || v.is_bool() || v.is_undefined())
+    return v.is_none() == o.is_none() && equals(v, o) && v.is_bool() == o.is_bool();
+  if (v.is_int() && o.is_int())
+    return v.as_int() == o.as_int() && v.as_int() >= -5 && v.as_int() <= 256;
   if (v.is_string() && o.is_string()) return v.string_ptr() == o.string_ptr();
   if (v.is_list() && o.is_list()) return v.list_ptr() == o.list_ptr();
   if (v.is_dict() && o.is_dict()) return v.dict_ptr() == o.dict_ptr();

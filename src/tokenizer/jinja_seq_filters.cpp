@@ -14,13 +14,18 @@ namespace {
 
 constexpr size_t kValueBytes = sizeof(Value);
 
-Value str_value(std::string s, bool safe = false) { return Value::string(std::move(s), safe); }
-bool flag(const Value* v, bool dflt = false) { return v ? truthy(*v) : dflt; }
+Value str_value(std::string s, bool safe = false) {
+  return Value::string(std::move(s), safe);
+}
+bool flag(const Value* v, bool dflt = false) {
+  return v ? truthy(*v) : dflt;
+}
 
 // For filters that take no arguments besides their input.
 Status no_args(std::string_view filter, const CallArgs& a) {
   if (a.args.empty() && a.kwargs.empty()) return {};
-  return make_error("filter '", filter, "' takes no arguments (", a.args.size() + a.kwargs.size(), " given)");
+  return make_error("filter '", filter, "' takes no arguments (", a.args.size() + a.kwargs.size(),
+                    " given)");
 }
 
 Result<Value> f_join(Interpreter& in, const Value& v, CallArgs& args) {
@@ -54,7 +59,8 @@ Result<Value> f_first(Interpreter& in, const Value& v, CallArgs& args) {
 
 Result<Value> f_last(Interpreter& in, const Value& v, CallArgs& args) {
   SLUICE_RETURN_IF_ERROR(no_args("last", args));
-  if (v.is_list_kind(ListKind::kGenerator)) return make_error("'generator' object is not reversible");
+  if (v.is_list_kind(ListKind::kGenerator))
+    return make_error("'generator' object is not reversible");
   SLUICE_ASSIGN_OR_RETURN(auto seq, iterate(in, v));
   if (seq->items.empty()) return Value::undefined("No last item, sequence was empty.");
   return seq->items.back();
@@ -71,7 +77,8 @@ Result<Value> f_items(Interpreter&, const Value& v, CallArgs& args) {
   if (v.is_undefined()) return Value::list({}, ListKind::kGenerator);
   if (!v.is_dict()) return make_error("Can only get item pairs from a mapping.");
   std::vector<Value> out;
-  for (const auto& [k, val] : v.as_dict().items) out.push_back(Value::list({k, val}, ListKind::kTuple));
+  for (const auto& [k, val] : v.as_dict().items)
+    out.push_back(Value::list({k, val}, ListKind::kTuple));
   return Value::list(std::move(out), ListKind::kGenerator);
 }
 
@@ -82,11 +89,12 @@ Result<Value> f_reverse(Interpreter& in, const Value& v, CallArgs& args) {
     std::reverse(cps.begin(), cps.end());
     return str_value(utf8_encode(cps.data(), cps.size()));
   }
-  if (!v.is_list() && !v.is_dict() && !v.is_undefined()) return make_error("argument must be iterable");
+  if (!v.is_list() && !v.is_dict() && !v.is_undefined())
+    return make_error("argument must be iterable");
   SLUICE_ASSIGN_OR_RETURN(auto seq, iterate(in, v));
   std::vector<Value> out(seq->items.rbegin(), seq->items.rend());
-  bool reversible = v.is_list_kind(ListKind::kList) || v.is_list_kind(ListKind::kTuple) || v.is_dict() ||
-                    v.is_undefined();
+  bool reversible = v.is_list_kind(ListKind::kList) || v.is_list_kind(ListKind::kTuple) ||
+                    v.is_dict() || v.is_undefined();
   return Value::list(std::move(out), reversible ? ListKind::kGenerator : ListKind::kList);
 }
 
@@ -106,7 +114,8 @@ Value fold_case(const Value& v, bool case_sensitive) {
   return str_value(py_lower(v.as_string()));
 }
 
-Result<Value> sort_key(Interpreter& in, const Value& item, const Value* attribute, bool case_sensitive) {
+Result<Value> sort_key(Interpreter& in, const Value& item, const Value* attribute,
+                       bool case_sensitive) {
   if (!attribute || attribute->is_none()) return fold_case(item, case_sensitive);
   if (attribute->is_string() && attribute->as_string().find(',') != std::string::npos) {
     std::vector<Value> parts;
@@ -114,7 +123,8 @@ Result<Value> sort_key(Interpreter& in, const Value& item, const Value* attribut
     size_t start = 0;
     while (start <= attrs.size()) {
       size_t comma = attrs.find(',', start);
-      std::string part(attrs.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+      std::string part(attrs.substr(
+          start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
       SLUICE_ASSIGN_OR_RETURN(Value k, get_attribute_path(in, item, str_value(part)));
       parts.push_back(fold_case(k, case_sensitive));
       if (comma == std::string_view::npos) break;
@@ -131,7 +141,8 @@ Result<Value> sort_key(Interpreter& in, const Value& item, const Value* attribut
 Result<bool> reverse_flag(const Value* v) {
   if (!v) return false;
   if (v->is_undefined()) return Error{v->undefined_message()};
-  if (!v->is_integral()) return make_error("'", type_name(*v), "' object cannot be interpreted as an integer");
+  if (!v->is_integral())
+    return make_error("'", type_name(*v), "' object cannot be interpreted as an integer");
   return v->as_int() != 0;
 }
 
@@ -181,7 +192,8 @@ Result<Value> f_dictsort(Interpreter& in, const Value& v, CallArgs& args) {
   }
   std::vector<std::pair<Value, Value>> pairs;
   for (const auto& [k, val] : v.as_dict().items) {
-    pairs.emplace_back(fold_case(by_value ? val : k, flag(a[0])), Value::list({k, val}, ListKind::kTuple));
+    pairs.emplace_back(fold_case(by_value ? val : k, flag(a[0])),
+                       Value::list({k, val}, ListKind::kTuple));
   }
   SLUICE_ASSIGN_OR_RETURN(bool reverse, reverse_flag(a[2]));
   SLUICE_RETURN_IF_ERROR(sort_pairs(in, pairs, reverse));
@@ -213,7 +225,8 @@ Result<Value> f_unique(Interpreter& in, const Value& v, CallArgs& args) {
 
 Result<Value> min_max(Interpreter& in, const Value& v, CallArgs& args, bool want_max) {
   std::vector<const Value*> a;
-  SLUICE_RETURN_IF_ERROR(bind_args(want_max ? "max" : "min", args, {"case_sensitive", "attribute"}, a));
+  SLUICE_RETURN_IF_ERROR(
+      bind_args(want_max ? "max" : "min", args, {"case_sensitive", "attribute"}, a));
   SLUICE_ASSIGN_OR_RETURN(auto seq, iterate(in, v));
   if (seq->items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
   size_t best = 0;
@@ -228,8 +241,12 @@ Result<Value> min_max(Interpreter& in, const Value& v, CallArgs& args, bool want
   }
   return seq->items[best];
 }
-Result<Value> f_min(Interpreter& in, const Value& v, CallArgs& a) { return min_max(in, v, a, false); }
-Result<Value> f_max(Interpreter& in, const Value& v, CallArgs& a) { return min_max(in, v, a, true); }
+Result<Value> f_min(Interpreter& in, const Value& v, CallArgs& a) {
+  return min_max(in, v, a, false);
+}
+Result<Value> f_max(Interpreter& in, const Value& v, CallArgs& a) {
+  return min_max(in, v, a, true);
+}
 
 Result<Value> f_sum(Interpreter& in, const Value& v, CallArgs& args) {
   std::vector<const Value*> a;
@@ -248,9 +265,11 @@ Result<Value> f_sum(Interpreter& in, const Value& v, CallArgs& args) {
 }
 
 // select/reject/selectattr/rejectattr: keep items whose (attribute's) test result == keep.
-Result<Value> select_or_reject(Interpreter& in, const Value& v, CallArgs& args, bool keep, bool by_attr) {
+Result<Value> select_or_reject(Interpreter& in, const Value& v, CallArgs& args, bool keep,
+                               bool by_attr) {
   std::vector<Value> out;
-  if (!truthy(v) && !v.is_list_kind(ListKind::kGenerator)) return Value::list(std::move(out), ListKind::kGenerator);
+  if (!truthy(v) && !v.is_list_kind(ListKind::kGenerator))
+    return Value::list(std::move(out), ListKind::kGenerator);
   size_t off = 0;
   Value attribute;
   if (by_attr) {
@@ -285,20 +304,30 @@ Result<Value> select_or_reject(Interpreter& in, const Value& v, CallArgs& args, 
   }
   return Value::list(std::move(out), ListKind::kGenerator);
 }
-Result<Value> f_select(Interpreter& in, const Value& v, CallArgs& a) { return select_or_reject(in, v, a, true, false); }
-Result<Value> f_reject(Interpreter& in, const Value& v, CallArgs& a) { return select_or_reject(in, v, a, false, false); }
-Result<Value> f_selectattr(Interpreter& in, const Value& v, CallArgs& a) { return select_or_reject(in, v, a, true, true); }
-Result<Value> f_rejectattr(Interpreter& in, const Value& v, CallArgs& a) { return select_or_reject(in, v, a, false, true); }
+Result<Value> f_select(Interpreter& in, const Value& v, CallArgs& a) {
+  return select_or_reject(in, v, a, true, false);
+}
+Result<Value> f_reject(Interpreter& in, const Value& v, CallArgs& a) {
+  return select_or_reject(in, v, a, false, false);
+}
+Result<Value> f_selectattr(Interpreter& in, const Value& v, CallArgs& a) {
+  return select_or_reject(in, v, a, true, true);
+}
+Result<Value> f_rejectattr(Interpreter& in, const Value& v, CallArgs& a) {
+  return select_or_reject(in, v, a, false, true);
+}
 
 Result<Value> f_map(Interpreter& in, const Value& v, CallArgs& args) {
   std::vector<Value> out;
-  if (!truthy(v) && !v.is_list_kind(ListKind::kGenerator)) return Value::list(std::move(out), ListKind::kGenerator);
+  if (!truthy(v) && !v.is_list_kind(ListKind::kGenerator))
+    return Value::list(std::move(out), ListKind::kGenerator);
   SLUICE_ASSIGN_OR_RETURN(auto seq, iterate(in, v));
   if (args.args.empty() && args.kwarg("attribute")) {
     Value attribute = *args.kwarg("attribute");
     Value dflt = args.kwarg("default") ? *args.kwarg("default") : Value();
     for (const auto& [k, _] : args.kwargs) {
-      if (k != "attribute" && k != "default") return make_error("Unexpected keyword argument '", k, "'");
+      if (k != "attribute" && k != "default")
+        return make_error("Unexpected keyword argument '", k, "'");
     }
     for (const Value& item : seq->items) {
       SLUICE_ASSIGN_OR_RETURN(Value x, get_attribute_path(in, item, attribute));
@@ -307,7 +336,8 @@ Result<Value> f_map(Interpreter& in, const Value& v, CallArgs& args) {
     }
     return Value::list(std::move(out), ListKind::kGenerator);
   }
-  if (args.args.empty() || !args.args[0].is_string()) return make_error("map requires a filter argument");
+  if (args.args.empty() || !args.args[0].is_string())
+    return make_error("map requires a filter argument");
   FilterFn fn = find_filter(args.args[0].as_string());
   if (!fn) return make_error("No filter named '", args.args[0].as_string(), "'.");
   CallArgs rest;
@@ -324,7 +354,8 @@ Result<Value> f_map(Interpreter& in, const Value& v, CallArgs& args) {
 
 Result<Value> batch_or_slice(Interpreter& in, const Value& v, CallArgs& args, bool is_slice) {
   std::vector<const Value*> a;
-  SLUICE_RETURN_IF_ERROR(bind_args(is_slice ? "slice" : "batch", args, {is_slice ? "slices" : "linecount", "fill_with"}, a));
+  SLUICE_RETURN_IF_ERROR(bind_args(is_slice ? "slice" : "batch", args,
+                                   {is_slice ? "slices" : "linecount", "fill_with"}, a));
   if (!a[0]) return make_error(is_slice ? "slice" : "batch", "() missing a count argument");
   SLUICE_ASSIGN_OR_RETURN(int64_t n, to_index(*a[0], "count"));
   const Value* fill = a[1] && !a[1]->is_none() ? a[1] : nullptr;
@@ -334,7 +365,8 @@ Result<Value> batch_or_slice(Interpreter& in, const Value& v, CallArgs& args, bo
   if (!is_slice) {  // chunks of n; Jinja's loop emits an empty first chunk when n == 0
     std::vector<Value> chunk;
     for (const Value& item : items) {
-      if (static_cast<int64_t>(chunk.size()) == n) out.push_back(Value::list(std::move(chunk))), chunk.clear();
+      if (static_cast<int64_t>(chunk.size()) == n)
+        out.push_back(Value::list(std::move(chunk))), chunk.clear();
       chunk.push_back(item);
     }
     if (!chunk.empty()) {
@@ -348,21 +380,27 @@ Result<Value> batch_or_slice(Interpreter& in, const Value& v, CallArgs& args, bo
   }
   if (n == 0) return make_error("integer division or modulo by zero");
   if (n < 0) return Value::list({}, ListKind::kGenerator);
-  SLUICE_RETURN_IF_ERROR(in.check_size(static_cast<size_t>(std::min<int64_t>(n, INT32_MAX)) * kValueBytes));
+  SLUICE_RETURN_IF_ERROR(
+      in.check_size(static_cast<size_t>(std::min<int64_t>(n, INT32_MAX)) * kValueBytes));
   size_t len = items.size();
   size_t per = len / static_cast<size_t>(n), extra = len % static_cast<size_t>(n), offset = 0;
   for (size_t k = 0; k < static_cast<size_t>(n); ++k) {
     size_t start = offset + k * per;
     if (k < extra) ++offset;
     size_t end = offset + (k + 1) * per;
-    std::vector<Value> chunk(items.begin() + static_cast<ptrdiff_t>(start), items.begin() + static_cast<ptrdiff_t>(end));
+    std::vector<Value> chunk(items.begin() + static_cast<ptrdiff_t>(start),
+                             items.begin() + static_cast<ptrdiff_t>(end));
     if (fill && k >= extra) chunk.push_back(*fill);
     out.push_back(Value::list(std::move(chunk)));
   }
   return Value::list(std::move(out), ListKind::kGenerator);
 }
-Result<Value> f_batch(Interpreter& in, const Value& v, CallArgs& a) { return batch_or_slice(in, v, a, false); }
-Result<Value> f_slice(Interpreter& in, const Value& v, CallArgs& a) { return batch_or_slice(in, v, a, true); }
+Result<Value> f_batch(Interpreter& in, const Value& v, CallArgs& a) {
+  return batch_or_slice(in, v, a, false);
+}
+Result<Value> f_slice(Interpreter& in, const Value& v, CallArgs& a) {
+  return batch_or_slice(in, v, a, true);
+}
 
 struct FilterEntry {
   std::string_view name;
@@ -408,7 +446,8 @@ Result<Value> get_attribute_path(Interpreter& in, const Value& obj, const Value&
   size_t start = 0;
   while (true) {
     size_t dot = p.find('.', start);
-    std::string_view part = p.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    std::string_view part =
+        p.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
     Value key = !part.empty() && part.find_first_not_of("0123456789") == std::string_view::npos
                     ? Value::integer(std::strtoll(std::string(part).c_str(), nullptr, 10))
                     : str_value(std::string(part));

@@ -126,7 +126,8 @@ const std::vector<std::pair<uint32_t, uint32_t>>& upper_table() {
       }
     }
     std::sort(t.begin(), t.end());  // by lowercase, then smallest uppercase first
-    t.erase(std::unique(t.begin(), t.end(), [](const auto& x, const auto& y) { return x.first == y.first; }),
+    t.erase(std::unique(t.begin(), t.end(),
+                        [](const auto& x, const auto& y) { return x.first == y.first; }),
             t.end());
     return t;
   }();
@@ -135,47 +136,82 @@ const std::vector<std::pair<uint32_t, uint32_t>>& upper_table() {
 
 }  // namespace
 
-uint32_t py_to_lower(uint32_t cp) { return unicode::to_lower(cp); }
+uint32_t py_to_lower(uint32_t cp) {
+  return unicode::to_lower(cp);
+}
 
 uint32_t py_to_upper(uint32_t cp) {
   if (cp < 0x80) return (cp >= 'a' && cp <= 'z') ? cp - 32 : cp;
   switch (cp) {  // lowercase letters whose uppercase lowers to something else
-    case 0x00B5: return 0x039C;  // µ
-    case 0x0131: return 'I';     // dotless i
-    case 0x017F: return 'S';     // long s
-    case 0x0345: return 0x0399;
-    case 0x03C2: return 0x03A3;  // final sigma
-    case 0x03D0: return 0x0392;
-    case 0x03D1: return 0x0398;
-    case 0x03D5: return 0x03A6;
-    case 0x03D6: return 0x03A0;
-    case 0x03F0: return 0x039A;
-    case 0x03F1: return 0x03A1;
-    case 0x03F5: return 0x0395;
-    case 0x1E9B: return 0x1E60;
-    case 0x1FBE: return 0x0399;
-    case 0x01C5: case 0x01C8: case 0x01CB: case 0x01F2: return cp - 1;  // titlecase digraphs
-    case 0x1C80: return 0x0412;  // historic Cyrillic variants
-    case 0x1C81: return 0x0414;
-    case 0x1C82: return 0x041E;
-    case 0x1C83: return 0x0421;
-    case 0x1C84: case 0x1C85: return 0x0422;
-    case 0x1C86: return 0x042A;
-    case 0x1C87: return 0x0462;
-    case 0x1C88: return 0xA64A;
-    default: break;
+    case 0x00B5:
+      return 0x039C;  // µ
+    case 0x0131:
+      return 'I';  // dotless i
+    case 0x017F:
+      return 'S';  // long s
+    case 0x0345:
+      return 0x0399;
+    case 0x03C2:
+      return 0x03A3;  // final sigma
+    case 0x03D0:
+      return 0x0392;
+    case 0x03D1:
+      return 0x0398;
+    case 0x03D5:
+      return 0x03A6;
+    case 0x03D6:
+      return 0x03A0;
+    case 0x03F0:
+      return 0x039A;
+    case 0x03F1:
+      return 0x03A1;
+    case 0x03F5:
+      return 0x0395;
+    case 0x1E9B:
+      return 0x1E60;
+    case 0x1FBE:
+      return 0x0399;
+    case 0x01C5:
+    case 0x01C8:
+    case 0x01CB:
+    case 0x01F2:
+      return cp - 1;  // titlecase digraphs
+    case 0x1C80:
+      return 0x0412;  // historic Cyrillic variants
+    case 0x1C81:
+      return 0x0414;
+    case 0x1C82:
+      return 0x041E;
+    case 0x1C83:
+      return 0x0421;
+    case 0x1C84:
+    case 0x1C85:
+      return 0x0422;
+    case 0x1C86:
+      return 0x042A;
+    case 0x1C87:
+      return 0x0462;
+    case 0x1C88:
+      return 0xA64A;
+    default:
+      break;
   }
   const auto& t = upper_table();
   auto it = std::lower_bound(t.begin(), t.end(), std::make_pair(cp, uint32_t{0}));
   return (it != t.end() && it->first == cp) ? it->second : cp;
 }
 
-bool py_is_cased_upper(uint32_t cp) { return py_to_lower(cp) != cp; }
-bool py_is_cased_lower(uint32_t cp) { return py_to_upper(cp) != cp || cp == 0xDF; }
+bool py_is_cased_upper(uint32_t cp) {
+  return py_to_lower(cp) != cp;
+}
+bool py_is_cased_lower(uint32_t cp) {
+  return py_to_upper(cp) != cp || cp == 0xDF;
+}
 
 bool py_isalpha(uint32_t cp) {
   if (cp < 0x80) return (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
-  if (cp < 0x100) return cp >= 0xC0 ? (cp != 0xD7 && cp != 0xF7) : (cp == 0xAA || cp == 0xB5 || cp == 0xBA);
+  if (cp < 0x100)
+    return cp >= 0xC0 ? (cp != 0xD7 && cp != 0xF7) : (cp == 0xAA || cp == 0xB5 || cp == 0xBA);
   if (py_isspace(cp)) return false;
   // General punctuation, symbols, CJK punctuation, surrogates/private use, full-width ASCII
   // punctuation: not letters. Everything else above U+00FF is treated as a letter.
@@ -197,7 +233,9 @@ std::string map_code_points(std::string_view s, F f) {
   return out;
 }
 
-bool is_cased(uint32_t cp) { return py_is_cased_upper(cp) || py_is_cased_lower(cp); }
+bool is_cased(uint32_t cp) {
+  return py_is_cased_upper(cp) || py_is_cased_lower(cp);
+}
 
 }  // namespace
 
@@ -280,7 +318,8 @@ std::string_view py_strip(std::string_view s, const std::string* chars, StripSid
   if (side != StripSide::kLeft) {
     while (end > begin) {
       size_t start = end - 1;
-      while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80 && end - start < 4) {
+      while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80 &&
+             end - start < 4) {
         --start;
       }
       size_t probe = start;
@@ -326,7 +365,8 @@ It kmp_search(It hay_begin, It hay_end, It needle_begin, It needle_end) {
 size_t find_substr(std::string_view hay, std::string_view needle, size_t from) {
   if (from > hay.size()) return std::string_view::npos;
   if (needle.size() <= kShortNeedle) return hay.find(needle, from);
-  auto it = kmp_search(hay.begin() + static_cast<ptrdiff_t>(from), hay.end(), needle.begin(), needle.end());
+  auto it = kmp_search(hay.begin() + static_cast<ptrdiff_t>(from), hay.end(), needle.begin(),
+                       needle.end());
   return it == hay.end() ? std::string_view::npos : static_cast<size_t>(it - hay.begin());
 }
 
@@ -348,8 +388,8 @@ std::vector<std::string_view> py_splitlines(std::string_view s, bool keepends) {
   while (i < s.size()) {
     size_t at = i;
     uint32_t cp = utf8_next(s, i);
-    bool boundary = cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || cp == 0x1C || cp == 0x1D ||
-                    cp == 0x1E || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+    bool boundary = cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || cp == 0x1C ||
+                    cp == 0x1D || cp == 0x1E || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
     if (!boundary) continue;
     if (cp == '\r' && i < s.size() && s[i] == '\n') ++i;
     lines.push_back(s.substr(start, (keepends ? i : at) - start));
@@ -366,10 +406,12 @@ bool py_isprintable(uint32_t cp) {
   if (cp < 0x7F) return true;
   if (cp <= 0xA0 || cp == 0xAD) return false;
   if (cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202F) ||
-      (cp >= 0x205F && cp <= 0x206F) || cp == 0x3000 || cp == 0xFEFF || (cp >= 0xFFF9 && cp <= 0xFFFB)) {
+      (cp >= 0x205F && cp <= 0x206F) || cp == 0x3000 || cp == 0xFEFF ||
+      (cp >= 0xFFF9 && cp <= 0xFFFB)) {
     return false;
   }
-  if ((cp >= 0x600 && cp <= 0x605) || cp == 0x61C || cp == 0x6DD || cp == 0x70F || cp == 0x180E) return false;
+  if ((cp >= 0x600 && cp <= 0x605) || cp == 0x61C || cp == 0x6DD || cp == 0x70F || cp == 0x180E)
+    return false;
   if (cp >= 0xD800 && cp <= 0xF8FF) return false;  // surrogates, private use
   if ((cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFE) == 0xFFFE) return false;
   if (cp >= 0xE0000) return false;  // tags, variation selectors supplement, private use planes
@@ -433,13 +475,27 @@ void append_json_string(std::string& out, std::string_view s, bool ensure_ascii)
     }
     ++i;
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           append_hex(out, "\\u", c, 4);
@@ -499,6 +555,5 @@ void append_py_float(std::string& out, double d) {
   std::snprintf(ebuf, sizeof ebuf, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
   out += ebuf;
 }
-
 
 }  // namespace sluice::jinja

@@ -51,7 +51,8 @@ std::string_view py_strip(std::string_view s, const std::string* chars, StripSid
 // huge template string stays proportional to its size. npos when absent.
 size_t find_substr(std::string_view hay, std::string_view needle, size_t from = 0);
 // Last occurrence starting at or before `before_or_at` (npos: anywhere).
-size_t rfind_substr(std::string_view hay, std::string_view needle, size_t before_or_at = std::string_view::npos);
+size_t rfind_substr(std::string_view hay, std::string_view needle,
+                    size_t before_or_at = std::string_view::npos);
 
 // str.splitlines() line boundaries (\n \r \r\n \v \f \x1c \x1d \x1e \x85 \u2028 \u2029).
 std::vector<std::string_view> py_splitlines(std::string_view s, bool keepends);

@@ -34,7 +34,9 @@ std::string Value::undefined_message() const {
   return msg ? *msg : std::string("value is undefined");
 }
 
-bool Value::is_list_kind(ListKind k) const { return is_list() && as_list().kind == k; }
+bool Value::is_list_kind(ListKind k) const {
+  return is_list() && as_list().kind == k;
+}
 
 uint32_t Value::depth() const {
   if (is_list()) return as_list().depth;
@@ -93,7 +95,8 @@ void DictData::set(Value key, Value value, WorkMeter* meter) {
 }
 
 void DictData::append_unique(Value key, Value value) {
-  if (key.is_string() && !string_index_.empty()) string_index_.emplace(key.as_string(), items.size());
+  if (key.is_string() && !string_index_.empty())
+    string_index_.emplace(key.as_string(), items.size());
   depth = std::max({depth, value.depth() + 1, key.depth() + 1});
   items.emplace_back(std::move(key), std::move(value));
 }
@@ -138,12 +141,18 @@ std::string type_name(const Value& v) {
   if (v.is_dict()) return "dict";
   if (v.is_list()) {
     switch (v.as_list().kind) {
-      case ListKind::kList: return "list";
-      case ListKind::kTuple: return "tuple";
-      case ListKind::kGenerator: return "generator";
-      case ListKind::kKeys: return "dict_keys";
-      case ListKind::kValues: return "dict_values";
-      case ListKind::kItems: return "dict_items";
+      case ListKind::kList:
+        return "list";
+      case ListKind::kTuple:
+        return "tuple";
+      case ListKind::kGenerator:
+        return "generator";
+      case ListKind::kKeys:
+        return "dict_keys";
+      case ListKind::kValues:
+        return "dict_values";
+      case ListKind::kItems:
+        return "dict_items";
     }
   }
   return v.as_object()->type_name();
@@ -171,10 +180,13 @@ Status too_large(size_t limit) {
 // reachable through namespaces, the one mutable object.
 using Visiting = std::vector<const void*>;
 
-Status append_repr_impl(std::string& out, const Value& v, size_t limit, int depth, Visiting& visiting);
-Status append_repr_inner(std::string& out, const Value& v, size_t limit, int depth, Visiting& visiting);
+Status append_repr_impl(std::string& out, const Value& v, size_t limit, int depth,
+                        Visiting& visiting);
+Status append_repr_inner(std::string& out, const Value& v, size_t limit, int depth,
+                         Visiting& visiting);
 
-Status append_str_impl(std::string& out, const Value& v, size_t limit, int depth, Visiting& visiting) {
+Status append_str_impl(std::string& out, const Value& v, size_t limit, int depth,
+                       Visiting& visiting) {
   if (v.is_undefined()) return {};
   if (v.is_string()) {
     out += v.as_string();
@@ -183,9 +195,12 @@ Status append_str_impl(std::string& out, const Value& v, size_t limit, int depth
   return append_repr_impl(out, v, limit, depth, visiting);
 }
 
-void append_int(std::string& out, int64_t i) { out += std::to_string(i); }
+void append_int(std::string& out, int64_t i) {
+  out += std::to_string(i);
+}
 
-Status append_seq(std::string& out, const std::vector<Value>& items, size_t limit, int depth, Visiting& visiting) {
+Status append_seq(std::string& out, const std::vector<Value>& items, size_t limit, int depth,
+                  Visiting& visiting) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += ", ";
     SLUICE_RETURN_IF_ERROR(append_repr_impl(out, items[i], limit, depth + 1, visiting));
@@ -198,13 +213,14 @@ bool is_visiting(const Visiting& visiting, const void* p) {
   return std::find(visiting.begin(), visiting.end(), p) != visiting.end();
 }
 
-Status append_repr_impl(std::string& out, const Value& v, size_t limit, int depth, Visiting& visiting) {
+Status append_repr_impl(std::string& out, const Value& v, size_t limit, int depth,
+                        Visiting& visiting) {
   // Containers are depth-bounded; only namespaces (mutable, possibly cyclic) can nest deeper.
   if (depth > static_cast<int>(4 * kMaxValueDepth)) {
     out += "...";
     return {};
   }
-  const void* container = v.is_list() ? static_cast<const void*>(&v.as_list())
+  const void* container = v.is_list()   ? static_cast<const void*>(&v.as_list())
                           : v.is_dict() ? static_cast<const void*>(&v.as_dict())
                                         : nullptr;
   if (container && is_visiting(visiting, container)) {
@@ -217,7 +233,8 @@ Status append_repr_impl(std::string& out, const Value& v, size_t limit, int dept
   return st;
 }
 
-Status append_repr_inner(std::string& out, const Value& v, size_t limit, int depth, Visiting& visiting) {
+Status append_repr_inner(std::string& out, const Value& v, size_t limit, int depth,
+                         Visiting& visiting) {
   if (v.is_undefined()) {
     out += "Undefined";
   } else if (v.is_none()) {
@@ -381,7 +398,8 @@ bool equals(const Value& a, const Value& b, WorkMeter* meter) {
 }
 
 Result<size_t> hash_value(const Value& v, WorkMeter* meter) {
-  if (meter && !meter->spend()) return make_error("template exceeded the step limit (hashing nested values)");
+  if (meter && !meter->spend())
+    return make_error("template exceeded the step limit (hashing nested values)");
   if (v.is_float()) {
     double d = v.as_double();
     if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) {
@@ -406,14 +424,16 @@ Result<size_t> hash_value(const Value& v, WorkMeter* meter) {
 }
 
 Result<bool> less_than(const Value& a, const Value& b, WorkMeter* meter) {
-  if (meter && !meter->spend()) return make_error("template exceeded the step limit (comparing nested values)");
+  if (meter && !meter->spend())
+    return make_error("template exceeded the step limit (comparing nested values)");
   if (a.is_number() && b.is_number()) {
     if (a.is_float() && b.is_float()) return a.as_double() < b.as_double();
     if (a.is_float()) return compare_int_double(b.as_int(), a.as_double()) == 1;
     if (b.is_float()) return compare_int_double(a.as_int(), b.as_double()) == -1;
     return a.as_int() < b.as_int();
   }
-  if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();  // UTF-8 = code point order
+  if (a.is_string() && b.is_string())
+    return a.as_string() < b.as_string();  // UTF-8 = code point order
   bool seq_a = a.is_list_kind(ListKind::kList) || a.is_list_kind(ListKind::kTuple);
   if (seq_a && b.is_list() && a.as_list().kind == b.as_list().kind) {
     const auto& x = a.as_list().items;
@@ -425,7 +445,8 @@ Result<bool> less_than(const Value& a, const Value& b, WorkMeter* meter) {
   }
   if (a.is_undefined()) return Error{a.undefined_message()};
   if (b.is_undefined()) return Error{b.undefined_message()};
-  return make_error("'<' not supported between instances of '", type_name(a), "' and '", type_name(b), "'");
+  return make_error("'<' not supported between instances of '", type_name(a), "' and '",
+                    type_name(b), "'");
 }
 
 // ---- JSON ----
@@ -434,18 +455,24 @@ namespace {
 
 Result<Value> from_json_impl(const nlohmann::ordered_json& j, uint32_t depth) {
   using T = nlohmann::ordered_json::value_t;
-  if (depth > kMaxValueDepth) return make_error("JSON input nested deeper than ", kMaxValueDepth, " levels");
+  if (depth > kMaxValueDepth)
+    return make_error("JSON input nested deeper than ", kMaxValueDepth, " levels");
   switch (j.type()) {
-    case T::null: return Value::none();
-    case T::boolean: return Value::boolean(j.get<bool>());
-    case T::number_integer: return Value::integer(j.get<int64_t>());
+    case T::null:
+      return Value::none();
+    case T::boolean:
+      return Value::boolean(j.get<bool>());
+    case T::number_integer:
+      return Value::integer(j.get<int64_t>());
     case T::number_unsigned: {
       uint64_t u = j.get<uint64_t>();
       if (u <= static_cast<uint64_t>(INT64_MAX)) return Value::integer(static_cast<int64_t>(u));
       return Value::number(static_cast<double>(u));
     }
-    case T::number_float: return Value::number(j.get<double>());
-    case T::string: return Value::string(j.get<std::string>());
+    case T::number_float:
+      return Value::number(j.get<double>());
+    case T::string:
+      return Value::string(j.get<std::string>());
     case T::array: {
       std::vector<Value> items;
       items.reserve(j.size());
@@ -463,7 +490,8 @@ Result<Value> from_json_impl(const nlohmann::ordered_json& j, uint32_t depth) {
       }
       return make_dict(std::move(d));
     }
-    default: return make_error("unsupported JSON value (binary or discarded)");
+    default:
+      return make_error("unsupported JSON value (binary or discarded)");
   }
 }
 
@@ -497,10 +525,13 @@ void json_newline(std::string& out, const JsonOptions& opts, int level) {
 
 }  // namespace
 
-Result<Value> from_json(const nlohmann::ordered_json& j) { return from_json_impl(j, 0); }
+Result<Value> from_json(const nlohmann::ordered_json& j) {
+  return from_json_impl(j, 0);
+}
 
 Status to_json(std::string& out, const Value& v, const JsonOptions& opts, int level) {
-  if (out.size() > opts.max_bytes) return make_error("tojson output exceeds ", opts.max_bytes, " bytes");
+  if (out.size() > opts.max_bytes)
+    return make_error("tojson output exceeds ", opts.max_bytes, " bytes");
   if (v.is_none()) {
     out += "null";
   } else if (v.is_bool()) {
@@ -566,7 +597,8 @@ Status to_json(std::string& out, const Value& v, const JsonOptions& opts, int le
   } else {
     return not_serializable(v);
   }
-  if (out.size() > opts.max_bytes) return make_error("tojson output exceeds ", opts.max_bytes, " bytes");
+  if (out.size() > opts.max_bytes)
+    return make_error("tojson output exceeds ", opts.max_bytes, " bytes");
   return {};
 }
 

@@ -70,7 +70,9 @@ class Value {
   static Value dict(std::shared_ptr<const DictData> d) { return Value(std::move(d)); }
   static Value object(std::shared_ptr<Object> o) { return Value(std::move(o)); }
   // A Value pointing at an arena-owned object without owning it.
-  static Value arena_object(Object* o) { return Value(std::shared_ptr<Object>(std::shared_ptr<Object>(), o)); }
+  static Value arena_object(Object* o) {
+    return Value(std::shared_ptr<Object>(std::shared_ptr<Object>(), o));
+  }
 
   bool is_undefined() const { return v_.index() == 0; }
   bool is_none() const { return v_.index() == 1; }
@@ -106,7 +108,8 @@ class Value {
 
  private:
   using Storage = std::variant<UndefinedTag, NoneTag, bool, int64_t, double, Str,
-                               std::shared_ptr<const ListData>, std::shared_ptr<const DictData>, std::shared_ptr<Object>>;
+                               std::shared_ptr<const ListData>, std::shared_ptr<const DictData>,
+                               std::shared_ptr<Object>>;
   template <class T>
   explicit Value(T v) : v_(std::move(v)) {}
 
@@ -136,13 +139,23 @@ struct DictData {
   std::unordered_map<std::string, size_t> string_index_;
 };
 
-inline Value make_dict(DictData d) { return Value::dict(std::make_shared<const DictData>(std::move(d))); }
+inline Value make_dict(DictData d) {
+  return Value::dict(std::make_shared<const DictData>(std::move(d)));
+}
 
 // Base of arena-owned interpreter objects. `type_name` and `module` give the Python type
 // used in error messages ("'jinja2.utils.Namespace object' has no attribute 'x'").
 class Object {
  public:
-  enum class Kind : uint8_t { kNamespace, kLoop, kMacro, kFunction, kBoundMethod, kCycler, kJoiner };
+  enum class Kind : uint8_t {
+    kNamespace,
+    kLoop,
+    kMacro,
+    kFunction,
+    kBoundMethod,
+    kCycler,
+    kJoiner
+  };
   explicit Object(Kind kind) : kind_(kind) {}
   virtual ~Object() = default;
   Object(const Object&) = delete;

@@ -13,7 +13,8 @@ TEST(CliChat, TwoTurnsWithTheModelsTemplate) {
   SLUICE_REQUIRE_SHARED(tmpl, "testdata/chat_templates/meta-llama-Llama-3.2-3B-Instruct.jinja");
   test::TempDir dir;
   const std::string plain = dir.path("plain.gguf"), chat = dir.path("chat.gguf");
-  auto s = test::run_sluice("synth --preset tiny --type q8_0 --vocab-from " + vocab + " -o " + plain);
+  auto s =
+      test::run_sluice("synth --preset tiny --type q8_0 --vocab-from " + vocab + " -o " + plain);
   ASSERT_EQ(s.exit_code, 0) << s.err;
   {
     auto f = GgufFile::open(plain);
@@ -32,7 +33,8 @@ TEST(CliChat, TwoTurnsWithTheModelsTemplate) {
 
   auto no_template = test::run_sluice("run " + plain + " --chat -n 2", "hi\n\n");
   EXPECT_EQ(no_template.exit_code, 1);
-  EXPECT_NE(no_template.err.find("no tokenizer.chat_template"), std::string::npos) << no_template.err;
+  EXPECT_NE(no_template.err.find("no tokenizer.chat_template"), std::string::npos)
+      << no_template.err;
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ TEST(CliConvert, ClearErrors) {
   auto b = test::run_sluice("synth --type q9_9 -o " + dir.path("x.gguf"));
   EXPECT_EQ(b.exit_code, 1);
   EXPECT_NE(b.err.find("unknown type 'q9_9'"), std::string::npos);
-  auto c = test::run_sluice("quantize " + dir.path("none.gguf") + " " + dir.path("o.gguf") + " q8_0");
+  auto c =
+      test::run_sluice("quantize " + dir.path("none.gguf") + " " + dir.path("o.gguf") + " q8_0");
   EXPECT_EQ(c.exit_code, 1);
   EXPECT_NE(c.err.find("cannot open"), std::string::npos);
   auto d = test::run_sluice("synth --preset tiny --vocab-from " + dir.path("none.gguf") + " -o " +

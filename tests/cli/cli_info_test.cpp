@@ -31,7 +31,8 @@ TEST(CliInfo, Stories260K) {
   EXPECT_EQ(j["tensors"][0]["name"], "token_embd.weight");
   EXPECT_EQ(j["tensors"][0]["shape"], nlohmann::json::array({64, 512}));
   EXPECT_EQ(j["tensors"][0]["bytes"], 64 * 512 * 4);
-  // 2 x embeddings + output norm + 5 x (q 64x64, k 64x32, v 64x32, o 64x64, 3 x ffn 64x172, 2 norms)
+  // 2 x embeddings + output norm + 5 x (q 64x64, k 64x32, v 64x32, o 64x64, 3 x ffn 64x172, 2
+  // norms)
   const int64_t params = 2 * 64 * 512 + 64 + 5 * (4096 + 2048 + 2048 + 4096 + 3 * 64 * 172 + 128);
   EXPECT_EQ(j["totals"]["params"], params);
   EXPECT_EQ(j["totals"]["bytes"], params * 4);

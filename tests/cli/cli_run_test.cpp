@@ -27,7 +27,8 @@ TEST(CliRun, JsonOutputMatchesTheGoldenContinuation) {
 
 TEST(CliRun, TextModeStreamsAndReportsTimings) {
   SLUICE_REQUIRE_SHARED(model, "testdata/models/stories260K.gguf");
-  auto r = test::run_sluice("run " + model + " -p 'Once upon a time' --temp 0 -c 512 -n 12 --stop girl");
+  auto r =
+      test::run_sluice("run " + model + " -p 'Once upon a time' --temp 0 -c 512 -n 12 --stop girl");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, ", there was a little ");
   EXPECT_NE(r.err.find("TTFT"), std::string::npos);
@@ -36,7 +37,8 @@ TEST(CliRun, TextModeStreamsAndReportsTimings) {
 
 TEST(CliRun, SeededSamplingIsReproducible) {
   SLUICE_REQUIRE_SHARED(model, "testdata/models/stories260K.gguf");
-  const std::string args = "run " + model + " -p 'Once upon a time' -c 512 -n 30 --temp 1 --seed 7 --output-format json";
+  const std::string args =
+      "run " + model + " -p 'Once upon a time' -c 512 -n 30 --temp 1 --seed 7 --output-format json";
   auto a = test::run_sluice(args), b = test::run_sluice(args);
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(nlohmann::json::parse(a.out)["tokens"], nlohmann::json::parse(b.out)["tokens"]);
@@ -53,7 +55,9 @@ TEST(CliRun, ClearErrors) {
   auto badp = test::run_sluice("run " + model + " -p hi --top-p 3");
   EXPECT_EQ(badp.exit_code, 1);
   EXPECT_NE(badp.err.find("top_p"), std::string::npos) << badp.err;
-  auto toolong = test::run_sluice("run " + model + " -c 16 -p 'Once upon a time there was a very long prompt that does not fit'");
+  auto toolong = test::run_sluice(
+      "run " + model +
+      " -c 16 -p 'Once upon a time there was a very long prompt that does not fit'");
   EXPECT_EQ(toolong.exit_code, 1);
   EXPECT_NE(toolong.err.find("context"), std::string::npos) << toolong.err;
 }
@@ -70,7 +74,8 @@ TEST(CliBenchThroughput, ReportsServingMetrics) {
   EXPECT_GT(j["output_tokens_per_s"].get<double>(), 0);
   EXPECT_GT(j["ttft_ms"]["p99"].get<double>(), 0);
   EXPECT_GE(j["ttft_ms"]["p99"].get<double>(), j["ttft_ms"]["p50"].get<double>());
-  EXPECT_GT(j["prefix_cache_hit_tokens"].get<int>(), 0);  // later requests reuse the 16-token prefix
+  EXPECT_GT(j["prefix_cache_hit_tokens"].get<int>(),
+            0);  // later requests reuse the 16-token prefix
 }
 
 }  // namespace

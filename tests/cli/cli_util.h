@@ -16,7 +16,9 @@ struct CommandResult {
   std::string err;
 };
 
-inline std::string sluice_binary() { return std::string(SLUICE_BINARY_DIR) + "/src/cli/sluice"; }
+inline std::string sluice_binary() {
+  return std::string(SLUICE_BINARY_DIR) + "/src/cli/sluice";
+}
 
 // `args` is passed through the shell: quote paths with spaces yourself.
 inline CommandResult run_sluice(const std::string& args, const std::string& stdin_text = "") {
@@ -27,8 +29,7 @@ inline CommandResult run_sluice(const std::string& args, const std::string& stdi
     std::fwrite(stdin_text.data(), 1, stdin_text.size(), f);
     std::fclose(f);
   }
-  const std::string cmd =
-      sluice_binary() + " " + args + " <" + in + " >" + out + " 2>" + err;
+  const std::string cmd = sluice_binary() + " " + args + " <" + in + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -26,11 +26,11 @@ struct Req {
 // Runs `reqs` on a fresh engine; returns each sample's tokens (requests in order, their samples
 // in order) and whether it was aborted.
 std::vector<std::pair<std::vector<int32_t>, bool>> run(const std::vector<Req>& reqs,
-                                                      const EngineConfig& cfg, int32_t n_blocks,
-                                                      int32_t block_size, const Tokenizer& tok,
-                                                      EngineStats* stats = nullptr,
-                                                      uint64_t* preempted = nullptr,
-                                                      uint64_t* hit_tokens = nullptr) {
+                                                       const EngineConfig& cfg, int32_t n_blocks,
+                                                       int32_t block_size, const Tokenizer& tok,
+                                                       EngineStats* stats = nullptr,
+                                                       uint64_t* preempted = nullptr,
+                                                       uint64_t* hit_tokens = nullptr) {
   test::FakeExecutor exec(n_blocks, block_size, kVocab, 512);
   auto engine = Engine::create(tok, exec, cfg);
   EXPECT_TRUE(engine.ok()) << engine.message();
@@ -42,8 +42,8 @@ std::vector<std::pair<std::vector<int32_t>, bool>> run(const std::vector<Req>& r
   for (int step = 0; (added < reqs.size() || e.has_work()) && step < 100000; ++step) {
     for (size_t i = 0; i < reqs.size(); ++i) {
       if (reqs[i].arrival != step) continue;
-      auto r = e.add_request_group(reqs[i].prompt,
-                                   std::vector<GenerationParams>(size_t(reqs[i].n), reqs[i].params));
+      auto r = e.add_request_group(
+          reqs[i].prompt, std::vector<GenerationParams>(size_t(reqs[i].n), reqs[i].params));
       EXPECT_TRUE(r.ok()) << r.message();
       ids[i] = *r;
       out[i].resize(ids[i].size());

@@ -197,7 +197,8 @@ TEST(EngineSpec, GroupsAndAborts) {
 // earlier outputs in the suffix cache) and counts the token at each position.
 constexpr int kRuns = 600;
 constexpr int kLen = 12;
-std::vector<std::map<int32_t, int>> sample_counts(Engine& engine, const std::vector<int32_t>& prompt,
+std::vector<std::map<int32_t, int>> sample_counts(Engine& engine,
+                                                  const std::vector<int32_t>& prompt,
                                                   uint64_t seed0) {
   std::vector<std::map<int32_t, int>> counts(kLen);
   std::vector<std::vector<int32_t>> prompts(kRuns, prompt);
@@ -413,7 +414,8 @@ TEST(EngineSpec, DraftModelSampledFrequenciesMatchPlainSampling) {
   auto ids = target->tokenizer.encode("Once upon a time");
   ASSERT_TRUE(ids.ok());
   auto plain = Engine::create(target->tokenizer, *target->executor, {});
-  auto spec = Engine::create(target->tokenizer, *target->executor, draft_config(*draft->executor, 3));
+  auto spec =
+      Engine::create(target->tokenizer, *target->executor, draft_config(*draft->executor, 3));
   ASSERT_TRUE(plain.ok() && spec.ok());
   const auto want = sample_counts(**plain, *ids, 0);
   const auto got = sample_counts(**spec, *ids, 5000);

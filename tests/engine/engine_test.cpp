@@ -5,17 +5,17 @@
 
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "executor/cpu_executor.h"
 #include "model/convert.h"
 #include "model/model.h"
 #include "test_util.h"
-#include "engine/engine_test_util.h"
 
 namespace sluice {
 namespace {
@@ -30,7 +30,8 @@ TEST(EngineGolden, EverySharedModelReproducesItsGreedyContinuation) {
     std::ifstream f(e.path());
     auto j = nlohmann::json::parse(f);
     const std::string stem = e.path().filename().string();
-    const std::string model_path = dir + "/testdata/models/" + stem.substr(0, stem.find('.')) + ".gguf";
+    const std::string model_path =
+        dir + "/testdata/models/" + stem.substr(0, stem.find('.')) + ".gguf";
     auto l = load(model_path, 512, 64);
     ASSERT_TRUE(l);
     // The prompt tokenizes exactly as the reference did (BOS added as the model says).
@@ -220,9 +221,9 @@ struct GroupResult {
 
 // Adds one group and runs the engine until it is done. `after_step` sees the engine after
 // every step.
-GroupResult run_group(Engine& e, const std::vector<int32_t>& prompt,
-                      const std::vector<GenerationParams>& params,
-                      const std::function<void(Engine&, const std::vector<RequestId>&)>& after_step = {}) {
+GroupResult run_group(
+    Engine& e, const std::vector<int32_t>& prompt, const std::vector<GenerationParams>& params,
+    const std::function<void(Engine&, const std::vector<RequestId>&)>& after_step = {}) {
   GroupResult g;
   auto ids = e.add_request_group(prompt, params);
   EXPECT_TRUE(ids.ok()) << ids.message();
@@ -319,7 +320,8 @@ void check_greedy_group(Loaded& l, const std::vector<int32_t>& tokens, int max_t
     EXPECT_EQ(e.kv().share_stats().cow_copies, len % size_t(bs) != 0 ? uint64_t(n - 1) : 0u)
         << "prompt " << len;
     EXPECT_EQ(e.kv().share_stats().forks, uint64_t(n - 1));
-    EXPECT_EQ(e.kv().share_stats().forked_blocks, uint64_t(n - 1) * ((len + size_t(bs) - 1) / size_t(bs)));
+    EXPECT_EQ(e.kv().share_stats().forked_blocks,
+              uint64_t(n - 1) * ((len + size_t(bs) - 1) / size_t(bs)));
     EXPECT_EQ(e.scheduler().n_preemptions(), 0u);
     EXPECT_EQ(e.kv().n_used_blocks(), 0);
   }
@@ -328,7 +330,8 @@ void check_greedy_group(Loaded& l, const std::vector<int32_t>& tokens, int max_t
 // Tiny KV caches force preemption of forked samples (with and without the prefix cache, at
 // several chunk sizes): the outputs still equal the request run alone.
 void check_group_under_preemption(const std::string& model_path, const std::vector<int32_t>& tokens,
-                                  const std::vector<size_t>& lengths, int n_blocks, int max_tokens) {
+                                  const std::vector<size_t>& lengths, int n_blocks,
+                                  int max_tokens) {
   const int n = 4;
   auto ref = load(model_path, 512, 64);
   ASSERT_TRUE(ref);
@@ -505,7 +508,8 @@ TEST(EngineGroups, AbortedLeaderAbortedSampleAndEarlyFinish) {
   std::vector<GenerationParams> params(3, g);
   params[0].max_tokens = 1;
   GroupResult r = run_group(e, prompt, params);
-  EXPECT_EQ(r.outputs[0].tokens, std::vector<int32_t>(alone.tokens.begin(), alone.tokens.begin() + 1));
+  EXPECT_EQ(r.outputs[0].tokens,
+            std::vector<int32_t>(alone.tokens.begin(), alone.tokens.begin() + 1));
   EXPECT_EQ(r.outputs[1].tokens, alone.tokens);
   EXPECT_EQ(r.outputs[2].tokens, alone.tokens);
   EXPECT_EQ(e.kv().n_used_blocks(), 0);

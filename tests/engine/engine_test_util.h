@@ -20,8 +20,8 @@ struct Loaded {
   std::unique_ptr<CpuExecutor> executor;
 };
 
-inline std::unique_ptr<Loaded> load(const std::string& path, int n_ctx, int n_blocks, int block_size = 16,
-                             KvType kv_type = KvType::kF16) {
+inline std::unique_ptr<Loaded> load(const std::string& path, int n_ctx, int n_blocks,
+                                    int block_size = 16, KvType kv_type = KvType::kF16) {
   auto m = Model::load(path, {.n_ctx = n_ctx, .allow_context_beyond_trained = true});
   EXPECT_TRUE(m.ok()) << m.message();
   if (!m.ok()) return nullptr;
@@ -56,8 +56,8 @@ struct Output {
 
 // Runs the engine until every request finished; `arrivals[i]` is the step request i joins.
 inline std::vector<Output> run_all(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                            const std::vector<GenerationParams>& params,
-                            const std::vector<int>& arrivals) {
+                                   const std::vector<GenerationParams>& params,
+                                   const std::vector<int>& arrivals) {
   std::vector<Output> out(prompts.size());
   std::map<RequestId, size_t> index;
   size_t added = 0;

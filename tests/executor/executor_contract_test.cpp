@@ -46,11 +46,15 @@ std::unique_ptr<Executor> make_cpu() {
   return std::move(*e);
 }
 
-std::unique_ptr<Executor> make_fake() { return std::make_unique<test::FakeExecutor>(16, 4, 64, 256); }
+std::unique_ptr<Executor> make_fake() {
+  return std::make_unique<test::FakeExecutor>(16, 4, 64, 256);
+}
 
 class ExecutorContract : public ::testing::TestWithParam<Impl> {};
 
-std::vector<float> rows_of(const Logits& l) { return l.values; }
+std::vector<float> rows_of(const Logits& l) {
+  return l.values;
+}
 
 TEST_P(ExecutorContract, RefusedBatchesWriteNothingAndGoodOnesAreBatchInvariant) {
   auto ex = GetParam().make();
@@ -120,8 +124,9 @@ TEST_P(ExecutorContract, CopyExportImportMoveExactlyTheNamedBlocks) {
   ASSERT_TRUE(ex->import_blocks(std::vector<int32_t>{12, 13}, *src).ok());
   auto imported = ex->export_blocks(std::vector<int32_t>{12, 13});
   EXPECT_EQ(imported->bytes, src->bytes);
-  EXPECT_NE(ex->export_blocks(std::vector<int32_t>{14})->bytes,
-            std::vector<uint8_t>(src->bytes.begin(), src->bytes.begin() + long(src->bytes_per_block)));
+  EXPECT_NE(
+      ex->export_blocks(std::vector<int32_t>{14})->bytes,
+      std::vector<uint8_t>(src->bytes.begin(), src->bytes.begin() + long(src->bytes_per_block)));
   EXPECT_FALSE(ex->copy_blocks(std::vector<BlockCopy>{{2, 16}}).ok());
   EXPECT_FALSE(ex->import_blocks(std::vector<int32_t>{12}, *src).ok());
   KvBlockData other = *src;

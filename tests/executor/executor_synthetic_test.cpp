@@ -100,8 +100,9 @@ TEST_F(Synthetic, EveryWeightTypeMatchesReference) {
     EXPECT_LT(e32, 1e-4) << tc.name;
     EXPECT_LT(e16, 5e-3) << tc.name;
     EXPECT_LT(simd, 3e-2) << tc.name;
-    std::printf("[ synth ] tiny %-7s rel-L2 vs f64 reference: f32 KV %.1e, f16 KV %.1e, SIMD %.1e\n",
-                tc.name, e32, e16, simd);
+    std::printf(
+        "[ synth ] tiny %-7s rel-L2 vs f64 reference: f32 KV %.1e, f16 KV %.1e, SIMD %.1e\n",
+        tc.name, e32, e16, simd);
   }
 }
 

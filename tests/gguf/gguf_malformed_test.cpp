@@ -48,11 +48,11 @@ std::string parse_error(const Raw& r) {
   return f.ok() ? std::string("<parsed>") : f.message();
 }
 
-#define EXPECT_GGUF_ERROR(raw, needle)                                               \
-  do {                                                                               \
-    std::string msg_ = parse_error(raw);                                             \
-    EXPECT_NE(msg_.find(needle), std::string::npos) << "error was: " << msg_;        \
-    EXPECT_NE(msg_.find("'bad.gguf' at offset"), std::string::npos) << msg_;         \
+#define EXPECT_GGUF_ERROR(raw, needle)                                        \
+  do {                                                                        \
+    std::string msg_ = parse_error(raw);                                      \
+    EXPECT_NE(msg_.find(needle), std::string::npos) << "error was: " << msg_; \
+    EXPECT_NE(msg_.find("'bad.gguf' at offset"), std::string::npos) << msg_;  \
   } while (0)
 
 TEST(GgufMalformed, Magic) {

@@ -88,8 +88,8 @@ void run_case(const Case& c, ThreadPool& pool, std::mt19937& rng) {
     // f32 online softmax vs f64: ~sqrt(kv_len) roundings of 6e-8 each.
     EXPECT_LT(rel_l2(out.data(), ref.data(), int64_t(out.size())), 5e-6)
         << matmul_isa_name(isa) << " heads " << c.n_head << "/" << c.n_kv_head << " hd "
-        << c.head_dim << " bs " << c.block_size << " kv " << c.kv_len << " q " << c.n_q
-        << " f16 " << f16;
+        << c.head_dim << " bs " << c.block_size << " kv " << c.kv_len << " q " << c.n_q << " f16 "
+        << f16;
   }
 }
 
@@ -162,9 +162,8 @@ TEST(PagedAttention, SegmentSplitIsBitExact) {
       for (int s = 0; s < n_seg - 1; s += 2)
         paged_attention_segments(ps, s, std::min(n_seg - 1, s + 2), partial.data());
       for (int h = c.n_kv_head - 1; h >= 0; --h) paged_attention_merge(ps, h, partial.data());
-      EXPECT_EQ(one, split) << matmul_isa_name(isa) << " heads " << c.n_head << "/"
-                            << c.n_kv_head << " kv " << c.kv_len << " q " << c.n_q << " bs "
-                            << c.block_size;
+      EXPECT_EQ(one, split) << matmul_isa_name(isa) << " heads " << c.n_head << "/" << c.n_kv_head
+                            << " kv " << c.kv_len << " q " << c.n_q << " bs " << c.block_size;
 
       PagedAttentionParams pl = d.params(pooled);
       pl.isa = isa;

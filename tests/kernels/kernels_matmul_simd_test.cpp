@@ -168,7 +168,8 @@ TEST(MatmulSimd, PackedQ8_0TakesTheWholeInt8Range) {
     }
   }
   for (int64_t r = 0; r < m; ++r) {
-    ASSERT_TRUE(dequantize_row(GgmlType::Q8_0, c.wq.data() + size_t(r) * rb, c.wf.data() + r * k, k).ok());
+    ASSERT_TRUE(
+        dequantize_row(GgmlType::Q8_0, c.wq.data() + size_t(r) * rb, c.wf.data() + r * k, k).ok());
   }
   Result<PackedWeights> pw = PackedWeights::pack(GgmlType::Q8_0, c.wq.data(), m, k);
   ASSERT_TRUE(pw.ok());

@@ -1,5 +1,5 @@
-// matmul's scalar path (threaded, f32 dot on dequantized rows) against matmul_ref (f64) for every weight type
-// at odd shapes; get_rows against dequantize_row.
+// matmul's scalar path (threaded, f32 dot on dequantized rows) against matmul_ref (f64) for every
+// weight type at odd shapes; get_rows against dequantize_row.
 #include <gtest/gtest.h>
 
 #include <random>

@@ -27,11 +27,12 @@ inline std::vector<MatmulIsa> cpu_isas() {
 // A fresh seed every run (std::random_device), or SLUICE_TEST_SEED to replay one; the seed is
 // attached to every failure message of the scope via SCOPED_TRACE.
 inline uint32_t fresh_seed() {
-  if (const char* s = std::getenv("SLUICE_TEST_SEED"); s && *s) return uint32_t(std::strtoul(s, nullptr, 10));
+  if (const char* s = std::getenv("SLUICE_TEST_SEED"); s && *s)
+    return uint32_t(std::strtoul(s, nullptr, 10));
   return std::random_device{}();
 }
-#define SLUICE_FRESH_RNG(rng)                                                       \
-  const uint32_t rng##_seed = ::sluice::test::fresh_seed();                        \
+#define SLUICE_FRESH_RNG(rng)                                                        \
+  const uint32_t rng##_seed = ::sluice::test::fresh_seed();                          \
   SCOPED_TRACE("random seed " + std::to_string(rng##_seed) + " (SLUICE_TEST_SEED)"); \
   std::mt19937 rng(rng##_seed)
 

@@ -86,9 +86,11 @@ TEST(KvCacheManager, SharedBlocksAreRefCountedAndAllocationIsAllOrNothing) {
   kv.commit_computed(1, p, 9);
   PrefixHit hit = kv.find_prefix(p);
   ASSERT_EQ(hit.blocks.size(), 2u);
-  EXPECT_FALSE(kv.allocate_slots(2, hit.n_tokens, 13 - hit.n_tokens, &hit));  // 2 shared + 2 new, but only 1 block is free
+  EXPECT_FALSE(kv.allocate_slots(2, hit.n_tokens, 13 - hit.n_tokens,
+                                 &hit));  // 2 shared + 2 new, but only 1 block is free
   EXPECT_FALSE(kv.has(2));
-  EXPECT_TRUE(kv.allocate_slots(2, hit.n_tokens, 9 - hit.n_tokens, &hit));    // 2 shared + 1 new = exactly the last block
+  EXPECT_TRUE(kv.allocate_slots(2, hit.n_tokens, 9 - hit.n_tokens,
+                                &hit));  // 2 shared + 1 new = exactly the last block
   EXPECT_EQ(kv.ref_count(hit.blocks[0]), 2);
   kv.free(1);
   EXPECT_EQ(kv.ref_count(hit.blocks[0]), 1);
@@ -103,7 +105,6 @@ TEST(KvCacheManager, DisabledPrefixCacheNeverHits) {
   kv.free(1);
   EXPECT_EQ(kv.find_prefix(iota_tokens(9)).n_tokens, 0);
 }
-
 
 // n samples of one prompt: a fork shares every block; the first writes into the shared partial
 // block copy it (copy-on-write) and the last holder writes in place.

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
-#include <nlohmann/json.hpp>
 
 #include "cli/cli_util.h"
 #include "server/server_test_util.h"
@@ -148,7 +148,8 @@ TEST(BenchServe, SweepWritesSvgAndJson) {
   size_t points = 0;
   std::set<std::string> series;
   for (const json& run : j["runs"]) {
-    for (auto [metric, stat] : {std::pair{"tpot_ms", "median"}, {"tpot_ms", "p99"}, {"ttft_ms", "p99"}}) {
+    for (auto [metric, stat] :
+         {std::pair{"tpot_ms", "median"}, {"tpot_ms", "p99"}, {"ttft_ms", "p99"}}) {
       if (run[metric][stat].get<double>() <= 0) continue;
       ++points;
       series.insert(std::string(metric) + stat);

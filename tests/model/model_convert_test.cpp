@@ -17,15 +17,24 @@ namespace {
 // Relative RMS error bound per type for N(0, sigma) data (the quants tests measure the same).
 double error_bound(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return 0.0;
-    case GgmlType::F16: return 0.00025;
-    case GgmlType::BF16: return 0.0019;
-    case GgmlType::Q8_0: return 0.006;
-    case GgmlType::Q6_K: return 0.02;
-    case GgmlType::Q5_0: return 0.047;
-    case GgmlType::Q4_K: return 0.079;
-    case GgmlType::Q4_0: return 0.095;
-    default: return 0.35;
+    case GgmlType::F32:
+      return 0.0;
+    case GgmlType::F16:
+      return 0.00025;
+    case GgmlType::BF16:
+      return 0.0019;
+    case GgmlType::Q8_0:
+      return 0.006;
+    case GgmlType::Q6_K:
+      return 0.02;
+    case GgmlType::Q5_0:
+      return 0.047;
+    case GgmlType::Q4_K:
+      return 0.079;
+    case GgmlType::Q4_0:
+      return 0.095;
+    default:
+      return 0.35;
   }
 }
 

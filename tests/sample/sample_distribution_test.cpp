@@ -245,7 +245,6 @@ TEST(SampleDistribution, NoTruncationSkipsEmptyBlocks) {
   expect_distribution(logits, p, 18);
 }
 
-
 // Speculative verification (Sampler::verify): a draft token drawn from q, accepted with
 // min(1, p/q), else replaced by a draw from norm(max(0, p - q)), yields tokens distributed as
 // the target's p, for any q. `q` empty: a one-hot q at `fixed_draft` (n-gram drafts).
@@ -358,7 +357,6 @@ TEST(SampleVerify, GreedyAcceptsOnlyTheArgmax) {
   nan_logits[3] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_FALSE(s->verify(nan_logits, 2, {}, ws).ok());
 }
-
 
 // distribution() is the spec's distribution (reference()), and draw() samples it.
 TEST(SampleVerify, DistributionIsTheSpecAndDrawSamplesIt) {

@@ -29,7 +29,8 @@ SchedulerOutput step(Scheduler& s) {
 
 TEST(Scheduler, ChunkedPrefillThenDecodeInOneRaggedStep) {
   KvCacheManager kv({.n_blocks = 64, .block_size = 16, .enable_prefix_cache = true, .salt = 0});
-  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 40, .use_priority = false}, kv);
+  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 40, .use_priority = false},
+              kv);
   s.add_request(1, tokens(100));
   auto o1 = step(s);
   ASSERT_EQ(o1.seqs.size(), 1u);
@@ -51,7 +52,8 @@ TEST(Scheduler, ChunkedPrefillThenDecodeInOneRaggedStep) {
 
 TEST(Scheduler, SharedPrefixComputesOnlyTheSuffix) {
   KvCacheManager kv({.n_blocks = 200, .block_size = 16, .enable_prefix_cache = true, .salt = 0});
-  Scheduler s({.max_batch_tokens = 4096, .max_seqs = 8, .prefill_chunk = 0, .use_priority = false}, kv);
+  Scheduler s({.max_batch_tokens = 4096, .max_seqs = 8, .prefill_chunk = 0, .use_priority = false},
+              kv);
   std::vector<int32_t> prefix = tokens(1000);
   s.add_request(1, prefix);
   step(s);
@@ -70,12 +72,13 @@ TEST(Scheduler, SharedPrefixComputesOnlyTheSuffix) {
 TEST(Scheduler, PreemptsMostRecentWhenBlocksRunOutAndRecomputesLater) {
   // 4 blocks of 4 tokens: two requests of 6-token prompts fit (2 blocks each); decoding needs more.
   KvCacheManager kv({.n_blocks = 4, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
-  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 0, .use_priority = false}, kv);
+  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 0, .use_priority = false},
+              kv);
   s.add_request(1, tokens(6));
   s.add_request(2, tokens(6, 100));
-  step(s);  // both prefill (2 blocks each), each samples a token -> 7 tokens
-  step(s);  // decode position 6: 7 tokens fit in 2 blocks -> 8 tokens
-  step(s);  // decode position 7: 8 tokens fit in 2 blocks -> 9 tokens
+  step(s);           // both prefill (2 blocks each), each samples a token -> 7 tokens
+  step(s);           // decode position 6: 7 tokens fit in 2 blocks -> 8 tokens
+  step(s);           // decode position 7: 8 tokens fit in 2 blocks -> 9 tokens
   auto o = step(s);  // token 9 needs a 3rd block each: request 2 (admitted last) is preempted
   ASSERT_EQ(o.preempted.size(), 1u);
   EXPECT_EQ(o.preempted[0], 2);
@@ -126,13 +129,16 @@ TEST(Scheduler, PropertyRandomSchedules) {
     const int32_t block_size = 1 + int32_t(rng() % 8);
     const int32_t n_blocks = 8 + int32_t(rng() % 40);
     const bool prefix = rng() % 2;
-    KvCacheManager kv({.n_blocks = n_blocks, .block_size = block_size,
-                       .enable_prefix_cache = prefix, .salt = 0});
-    SchedulerConfig cfg{.max_batch_tokens = 1 + int32_t(rng() % 64), .max_seqs = 1 + int32_t(rng() % 8),
-                        .prefill_chunk = int32_t(rng() % 16), .use_priority = trial % 4 == 3};
+    KvCacheManager kv(
+        {.n_blocks = n_blocks, .block_size = block_size, .enable_prefix_cache = prefix, .salt = 0});
+    SchedulerConfig cfg{.max_batch_tokens = 1 + int32_t(rng() % 64),
+                        .max_seqs = 1 + int32_t(rng() % 8),
+                        .prefill_chunk = int32_t(rng() % 16),
+                        .use_priority = trial % 4 == 3};
     Scheduler s(cfg, kv);
     // memory[block][offset]: the token whose K/V the slot holds (-1: never written).
-    std::vector<std::vector<int32_t>> memory(size_t(n_blocks), std::vector<int32_t>(size_t(block_size), -1));
+    std::vector<std::vector<int32_t>> memory(size_t(n_blocks),
+                                             std::vector<int32_t>(size_t(block_size), -1));
     std::map<RequestId, int> remaining;  // tokens still to generate
     RequestId next_id = 1;
     const int n_requests = 20;
@@ -142,8 +148,8 @@ TEST(Scheduler, PropertyRandomSchedules) {
       if (next_id <= n_requests && rng() % 3 == 0) {
         // Prompts share prefixes (1..3) so the prefix cache gets hits; all fit in the pool.
         const int max_len = std::max(1, n_blocks * block_size / 2 - 8);
-        std::vector<int32_t> p = tokens(1 + int(rng() % size_t(std::max(1, max_len))),
-                                        1 + int(rng() % 3) * 1000);
+        std::vector<int32_t> p =
+            tokens(1 + int(rng() % size_t(std::max(1, max_len))), 1 + int(rng() % 3) * 1000);
         // One request in three is a group of 2..4 samples of the prompt.
         const int n = rng() % 3 == 0 ? 2 + int(rng() % 3) : 1;
         std::vector<RequestId> ids;
@@ -178,8 +184,10 @@ TEST(Scheduler, PropertyRandomSchedules) {
           ASSERT_LE(q.n_new_tokens, cfg.prefill_chunk);
         }
         // Copy-on-write: every block written now belongs to this table alone.
-        for (int32_t b = q.n_computed / block_size; b * block_size < q.n_computed + q.n_new_tokens; ++b) {
-          ASSERT_EQ(kv.ref_count(table[size_t(b)]), 1) << "trial " << trial << " writes a shared block";
+        for (int32_t b = q.n_computed / block_size; b * block_size < q.n_computed + q.n_new_tokens;
+             ++b) {
+          ASSERT_EQ(kv.ref_count(table[size_t(b)]), 1)
+              << "trial " << trial << " writes a shared block";
         }
         // Forks only where a leader's prompt completes.
         if (!q.forks.empty()) {
@@ -195,7 +203,8 @@ TEST(Scheduler, PropertyRandomSchedules) {
         const SchedRequest* r = s.find(q.id);
         const std::vector<BlockId>& table = kv.block_table(q.id);
         for (int32_t pos = q.n_computed; pos < q.n_computed + q.n_new_tokens; ++pos) {
-          memory[size_t(table[size_t(pos / block_size)])][size_t(pos % block_size)] = r->tokens[size_t(pos)];
+          memory[size_t(table[size_t(pos / block_size)])][size_t(pos % block_size)] =
+              r->tokens[size_t(pos)];
         }
       }
       s.on_step_done(out);
@@ -240,7 +249,8 @@ TEST(Scheduler, PropertyRandomSchedules) {
       }
       ASSERT_EQ(kv.n_used_blocks(), int32_t(holders.size()));
       // Every unfinished request is known to the scheduler.
-      for (const auto& [id, left] : remaining) ASSERT_NE(s.find(id), nullptr) << "request " << id << " lost";
+      for (const auto& [id, left] : remaining)
+        ASSERT_NE(s.find(id), nullptr) << "request " << id << " lost";
     }
     ASSERT_FALSE(s.has_work()) << "trial " << trial << ": requests starved";
     ASSERT_TRUE(remaining.empty());
@@ -279,7 +289,8 @@ int drain(Scheduler& s, int max_steps = 1000) {
 // share its blocks; the next step copies the shared partial block for all but the last.
 TEST(SchedulerGroups, PromptComputedOnceThenForkedWithCopyOnWrite) {
   KvCacheManager kv({.n_blocks = 32, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
-  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 0, .use_priority = false}, kv);
+  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 0, .use_priority = false},
+              kv);
   const std::vector<RequestId> ids = {1, 2, 3};
   s.add_group(ids, tokens(10));
   EXPECT_EQ(s.n_waiting(), 3u);  // the leader queued, two samples awaiting the fork
@@ -334,7 +345,8 @@ TEST(SchedulerGroups, PromptOfWholeBlocksForksWithoutCopies) {
 // place, its computed tokens and its blocks; the others then fork from it.
 TEST(SchedulerGroups, AbortedLeaderHandsItsPromptToTheNextSample) {
   KvCacheManager kv({.n_blocks = 32, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
-  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 4, .use_priority = false}, kv);
+  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 4, .use_priority = false},
+              kv);
   s.add_request(9, tokens(3, 500));
   const std::vector<RequestId> ids = {1, 2, 3};
   s.add_group(ids, tokens(10));
@@ -378,7 +390,8 @@ TEST(SchedulerGroups, AbortedLeaderHandsItsPromptToTheNextSample) {
 // queues the rest to recompute (the prefix cache then supplies the prompt's full blocks).
 TEST(SchedulerGroups, GroupsTakeSeatsForEverySample) {
   KvCacheManager kv({.n_blocks = 64, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
-  Scheduler s({.max_batch_tokens = 64, .max_seqs = 3, .prefill_chunk = 0, .use_priority = false}, kv);
+  Scheduler s({.max_batch_tokens = 64, .max_seqs = 3, .prefill_chunk = 0, .use_priority = false},
+              kv);
   s.add_request(1, tokens(5, 100));
   s.add_group(std::vector<RequestId>{2, 3, 4}, tokens(6));
   SchedulerOutput o = step(s);
@@ -405,8 +418,8 @@ TEST(SchedulerGroups, GroupsTakeSeatsForEverySample) {
   o = step(s);
   ASSERT_EQ(o.seqs.size(), 2u);
   EXPECT_EQ(o.seqs[0].id, 13);
-  EXPECT_EQ(o.seqs[0].n_computed, 8);  // 2 full prompt blocks from the prefix cache
-  EXPECT_EQ(o.seqs[0].n_new_tokens, 2);         // the prompt's last token and its sampled token
+  EXPECT_EQ(o.seqs[0].n_computed, 8);    // 2 full prompt blocks from the prefix cache
+  EXPECT_EQ(o.seqs[0].n_new_tokens, 2);  // the prompt's last token and its sampled token
   drain(s);
   EXPECT_EQ(kv.n_used_blocks(), 0);
 }
@@ -416,7 +429,8 @@ TEST(SchedulerGroups, GroupsTakeSeatsForEverySample) {
 TEST(SchedulerGroups, PreemptedSampleRecomputesAndSiblingsKeepTheirBlocks) {
   // 5 blocks of 4: the 6-token prompt takes 2; 3 samples decoding past 8 tokens need 2 more each.
   KvCacheManager kv({.n_blocks = 5, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
-  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 0, .use_priority = false}, kv);
+  Scheduler s({.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 0, .use_priority = false},
+              kv);
   s.add_group(std::vector<RequestId>{1, 2, 3}, tokens(6));
   uint64_t steps = 0;
   std::map<RequestId, int> generated;
@@ -466,7 +480,8 @@ namespace {
 // blocks only rejected tokens wrote are freed.
 TEST(SchedulerSpec, DraftVerifiedThenRolledBackByTheCounter) {
   KvCacheManager kv({.n_blocks = 16, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
-  Scheduler s({.max_batch_tokens = 64, .max_seqs = 4, .prefill_chunk = 0, .use_priority = false}, kv);
+  Scheduler s({.max_batch_tokens = 64, .max_seqs = 4, .prefill_chunk = 0, .use_priority = false},
+              kv);
   s.add_request(1, tokens(6));
   SchedulerOutput o = s.schedule();
   s.on_step_done(o);
@@ -501,7 +516,8 @@ TEST(SchedulerSpec, DraftVerifiedThenRolledBackByTheCounter) {
 // A draft takes what the budget leaves and never preempts: without free blocks it is dropped.
 TEST(SchedulerSpec, DraftFitsTheBudgetAndNeverPreempts) {
   KvCacheManager kv({.n_blocks = 4, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
-  Scheduler s({.max_batch_tokens = 5, .max_seqs = 4, .prefill_chunk = 0, .use_priority = false}, kv);
+  Scheduler s({.max_batch_tokens = 5, .max_seqs = 4, .prefill_chunk = 0, .use_priority = false},
+              kv);
   s.add_request(1, tokens(4));
   s.add_request(2, tokens(3, 100));
   SchedulerOutput o = s.schedule();  // 4 + 1 of the second prompt (budget 5)
@@ -524,7 +540,8 @@ TEST(SchedulerSpec, DraftFitsTheBudgetAndNeverPreempts) {
 
 TEST(SchedulerSpec, DraftWithoutFreeBlocksIsDroppedNotPreempting) {
   KvCacheManager kv({.n_blocks = 5, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
-  Scheduler s({.max_batch_tokens = 16, .max_seqs = 4, .prefill_chunk = 0, .use_priority = false}, kv);
+  Scheduler s({.max_batch_tokens = 16, .max_seqs = 4, .prefill_chunk = 0, .use_priority = false},
+              kv);
   s.add_request(1, tokens(4));
   s.add_request(2, tokens(9, 100));
   SchedulerOutput o = s.schedule();
@@ -553,12 +570,15 @@ TEST(SchedulerSpec, PropertyRandomDraftsAndRollbacks) {
   for (int trial = 0; trial < 200; ++trial) {
     const int32_t block_size = 1 + int32_t(rng() % 6);
     const int32_t n_blocks = 10 + int32_t(rng() % 40);
-    KvCacheManager kv({.n_blocks = n_blocks, .block_size = block_size,
-                       .enable_prefix_cache = true, .salt = 0});
-    SchedulerConfig cfg{.max_batch_tokens = 2 + int32_t(rng() % 48), .max_seqs = 1 + int32_t(rng() % 6),
-                        .prefill_chunk = int32_t(rng() % 12), .use_priority = false};
+    KvCacheManager kv(
+        {.n_blocks = n_blocks, .block_size = block_size, .enable_prefix_cache = true, .salt = 0});
+    SchedulerConfig cfg{.max_batch_tokens = 2 + int32_t(rng() % 48),
+                        .max_seqs = 1 + int32_t(rng() % 6),
+                        .prefill_chunk = int32_t(rng() % 12),
+                        .use_priority = false};
     Scheduler s(cfg, kv);
-    std::vector<std::vector<int32_t>> memory(size_t(n_blocks), std::vector<int32_t>(size_t(block_size), -1));
+    std::vector<std::vector<int32_t>> memory(size_t(n_blocks),
+                                             std::vector<int32_t>(size_t(block_size), -1));
     std::map<RequestId, int> remaining;
     std::vector<std::vector<int32_t>> rejected_probes;  // accepted prefix + a rejected token
     std::vector<int32_t> probe_ok_len;
@@ -568,7 +588,8 @@ TEST(SchedulerSpec, PropertyRandomDraftsAndRollbacks) {
       ++steps;
       if (next_id <= 16 && rng() % 3 == 0) {
         const int max_len = std::max(1, n_blocks * block_size / 3 - 8);
-        std::vector<int32_t> p = tokens(1 + int(rng() % size_t(max_len)), 1 + int(rng() % 2) * 1000);
+        std::vector<int32_t> p =
+            tokens(1 + int(rng() % size_t(max_len)), 1 + int(rng() % 2) * 1000);
         const int n = rng() % 4 == 0 ? 2 : 1;
         std::vector<RequestId> ids;
         // Every request fits the pool alone, with its last draft.
@@ -606,7 +627,8 @@ TEST(SchedulerSpec, PropertyRandomDraftsAndRollbacks) {
         }
         const std::vector<BlockId>& table = kv.block_table(q.id);
         ASSERT_GE(int64_t(table.size()) * block_size, q.n_computed + q.n_new_tokens);
-        for (int32_t b = q.n_computed / block_size; b * block_size < q.n_computed + q.n_new_tokens; ++b) {
+        for (int32_t b = q.n_computed / block_size; b * block_size < q.n_computed + q.n_new_tokens;
+             ++b) {
           ASSERT_EQ(kv.ref_count(table[size_t(b)]), 1);
         }
       }

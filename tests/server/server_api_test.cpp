@@ -25,21 +25,27 @@ TEST(ServerApi, HealthModelsAndMetrics) {
   EXPECT_EQ(one.status, 200);
   EXPECT_EQ(one.j()["id"], "stories260K");
 
-  ASSERT_EQ(post(s->port, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}}).status, 200);
+  ASSERT_EQ(
+      post(s->port, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}}).status,
+      200);
   post(s->port, "/v1/completions", {{"prompt", 5}});  // a 400
   // A response is counted once it has been written (httplib's logger), which can be just after
   // the client has read it: wait for both counts rather than racing them.
   HttpResult met;
   ASSERT_TRUE(eventually([&] {
     met = http_call(s->port, "GET", "/metrics");
-    return metric(met.body, "sluice_http_requests_total{route=\"/v1/completions\",status=\"400\"}") == 1 &&
-           metric(met.body, "sluice_http_requests_total{route=\"/v1/completions\",status=\"200\"}") == 1;
+    return metric(met.body,
+                  "sluice_http_requests_total{route=\"/v1/completions\",status=\"400\"}") == 1 &&
+           metric(met.body,
+                  "sluice_http_requests_total{route=\"/v1/completions\",status=\"200\"}") == 1;
   })) << met.body;
   ASSERT_EQ(met.status, 200);
   EXPECT_NE(met.headers.find("Content-Type")->second.find("text/plain"), std::string::npos);
   const std::string& t = met.body;
-  EXPECT_EQ(metric(t, "sluice_http_requests_total{route=\"/v1/completions\",status=\"200\"}"), 1) << t;
-  EXPECT_EQ(metric(t, "sluice_http_requests_total{route=\"/v1/completions\",status=\"400\"}"), 1) << t;
+  EXPECT_EQ(metric(t, "sluice_http_requests_total{route=\"/v1/completions\",status=\"200\"}"), 1)
+      << t;
+  EXPECT_EQ(metric(t, "sluice_http_requests_total{route=\"/v1/completions\",status=\"400\"}"), 1)
+      << t;
   EXPECT_EQ(metric(t, "sluice_requests_finished_total{finish_reason=\"length\"}"), 1) << t;
   EXPECT_EQ(metric(t, "sluice_time_to_first_token_seconds_count"), 1) << t;
   EXPECT_EQ(metric(t, "sluice_inter_token_latency_seconds_count"), 7) << t;
@@ -56,9 +62,10 @@ TEST(ServerApi, HealthModelsAndMetrics) {
   EXPECT_GE(metric(t, "sluice_prefix_cache_hit_ratio"), 0) << t;
   EXPECT_EQ(metric(t, "sluice_ready"), 1) << t;
   EXPECT_GE(metric(t, "sluice_http_connection_threads"), 1) << t;
-  for (const char* name : {"sluice_time_to_first_token_seconds", "sluice_inter_token_latency_seconds",
-                           "sluice_e2e_request_latency_seconds", "sluice_request_queue_time_seconds",
-                           "sluice_engine_step_seconds"}) {
+  for (const char* name :
+       {"sluice_time_to_first_token_seconds", "sluice_inter_token_latency_seconds",
+        "sluice_e2e_request_latency_seconds", "sluice_request_queue_time_seconds",
+        "sluice_engine_step_seconds"}) {
     EXPECT_NE(t.find(std::string("# TYPE ") + name + " histogram"), std::string::npos) << name;
   }
 }
@@ -73,7 +80,9 @@ TEST(ServerApi, MetricsReportForwardPassesAgainstTheRoofline) {
   ASSERT_TRUE(s);
   std::string t = metrics_text(s->port);
   EXPECT_EQ(metric(t, "sluice_engine_mbu"), 0) << t;
-  ASSERT_EQ(post(s->port, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}}).status, 200);
+  ASSERT_EQ(
+      post(s->port, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}}).status,
+      200);
   t = metrics_text(s->port);
   EXPECT_GT(metric(t, "sluice_engine_forward_seconds_total{bound=\"memory\"}"), 0) << t;
   EXPECT_GT(metric(t, "sluice_engine_roofline_seconds_total{bound=\"memory\"}"), 0) << t;
@@ -96,7 +105,8 @@ TEST(ServerApi, TokenizeAndDetokenize) {
   EXPECT_EQ(r.j()["count"], g.prompt_tokens.size());
   EXPECT_EQ(r.j()["max_model_len"], 512);
   // llama.cpp's spelling, without BOS, with pieces.
-  r = post(s->port, "/tokenize", {{"content", g.prompt}, {"add_special", false}, {"with_pieces", true}});
+  r = post(s->port, "/tokenize",
+           {{"content", g.prompt}, {"add_special", false}, {"with_pieces", true}});
   ASSERT_EQ(r.status, 200) << r.body;
   const std::vector<int32_t> no_bos(g.prompt_tokens.begin() + 1, g.prompt_tokens.end());
   EXPECT_EQ(r.j()["tokens"], no_bos);
@@ -111,7 +121,8 @@ TEST(ServerApi, TokenizeAndDetokenize) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.j()["prompt"], g.prompt);
   r = post(s->port, "/detokenize", {{"tokens", g.greedy_tokens}});
-  EXPECT_EQ(r.j()["prompt"].get<std::string>(), g.greedy_text.substr(g.greedy_text[0] == ' ' ? 1 : 0));
+  EXPECT_EQ(r.j()["prompt"].get<std::string>(),
+            g.greedy_text.substr(g.greedy_text[0] == ' ' ? 1 : 0));
 
   EXPECT_EQ(post(s->port, "/detokenize", {{"tokens", {1, 99999}}}).status, 400);
   EXPECT_EQ(post(s->port, "/detokenize", {{"tokens", "abc"}}).status, 400);
@@ -125,8 +136,10 @@ TEST(ServerApi, TokenizeAndDetokenize) {
 void start_and_hang_up(int port, const json& body) {
   const int fd = connect_local(port);
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(send_all(fd, http_request("POST", body.contains("messages") ? "/v1/chat/completions" : "/v1/completions",
-                                        body.dump())));
+  ASSERT_TRUE(send_all(
+      fd,
+      http_request("POST", body.contains("messages") ? "/v1/chat/completions" : "/v1/completions",
+                   body.dump())));
   const std::string got = recv_until(fd, "data: ");
   EXPECT_NE(got.find("200 OK"), std::string::npos) << got;
   ::close(fd);
@@ -134,8 +147,11 @@ void start_and_hang_up(int port, const json& body) {
 
 TEST(ServerApi, ClientHangUpAbortsAndFreesKvBlocks) {
   SLUICE_REQUIRE_SERVER(s);
-  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 500}, {"ignore_eos", true},
-                     {"temperature", 0}, {"stream", true}};
+  const json body = {{"prompt", "Once upon a time"},
+                     {"max_tokens", 500},
+                     {"ignore_eos", true},
+                     {"temperature", 0},
+                     {"stream", true}};
   start_and_hang_up(s->port, body);
   // Aborted, not finished by length, and everything released.
   std::string m;
@@ -154,8 +170,10 @@ TEST(ServerApi, ClientHangUpAbortsAndFreesKvBlocks) {
   whole["stream"] = false;
   whole["n"] = 3;
   ASSERT_TRUE(send_all(fd, http_request("POST", "/v1/completions", whole.dump())));
-  ASSERT_TRUE(eventually([&] { return metric(metrics_text(s->port), "sluice_generation_tokens_total") >
-                                      metric(m, "sluice_generation_tokens_total") + 10; }));
+  ASSERT_TRUE(eventually([&] {
+    return metric(metrics_text(s->port), "sluice_generation_tokens_total") >
+           metric(m, "sluice_generation_tokens_total") + 10;
+  }));
   ::close(fd);
   ASSERT_TRUE(eventually([&] {
     m = metrics_text(s->port);

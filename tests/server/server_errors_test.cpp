@@ -36,9 +36,10 @@ TEST(ServerErrors, MalformedBodiesAre400) {
   // Nesting is refused before anything recursive touches it.
   std::string deep(100000, '[');
   expect_error(http_call(s->port, "POST", "/v1/completions", "{\"prompt\": " + deep), 400);
-  expect_error(http_call(s->port, "POST", "/v1/completions",
-                         "{\"x\":" + std::string(70, '[') + std::string(70, ']') + ", \"prompt\": \"a\"}"),
-               400);
+  expect_error(
+      http_call(s->port, "POST", "/v1/completions",
+                "{\"x\":" + std::string(70, '[') + std::string(70, ']') + ", \"prompt\": \"a\"}"),
+      400);
 }
 
 TEST(ServerErrors, WrongTypesAndOutOfRangeValuesName400Params) {
@@ -49,29 +50,48 @@ TEST(ServerErrors, WrongTypesAndOutOfRangeValuesName400Params) {
     std::string param;
   };
   const std::vector<Case> cases = {
-      {{{"temperature", "hot"}}, "temperature"},  {{{"temperature", 2.5}}, "temperature"},
-      {{{"temperature", -1}}, "temperature"},     {{{"top_p", 0}}, "top_p"},
-      {{{"top_p", 1.5}}, "top_p"},                {{{"top_k", -2}}, "top_k"},
-      {{{"top_k", 1.5}}, "top_k"},                {{{"min_p", 2}}, "min_p"},
-      {{{"presence_penalty", 3}}, "presence_penalty"}, {{{"frequency_penalty", -3}}, "frequency_penalty"},
-      {{{"repetition_penalty", 0}}, "repetition_penalty"}, {{{"n", 0}}, "n"},
-      {{{"n", 1000}}, "n"},                       {{{"n", true}}, "n"},
-      {{{"max_tokens", 0}}, "max_tokens"},        {{{"max_tokens", "5"}}, "max_tokens"},
-      {{{"seed", "x"}}, "seed"},                  {{{"stop", 5}}, "stop"},
-      {{{"stop", {"a", 1}}}, "stop"},             {{{"logit_bias", {{"abc", 1}}}}, "logit_bias"},
-      {{{"logit_bias", {{"99999", 1}}}}, "logit_bias"}, {{{"logit_bias", {{"5", 500}}}}, "logit_bias"},
-      {{{"logprobs", 21}}, "logprobs"},           {{{"logprobs", true}}, "logprobs"},
-      {{{"stream", "yes"}}, "stream"},            {{{"stream_options", {{"include_usage", true}}}}, "stream_options"},
-      {{{"ignore_eos", 1}}, "ignore_eos"},        {{{"user", 5}}, "user"},
-      {{{"prompt", 5}}, "prompt"},                {{{"prompt", json::array()}}, "prompt"},
-      {{{"prompt", {1, "a"}}}, "prompt"},         {{{"prompt", {-1}}}, "prompt"},
-      {{{"prompt", {100000}}}, "prompt"},         {{{"prompt", {json::array()}}}, "prompt"},
-      {{{"prompt", nullptr}}, "prompt"},          {{{"echo", true}}, "echo"},
+      {{{"temperature", "hot"}}, "temperature"},
+      {{{"temperature", 2.5}}, "temperature"},
+      {{{"temperature", -1}}, "temperature"},
+      {{{"top_p", 0}}, "top_p"},
+      {{{"top_p", 1.5}}, "top_p"},
+      {{{"top_k", -2}}, "top_k"},
+      {{{"top_k", 1.5}}, "top_k"},
+      {{{"min_p", 2}}, "min_p"},
+      {{{"presence_penalty", 3}}, "presence_penalty"},
+      {{{"frequency_penalty", -3}}, "frequency_penalty"},
+      {{{"repetition_penalty", 0}}, "repetition_penalty"},
+      {{{"n", 0}}, "n"},
+      {{{"n", 1000}}, "n"},
+      {{{"n", true}}, "n"},
+      {{{"max_tokens", 0}}, "max_tokens"},
+      {{{"max_tokens", "5"}}, "max_tokens"},
+      {{{"seed", "x"}}, "seed"},
+      {{{"stop", 5}}, "stop"},
+      {{{"stop", {"a", 1}}}, "stop"},
+      {{{"logit_bias", {{"abc", 1}}}}, "logit_bias"},
+      {{{"logit_bias", {{"99999", 1}}}}, "logit_bias"},
+      {{{"logit_bias", {{"5", 500}}}}, "logit_bias"},
+      {{{"logprobs", 21}}, "logprobs"},
+      {{{"logprobs", true}}, "logprobs"},
+      {{{"stream", "yes"}}, "stream"},
+      {{{"stream_options", {{"include_usage", true}}}}, "stream_options"},
+      {{{"ignore_eos", 1}}, "ignore_eos"},
+      {{{"user", 5}}, "user"},
+      {{{"prompt", 5}}, "prompt"},
+      {{{"prompt", json::array()}}, "prompt"},
+      {{{"prompt", {1, "a"}}}, "prompt"},
+      {{{"prompt", {-1}}}, "prompt"},
+      {{{"prompt", {100000}}}, "prompt"},
+      {{{"prompt", {json::array()}}}, "prompt"},
+      {{{"prompt", nullptr}}, "prompt"},
+      {{{"echo", true}}, "echo"},
   };
   for (const Case& c : cases) {
     json body = base;
     body.update(c.patch);
-    EXPECT_EQ(expect_error(post(s->port, "/v1/completions", body), 400, "invalid_request_error"), c.param)
+    EXPECT_EQ(expect_error(post(s->port, "/v1/completions", body), 400, "invalid_request_error"),
+              c.param)
         << c.patch.dump();
   }
   const json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}};
@@ -82,7 +102,9 @@ TEST(ServerErrors, WrongTypesAndOutOfRangeValuesName400Params) {
       {{{"messages", {{{"content", "no role"}}}}}, "messages"},
       {{{"messages", {{{"role", "user"}}}}}, "messages"},
       {{{"messages", {{{"role", "user"}, {"content", 5}}}}}, "messages"},
-      {{{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}, {"image_url", "x"}}}}}}}}, "messages"},
+      {{{"messages",
+         {{{"role", "user"}, {"content", {{{"type", "image_url"}, {"image_url", "x"}}}}}}}},
+       "messages"},
       {{{"logprobs", 3}}, "logprobs"},
       {{{"top_logprobs", 2}}, "top_logprobs"},  // without logprobs: true
       {{{"logprobs", true}, {"top_logprobs", 25}}, "top_logprobs"},
@@ -92,7 +114,8 @@ TEST(ServerErrors, WrongTypesAndOutOfRangeValuesName400Params) {
   for (const Case& c : chat_cases) {
     json body = chat;
     body.update(c.patch);
-    EXPECT_EQ(expect_error(post(s->port, "/v1/chat/completions", body), 400), c.param) << c.patch.dump();
+    EXPECT_EQ(expect_error(post(s->port, "/v1/chat/completions", body), 400), c.param)
+        << c.patch.dump();
   }
 }
 
@@ -105,10 +128,12 @@ TEST(ServerErrors, PromptsBeyondTheContextAre400) {
   r = post(s->port, "/v1/completions", {{"prompt", std::vector<int>(512, 300)}});
   EXPECT_EQ(r.j()["error"]["code"], "context_length_exceeded");
   // Prompt fits, prompt + max_tokens does not.
-  r = post(s->port, "/v1/completions", {{"prompt", std::vector<int>(500, 300)}, {"max_tokens", 20}});
+  r = post(s->port, "/v1/completions",
+           {{"prompt", std::vector<int>(500, 300)}, {"max_tokens", 20}});
   EXPECT_EQ(expect_error(r, 400), "max_tokens");
   // Without max_tokens the completion stops at the context: "length".
-  r = post(s->port, "/v1/completions", {{"prompt", std::vector<int>(505, 300)}, {"ignore_eos", true}});
+  r = post(s->port, "/v1/completions",
+           {{"prompt", std::vector<int>(505, 300)}, {"ignore_eos", true}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.j()["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(r.j()["usage"]["completion_tokens"], 7);
@@ -116,7 +141,8 @@ TEST(ServerErrors, PromptsBeyondTheContextAre400) {
 
 TEST(ServerErrors, ChatWithoutATemplateIs400) {
   SLUICE_REQUIRE_SERVER(s);  // stories260K has no chat template
-  HttpResult r = post(s->port, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}});
+  HttpResult r = post(s->port, "/v1/chat/completions",
+                      {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}});
   expect_error(r, 400);
   EXPECT_EQ(r.j()["error"]["code"], "no_chat_template");
 }
@@ -143,12 +169,16 @@ TEST(ServerErrors, ApiKeyIsRequiredOnTheApiButNotOnHealthOrMetrics) {
   const json body = {{"prompt", "Once"}, {"max_tokens", 2}};
   expect_error(post(s->port, "/v1/completions", body), 401, "authentication_error");
   expect_error(post(s->port, "/v1/completions", body, {{"Authorization", "Bearer wrong"}}), 401);
-  expect_error(post(s->port, "/v1/completions", body, {{"Authorization", "Bearer sekret-12"}}), 401);
+  expect_error(post(s->port, "/v1/completions", body, {{"Authorization", "Bearer sekret-12"}}),
+               401);
   expect_error(post(s->port, "/v1/completions", body, {{"Authorization", "sekret-123"}}), 401);
   expect_error(http_call(s->port, "GET", "/v1/models"), 401);
   expect_error(post(s->port, "/tokenize", {{"prompt", "a"}}), 401);
-  EXPECT_EQ(post(s->port, "/v1/completions", body, {{"Authorization", "Bearer sekret-123"}}).status, 200);
-  EXPECT_EQ(http_call(s->port, "GET", "/v1/models", "", {{"Authorization", "Bearer sekret-123"}}).status, 200);
+  EXPECT_EQ(post(s->port, "/v1/completions", body, {{"Authorization", "Bearer sekret-123"}}).status,
+            200);
+  EXPECT_EQ(
+      http_call(s->port, "GET", "/v1/models", "", {{"Authorization", "Bearer sekret-123"}}).status,
+      200);
   EXPECT_EQ(http_call(s->port, "GET", "/health").status, 200);
   EXPECT_EQ(http_call(s->port, "GET", "/metrics").status, 200);
 }
@@ -158,8 +188,10 @@ TEST(ServerErrors, BodyAndHeaderLimits) {
   // A declared body over 16 MiB is refused before it is read.
   int fd = connect_local(s->port);
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                           "Content-Length: 17000000\r\n\r\n{\"prompt\": \""));
+  ASSERT_TRUE(
+      send_all(fd,
+               "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               "Content-Length: 17000000\r\n\r\n{\"prompt\": \""));
   std::string got = recv_until(fd, "}}");
   ::close(fd);
   EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
@@ -172,7 +204,8 @@ TEST(ServerErrors, BodyAndHeaderLimits) {
   fd = connect_local(s->port);
   ASSERT_GE(fd, 0);
   std::string req = "GET /health HTTP/1.1\r\nHost: x\r\n";
-  for (int i = 0; i < 100; ++i) req += "X-Filler-" + std::to_string(i) + ": " + std::string(1000, 'a') + "\r\n";
+  for (int i = 0; i < 100; ++i)
+    req += "X-Filler-" + std::to_string(i) + ": " + std::string(1000, 'a') + "\r\n";
   send_all(fd, req + "\r\n");
   got = recv_until(fd, "}}");
   ::close(fd);
@@ -184,24 +217,33 @@ TEST(ServerErrors, BodyAndHeaderLimits) {
 TEST(ServerErrors, FullQueueIs429WithRetryAfter) {
   SLUICE_REQUIRE_SHARED(path, kStoriesModel);
   // One running sequence; a queue of 4 generations.
-  auto s = TestServer::start(path, make_config([](auto& c) { c.max_queue = 4; }), [] { EngineKnobs k; k.max_seqs = 1; return k; }());
+  auto s = TestServer::start(path, make_config([](auto& c) { c.max_queue = 4; }), [] {
+    EngineKnobs k;
+    k.max_seqs = 1;
+    return k;
+  }());
   ASSERT_TRUE(s);
   // A holds the only running slot; its other choices wait their turn (500 tokens each), so the
   // queue holds >= 2 for the whole time its first two choices run.
   const int a = connect_local(s->port);
   ASSERT_GE(a, 0);
-  const json a_body = {{"prompt", "Once"}, {"max_tokens", 500}, {"ignore_eos", true}, {"n", 4}, {"temperature", 0}};
+  const json a_body = {
+      {"prompt", "Once"}, {"max_tokens", 500}, {"ignore_eos", true}, {"n", 4}, {"temperature", 0}};
   ASSERT_TRUE(send_all(a, http_request("POST", "/v1/completions", a_body.dump())));
-  ASSERT_TRUE(eventually([&] { return metric(metrics_text(s->port), "sluice_server_queue_depth") == 3; }));
-  HttpResult r = post(s->port, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}, {"n", 3}});
+  ASSERT_TRUE(
+      eventually([&] { return metric(metrics_text(s->port), "sluice_server_queue_depth") == 3; }));
+  HttpResult r =
+      post(s->port, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}, {"n", 3}});
   expect_error(r, 429, "rate_limit_error");
   EXPECT_EQ(r.j()["error"]["code"], "queue_full");
   EXPECT_EQ(r.headers.find("Retry-After")->second, "1");
   // More than the whole queue can ever hold is a client error.
-  expect_error(post(s->port, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}, {"n", 5}}), 400);
+  expect_error(post(s->port, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}, {"n", 5}}),
+               400);
   // A's client leaves: its queued choices go, and the queue takes new work again.
   ::close(a);
-  EXPECT_TRUE(eventually([&] { return metric(metrics_text(s->port), "sluice_server_queue_depth") == 0; }));
+  EXPECT_TRUE(
+      eventually([&] { return metric(metrics_text(s->port), "sluice_server_queue_depth") == 0; }));
   r = post(s->port, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}, {"n", 3}});
   EXPECT_EQ(r.status, 200) << r.body;
 }
@@ -245,7 +287,8 @@ TEST(ServerErrors, ModelEndpointsAre503UntilLoaded) {
 
 TEST(ServerErrors, LoaderFailureIsReportedAndHealthStays503) {
   server::Server srv(make_config([](auto& c) { c.port = 0; }));
-  Result<int> port = srv.start([]() -> Result<server::ServedModel> { return make_error("no such model"); });
+  Result<int> port =
+      srv.start([]() -> Result<server::ServedModel> { return make_error("no such model"); });
   ASSERT_TRUE(port.ok());
   Status st = srv.wait_ready();
   EXPECT_FALSE(st.ok());
@@ -255,7 +298,10 @@ TEST(ServerErrors, LoaderFailureIsReportedAndHealthStays503) {
 
 TEST(ServerErrors, BadChatTemplateFailsTheLoad) {
   SLUICE_REQUIRE_SHARED(path, kStoriesModel);
-  server::Server srv(make_config([](auto& c) { c.port = 0; c.chat_template = "{% for x in %}"; }));
+  server::Server srv(make_config([](auto& c) {
+    c.port = 0;
+    c.chat_template = "{% for x in %}";
+  }));
   ASSERT_TRUE(srv.start(stories_loader(path)).ok());
   Status st = srv.wait_ready();
   EXPECT_FALSE(st.ok());

@@ -161,7 +161,8 @@ TEST(ServerGeneration, SeveralChoicesShareThePromptAndCountUsage) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(streamed_finish(st, i), "length");
 
   // Sampled choices with a seed differ from each other but repeat across requests.
-  json sampled = {{"prompt", g.prompt}, {"max_tokens", 24}, {"temperature", 1.0}, {"seed", 1234}, {"n", 2}};
+  json sampled = {
+      {"prompt", g.prompt}, {"max_tokens", 24}, {"temperature", 1.0}, {"seed", 1234}, {"n", 2}};
   const json a = post(s->port, "/v1/completions", sampled).j();
   const json b = post(s->port, "/v1/completions", sampled).j();
   EXPECT_EQ(a["choices"], b["choices"]);
@@ -180,7 +181,11 @@ TEST(ServerGeneration, StopStringsEndTheTextBeforeTheStop) {
   ASSERT_NE(at, std::string::npos);
   for (const json& stop : {json("Lily"), json::array({"zzz", "Lily"})}) {
     for (bool streamed : {false, true}) {
-      json body = {{"prompt", g.prompt}, {"max_tokens", 100}, {"temperature", 0}, {"stop", stop}, {"stream", streamed}};
+      json body = {{"prompt", g.prompt},
+                   {"max_tokens", 100},
+                   {"temperature", 0},
+                   {"stop", stop},
+                   {"stream", streamed}};
       if (streamed) {
         SseResult st = stream(s->port, "/v1/completions", body);
         EXPECT_EQ(streamed_text(st), g.greedy_text.substr(0, at));
@@ -208,9 +213,18 @@ TEST(ServerGeneration, SamplingFieldsAreAcceptedAndSteer) {
   EXPECT_NE(other.substr(0, 1), greedy.substr(0, 1));
 
   json all = base;
-  all.update({{"temperature", 0.7}, {"top_p", 0.9}, {"top_k", 40}, {"min_p", 0.05}, {"seed", 7},
-              {"presence_penalty", 0.5}, {"frequency_penalty", 0.5}, {"repetition_penalty", 1.1},
-              {"ignore_eos", true}, {"user", "someone"}, {"unknown_field", {{"x", 1}}}, {"echo", false}});
+  all.update({{"temperature", 0.7},
+              {"top_p", 0.9},
+              {"top_k", 40},
+              {"min_p", 0.05},
+              {"seed", 7},
+              {"presence_penalty", 0.5},
+              {"frequency_penalty", 0.5},
+              {"repetition_penalty", 1.1},
+              {"ignore_eos", true},
+              {"user", "someone"},
+              {"unknown_field", {{"x", 1}}},
+              {"echo", false}});
   HttpResult r = post(s->port, "/v1/completions", all);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.j()["usage"]["completion_tokens"], 12);  // ignore_eos: no early stop
@@ -223,8 +237,11 @@ TEST(ServerGeneration, LogprobsInBothShapes) {
   SLUICE_REQUIRE_SERVER(s, cfg);
   const Golden g = load_golden(golden_path);
 
-  json chat = {{"messages", {{{"role", "user"}, {"content", g.prompt}}}}, {"max_tokens", 6},
-               {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 3}};
+  json chat = {{"messages", {{{"role", "user"}, {"content", g.prompt}}}},
+               {"max_tokens", 6},
+               {"temperature", 0},
+               {"logprobs", true},
+               {"top_logprobs", 3}};
   HttpResult r = post(s->port, "/v1/chat/completions", chat);
   ASSERT_EQ(r.status, 200) << r.body;
   const json& content = r.j()["choices"][0]["logprobs"]["content"];
@@ -271,7 +288,8 @@ TEST(ServerGeneration, ConcurrentStreamsAllMatchTheGolden) {
   std::vector<std::thread> threads;
   for (int i = 0; i < kClients; ++i) {
     threads.emplace_back([&, i] {
-      json body = {{"prompt", g.prompt}, {"max_tokens", 40}, {"temperature", 0}, {"stream", i % 2 == 0}};
+      json body = {
+          {"prompt", g.prompt}, {"max_tokens", 40}, {"temperature", 0}, {"stream", i % 2 == 0}};
       if (i % 2 == 0) {
         texts[size_t(i)] = streamed_text(stream(s->port, "/v1/completions", body));
       } else {

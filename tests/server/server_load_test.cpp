@@ -28,25 +28,31 @@ struct ClientResult {
 
 TEST(ServerLoad, ManyConcurrentStreamsWithRandomHangUps) {
   SLUICE_REQUIRE_SHARED(model, kStoriesModel);
-  auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--max-seqs", "256", "--kv-cache-gb", "0.02",
-                                "--served-model-name", "stories"});
+  auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--max-seqs", "256", "--kv-cache-gb",
+                                "0.02", "--served-model-name", "stories"});
   ASSERT_TRUE(p);
   const int port = p->port;
   constexpr int kClients = 512;
   constexpr int kTokens = 16;
-  const json body = {{"model", "stories"}, {"prompt", "Once upon a time"}, {"max_tokens", kTokens},
-                     {"temperature", 0}, {"stream", true}};
+  const json body = {{"model", "stories"},
+                     {"prompt", "Once upon a time"},
+                     {"max_tokens", kTokens},
+                     {"temperature", 0},
+                     {"stream", true}};
 
   // Warm-up: the reference text, then full batches (--max-seqs generations at once) so that the
   // engine's batch-sized buffers (activations, logits: ~3 MiB here) have reached the size they
   // keep; what is measured afterwards is what the burst itself leaves behind.
-  HttpResult ref = post(port, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", kTokens},
-                                                  {"temperature", 0}});
+  HttpResult ref =
+      post(port, "/v1/completions",
+           {{"prompt", "Once upon a time"}, {"max_tokens", kTokens}, {"temperature", 0}});
   ASSERT_EQ(ref.status, 200) << ref.body;
   const std::string want = ref.j()["choices"][0]["text"];
   const long rss_cold = p->rss_kib();
-  const json full_batch = {{"prompt", {"Once upon a time", "Once upon a time"}}, {"max_tokens", kTokens},
-                           {"n", 128}, {"temperature", 0}};  // 256 generations = --max-seqs
+  const json full_batch = {{"prompt", {"Once upon a time", "Once upon a time"}},
+                           {"max_tokens", kTokens},
+                           {"n", 128},
+                           {"temperature", 0}};  // 256 generations = --max-seqs
   for (int i = 0; i < 2; ++i) {
     HttpResult warm = post(port, "/v1/completions", full_batch);
     ASSERT_EQ(warm.status, 200) << warm.body;
@@ -86,7 +92,8 @@ TEST(ServerLoad, ManyConcurrentStreamsWithRandomHangUps) {
         r.error = "connect failed";
         return;
       }
-      if (!send_all(fd, http_request("POST", "/v1/completions", body.dump()))) r.error = "send failed";
+      if (!send_all(fd, http_request("POST", "/v1/completions", body.dump())))
+        r.error = "send failed";
       std::string got;
       char buf[2048];
       const size_t limit = hang_up_after[size_t(i)];
@@ -114,7 +121,8 @@ TEST(ServerLoad, ManyConcurrentStreamsWithRandomHangUps) {
     });
   }
   for (std::thread& t : clients) t.join();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   sampling = false;
   sampler.join();
 
@@ -137,23 +145,27 @@ TEST(ServerLoad, ManyConcurrentStreamsWithRandomHangUps) {
   std::string m;
   EXPECT_TRUE(eventually([&] {
     m = metrics_text(port);
-    return metric(m, "sluice_num_requests_running") == 0 && metric(m, "sluice_num_requests_waiting") == 0 &&
-           metric(m, "sluice_kv_blocks_used") == 0;
+    return metric(m, "sluice_num_requests_running") == 0 &&
+           metric(m, "sluice_num_requests_waiting") == 0 && metric(m, "sluice_kv_blocks_used") == 0;
   })) << m;
   const double finished = metric(m, "sluice_requests_finished_total{finish_reason=\"length\"}");
-  const double aborted = std::max(0.0, metric(m, "sluice_requests_finished_total{finish_reason=\"abort\"}"));
+  const double aborted =
+      std::max(0.0, metric(m, "sluice_requests_finished_total{finish_reason=\"abort\"}"));
   EXPECT_EQ(finished + aborted, kClients + 1 + 512) << m;  // + the warm-up
   EXPECT_GE(finished, kClients - hung_up + 1 + 512) << m;
 
   // Memory returns once the burst's connection threads have exited and malloc trimmed.
   long rss_after = p->rss_kib();
-  eventually([&] {
-    rss_after = p->rss_kib();
-    return double(rss_after) <= double(rss_before) * 1.10;
-  }, std::chrono::milliseconds(kSanitized ? 0 : 10000));
-  std::printf("[ load ] %d streams (%d hung up) in %.2f s; RSS cold %ld KiB, before %ld KiB, peak %ld KiB, "
-              "after %ld KiB\n",
-              kClients, hung_up, seconds, rss_cold, rss_before, rss_peak.load(), rss_after);
+  eventually(
+      [&] {
+        rss_after = p->rss_kib();
+        return double(rss_after) <= double(rss_before) * 1.10;
+      },
+      std::chrono::milliseconds(kSanitized ? 0 : 10000));
+  std::printf(
+      "[ load ] %d streams (%d hung up) in %.2f s; RSS cold %ld KiB, before %ld KiB, peak %ld KiB, "
+      "after %ld KiB\n",
+      kClients, hung_up, seconds, rss_cold, rss_before, rss_peak.load(), rss_after);
   if (!kSanitized) {
     EXPECT_LE(double(rss_after), double(rss_before) * 1.10);
     EXPECT_LT(seconds, 60);

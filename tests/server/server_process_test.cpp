@@ -11,12 +11,17 @@ namespace {
 std::pair<int, int> open_long_stream(int port, double seconds = 0.5) {
   const auto t0 = std::chrono::steady_clock::now();
   post(port, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 64}, {"ignore_eos", true}});
-  const double per_token = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 64;
+  const double per_token =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 64;
   const int tokens = std::max(32, int(seconds / per_token));
   const int n = std::min(64, (tokens + 399) / 400);
   const int fd = connect_local(port);
-  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", std::min(400, tokens)}, {"ignore_eos", true},
-                     {"temperature", 0}, {"n", n}, {"stream", true}};
+  const json body = {{"prompt", "Once upon a time"},
+                     {"max_tokens", std::min(400, tokens)},
+                     {"ignore_eos", true},
+                     {"temperature", 0},
+                     {"n", n},
+                     {"stream", true}};
   send_all(fd, http_request("POST", "/v1/completions", body.dump()));
   const std::string got = recv_until(fd, "data: ");
   EXPECT_NE(got.find("200 OK"), std::string::npos) << got;
@@ -25,7 +30,8 @@ std::pair<int, int> open_long_stream(int port, double seconds = 0.5) {
 
 TEST(ServeProcess, SigtermLetsRunningStreamsFinishThenExitsZero) {
   SLUICE_REQUIRE_SHARED(model, kStoriesModel);
-  auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--max-seqs", "1", "--kv-cache-gb", "0.01"});
+  auto p = ServeProcess::start(
+      {model, "-c", "512", "-t", "1", "--max-seqs", "1", "--kv-cache-gb", "0.01"});
   ASSERT_TRUE(p);
   const auto [fd, n] = open_long_stream(p->port);
   ASSERT_GE(fd, 0);
@@ -49,8 +55,8 @@ TEST(ServeProcess, SigtermLetsRunningStreamsFinishThenExitsZero) {
 
 TEST(ServeProcess, ShutdownTimeoutCancelsWhatIsStillRunning) {
   SLUICE_REQUIRE_SHARED(model, kStoriesModel);
-  auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--max-seqs", "1", "--kv-cache-gb", "0.01",
-                                "--shutdown-timeout", "0"});
+  auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--max-seqs", "1", "--kv-cache-gb",
+                                "0.01", "--shutdown-timeout", "0"});
   ASSERT_TRUE(p);
   const int fd = open_long_stream(p->port).first;
   ASSERT_GE(fd, 0);
@@ -60,7 +66,8 @@ TEST(ServeProcess, ShutdownTimeoutCancelsWhatIsStillRunning) {
   const SseResult s = parse_sse(rest);
   EXPECT_TRUE(s.done);
   ASSERT_FALSE(s.events.empty());
-  EXPECT_TRUE(s.events.back().contains("error")) << rest.substr(rest.size() > 400 ? rest.size() - 400 : 0);
+  EXPECT_TRUE(s.events.back().contains("error"))
+      << rest.substr(rest.size() > 400 ? rest.size() - 400 : 0);
   EXPECT_EQ(p->wait_exit(30000), 0);
   EXPECT_NE(p->drain_log().find("cancelling 1 generations"), std::string::npos) << p->log;
 }
@@ -69,8 +76,8 @@ TEST(ServeProcess, StartUpErrorsExitNonZero) {
   SLUICE_REQUIRE_SHARED(model, kStoriesModel);
   TempDir tmp;
   auto run = [&](const std::string& args) {
-    const std::string cmd = sluice_path() + " serve " + args + " --port 0 >" + tmp.path("out") + " 2>" +
-                            tmp.path("err");
+    const std::string cmd = sluice_path() + " serve " + args + " --port 0 >" + tmp.path("out") +
+                            " 2>" + tmp.path("err");
     const int st = std::system(cmd.c_str());
     return std::make_pair(WIFEXITED(st) ? WEXITSTATUS(st) : -1, read_file(tmp.path("err")));
   };

@@ -18,8 +18,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -82,9 +82,11 @@ struct EngineKnobs {
 inline server::ModelLoader stories_loader(const std::string& path, EngineKnobs k = {}) {
   return [path, k]() -> Result<server::ServedModel> {
     set_log_level(LogLevel::kError);  // stories260K runs beyond its trained context: expected here
-    SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, {.n_ctx = k.n_ctx, .allow_context_beyond_trained = true}));
+    SLUICE_ASSIGN_OR_RETURN(
+        Model model, Model::load(path, {.n_ctx = k.n_ctx, .allow_context_beyond_trained = true}));
     SLUICE_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(model.file()));
-    auto s = std::make_shared<LoadedStories>(LoadedStories{std::move(model), std::move(tok), nullptr, nullptr});
+    auto s = std::make_shared<LoadedStories>(
+        LoadedStories{std::move(model), std::move(tok), nullptr, nullptr});
     CpuExecutorOptions eo;
     eo.n_threads = 1;
     eo.n_blocks = k.n_blocks;
@@ -132,7 +134,8 @@ inline HttpResult http_call(int port, const std::string& method, const std::stri
   return out;
 }
 
-inline HttpResult post(int port, const std::string& path, const json& body, const httplib::Headers& h = {}) {
+inline HttpResult post(int port, const std::string& path, const json& body,
+                       const httplib::Headers& h = {}) {
   return http_call(port, "POST", path, body.dump(), h);
 }
 
@@ -176,7 +179,8 @@ inline std::string streamed_text(const SseResult& s, int index = 0) {
     for (const json& c : e["choices"]) {
       if (c["index"] != index) continue;
       if (c.contains("text")) text += c["text"].get<std::string>();
-      if (c.contains("delta") && c["delta"].contains("content") && c["delta"]["content"].is_string()) {
+      if (c.contains("delta") && c["delta"].contains("content") &&
+          c["delta"]["content"].is_string()) {
         text += c["delta"]["content"].get<std::string>();
       }
     }
@@ -201,12 +205,15 @@ inline double metric(const std::string& text, const std::string& name_and_labels
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind(name_and_labels + " ", 0) == 0) return std::stod(line.substr(name_and_labels.size() + 1));
+    if (line.rfind(name_and_labels + " ", 0) == 0)
+      return std::stod(line.substr(name_and_labels.size() + 1));
   }
   return -1;
 }
 
-inline std::string metrics_text(int port) { return http_call(port, "GET", "/metrics").body; }
+inline std::string metrics_text(int port) {
+  return http_call(port, "GET", "/metrics").body;
+}
 
 // Polls until `pred()` or `timeout`; returns pred().
 template <class F>
@@ -244,10 +251,11 @@ inline bool send_all(int fd, const std::string& s) {
   return true;
 }
 
-inline std::string http_request(const std::string& method, const std::string& path, const std::string& body,
-                                const std::string& extra_headers = "") {
-  return method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
-         extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+inline std::string http_request(const std::string& method, const std::string& path,
+                                const std::string& body, const std::string& extra_headers = "") {
+  return method + " " + path +
+         " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + extra_headers +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 // Reads until `until` appears in what was read, EOF, or the timeout. Returns what was read.
@@ -256,7 +264,8 @@ inline std::string recv_until(int fd, const std::string& until, int timeout_ms =
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   char buf[4096];
   while (got.find(until) == std::string::npos) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, int(left.count())) <= 0) break;
@@ -274,8 +283,8 @@ struct TestServer {
   int port = 0;
 
   // Starts on an ephemeral port and waits until the model is loaded.
-  static std::unique_ptr<TestServer> start(const std::string& model_path, server::ServerConfig cfg = {},
-                                           EngineKnobs knobs = {}) {
+  static std::unique_ptr<TestServer> start(const std::string& model_path,
+                                           server::ServerConfig cfg = {}, EngineKnobs knobs = {}) {
     auto t = std::make_unique<TestServer>();
     cfg.port = 0;
     t->server = std::make_unique<server::Server>(cfg);
@@ -291,7 +300,9 @@ struct TestServer {
 
 // --- `sluice serve` as a child process --------------------------------------------------------
 
-inline std::string sluice_path() { return std::string(SLUICE_BINARY_DIR) + "/src/cli/sluice"; }
+inline std::string sluice_path() {
+  return std::string(SLUICE_BINARY_DIR) + "/src/cli/sluice";
+}
 
 struct ServeProcess {
   pid_t pid = -1;
@@ -347,14 +358,16 @@ struct ServeProcess {
   }
 
   // Reads the child's stderr until `a` and then `b` after it appeared (or timeout).
-  static std::string recv_pipe_until(int fd, const std::string& a, const std::string& b, int timeout_ms) {
+  static std::string recv_pipe_until(int fd, const std::string& a, const std::string& b,
+                                     int timeout_ms) {
     std::string got;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     char buf[1024];
     while (true) {
       const size_t at = got.find(a);
       if (at != std::string::npos && got.find(b, at + a.size()) != std::string::npos) break;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
       pollfd pf{fd, POLLIN, 0};
       if (::poll(&pf, 1, int(left.count())) <= 0) break;
@@ -404,7 +417,7 @@ struct ServeProcess {
 
 }  // namespace sluice::test
 
-#define SLUICE_REQUIRE_SERVER(var, ...)                                               \
-  SLUICE_REQUIRE_SHARED(var##_model_path, ::sluice::test::kStoriesModel);            \
-  auto var = ::sluice::test::TestServer::start(var##_model_path, ##__VA_ARGS__);      \
+#define SLUICE_REQUIRE_SERVER(var, ...)                                          \
+  SLUICE_REQUIRE_SHARED(var##_model_path, ::sluice::test::kStoriesModel);        \
+  auto var = ::sluice::test::TestServer::start(var##_model_path, ##__VA_ARGS__); \
   ASSERT_TRUE(var)

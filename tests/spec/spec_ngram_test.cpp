@@ -68,7 +68,8 @@ TEST(SpecNgram, SuffixCacheServesRepeatedRequestsAndLongerMatchesWin) {
 TEST(SpecNgram, CacheEvictsOldestWithinItsBudget) {
   NgramProposer p({.n_min = 2, .n_max = 2, .cache_tokens = 10});
   p.finish(1, std::vector<int32_t>{1, 2, 3, 4, 5, 6});
-  p.finish(2, std::vector<int32_t>{7, 8, 9, 10, 11, 12});  // 12 tokens > 10: the first sequence goes
+  p.finish(2,
+           std::vector<int32_t>{7, 8, 9, 10, 11, 12});  // 12 tokens > 10: the first sequence goes
   EXPECT_EQ(p.stats().cached_seqs, 1);
   EXPECT_EQ(p.stats().cached_tokens, 6);
   EXPECT_TRUE(draft_of(p, 3, {1, 2}, 3).empty());

@@ -85,8 +85,10 @@ class FakeExecutor final : public Executor {
     d.layout = layout();
     d.bytes_per_block = sizeof(int32_t) * size_t(cap_.block_size);
     for (int32_t id : ids) {
-      if (id < 0 || id >= cap_.n_blocks) return make_error("fake executor: block ", id, " out of range");
-      const auto* p = reinterpret_cast<const uint8_t*>(&slots_[size_t(id) * size_t(cap_.block_size)]);
+      if (id < 0 || id >= cap_.n_blocks)
+        return make_error("fake executor: block ", id, " out of range");
+      const auto* p =
+          reinterpret_cast<const uint8_t*>(&slots_[size_t(id) * size_t(cap_.block_size)]);
       d.bytes.insert(d.bytes.end(), p, p + d.bytes_per_block);
       ++d.n_blocks;
     }
@@ -100,10 +102,12 @@ class FakeExecutor final : public Executor {
       return make_error("fake executor: ", ids.size(), " ids for ", data.n_blocks, " blocks");
     }
     for (int32_t id : ids) {
-      if (id < 0 || id >= cap_.n_blocks) return make_error("fake executor: block ", id, " out of range");
+      if (id < 0 || id >= cap_.n_blocks)
+        return make_error("fake executor: block ", id, " out of range");
     }
     for (size_t i = 0; i < ids.size(); ++i) {
-      std::memcpy(&slot(ids[i], 0), data.bytes.data() + i * data.bytes_per_block, data.bytes_per_block);
+      std::memcpy(&slot(ids[i], 0), data.bytes.data() + i * data.bytes_per_block,
+                  data.bytes_per_block);
     }
     return {};
   }

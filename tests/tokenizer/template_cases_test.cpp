@@ -56,7 +56,9 @@ std::time_t pinned_now() {  // the cases pin strftime_now() to 2026-01-15 12:00:
 }
 
 // Test names already say which case; print just that on failure.
-void PrintTo(const CaseRef& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const CaseRef& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class TemplateCase : public ::testing::TestWithParam<CaseRef> {};
 
@@ -89,7 +91,8 @@ TEST_P(TemplateCase, RendersLikeTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(CasesJson, TemplateCase, ::testing::ValuesIn(list_cases()),
                          [](const ::testing::TestParamInfo<CaseRef>& info) {
-                           return info.param.name.empty() ? std::string("cases_json_unavailable") : info.param.name;
+                           return info.param.name.empty() ? std::string("cases_json_unavailable")
+                                                          : info.param.name;
                          });
 
 }  // namespace

@@ -26,13 +26,15 @@ class TemplateCli : public ::testing::Test {
 };
 
 TEST_F(TemplateCli, RendersExactlyWithoutTrailingNewline) {
-  std::string tmpl = write("t.jinja",
-                           "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
-                           "{% if add_generation_prompt %}<assistant>{% endif %}{{ tools | length }}{{ eos_token }}");
+  std::string tmpl = write(
+      "t.jinja",
+      "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+      "{% if add_generation_prompt %}<assistant>{% endif %}{{ tools | length }}{{ eos_token }}");
   std::string msgs = write("m.json", R"([{"role": "user", "content": "Hi  there"}])");
   std::string tools = write("tools.json", R"([{"type": "function"}])");
-  auto r = test::run_sluice("template --template " + tmpl + " --messages " + msgs + " --tools " + tools +
-                            " --bos-token '<s>' --eos-token '</s>' --add-generation-prompt");
+  auto r =
+      test::run_sluice("template --template " + tmpl + " --messages " + msgs + " --tools " + tools +
+                       " --bos-token '<s>' --eos-token '</s>' --add-generation-prompt");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "<s><user>Hi  there<assistant>1</s>");
   EXPECT_EQ(r.err, "");
@@ -40,7 +42,8 @@ TEST_F(TemplateCli, RendersExactlyWithoutTrailingNewline) {
 
 TEST_F(TemplateCli, MessagesFileMayCarryTools) {
   std::string tmpl = write("t.jinja", "{{ messages | length }}/{{ tools[0].name }}");
-  std::string msgs = write("m.json", R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"name": "f"}]})");
+  std::string msgs = write(
+      "m.json", R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"name": "f"}]})");
   auto r = test::run_sluice("template --template " + tmpl + " --messages " + msgs);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "1/f");
@@ -66,8 +69,11 @@ TEST_F(TemplateCli, ReportsTemplateErrors) {
 
 TEST_F(TemplateCli, TemplateAndSpecialTokensFromGguf) {
   SLUICE_REQUIRE_SHARED(model, "testdata/tokenizer/ggml-vocab-phi-3.gguf");
-  std::string msgs = write("m.json", R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])");
-  auto r = test::run_sluice("template " + model + " --messages " + msgs + " --add-generation-prompt");
+  std::string msgs =
+      write("m.json",
+            R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])");
+  auto r =
+      test::run_sluice("template " + model + " --messages " + msgs + " --add-generation-prompt");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   // Phi-3's template drops system messages; <s> is the model's BOS token.
   EXPECT_EQ(r.out, "<s><|user|>\nHi<|end|>\n<|assistant|>\n");

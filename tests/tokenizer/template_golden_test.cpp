@@ -12,7 +12,8 @@
 namespace sluice {
 namespace {
 
-constexpr const char* kContext = R"J({"d": {"a": 1, "b": [1, 2, {"c": "x"}], "items": 5, "s": "it's", "n": null},
+constexpr const char* kContext =
+    R"J({"d": {"a": 1, "b": [1, 2, {"c": "x"}], "items": 5, "s": "it's", "n": null},
  "l": [3, 1, 2], "s": "Hello World", "f": 1.5, "n": null, "t": true, "e": "",
  "users": [{"name": "bob", "age": 3, "role": "user"}, {"name": "Al", "age": 10, "role": "assistant"}, {"name": "cy", "role": "user"}],
  "u": "héllo wörld ünïcode 中文"})J";
@@ -366,7 +367,9 @@ std::time_t pinned_now() {
 }
 
 // Test names already say which case; print just that on failure.
-void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const GoldenCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class TemplateGolden : public ::testing::TestWithParam<GoldenCase> {};
 
@@ -383,7 +386,9 @@ TEST_P(TemplateGolden, MatchesJinja2) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Language, TemplateGolden, ::testing::ValuesIn(kGolden),
-                         [](const ::testing::TestParamInfo<GoldenCase>& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<GoldenCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 }  // namespace
 }  // namespace sluice

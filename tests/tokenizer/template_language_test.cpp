@@ -45,15 +45,17 @@ ChatTemplateInputs conversation() {
 TEST(ChatTemplateApi, StandardVariables) {
   ChatTemplateInputs in = conversation();
   in.add_generation_prompt = true;
-  EXPECT_EQ(render_ok("{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}"
-                      "{% if add_generation_prompt %}assistant:{% endif %}{{ eos_token }}",
-                      in),
-            "<s>user:Hi;assistant:None;assistant:</s>");
+  EXPECT_EQ(
+      render_ok("{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}"
+                "{% if add_generation_prompt %}assistant:{% endif %}{{ eos_token }}",
+                in),
+      "<s>user:Hi;assistant:None;assistant:</s>");
 }
 
 TEST(ChatTemplateApi, MessageKeysKeepTheirOrder) {
-  EXPECT_EQ(render_ok("{{ messages[0] }} {{ messages[0] | tojson }}", conversation()),
-            R"({'role': 'user', 'content': 'Hi', 'name': 'x'} {"role": "user", "content": "Hi", "name": "x"})");
+  EXPECT_EQ(
+      render_ok("{{ messages[0] }} {{ messages[0] | tojson }}", conversation()),
+      R"({'role': 'user', 'content': 'Hi', 'name': 'x'} {"role": "user", "content": "Hi", "name": "x"})");
 }
 
 TEST(ChatTemplateApi, NullToolsAreUndefinedLikeTransformers) {
@@ -65,7 +67,8 @@ TEST(ChatTemplateApi, NullToolsAreUndefinedLikeTransformers) {
 
 TEST(ChatTemplateApi, ExtraContext) {
   ChatTemplateInputs in;
-  in.extra_context = ordered_json::parse(R"({"documents": [{"title": "T"}], "enable_thinking": false})");
+  in.extra_context =
+      ordered_json::parse(R"({"documents": [{"title": "T"}], "enable_thinking": false})");
   EXPECT_EQ(render_ok("{{ documents[0].title }} {{ enable_thinking }}", in), "T False");
   in.extra_context = ordered_json::array();
   EXPECT_FALSE(render("x", in).ok());
@@ -84,8 +87,9 @@ TEST(ChatTemplateApi, StrftimeNowFormatsTheGivenClock) {
 }
 
 TEST(ChatTemplateApi, RenderHasNoStateBetweenCalls) {
-  auto tmpl = ChatTemplate::parse("{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
-                                  "{% endfor %}{{ ns.n }}");
+  auto tmpl = ChatTemplate::parse(
+      "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+      "{% endfor %}{{ ns.n }}");
   ASSERT_TRUE(tmpl.ok());
   ChatTemplateInputs in = conversation();
   EXPECT_EQ(*tmpl->render(in), "2");
@@ -97,7 +101,8 @@ TEST(ChatTemplateApi, RenderHasNoStateBetweenCalls) {
 // ---- runtime errors ----
 
 TEST(ChatTemplateErrors, RaiseExceptionMessageIsVerbatim) {
-  EXPECT_EQ(render_error("{% if messages | length == 0 %}{{ raise_exception('No messages!') }}{% endif %}"),
+  EXPECT_EQ(render_error(
+                "{% if messages | length == 0 %}{{ raise_exception('No messages!') }}{% endif %}"),
             "No messages!");
 }
 
@@ -110,10 +115,13 @@ TEST(ChatTemplateErrors, UndefinedAttributeOfUndefined) {
 }
 
 TEST(ChatTemplateErrors, PythonTypeErrors) {
-  EXPECT_EQ(render_error("{{ 'a' + 1 }}"), "line 1, column 8: can only concatenate str (not \"int\") to str");
-  EXPECT_EQ(render_error("{{ 1 + 'a' }}"), "line 1, column 6: unsupported operand type(s) for +: 'int' and 'str'");
+  EXPECT_EQ(render_error("{{ 'a' + 1 }}"),
+            "line 1, column 8: can only concatenate str (not \"int\") to str");
+  EXPECT_EQ(render_error("{{ 1 + 'a' }}"),
+            "line 1, column 6: unsupported operand type(s) for +: 'int' and 'str'");
   EXPECT_EQ(render_error("{{ 1 / 0 }}"), "line 1, column 6: division by zero");
-  EXPECT_EQ(render_error("{% for x in none %}{% endfor %}"), "line 1, column 4: 'NoneType' object is not iterable");
+  EXPECT_EQ(render_error("{% for x in none %}{% endfor %}"),
+            "line 1, column 4: 'NoneType' object is not iterable");
   EXPECT_EQ(render_error("{% for a, b in [(1, 2, 3)] %}{% endfor %}"),
             "line 1, column 4: too many values to unpack (expected 2)");
   EXPECT_EQ(render_error("{{ [1, 'a'] | sort }}"),
@@ -127,7 +135,8 @@ TEST(ChatTemplateErrors, SandboxBlocksMutation) {
             "line 1, column 19: access to attribute 'append' of 'list' object is unsafe.");
   EXPECT_EQ(render_error("{{ messages[0].update({}) }}", conversation()),
             "line 1, column 22: access to attribute 'update' of 'dict' object is unsafe.");
-  EXPECT_EQ(render_ok("{{ messages.__class__ }}|{{ messages.pop is defined }}", conversation()), "|False");
+  EXPECT_EQ(render_ok("{{ messages.__class__ }}|{{ messages.pop is defined }}", conversation()),
+            "|False");
 }
 
 TEST(ChatTemplateErrors, UnknownFiltersAndTests) {
@@ -155,20 +164,30 @@ std::string parse_error(std::string_view source) {
 
 TEST(ChatTemplateSyntax, ErrorsNameLineAndColumn) {
   EXPECT_EQ(parse_error("{% if x %}\nno end"),
-            "chat template syntax error at line 2, column 7: unexpected end of template, expected 'elif' or "
+            "chat template syntax error at line 2, column 7: unexpected end of template, expected "
+            "'elif' or "
             "'else' or 'endif'");
-  EXPECT_EQ(parse_error("ok\n  {{ 1 + }}"), "chat template syntax error at line 2, column 10: unexpected end of print statement");
+  EXPECT_EQ(parse_error("ok\n  {{ 1 + }}"),
+            "chat template syntax error at line 2, column 10: unexpected end of print statement");
   EXPECT_EQ(parse_error("{% for x in y %}{% endif %}"),
-            "chat template syntax error at line 1, column 20: unknown tag 'endif', expected 'endfor' or 'else'");
-  EXPECT_EQ(parse_error("{% break %}"), "chat template syntax error at line 1, column 4: 'break' outside of a loop");
-  EXPECT_EQ(parse_error("{{ 'abc }}"), "chat template syntax error at line 1, column 4: unterminated string literal");
-  EXPECT_EQ(parse_error("{{ a ! b }}"), "chat template syntax error at line 1, column 6: unexpected char '!'");
-  EXPECT_EQ(parse_error("{# never closed"), "chat template syntax error at line 1, column 1: missing end of comment tag");
+            "chat template syntax error at line 1, column 20: unknown tag 'endif', expected "
+            "'endfor' or 'else'");
+  EXPECT_EQ(parse_error("{% break %}"),
+            "chat template syntax error at line 1, column 4: 'break' outside of a loop");
+  EXPECT_EQ(parse_error("{{ 'abc }}"),
+            "chat template syntax error at line 1, column 4: unterminated string literal");
+  EXPECT_EQ(parse_error("{{ a ! b }}"),
+            "chat template syntax error at line 1, column 6: unexpected char '!'");
+  EXPECT_EQ(parse_error("{# never closed"),
+            "chat template syntax error at line 1, column 1: missing end of comment tag");
   EXPECT_EQ(parse_error("{% include 'x.jinja' %}"),
-            "chat template syntax error at line 1, column 4: 'include' tags are not supported in chat templates");
-  EXPECT_EQ(parse_error("{{ (1, 2 }}"), "chat template syntax error at line 1, column 10: unexpected '}', expected ')'");
+            "chat template syntax error at line 1, column 4: 'include' tags are not supported in "
+            "chat templates");
+  EXPECT_EQ(parse_error("{{ (1, 2 }}"),
+            "chat template syntax error at line 1, column 10: unexpected '}', expected ')'");
   EXPECT_EQ(parse_error("{% macro m(a=1, b) %}{% endmacro %}"),
-            "chat template syntax error at line 1, column 18: non-default argument follows default argument");
+            "chat template syntax error at line 1, column 18: non-default argument follows default "
+            "argument");
 }
 
 TEST(ChatTemplateSyntax, GenerationBlocksRenderTheirBody) {  // transformers' {% generation %} tag
@@ -225,11 +244,12 @@ TEST(JinjaValues, InvalidUtf8RoundTrips) {
   std::vector<uint32_t> cps = jinja::utf8_decode(bytes);
   EXPECT_EQ(cps.size(), 5u);
   EXPECT_EQ(jinja::utf8_encode(cps.data(), cps.size()), bytes);
-  EXPECT_EQ(render_ok("{{ s | length }}{{ s[::-1] | length }}", [&] {
-              ChatTemplateInputs in;
-              in.extra_context["s"] = "h\xc3\xa9llo";
-              return in;
-            }()),
+  EXPECT_EQ(render_ok("{{ s | length }}{{ s[::-1] | length }}",
+                      [&] {
+                        ChatTemplateInputs in;
+                        in.extra_context["s"] = "h\xc3\xa9llo";
+                        return in;
+                      }()),
             "55");
 }
 

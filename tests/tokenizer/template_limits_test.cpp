@@ -35,7 +35,8 @@ TEST(TemplateLimits, HugeRangeIsRejectedLikeTheSandbox) {
 
 TEST(TemplateLimits, NestedLoopsHitTheStepLimit) {
   // 10^10 iterations: stops after the default 10M steps (about a second).
-  std::string err = render_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}");
+  std::string err = render_error(
+      "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}");
   EXPECT_TRUE(mentions(err, "step limit"));
   ChatTemplateLimits small;
   small.max_steps = 10'000;
@@ -54,9 +55,10 @@ TEST(TemplateLimits, QuadraticListGrowthIsCharged) {
 
 TEST(TemplateLimits, HiddenLinearWorkIsCharged) {
   // O(size) operations repeated in a loop: length of a 50 MB string, `in` over a big list.
-  EXPECT_TRUE(mentions(render_error("{% set s = 'x' * 50000000 %}{% for i in range(100000) %}{{ s | length }}"
-                                    "{% endfor %}"),
-                       "step limit"));
+  EXPECT_TRUE(mentions(
+      render_error("{% set s = 'x' * 50000000 %}{% for i in range(100000) %}{{ s | length }}"
+                   "{% endfor %}"),
+      "step limit"));
   EXPECT_TRUE(mentions(render_error("{% set l = range(100000) | list %}{% for i in range(100000) %}"
                                     "{% if -1 in l %}{% endif %}{% endfor %}"),
                        "step limit"));
@@ -78,7 +80,8 @@ TEST(TemplateLimits, SharedNestsCannotExplodeComparisons) {
 // A quadratic search would take hours here (10^12 steps), so a regression times the test out.
 TEST(TemplateLimits, LongRepetitiveSearchesAreLinear) {
   auto tmpl = ChatTemplate::parse(
-      "{% set a = 'a' * 1000000 %}{{ (a ~ 'b') in (a ~ a) }} {{ (a ~ a).count(a) }} {{ (a ~ a).rfind('b' ~ a) }}"
+      "{% set a = 'a' * 1000000 %}{{ (a ~ 'b') in (a ~ a) }} {{ (a ~ a).count(a) }} {{ (a ~ "
+      "a).rfind('b' ~ a) }}"
       " {{ ((a ~ a).split(a ~ 'b')) | length }}");
   ASSERT_TRUE(tmpl.ok());
   auto out = tmpl->render({});
@@ -104,19 +107,26 @@ TEST(TemplateLimits, DeepRecursionThroughDeepExpressionsStops) {
 TEST(TemplateLimits, DeepNestingIsAParseError) {
   EXPECT_TRUE(mentions(render_error("{{ " + repeat("(", 5000) + "1" + repeat(")", 5000) + " }}"),
                        "template nesting too deep"));
-  EXPECT_TRUE(mentions(render_error("{{ " + repeat("[", 5000) + repeat("]", 5000) + " }}"), "template nesting too deep"));
-  EXPECT_TRUE(mentions(render_error("{{ " + repeat("not ", 100000) + "1 }}"), "template nesting too deep"));
-  EXPECT_TRUE(mentions(render_error("{{ " + repeat("-", 100000) + "1 }}"), "template nesting too deep"));
+  EXPECT_TRUE(mentions(render_error("{{ " + repeat("[", 5000) + repeat("]", 5000) + " }}"),
+                       "template nesting too deep"));
+  EXPECT_TRUE(
+      mentions(render_error("{{ " + repeat("not ", 100000) + "1 }}"), "template nesting too deep"));
+  EXPECT_TRUE(
+      mentions(render_error("{{ " + repeat("-", 100000) + "1 }}"), "template nesting too deep"));
   EXPECT_TRUE(mentions(render_error(repeat("{% if 1 %}", 5000) + repeat("{% endif %}", 5000)),
                        "template nesting too deep"));
-  EXPECT_TRUE(mentions(render_error("{{ 1" + repeat(" if 1 else 1", 5000) + " }}"), "template nesting too deep"));
+  EXPECT_TRUE(mentions(render_error("{{ 1" + repeat(" if 1 else 1", 5000) + " }}"),
+                       "template nesting too deep"));
   // Operator chains nest the tree one level per operator: fine at template scale, bounded.
   auto chain = ChatTemplate::parse("{{ 1" + repeat(" + 1", 150) + " }}");
   ASSERT_TRUE(chain.ok()) << chain.message();
   EXPECT_EQ(*chain->render({}), "151");
-  EXPECT_TRUE(mentions(render_error("{{ 1" + repeat(" + 1", 100000) + " }}"), "template nesting too deep"));
-  EXPECT_TRUE(mentions(render_error("{{ x" + repeat(".a", 100000) + " }}"), "template nesting too deep"));
-  EXPECT_TRUE(mentions(render_error("{{ x" + repeat("|trim", 100000) + " }}"), "template nesting too deep"));
+  EXPECT_TRUE(
+      mentions(render_error("{{ 1" + repeat(" + 1", 100000) + " }}"), "template nesting too deep"));
+  EXPECT_TRUE(
+      mentions(render_error("{{ x" + repeat(".a", 100000) + " }}"), "template nesting too deep"));
+  EXPECT_TRUE(mentions(render_error("{{ x" + repeat("|trim", 100000) + " }}"),
+                       "template nesting too deep"));
 }
 
 TEST(TemplateLimits, DeeplyNestedValuesAreRejected) {
@@ -127,14 +137,18 @@ TEST(TemplateLimits, DeeplyNestedValuesAreRejected) {
 
 TEST(TemplateLimits, HugeStringsAndListsAreRejected) {
   EXPECT_TRUE(mentions(render_error("{{ 'x' * 10000000000 }}"), "exceeds the size limit"));
-  EXPECT_TRUE(mentions(render_error("{{ ([1] * 1000000000) | length }}"), "exceeds the size limit"));
+  EXPECT_TRUE(
+      mentions(render_error("{{ ([1] * 1000000000) | length }}"), "exceeds the size limit"));
   EXPECT_TRUE(mentions(render_error("{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
                                     "{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
                        "exceeds the size limit"));
-  EXPECT_TRUE(mentions(render_error("{{ '{:>1000000000}'.format('x') }}"), "exceeds the size limit"));
+  EXPECT_TRUE(
+      mentions(render_error("{{ '{:>1000000000}'.format('x') }}"), "exceeds the size limit"));
   EXPECT_TRUE(mentions(render_error("{{ 'x' | center(1000000000) }}"), "exceeds the size limit"));
-  EXPECT_TRUE(mentions(render_error("{{ 'a\nb' | indent(1000000000) }}"), "exceeds the size limit"));
-  EXPECT_TRUE(mentions(render_error("{{ range(100000) | list | tojson(indent=100000) }}"), "exceeds"));
+  EXPECT_TRUE(
+      mentions(render_error("{{ 'a\nb' | indent(1000000000) }}"), "exceeds the size limit"));
+  EXPECT_TRUE(
+      mentions(render_error("{{ range(100000) | list | tojson(indent=100000) }}"), "exceeds"));
   EXPECT_TRUE(mentions(render_error("{{ '%*d' % (1000000000, 1) }}"), "exceeds the size limit"));
   // A big list printed many times over (each element shares one 1 MB string).
   EXPECT_TRUE(mentions(render_error("{{ ['x' * 1000000] * 100000 }}"), "exceeds"));
@@ -143,9 +157,11 @@ TEST(TemplateLimits, HugeStringsAndListsAreRejected) {
 TEST(TemplateLimits, HugeOutputIsRejected) {
   ChatTemplateLimits small;
   small.max_output_bytes = 1 << 20;
-  EXPECT_TRUE(mentions(render_error("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", small),
-                       "rendered output exceeds the limit of 1048576 bytes"));
-  EXPECT_TRUE(mentions(render_error("{% macro m() %}{% for i in range(100000) %}xxxxxxxxxxxxxxxxxxxx{% endfor %}{% endmacro %}"
+  EXPECT_TRUE(
+      mentions(render_error("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", small),
+               "rendered output exceeds the limit of 1048576 bytes"));
+  EXPECT_TRUE(mentions(render_error("{% macro m() %}{% for i in range(100000) "
+                                    "%}xxxxxxxxxxxxxxxxxxxx{% endfor %}{% endmacro %}"
                                     "{{ m() }}",
                                     small),
                        "exceeds the limit"));
@@ -154,13 +170,15 @@ TEST(TemplateLimits, HugeOutputIsRejected) {
 TEST(TemplateLimits, ObjectCountIsBounded) {
   ChatTemplateLimits small;
   small.max_objects = 1000;
-  EXPECT_TRUE(mentions(render_error("{% for i in range(5000) %}{% set n = namespace() %}{% endfor %}", small),
-                       "too many namespace()/macro objects (limit 1000)"));
+  EXPECT_TRUE(mentions(
+      render_error("{% for i in range(5000) %}{% set n = namespace() %}{% endfor %}", small),
+      "too many namespace()/macro objects (limit 1000)"));
 }
 
 TEST(TemplateLimits, NamespaceCyclesPrintLikePython) {
   auto tmpl = ChatTemplate::parse(
-      "{% set ns = namespace(a=[1]) %}{% set ns.b = [ns] %}{% set ns.self = ns %}{{ ns }}|{{ ns.b }}");
+      "{% set ns = namespace(a=[1]) %}{% set ns.b = [ns] %}{% set ns.self = ns %}{{ ns }}|{{ ns.b "
+      "}}");
   ASSERT_TRUE(tmpl.ok());
   auto out = tmpl->render({});
   ASSERT_TRUE(out.ok()) << out.message();
