@@ -72,6 +72,35 @@ TEST(ServeProcess, ShutdownTimeoutCancelsWhatIsStillRunning) {
   EXPECT_NE(p->drain_log().find("cancelling 1 generations"), std::string::npos) << p->log;
 }
 
+// `sluice serve --spec ngram`: the same greedy request twice gives the same text, the second
+// is drafted from the first one's output, and /metrics counts it.
+TEST(ServeProcess, SpeculativeNgramServesIdenticalTextAndCountsAcceptance) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  auto p = ServeProcess::start(
+      {model, "-c", "512", "-t", "1", "--kv-cache-gb", "0.01", "--spec", "ngram", "--spec-k", "6"});
+  ASSERT_TRUE(p);
+  const json body = {{"prompt", "Once upon a time"},
+                     {"max_tokens", 120},
+                     {"temperature", 0},
+                     {"ignore_eos", true}};
+  const HttpResult a = post(p->port, "/v1/completions", body);
+  const HttpResult b = post(p->port, "/v1/completions", body);
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(b.status, 200) << b.body;
+  EXPECT_EQ(a.j()["choices"][0]["text"], b.j()["choices"][0]["text"]);
+  EXPECT_EQ(b.j()["usage"]["completion_tokens"], 120);
+  const HttpResult m = http_call(p->port, "GET", "/metrics");
+  ASSERT_EQ(m.status, 200);
+  const auto value = [&](const std::string& name) {
+    const size_t at = m.body.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(m.body.substr(at + name.size() + 2));
+  };
+  EXPECT_GE(value("sluice_spec_accepted_tokens_total"), 100.0) << m.body;
+  EXPECT_GT(value("sluice_spec_mean_accepted_length"), 2.0);
+  ::kill(p->pid, SIGTERM);
+  EXPECT_EQ(p->wait_exit(30000), 0);
+}
+
 TEST(ServeProcess, StartUpErrorsExitNonZero) {
   SLUICE_REQUIRE_SHARED(model, kStoriesModel);
   TempDir tmp;
@@ -90,6 +119,12 @@ TEST(ServeProcess, StartUpErrorsExitNonZero) {
   std::tie(code, err) = run(model + " --host 256.1.1.1");
   EXPECT_EQ(code, 1);
   EXPECT_NE(err.find("cannot listen"), std::string::npos) << err;
+  std::tie(code, err) = run(model + " --spec draft");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find("--model-draft"), std::string::npos) << err;
+  std::tie(code, err) = run(model + " --spec ngram --spec-k 0");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find("draft length"), std::string::npos) << err;
 }
 
 }  // namespace
