@@ -1,5 +1,9 @@
 #include "kernels/matmul_isa.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -11,16 +15,24 @@ namespace sluice {
 
 namespace {
 
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID leaf 1, ECX bit 29. Not __builtin_cpu_supports("f16c"): clang 14 (the fuzz build's
+// compiler) rejects that feature name.
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 MatmulIsa detect_isa() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c")) {
+      __builtin_cpu_supports("avx512vnni") && cpu_has_f16c()) {
     return MatmulIsa::kAvx512;
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c")) {
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) {
     return MatmulIsa::kAvx2;
   }
 #endif
@@ -37,10 +49,14 @@ MatmulIsa matmul_isa_detected() {
 bool cpu_runs_isa(MatmulIsa isa) {
   const MatmulIsa best = matmul_isa_detected();
   switch (isa) {
-    case MatmulIsa::kScalar: return true;
-    case MatmulIsa::kAvx2: return best == MatmulIsa::kAvx2 || best == MatmulIsa::kAvx512;
-    case MatmulIsa::kAvx512: return best == MatmulIsa::kAvx512;
-    default: return false;
+    case MatmulIsa::kScalar:
+      return true;
+    case MatmulIsa::kAvx2:
+      return best == MatmulIsa::kAvx2 || best == MatmulIsa::kAvx512;
+    case MatmulIsa::kAvx512:
+      return best == MatmulIsa::kAvx512;
+    default:
+      return false;
   }
 }
 
@@ -78,8 +94,12 @@ std::string matmul_isa_description() {
     case MatmulIsa::kAvx512:
       s += cpu_has_avx512_bf16() ? " (AVX-512 + VNNI + BF16" : " (AVX-512 + VNNI";
       break;
-    case MatmulIsa::kAvx2: s += " (AVX2 + FMA + F16C, vpmaddubsw int8 dots"; break;
-    default: s += " (portable C++"; break;
+    case MatmulIsa::kAvx2:
+      s += " (AVX2 + FMA + F16C, vpmaddubsw int8 dots";
+      break;
+    default:
+      s += " (portable C++";
+      break;
   }
   const char* env = std::getenv("SLUICE_ISA");
   if (env && *env) s += std::string("; SLUICE_ISA=") + env;
@@ -103,10 +123,14 @@ bool cpu_has_avx512_bf16() {
 
 const char* matmul_isa_name(MatmulIsa isa) {
   switch (isa) {
-    case MatmulIsa::kAuto: return "auto";
-    case MatmulIsa::kScalar: return "scalar";
-    case MatmulIsa::kAvx2: return "avx2";
-    case MatmulIsa::kAvx512: return "avx512";
+    case MatmulIsa::kAuto:
+      return "auto";
+    case MatmulIsa::kScalar:
+      return "scalar";
+    case MatmulIsa::kAvx2:
+      return "avx2";
+    case MatmulIsa::kAvx512:
+      return "avx512";
   }
   return "?";
 }
