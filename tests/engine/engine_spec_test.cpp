@@ -63,22 +63,8 @@ TEST(EngineSpec, BatchedChunkedPreemptedOutputsEqualPlainDecoding) {
   std::mt19937 rng(17);
   std::vector<std::vector<int32_t>> prompts;
   std::vector<GenerationParams> params;
-  const std::vector<std::string> starts = {"Once upon a time", "The little dog", "Lily and Ben"};
-  for (int i = 0; i < 24; ++i) {
-    std::string text = starts[size_t(i) % starts.size()];
-    for (int k = 0; k < int(rng() % 6); ++k) text += " and the cat";
-    auto ids = alone->tokenizer.encode(text);
-    ASSERT_TRUE(ids.ok());
-    prompts.push_back(*ids);
-    params.push_back(greedy(30 + int(rng() % 60)));
-  }
-  std::vector<Output> reference;
-  {
-    auto engine = Engine::create(alone->tokenizer, *alone->executor, {});
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      reference.push_back(run_all(**engine, {prompts[i]}, {params[i]}, {0})[0]);
-    }
-  }
+  story_prompts(alone->tokenizer, rng, 24, 30, 60, prompts, params);
+  const std::vector<Output> reference = run_each_alone(*alone, prompts, params);
   for (int chunk : {1, 7, 64}) {
     auto l = load(path, 512, 24);
     ASSERT_TRUE(l);

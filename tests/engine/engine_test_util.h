@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,35 @@ inline std::vector<Output> run_all(Engine& engine, const std::vector<std::vector
       if (ev.finished()) o.finish = ev.finish;
     }
     if (step > 100000) break;
+  }
+  return out;
+}
+
+// `n` story prompts ("Once upon a time", "The little dog", "Lily and Ben", each followed by
+// 0-5 " and the cat") with greedy params of min_tokens + rng() % spread tokens.
+inline void story_prompts(const Tokenizer& tok, std::mt19937& rng, int n, int min_tokens,
+                          int spread, std::vector<std::vector<int32_t>>& prompts,
+                          std::vector<GenerationParams>& params) {
+  const std::vector<std::string> starts = {"Once upon a time", "The little dog", "Lily and Ben"};
+  for (int i = 0; i < n; ++i) {
+    std::string text = starts[size_t(i) % starts.size()];
+    for (int k = 0; k < int(rng() % 6); ++k) text += " and the cat";
+    auto ids = tok.encode(text);
+    ASSERT_TRUE(ids.ok());
+    prompts.push_back(*ids);
+    params.push_back(greedy(min_tokens + int(rng() % size_t(spread))));
+  }
+}
+
+// Each request run alone, one after the other, on a plain engine over `l`.
+inline std::vector<Output> run_each_alone(Loaded& l,
+                                          const std::vector<std::vector<int32_t>>& prompts,
+                                          const std::vector<GenerationParams>& params) {
+  std::vector<Output> out;
+  auto engine = Engine::create(l.tokenizer, *l.executor, {});
+  EXPECT_TRUE(engine.ok());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    out.push_back(run_all(**engine, {prompts[i]}, {params[i]}, {0})[0]);
   }
   return out;
 }
