@@ -100,11 +100,14 @@ void register_all() {
           [=](benchmark::State& s) { run(s, type, 1, matmul_isa_best(), 2, true, 65536); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(
-          (std::string("Gemm16Dram/") + tn + "/packed/t2").c_str(),
-          [=](benchmark::State& s) { run(s, type, 16, matmul_isa_best(), 2, true, 65536); })
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond);
+      // Small batches from DRAM: speculative verification (1 + k rows) and batched decode.
+      for (int64_t n : {2, 3, 4, 5, 8, 9, 16}) {
+        benchmark::RegisterBenchmark(
+            (std::string("Gemm") + std::to_string(n) + "Dram/" + tn + "/packed/t2").c_str(),
+            [=](benchmark::State& s) { run(s, type, n, matmul_isa_best(), 2, true, 65536); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
       for (int64_t n : {16, 128}) {
         benchmark::RegisterBenchmark(
             (std::string("Gemm") + std::to_string(n) + "/" + tn + "/packed/t2").c_str(),

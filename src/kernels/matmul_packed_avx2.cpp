@@ -63,6 +63,17 @@ SLUICE_TARGET inline __m256 load_s8x8(const uint8_t* p) {
       _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
+// The activation row pointers, hidden from the optimizer: each half re-loads its broadcasts
+// (a load-port uop each) instead of the compiler keeping the first half's in registers for the
+// second, which spills them to the stack (measured: most of a Q4_0 tile's time in spill stores).
+template <int NX>
+inline void launder(const int8_t* (&xq)[NX], const int8_t* const (&src)[NX]) {
+  for (int i = 0; i < NX; ++i) {
+    xq[i] = src[i];
+    asm("" : "+r"(xq[i]));
+  }
+}
+
 // int16 pairs -> int32 lanes.
 SLUICE_TARGET inline __m256i widen(__m256i v) {
   return _mm256_madd_epi16(v, _mm256_set1_epi16(1));
@@ -72,7 +83,7 @@ SLUICE_TARGET inline __m256i widen(__m256i v) {
 // y[(i0 + i) * m + row] for the rows below m.
 template <int NH, int NX, Kind K>
 SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const QuantizedActs& a,
-                        int64_t i0, float* y, int64_t m) {
+                        int64_t i0, float* y, int64_t m, bool prefetch) {
   const ActRows<NX> x(a, i0);
   const uint8_t* wq = w.quants(g);
   const uint8_t* meta = w.meta(g);
@@ -88,7 +99,7 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
     constexpr int64_t kQb = K == kQ4_0 ? 256 : 512;
     for (int64_t b = 0; b < nu; ++b) {
       const uint8_t* v = wq + b * kQb;
-      if constexpr (NH == 2) {
+      if (prefetch) {
         for (int64_t l = 0; l < kQb; l += 64) {
           _mm_prefetch(reinterpret_cast<const char*>(v + kAhead + l), _MM_HINT_T0);
         }
@@ -97,9 +108,12 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
 #pragma GCC unroll 2
       for (int h = 0; h < NH; ++h) {
         const int hh = h0 + h;
+        const int8_t* xq[NX];
+        launder(xq, x.q);
         __m256i iacc[NX];
         for (int i = 0; i < NX; ++i) iacc[i] = _mm256_setzero_si256();
         if constexpr (K == kQ4_0) {
+#pragma GCC unroll 1
           for (int j = 0; j < 4; ++j) {
             const __m256i raw = load32(v + 64 * j + 32 * hh);
             const __m256i lo = _mm256_and_si256(raw, m4);
@@ -107,8 +121,8 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
             for (int i = 0; i < NX; ++i) {
               iacc[i] = _mm256_add_epi16(
                   iacc[i],
-                  _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(x.q[i] + col + 4 * j)),
-                                   _mm256_maddubs_epi16(hi, bcast4(x.q[i] + col + 16 + 4 * j))));
+                  _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xq[i] + col + 4 * j)),
+                                   _mm256_maddubs_epi16(hi, bcast4(xq[i] + col + 16 + 4 * j))));
             }
           }
           for (int i = 0; i < NX; ++i) {
@@ -116,11 +130,14 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
           }
         } else {
           const __m256i flip = _mm256_set1_epi8(char(0x80));
+          // Not unrolled: unrolled, the compiler loads every vector of the block up front and
+          // spills the broadcasts (perf annotate: ~130 stack accesses in the 1 x 4 tile).
+#pragma GCC unroll 1
           for (int j = 0; j < 8; ++j) {
             const __m256i q = _mm256_xor_si256(load32(v + 64 * j + 32 * hh), flip);
             const __m256i aq = _mm256_sign_epi8(q, q);
             for (int i = 0; i < NX; ++i) {
-              const __m256i xs = _mm256_sign_epi8(bcast4(x.q[i] + col + 4 * j), q);
+              const __m256i xs = _mm256_sign_epi8(bcast4(xq[i] + col + 4 * j), q);
               iacc[i] = _mm256_add_epi32(iacc[i], widen(_mm256_maddubs_epi16(aq, xs)));
             }
           }
@@ -137,7 +154,7 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
       const uint8_t* v = wq + u * 2048;
       const uint8_t* mt = meta + u * 320;
       for (int p = 0; p < 4; ++p) {
-        if constexpr (NH == 2) {
+        if (prefetch) {
           for (int64_t l = 0; l < 512; l += 64) {
             _mm_prefetch(reinterpret_cast<const char*>(v + 512 * p + kAhead + l), _MM_HINT_T0);
           }
@@ -146,6 +163,8 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
 #pragma GCC unroll 2
         for (int h = 0; h < NH; ++h) {
           const int hh = h0 + h;
+          const int8_t* xq[NX];
+          launder(xq, x.q);
           __m256i lo_acc[NX], hi_acc[NX];
           for (int i = 0; i < NX; ++i) lo_acc[i] = hi_acc[i] = _mm256_setzero_si256();
           for (int j = 0; j < 8; ++j) {
@@ -154,9 +173,9 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
             for (int i = 0; i < NX; ++i) {
               lo_acc[i] = _mm256_add_epi16(
-                  lo_acc[i], _mm256_maddubs_epi16(lo, bcast4(x.q[i] + 32 * sb + 4 * j)));
+                  lo_acc[i], _mm256_maddubs_epi16(lo, bcast4(xq[i] + 32 * sb + 4 * j)));
               hi_acc[i] = _mm256_add_epi16(
-                  hi_acc[i], _mm256_maddubs_epi16(hi, bcast4(x.q[i] + 32 * (sb + 1) + 4 * j)));
+                  hi_acc[i], _mm256_maddubs_epi16(hi, bcast4(xq[i] + 32 * (sb + 1) + 4 * j)));
             }
           }
           const __m256 d = load_f16x8(mt + 16 * hh), dmin = load_f16x8(mt + 32 + 16 * hh);
@@ -181,7 +200,7 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
       const uint8_t* mt = meta + u * 288;
       for (int g16 = 0; g16 < 16; ++g16) {
         const uint8_t* gv = v + 192 * g16;
-        if constexpr (NH == 2) {
+        if (prefetch) {
           for (int64_t l = 0; l < 192; l += 64) {
             _mm_prefetch(reinterpret_cast<const char*>(gv + kAhead + l), _MM_HINT_T0);
           }
@@ -190,6 +209,8 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
 #pragma GCC unroll 2
         for (int h = 0; h < NH; ++h) {
           const int hh = h0 + h;
+          const int8_t* xq[NX];
+          launder(xq, x.q);
           const __m256i v0 = load32(gv + 32 * hh), v1 = load32(gv + 64 + 32 * hh);
           const __m256i vh = load32(gv + 128 + 32 * hh);
           // q = low nibble | high bit pair << 4, in [0, 63].
@@ -203,11 +224,11 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
           const __m256 dsc =
               _mm256_mul_ps(load_f16x8(mt + 16 * hh), load_s8x8(mt + 32 + 16 * g16 + 8 * hh));
           for (int i = 0; i < NX; ++i) {
-            const int8_t* xq = x.q[i] + col;
-            const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, bcast4(xq)),
-                                                 _mm256_maddubs_epi16(q1, bcast4(xq + 4)));
-            const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(q2, bcast4(xq + 8)),
-                                                 _mm256_maddubs_epi16(q3, bcast4(xq + 12)));
+            const int8_t* xc = xq[i] + col;
+            const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, bcast4(xc)),
+                                                 _mm256_maddubs_epi16(q1, bcast4(xc + 4)));
+            const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(q2, bcast4(xc + 8)),
+                                                 _mm256_maddubs_epi16(q3, bcast4(xc + 12)));
             const __m256i acc = _mm256_add_epi32(_mm256_add_epi32(widen(p01), widen(p23)),
                                                  _mm256_set1_epi32(-32 * x.sum16[i][col / 16]));
             facc[h][i] =
@@ -252,20 +273,23 @@ SLUICE_TARGET void gemm_packed_t(const PackedWeights& w, int64_t g0, int64_t g1,
         const bool second_half = g * PackedWeights::kRows + 8 < m;
         if (c1 - c0 <= 2) {  // decode: both halves, the weight stream read once in order
           if (c1 - c0 == 2) {
-            tile<2, 2, K>(w, g, 0, a, c0, y, m);
+            tile<2, 2, K>(w, g, 0, a, c0, y, m, true);
           } else {
-            tile<2, 1, K>(w, g, 0, a, c0, y, m);
+            tile<2, 1, K>(w, g, 0, a, c0, y, m, true);
           }
           continue;
         }
         for (int h = 0; h < (second_half ? 2 : 1); ++h) {
           int64_t i = c0;
-          for (; i + 4 <= c1; i += 4) tile<1, 4, K>(w, g, h, a, i, y, m);
+          // The first tile over a group reads it from DRAM (the rest from L1/L2): it prefetches
+          // the stream ahead, as decode does.
+          const bool first = h == 0 && c0 == 0;
+          for (; i + 4 <= c1; i += 4) tile<1, 4, K>(w, g, h, a, i, y, m, first && i == c0);
           if (i + 2 <= c1) {
-            tile<1, 2, K>(w, g, h, a, i, y, m);
+            tile<1, 2, K>(w, g, h, a, i, y, m, first && i == c0);
             i += 2;
           }
-          if (i < c1) tile<1, 1, K>(w, g, h, a, i, y, m);
+          if (i < c1) tile<1, 1, K>(w, g, h, a, i, y, m, first && i == c0);
         }
       }
     }

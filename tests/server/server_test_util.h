@@ -318,7 +318,8 @@ struct ServeProcess {
     if (err_fd >= 0) ::close(err_fd);
   }
 
-  // Starts `sluice serve MODEL --port 0 ARGS...` and waits for "listening on" and /health 200.
+  // Starts `sluice serve MODEL --port 0 ARGS...` (without a roofline cache) and waits for
+  // "listening on" and /health 200.
   static std::unique_ptr<ServeProcess> start(const std::vector<std::string>& args) {
     int pipefd[2];
     if (::pipe(pipefd) != 0) return nullptr;
@@ -329,6 +330,9 @@ struct ServeProcess {
     argv_s.push_back("0");
     p->pid = ::fork();
     if (p->pid == 0) {
+      // No `sluice bench --roofline` cache: the host's measured ceilings would change what the
+      // engine's cost model decides (speculation gating), so results would depend on the host.
+      ::setenv("SLUICE_CACHE", "/nonexistent/sluice-test-cache", 1);
       ::dup2(pipefd[1], 2);
       ::close(pipefd[0]);
       ::close(pipefd[1]);
