@@ -56,21 +56,28 @@ class ThreadPool {
   // others. Runs inline on the caller when there is only one chunk.
   template <class F>
   void parallel_for(int64_t n, int64_t grain, F&& fn) {
+    parallel_for_indexed(n, grain, [&](int, int64_t b, int64_t e) { fn(b, e); });
+  }
+
+  // As parallel_for, with the index of the thread running each chunk (the caller is 0, every
+  // index < n_threads()): fn(thread, begin, end), for per-thread workspaces.
+  template <class F>
+  void parallel_for_indexed(int64_t n, int64_t grain, F&& fn) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     if (n_threads_ == 1 || n <= grain) {
-      fn(int64_t(0), n);
+      fn(0, int64_t(0), n);
       return;
     }
     // About 4 chunks per thread: balance without much counter traffic.
     int64_t chunk = (n + 4 * n_threads_ - 1) / (4 * n_threads_);
     if (chunk < grain) chunk = grain;
     std::atomic<int64_t> next{0};
-    run([&](int) {
+    run([&](int thread) {
       for (;;) {
         const int64_t b = next.fetch_add(chunk, std::memory_order_relaxed);
         if (b >= n) break;
-        fn(b, b + chunk < n ? b + chunk : n);
+        fn(thread, b, b + chunk < n ? b + chunk : n);
       }
     });
   }

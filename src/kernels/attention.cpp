@@ -38,12 +38,10 @@ inline const float* v_row(const PagedAttentionParams& p, int t, int kv_head, flo
   return buf;
 }
 
-// Per-thread scratch (see paged_attention_item). Grows to the largest shape seen; holds
-// nothing between calls.
-float* scratch(size_t n) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
+// Scratch floats of paged_attention_item.
+size_t item_scratch_floats(const PagedAttentionParams& p) {
+  const int group = p.n_head / p.n_kv_head;
+  return size_t(group) * (2 + p.head_dim + kTile) + size_t(p.head_dim);
 }
 
 }  // namespace
@@ -69,11 +67,17 @@ void store_kv_token(KvType type, const KvLayout& l, const float* k, const float*
   }
 }
 
-void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head) {
+size_t paged_attention_scratch_floats(const PagedAttentionParams& p) {
+  const KernelTable& kt = kernel_table(p.isa);
+  const size_t item = item_scratch_floats(p);
+  return kt.attention_runs(p) ? std::max(item, kt.attention_scratch_floats(p)) : item;
+}
+
+void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head, float* scratch) {
   const int group = p.n_head / p.n_kv_head;
   const int hd = p.head_dim;
   const int n_visible = p.kv_len - p.n_q + qi + 1;
-  float* mem = scratch(size_t(group) * (2 + hd + kTile) + size_t(hd));
+  float* mem = scratch;            // item_scratch_floats(p)
   float* m = mem;                  // [group] running max
   float* l = m + group;            // [group] running sum of exp
   float* acc = l + group;          // [group, hd] running weighted sum of V
@@ -126,13 +130,14 @@ void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head) {
   }
 }
 
-void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head) {
+void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head,
+                           float* scratch) {
   const KernelTable& kt = kernel_table(p.isa);
   if (kt.attention_runs(p)) {
-    kt.attention_block(p, q0, q1, kv_head);
+    kt.attention_block(p, q0, q1, kv_head, scratch);
     return;
   }
-  for (int qi = q0; qi < q1; ++qi) paged_attention_item(p, qi, kv_head);
+  for (int qi = q0; qi < q1; ++qi) paged_attention_item(p, qi, kv_head, scratch);
 }
 
 bool paged_attention_splits(const PagedAttentionParams& p) {
@@ -143,12 +148,14 @@ size_t paged_attention_partial_floats(const PagedAttentionParams& p) {
   return kernel_table(p.isa).attention_partial_floats(p);
 }
 
-void paged_attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial) {
-  kernel_table(p.isa).attention_segments(p, s0, s1, partial);
+void paged_attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial,
+                              float* scratch) {
+  kernel_table(p.isa).attention_segments(p, s0, s1, partial, scratch);
 }
 
-void paged_attention_merge(const PagedAttentionParams& p, int kv_head, const float* partial) {
-  kernel_table(p.isa).attention_merge(p, kv_head, paged_attention_n_segments(p), partial);
+void paged_attention_merge(const PagedAttentionParams& p, int kv_head, const float* partial,
+                           float* scratch) {
+  kernel_table(p.isa).attention_merge(p, kv_head, paged_attention_n_segments(p), partial, scratch);
 }
 
 void paged_attention_batch(std::span<const PagedAttentionParams> seqs, AttentionWorkspace& ws,
@@ -161,8 +168,10 @@ void paged_attention_batch(std::span<const PagedAttentionParams> seqs, Attention
   ws.partial_at.resize(size_t(n_seqs));
   ws.split_seqs.clear();
   int64_t n_items = 0, macs = 0, partial_floats = 0;
+  size_t scratch_floats = 0;
   for (int64_t si = 0; si < n_seqs; ++si) {
     const PagedAttentionParams& p = seqs[size_t(si)];
+    scratch_floats = std::max(scratch_floats, paged_attention_scratch_floats(p));
     const int n_seg = paged_attention_n_segments(p);
     if (n_seg > 1 && paged_attention_splits(p)) {
       ws.partial_at[size_t(si)] = partial_floats;
@@ -177,8 +186,15 @@ void paged_attention_batch(std::span<const PagedAttentionParams> seqs, Attention
     macs += 2 * int64_t(p.n_q) * p.kv_len * p.n_head * p.head_dim;  // QK^T and PV (upper bound)
   }
   if (int64_t(ws.partial.size()) < partial_floats) ws.partial.resize(size_t(partial_floats));
+  // Per-thread scratch, each buffer on its own cache lines.
+  ws.scratch_stride = (scratch_floats + 15) & ~size_t(15);
+  const size_t n_threads = pool ? size_t(pool->n_threads()) : 1;
+  if (ws.scratch.size() < n_threads * ws.scratch_stride) {
+    ws.scratch.resize(n_threads * ws.scratch_stride);
+  }
+  const auto scratch = [&](int thread) { return ws.scratch.data() + thread * ws.scratch_stride; };
   const int64_t grain = !pool || macs < kMinParallelMacs ? n_items : 1;
-  auto items = [&](int64_t i0, int64_t i1) {
+  auto items = [&](int thread, int64_t i0, int64_t i1) {
     auto si = std::upper_bound(ws.item_end.begin(), ws.item_end.end(), i0) - ws.item_end.begin();
     for (int64_t it = i0; it < i1; ++it) {
       while (it >= ws.item_end[size_t(si)]) ++si;
@@ -186,34 +202,34 @@ void paged_attention_batch(std::span<const PagedAttentionParams> seqs, Attention
       const int64_t local = it - (si > 0 ? ws.item_end[size_t(si) - 1] : 0);
       if (ws.partial_at[size_t(si)] >= 0) {
         paged_attention_segments(p, int(local), int(local) + 1,
-                                 ws.partial.data() + ws.partial_at[size_t(si)]);
+                                 ws.partial.data() + ws.partial_at[size_t(si)], scratch(thread));
         continue;
       }
       const int q0 = int(local / p.n_kv_head) * kAttentionQueryBlock;
       paged_attention_block(p, q0, std::min(p.n_q, q0 + kAttentionQueryBlock),
-                            int(local % p.n_kv_head));
+                            int(local % p.n_kv_head), scratch(thread));
     }
   };
   if (pool) {
-    pool->parallel_for(n_items, grain, items);
+    pool->parallel_for_indexed(n_items, grain, items);
   } else {
-    items(0, n_items);
+    items(0, 0, n_items);
   }
   if (ws.split_seqs.empty()) return;
   // Merge items: (split sequence, kv head).
   const int n_kv = seqs[size_t(ws.split_seqs[0])].n_kv_head;
   const auto n_merges = int64_t(ws.split_seqs.size()) * n_kv;
-  auto merges = [&](int64_t m0, int64_t m1) {
+  auto merges = [&](int thread, int64_t m0, int64_t m1) {
     for (int64_t it = m0; it < m1; ++it) {
       const int si = ws.split_seqs[size_t(it / n_kv)];
       paged_attention_merge(seqs[size_t(si)], int(it % n_kv),
-                            ws.partial.data() + ws.partial_at[size_t(si)]);
+                            ws.partial.data() + ws.partial_at[size_t(si)], scratch(thread));
     }
   };
   if (pool) {
-    pool->parallel_for(n_merges, 1, merges);
+    pool->parallel_for_indexed(n_merges, 1, merges);
   } else {
-    merges(0, n_merges);
+    merges(0, 0, n_merges);
   }
 }
 

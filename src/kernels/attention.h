@@ -82,15 +82,20 @@ struct PagedAttentionParams {
   KvLayout layout() const { return {block_size, n_kv_head, head_dim}; }
 };
 
+// Floats of scratch memory each call below needs for p (one buffer per thread running them:
+// the kernels keep no per-thread state of their own).
+size_t paged_attention_scratch_floats(const PagedAttentionParams& p);
+
 // One work item: query token `qi`, every query head of kv head `kv_head`. Online softmax in
 // f32 over tiles of keys. Items are independent (disjoint outputs): run them on any threads.
-void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head);
+void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head, float* scratch);
 
 // Query tokens [q0, q1) (at most kAttentionQueryBlock), every query head of kv head `kv_head`:
 // each key tile is converted and read once for all of them. AVX-512 (head_dim % 16 == 0) or
 // paged_attention_item per token. A query's result does not depend on q0, q1.
 constexpr int kAttentionQueryBlock = 16;
-void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head);
+void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head,
+                           float* scratch);
 
 // The AVX-512 kernel's arithmetic, whatever the split of the work: per query row, keys in
 // segments of kAttentionSegment positions from 0; within a segment the online softmax over
@@ -108,18 +113,23 @@ inline int paged_attention_n_segments(const PagedAttentionParams& p) {
 // Floats of one segment's partial state: n_q * n_head rows of (max, sum, head_dim weighted V).
 size_t paged_attention_partial_floats(const PagedAttentionParams& p);
 // Segments [s0, s1) of every kv head into partial[s * paged_attention_partial_floats(p) ...].
-void paged_attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial);
+void paged_attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial,
+                              float* scratch);
 // Merges the n_segments(p) partial states of kv head `kv_head` into p.out: bit for bit what
 // paged_attention_block gives.
-void paged_attention_merge(const PagedAttentionParams& p, int kv_head, const float* partial);
+void paged_attention_merge(const PagedAttentionParams& p, int kv_head, const float* partial,
+                           float* scratch);
 
-// The scratch of paged_attention_batch: its work list and the flash-decoding partial states.
-// Grows to the largest batch seen, then never allocates; holds nothing between calls.
+// The scratch of paged_attention_batch: its work list, the flash-decoding partial states and
+// one kernel scratch buffer per pool thread. Grows to the largest batch seen, then never
+// allocates; holds nothing between calls.
 struct AttentionWorkspace {
   std::vector<int64_t> item_end;    // [n_seqs] cumulative work items
   std::vector<int64_t> partial_at;  // [n_seqs] offset in `partial` of a split sequence, or -1
   std::vector<int> split_seqs;      // the sequences split by key segments
   std::vector<float> partial;       // split sequences' per-segment states
+  std::vector<float> scratch;       // [threads][scratch_stride]
+  size_t scratch_stride = 0;
 };
 
 // Every sequence of a batch (its own queries, output, kv_len and block table; one cache and

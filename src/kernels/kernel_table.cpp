@@ -7,11 +7,15 @@
 namespace sluice {
 
 // The attention kernels of each ISA (attention_<isa>.cpp).
-#define SLUICE_ATTENTION_DECLS                                                            \
-  void attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head);       \
-  size_t attention_partial_floats(const PagedAttentionParams& p);                         \
-  void attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial); \
-  void attention_merge(const PagedAttentionParams& p, int kv_head, int n_seg, const float* partial);
+#define SLUICE_ATTENTION_DECLS                                                           \
+  size_t attention_scratch_floats(const PagedAttentionParams& p);                        \
+  void attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head,       \
+                       float* scratch);                                                  \
+  size_t attention_partial_floats(const PagedAttentionParams& p);                        \
+  void attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial, \
+                          float* scratch);                                               \
+  void attention_merge(const PagedAttentionParams& p, int kv_head, int n_seg,            \
+                       const float* partial, float* scratch);
 namespace kern_avx2 {
 SLUICE_ATTENTION_DECLS
 }  // namespace kern_avx2
@@ -37,6 +41,7 @@ KernelTable make_avx2() {
   t.gemm_f16_packed = &kern_avx2::gemm_f16_packed;
   t.quantize_rows = &kern_avx2::quantize_rows;
   t.attention_head_dim_multiple = 8;
+  t.attention_scratch_floats = &kern_avx2::attention_scratch_floats;
   t.attention_block = &kern_avx2::attention_block;
   t.attention_partial_floats = &kern_avx2::attention_partial_floats;
   t.attention_segments = &kern_avx2::attention_segments;
@@ -62,6 +67,7 @@ KernelTable make_avx512() {
   }
   t.quantize_rows = &kern_avx512::quantize_rows;
   t.attention_head_dim_multiple = 16;
+  t.attention_scratch_floats = &kern_avx512::attention_scratch_floats;
   t.attention_block = &kern_avx512::attention_block;
   t.attention_partial_floats = &kern_avx512::attention_partial_floats;
   t.attention_segments = &kern_avx512::attention_segments;

@@ -49,12 +49,15 @@ struct KernelTable {
 
   // ---- paged attention (attention.h): for head_dim % attention_head_dim_multiple == 0 ----
   int attention_head_dim_multiple = 0;
-  void (*attention_block)(const PagedAttentionParams& p, int q0, int q1, int kv_head) = nullptr;
+  // Each takes a scratch buffer of attention_scratch_floats(p) floats.
+  size_t (*attention_scratch_floats)(const PagedAttentionParams& p) = nullptr;
+  void (*attention_block)(const PagedAttentionParams& p, int q0, int q1, int kv_head,
+                          float* scratch) = nullptr;
   size_t (*attention_partial_floats)(const PagedAttentionParams& p) = nullptr;
-  void (*attention_segments)(const PagedAttentionParams& p, int s0, int s1,
-                             float* partial) = nullptr;
+  void (*attention_segments)(const PagedAttentionParams& p, int s0, int s1, float* partial,
+                             float* scratch) = nullptr;
   void (*attention_merge)(const PagedAttentionParams& p, int kv_head, int n_seg,
-                          const float* partial) = nullptr;
+                          const float* partial, float* scratch) = nullptr;
 
   // ---- element-wise (ops.h) ----
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n) = nullptr;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -150,7 +151,10 @@ TEST(PagedAttention, SegmentSplitIsBitExact) {
       std::vector<float> one(d.q.size(), 1.0f), split(d.q.size(), 2.0f), pooled(d.q.size(), 3.0f);
       PagedAttentionParams p1 = d.params(one);
       p1.isa = isa;
-      for (int h = 0; h < c.n_kv_head; ++h) paged_attention_block(p1, 0, c.n_q, h);
+      // Scratch full of NaNs: the kernels must not read what they did not write.
+      std::vector<float> scratch(paged_attention_scratch_floats(p1),
+                                 std::numeric_limits<float>::quiet_NaN());
+      for (int h = 0; h < c.n_kv_head; ++h) paged_attention_block(p1, 0, c.n_q, h, scratch.data());
 
       PagedAttentionParams ps = d.params(split);
       ps.isa = isa;
@@ -158,10 +162,13 @@ TEST(PagedAttention, SegmentSplitIsBitExact) {
       ASSERT_GT(n_seg, 1);
       std::vector<float> partial(size_t(n_seg) * paged_attention_partial_floats(ps), 9.0f);
       // Last segment first, then the rest in uneven groups.
-      paged_attention_segments(ps, n_seg - 1, n_seg, partial.data());
+      std::fill(scratch.begin(), scratch.end(), std::numeric_limits<float>::quiet_NaN());
+      paged_attention_segments(ps, n_seg - 1, n_seg, partial.data(), scratch.data());
       for (int s = 0; s < n_seg - 1; s += 2)
-        paged_attention_segments(ps, s, std::min(n_seg - 1, s + 2), partial.data());
-      for (int h = c.n_kv_head - 1; h >= 0; --h) paged_attention_merge(ps, h, partial.data());
+        paged_attention_segments(ps, s, std::min(n_seg - 1, s + 2), partial.data(), scratch.data());
+      for (int h = c.n_kv_head - 1; h >= 0; --h) {
+        paged_attention_merge(ps, h, partial.data(), scratch.data());
+      }
       EXPECT_EQ(one, split) << matmul_isa_name(isa) << " heads " << c.n_head << "/" << c.n_kv_head
                             << " kv " << c.kv_len << " q " << c.n_q << " bs " << c.block_size;
 
@@ -281,8 +288,10 @@ TEST(PagedAttention, QueryBlocksDoNotChangeResults) {
   PagedAttentionParams p = f32_params(q, whole, n_q, kv_len, k, v, table, bs, nh, nkv, hd, 0.125f);
   paged_attention(p, nullptr);
   p.out = single.data();
+  std::vector<float> scratch(paged_attention_scratch_floats(p),
+                             std::numeric_limits<float>::quiet_NaN());
   for (int qi = 0; qi < n_q; ++qi) {
-    for (int h = 0; h < nkv; ++h) paged_attention_block(p, qi, qi + 1, h);
+    for (int h = 0; h < nkv; ++h) paged_attention_block(p, qi, qi + 1, h, scratch.data());
   }
   EXPECT_EQ(whole, single);
 }
