@@ -17,21 +17,12 @@ namespace sluice {
 // Activations of one step. Grown to the largest batch seen, never shrunk: a decode step after
 // warm-up allocates nothing.
 struct CpuExecutor::Scratch {
-  std::vector<float> x;      // [n_tokens, n_embd] residual stream
-  std::vector<float> xn;     // [n_tokens, n_embd] normalized input of a sub-layer
-  std::vector<float> q;      // [n_tokens, n_head, head_dim]
-  std::vector<float> k;      // [n_tokens, n_kv_head, head_dim]
-  std::vector<float> v;      // [n_tokens, n_kv_head, head_dim]
-  std::vector<float> att;    // [n_tokens, n_head, head_dim] attention output
-  std::vector<float> proj;   // [n_tokens, n_embd] sub-layer output before the residual add
-  std::vector<float> gate;   // [n_tokens, n_ff]
-  std::vector<float> up;     // [n_tokens, n_ff]
-  std::vector<float> x_out;  // [n_logit_rows, n_embd] rows that produce logits
+  std::vector<float> bufs[size_t(ActBuf::kLogitRowsNorm) + 1];  // the forward pass's, by role
   std::vector<PagedAttentionParams> attn_params;  // [n_seqs] one layer's attention of each sequence
   AttentionWorkspace attn_ws;                     // paged_attention_batch's work list and partials
-  ActBuffer xq;           // xn quantized to 8-bit blocks, shared by Q/K/V and gate/up
+  ActBuffer xq;           // a norm's output quantized to 8-bit blocks, shared by its matmuls
   MatmulWorkspace mm_ws;  // the matmuls' own conversions (o, down, output projections)
-  QuantizedActs xq_view;  // view of xq for the current sub-layer
+  QuantizedActs xq_view;  // view of xq
 
   static void fit(std::vector<float>& v, int64_t n) {
     if (int64_t(v.size()) < n) v.resize(size_t(n));
@@ -47,15 +38,6 @@ int64_t token_grain(int64_t floats_per_token) {
   return std::max<int64_t>(1, kMinParallelFloats / std::max<int64_t>(1, floats_per_token));
 }
 
-void add_bias(float* x, const std::vector<float>& b, int64_t n_rows) {
-  if (b.empty()) return;
-  const int64_t n = int64_t(b.size());
-  for (int64_t r = 0; r < n_rows; ++r) {
-    for (int64_t i = 0; i < n; ++i) x[r * n + i] += b[size_t(i)];
-  }
-}
-
-// Writes n floats to cache elements [row, row + n) as the cache's type.
 MatmulParams mm(MatmulIsa isa, const WeightMatrix& w, const float* x, int64_t n, float* y,
                 const QuantizedActs* xq) {
   MatmulParams p;
@@ -216,168 +198,184 @@ void CpuExecutor::matmul_w(const WeightMatrix& w, const float* x, int64_t n, flo
   matmul(p, &pool_);
 }
 
-// Q/K/V for every token, K/V stored into their slots, then causal attention of each sequence
-// through its block table. Leaves the attention output in s_->att.
-void CpuExecutor::attention_layer(const Batch& batch, int il, const QuantizedActs* xq) {
-  const ModelConfig& c = model_.config();
-  const LayerWeights& lw = model_.weights().layers[size_t(il)];
-  Scratch& s = *s_;
-  const int64_t T = batch.n_tokens();
-  const int64_t qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
+// The forward pass's operations (model/forward.h) over this executor's pool, kernels, packed
+// weights and paged cache, for one batch.
+class CpuExecutor::Ops final : public ForwardOps {
+ public:
+  Ops(CpuExecutor& e, const Batch& batch, Logits& out) : e_(e), s_(*e.s_), b_(batch), out_(out) {}
 
-  matmul_w(lw.wq, s.xn.data(), T, s.q.data(), xq);
-  matmul_w(lw.wk, s.xn.data(), T, s.k.data(), xq);
-  matmul_w(lw.wv, s.xn.data(), T, s.v.data(), xq);
-  add_bias(s.q.data(), lw.bq, T);
-  add_bias(s.k.data(), lw.bk, T);
-  add_bias(s.v.data(), lw.bv, T);
+  int64_t n_tokens() const override { return b_.n_tokens(); }
 
-  const RopeParams rp = c.rope_params(nullptr);
-  void* k_cache = kv_->k(il);
-  void* v_cache = kv_->v(il);
-  const KvType kv_type = kv_->shape().type;
-  const int bs = block_size();
-  const KvLayout layout{bs, c.n_kv_head, c.head_dim};
-  pool_.parallel_for(T, token_grain(qd + 2 * kvd), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      float* q = s.q.data() + t * qd;
-      float* k = s.k.data() + t * kvd;
-      if (c.qk_norm) {
-        for (int h = 0; h < c.n_head; ++h) {
-          rms_norm(q + h * hd, lw.q_norm.data(), q + h * hd, hd, c.rms_eps);
-        }
-        for (int h = 0; h < c.n_kv_head; ++h) {
-          rms_norm(k + h * hd, lw.k_norm.data(), k + h * hd, hd, c.rms_eps);
-        }
-      }
-      const int32_t pos = batch.positions[size_t(t)];
-      rope(q, c.n_head, pos, rp, rope_inv_freq_.data());
-      rope(k, c.n_kv_head, pos, rp, rope_inv_freq_.data());
-      const KvSlot slot = batch.kv_slots[size_t(t)];
-      store_kv_token(kv_type, layout, k, s.v.data() + t * kvd, k_cache, v_cache, slot.block_id,
-                     slot.offset);
-    }
-  });
-
-  const float scale = float(1.0 / std::sqrt(double(hd)));
-  auto params_of = [&](const BatchSequence& seq) {
-    PagedAttentionParams p;
-    p.q = s.q.data() + int64_t(seq.token_start) * qd;
-    p.out = s.att.data() + int64_t(seq.token_start) * qd;
-    p.n_q = seq.n_new_tokens;
-    p.kv_len = seq.context_len;
-    p.kv_type = kv_type;
-    p.k_cache = k_cache;
-    p.v_cache = v_cache;
-    p.block_table = batch.block_tables.data() + seq.block_table_start;
-    p.block_size = bs;
-    p.n_head = c.n_head;
-    p.n_kv_head = c.n_kv_head;
-    p.head_dim = c.head_dim;
-    p.scale = scale;
-    return p;
-  };
-  s.attn_params.clear();
-  for (const BatchSequence& seq : batch.seqs) s.attn_params.push_back(params_of(seq));
-  paged_attention_batch(s.attn_params, s.attn_ws, &pool_);
-}
-
-// RMSNorm of the residual stream x [n, d] for the matmuls in `ws`, which all read it. When they
-// all take 8-bit activations (and there are several, or one that would quantize anyway) the
-// norm and the quantization are fused per row (the row of xn is quantized while it is still in
-// L1) and the shared quantized copy is returned. Otherwise xn is written and null returned
-// (each matmul then converts xn itself). Rows are split over the pool.
-const QuantizedActs* CpuExecutor::norm_for(const std::vector<float>& weight,
-                                           std::initializer_list<const WeightMatrix*> ws,
-                                           int64_t n) {
-  const ModelConfig& c = model_.config();
-  Scratch& s = *s_;
-  const int64_t d = c.n_embd;
-  const MatmulIsa isa = isa_ == MatmulIsa::kAuto ? matmul_isa_best() : isa_;
-  bool all_int8 = isa != MatmulIsa::kScalar && d % kActBlock == 0;
-  for (const WeightMatrix* w : ws) all_int8 = all_int8 && matmul_uses_int8_acts(w->type);
-  if (!all_int8) {
-    pool_.parallel_for(n, token_grain(d), [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        rms_norm(s.x.data() + t * d, weight.data(), s.xn.data() + t * d, d, c.rms_eps);
-      }
-    });
-    return nullptr;
+  Act buffer(ActBuf role, int64_t rows, int64_t cols) override {
+    std::vector<float>& v = s_.bufs[size_t(role)];
+    Scratch::fit(v, rows * cols);
+    return {v.data(), rows, cols};
   }
-  ActBuffer& buf = s.xq;
-  buf.resize(n, d);
-  pool_.parallel_for(n, token_grain(d), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      float* row = s.xn.data() + t * d;  // quantized while it is still in L1
-      rms_norm(s.x.data() + t * d, weight.data(), row, d, c.rms_eps);
-      quantize_acts_row(row, t, buf, isa);
+
+  void embed(const WeightMatrix& table, Act x) override {
+    get_rows(table.type, table.data, x.cols, b_.token_ids.data(), x.rows, x.data);
+  }
+
+  // With every matmul of `next` taking 8-bit activations, the norm and the quantization are
+  // fused per row (the row is quantized while it is still in L1) and those matmuls share the
+  // quantized copy; otherwise each matmul converts `out` itself. Rows are split over the pool.
+  void rms_norm(Act x, const std::vector<float>& w, float eps, Act out,
+                std::initializer_list<const WeightMatrix*> next) override {
+    const int64_t d = x.cols;
+    const MatmulIsa isa = e_.isa_ == MatmulIsa::kAuto ? matmul_isa_best() : e_.isa_;
+    bool all_int8 = next.size() > 0 && isa != MatmulIsa::kScalar && d % kActBlock == 0;
+    for (const WeightMatrix* m : next) all_int8 = all_int8 && matmul_uses_int8_acts(m->type);
+    prepared_for_ = nullptr;
+    if (!all_int8) {
+      e_.pool_.parallel_for(x.rows, token_grain(d), [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          sluice::rms_norm(x.data + t * d, w.data(), out.data + t * d, d, eps);
+        }
+      });
+      return;
     }
-  });
-  s.xq_view = buf.view();
-  return &s.xq_view;
-}
-
-void CpuExecutor::forward(const Batch& batch, Logits& out) {
-  const ModelConfig& c = model_.config();
-  const ModelWeights& w = model_.weights();
-  Scratch& s = *s_;
-  const int64_t T = batch.n_tokens();
-  const int64_t d = c.n_embd, ff = c.n_ff;
-  Scratch::fit(s.x, T * d);
-  Scratch::fit(s.xn, T * d);
-  Scratch::fit(s.q, T * c.q_dim());
-  Scratch::fit(s.k, T * c.kv_dim());
-  Scratch::fit(s.v, T * c.kv_dim());
-  Scratch::fit(s.att, T * c.q_dim());
-  Scratch::fit(s.proj, T * d);
-  Scratch::fit(s.gate, T * ff);
-  Scratch::fit(s.up, T * ff);
-
-  auto add_residual = [&]() {
-    for (int64_t i = 0; i < T * d; ++i) s.x[size_t(i)] += s.proj[size_t(i)];
-  };
-
-  get_rows(w.token_embd.type, w.token_embd.data, d, batch.token_ids.data(), T, s.x.data());
-  for (int il = 0; il < c.n_layer; ++il) {
-    const LayerWeights& lw = w.layers[size_t(il)];
-    const QuantizedActs* xq = norm_for(lw.attn_norm, {&lw.wq, &lw.wk, &lw.wv}, T);
-    attention_layer(batch, il, xq);
-    matmul_w(lw.wo, s.att.data(), T, s.proj.data());
-    add_residual();
-
-    xq = norm_for(lw.ffn_norm, {&lw.w_gate, &lw.w_up}, T);
-    matmul_w(lw.w_gate, s.xn.data(), T, s.gate.data(), xq);
-    matmul_w(lw.w_up, s.xn.data(), T, s.up.data(), xq);
-    pool_.parallel_for(T, token_grain(ff), [&](int64_t t0, int64_t t1) {
-      swiglu(s.gate.data() + t0 * ff, s.up.data() + t0 * ff, s.gate.data() + t0 * ff,
-             (t1 - t0) * ff);
+    ActBuffer& buf = s_.xq;
+    buf.resize(x.rows, d);
+    e_.pool_.parallel_for(x.rows, token_grain(d), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* row = out.data + t * d;
+        sluice::rms_norm(x.data + t * d, w.data(), row, d, eps);
+        quantize_acts_row(row, t, buf, isa);
+      }
     });
-    matmul_w(lw.w_down, s.gate.data(), T, s.proj.data());
-    add_residual();
+    s_.xq_view = buf.view();
+    prepared_for_ = out.data;
+    prepared_next_.assign(next.begin(), next.end());
+  }
+
+  void matmul(const WeightMatrix& w, Act x, Act y) override {
+    const bool prepared =
+        x.data == prepared_for_ &&
+        std::find(prepared_next_.begin(), prepared_next_.end(), &w) != prepared_next_.end();
+    e_.matmul_w(w, x.data, x.rows, y.data, prepared ? &s_.xq_view : nullptr);
+  }
+
+  void add_bias(Act y, const std::vector<float>& b) override {
+    if (b.empty()) return;
+    for (int64_t r = 0; r < y.rows; ++r) {
+      for (int64_t i = 0; i < y.cols; ++i) y.data[r * y.cols + i] += b[size_t(i)];
+    }
+  }
+
+  void rope_store_kv(int layer, Act q, Act k, Act v, const HeadNorms& norms) override {
+    const ModelConfig& c = e_.model_.config();
+    const int64_t qd = q.cols, kvd = k.cols, hd = c.head_dim;
+    const RopeParams rp = c.rope_params(nullptr);
+    void* k_cache = e_.kv_->k(layer);
+    void* v_cache = e_.kv_->v(layer);
+    const KvType kv_type = e_.kv_->shape().type;
+    const KvLayout layout{e_.block_size(), c.n_kv_head, c.head_dim};
+    const float* inv_freq = e_.rope_inv_freq_.data();
+    e_.pool_.parallel_for(q.rows, token_grain(qd + 2 * kvd), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* qt = q.data + t * qd;
+        float* kt = k.data + t * kvd;
+        if (norms.q) {
+          for (int h = 0; h < c.n_head; ++h) {
+            sluice::rms_norm(qt + h * hd, norms.q->data(), qt + h * hd, hd, norms.eps);
+          }
+        }
+        if (norms.k) {
+          for (int h = 0; h < c.n_kv_head; ++h) {
+            sluice::rms_norm(kt + h * hd, norms.k->data(), kt + h * hd, hd, norms.eps);
+          }
+        }
+        const int32_t pos = b_.positions[size_t(t)];
+        rope(qt, c.n_head, pos, rp, inv_freq);
+        rope(kt, c.n_kv_head, pos, rp, inv_freq);
+        const KvSlot slot = b_.kv_slots[size_t(t)];
+        store_kv_token(kv_type, layout, kt, v.data + t * kvd, k_cache, v_cache, slot.block_id,
+                       slot.offset);
+      }
+    });
+  }
+
+  void attention(int layer, Act q, Act out) override {
+    const ModelConfig& c = e_.model_.config();
+    const int64_t qd = q.cols;
+    const float scale = float(1.0 / std::sqrt(double(c.head_dim)));
+    s_.attn_params.clear();
+    for (const BatchSequence& seq : b_.seqs) {
+      PagedAttentionParams p;
+      p.q = q.data + int64_t(seq.token_start) * qd;
+      p.out = out.data + int64_t(seq.token_start) * qd;
+      p.n_q = seq.n_new_tokens;
+      p.kv_len = seq.context_len;
+      p.kv_type = e_.kv_->shape().type;
+      p.k_cache = e_.kv_->k(layer);
+      p.v_cache = e_.kv_->v(layer);
+      p.block_table = b_.block_tables.data() + seq.block_table_start;
+      p.block_size = e_.block_size();
+      p.n_head = c.n_head;
+      p.n_kv_head = c.n_kv_head;
+      p.head_dim = c.head_dim;
+      p.scale = scale;
+      s_.attn_params.push_back(p);
+    }
+    paged_attention_batch(s_.attn_params, s_.attn_ws, &e_.pool_);
+  }
+
+  void swiglu(Act gate, Act up, Act out) override {
+    const int64_t ff = gate.cols;
+    e_.pool_.parallel_for(gate.rows, token_grain(ff), [&](int64_t t0, int64_t t1) {
+      sluice::swiglu(gate.data + t0 * ff, up.data + t0 * ff, out.data + t0 * ff, (t1 - t0) * ff);
+    });
+  }
+
+  void add(Act x, Act y) override {
+    const int64_t n = x.rows * x.cols;
+    for (int64_t i = 0; i < n; ++i) x.data[i] += y.data[i];
   }
 
   // Logits only for the rows that asked, in token order.
-  out.n_vocab = c.n_vocab;
+  Act logit_rows(Act x) override {
+    out_.seq_index.clear();
+    out_.token_index.clear();
+    for (int si = 0; si < b_.n_seqs(); ++si) {
+      const BatchSequence& seq = b_.seqs[size_t(si)];
+      if (seq.logits == LogitsMode::kNone) continue;
+      const int32_t first = seq.logits == LogitsMode::kAll ? 0 : seq.n_new_tokens - 1;
+      for (int32_t j = first; j < seq.n_new_tokens; ++j) {
+        out_.seq_index.push_back(si);
+        out_.token_index.push_back(seq.token_start + j);
+      }
+    }
+    const int64_t R = out_.n_rows();
+    const Act rows = buffer(ActBuf::kLogitRows, R, x.cols);
+    for (int64_t r = 0; r < R; ++r) {
+      const float* src = x.data + int64_t(out_.token_index[size_t(r)]) * x.cols;
+      std::copy(src, src + x.cols, rows.data + r * x.cols);
+    }
+    return rows;
+  }
+
+  Act logits(int64_t rows, int64_t n_vocab) override {
+    out_.n_vocab = int32_t(n_vocab);
+    out_.values.resize(size_t(rows * n_vocab));
+    return {out_.values.data(), rows, n_vocab};
+  }
+
+ private:
+  CpuExecutor& e_;
+  Scratch& s_;
+  const Batch& b_;
+  Logits& out_;
+  const float* prepared_for_ = nullptr;  // the norm output s_.xq_view quantizes
+  std::vector<const WeightMatrix*> prepared_next_;
+};
+
+void CpuExecutor::forward(const Batch& batch, Logits& out) {
+  out.n_vocab = model_.config().n_vocab;
+  out.values.clear();
   out.seq_index.clear();
   out.token_index.clear();
-  for (int si = 0; si < batch.n_seqs(); ++si) {
-    const BatchSequence& seq = batch.seqs[size_t(si)];
-    if (seq.logits == LogitsMode::kNone) continue;
-    const int32_t first = seq.logits == LogitsMode::kAll ? 0 : seq.n_new_tokens - 1;
-    for (int32_t j = first; j < seq.n_new_tokens; ++j) {
-      out.seq_index.push_back(si);
-      out.token_index.push_back(seq.token_start + j);
-    }
-  }
-  const int64_t R = out.n_rows();
-  out.values.resize(size_t(R * c.n_vocab));
-  if (R == 0) return;
-  Scratch::fit(s.x_out, R * d);
-  for (int64_t r = 0; r < R; ++r) {
-    rms_norm(s.x.data() + int64_t(out.token_index[size_t(r)]) * d, w.output_norm.data(),
-             s.x_out.data() + r * d, d, c.rms_eps);
-  }
-  matmul_w(w.output, s.x_out.data(), R, out.values.data());
+  Ops ops(*this, batch, out);
+  model_.forward(ops);
 }
 
 }  // namespace sluice

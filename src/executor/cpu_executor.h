@@ -1,5 +1,6 @@
-// The CPU executor: runs a ragged Batch through a llama-family model in one forward pass and
-// returns the logits rows the batch asked for. It owns the paged K/V memory and the worker
+// The CPU executor: runs a ragged Batch through the model's forward pass (model/forward.h, one
+// per architecture family, over this executor's ops) and returns the logits rows the batch
+// asked for. It owns the paged K/V memory and the worker
 // pool; which blocks each sequence uses comes in with every Batch.
 //
 //   SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, {.n_ctx = 4096}));
@@ -19,7 +20,6 @@
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -79,16 +79,15 @@ class CpuExecutor final : public Executor {
 
  private:
   struct Scratch;
+  class Ops;  // model/forward.h's ForwardOps over this executor
   CpuExecutor(const Model& model, int n_threads, MatmulIsa isa);
 
   void repack(const CpuExecutorOptions& options);
+  // The model's forward pass (model/) over Ops.
   void forward(const Batch& batch, Logits& out);
-  void attention_layer(const Batch& batch, int layer, const QuantizedActs* xq);
   // y = x W^T through the packed copy of W when there is one.
   void matmul_w(const WeightMatrix& w, const float* x, int64_t n, float* y,
                 const QuantizedActs* xq = nullptr);
-  const QuantizedActs* norm_for(const std::vector<float>& weight,
-                                std::initializer_list<const WeightMatrix*> ws, int64_t n);
 
   const Model& model_;
   ThreadPool pool_;

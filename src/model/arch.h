@@ -1,6 +1,7 @@
 // The table of supported architecture families. Each family's file (arch_<name>.cpp) defines
-// one ArchFamily: the general.architecture names it handles and what it adds to the generic
-// metadata reading in config.cpp (rope style, biases, q/k norms, quirks of its converters).
+// one ArchFamily: the general.architecture names it handles, what it adds to the generic
+// metadata reading in config.cpp (rope style, biases, q/k norms, quirks of its converters) and
+// its forward pass (forward.h).
 #pragma once
 
 #include <span>
@@ -9,6 +10,7 @@
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "model/forward.h"
 
 namespace sluice {
 
@@ -18,7 +20,12 @@ struct ArchFamily {
   // Called after the generic keys are read into `config`; sets the family's flags and may
   // reject the file (errors name the key or tensor).
   Status (*configure)(const GgufFile& file, ModelConfig& config);
+  // One step over the ops (forward.h).
+  void (*forward)(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
 };
+
+// The family of a configured architecture.
+const ArchFamily& arch_family(Arch arch);
 
 const ArchFamily& llama_family();
 const ArchFamily& qwen2_family();

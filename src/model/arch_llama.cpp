@@ -21,8 +21,52 @@ Status configure_llama(const GgufFile& file, ModelConfig& c) {
 
 }  // namespace
 
+void llama_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops) {
+  const int64_t T = ops.n_tokens();
+  const Act x = ops.buffer(ActBuf::kX, T, c.n_embd);
+  const Act xn = ops.buffer(ActBuf::kXn, T, c.n_embd);
+  const Act q = ops.buffer(ActBuf::kQ, T, c.q_dim());
+  const Act k = ops.buffer(ActBuf::kK, T, c.kv_dim());
+  const Act v = ops.buffer(ActBuf::kV, T, c.kv_dim());
+  const Act att = ops.buffer(ActBuf::kAtt, T, c.q_dim());
+  const Act proj = ops.buffer(ActBuf::kProj, T, c.n_embd);
+  const Act gate = ops.buffer(ActBuf::kGate, T, c.n_ff);
+  const Act up = ops.buffer(ActBuf::kUp, T, c.n_ff);
+
+  ops.embed(w.token_embd, x);
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& l = w.layers[size_t(il)];
+    ops.rms_norm(x, l.attn_norm, c.rms_eps, xn, {&l.wq, &l.wk, &l.wv});
+    ops.matmul(l.wq, xn, q);
+    ops.matmul(l.wk, xn, k);
+    ops.matmul(l.wv, xn, v);
+    ops.add_bias(q, l.bq);
+    ops.add_bias(k, l.bk);
+    ops.add_bias(v, l.bv);
+    HeadNorms norms;
+    if (c.qk_norm) norms = {&l.q_norm, &l.k_norm, c.rms_eps};
+    ops.rope_store_kv(il, q, k, v, norms);
+    ops.attention(il, q, att);
+    ops.matmul(l.wo, att, proj);
+    ops.add(x, proj);
+
+    ops.rms_norm(x, l.ffn_norm, c.rms_eps, xn, {&l.w_gate, &l.w_up});
+    ops.matmul(l.w_gate, xn, gate);
+    ops.matmul(l.w_up, xn, up);
+    ops.swiglu(gate, up, gate);
+    ops.matmul(l.w_down, gate, proj);
+    ops.add(x, proj);
+  }
+
+  const Act rows = ops.logit_rows(x);
+  if (rows.rows == 0) return;
+  const Act rows_n = ops.buffer(ActBuf::kLogitRowsNorm, rows.rows, c.n_embd);
+  ops.rms_norm(rows, w.output_norm, c.rms_eps, rows_n, {});
+  ops.matmul(w.output, rows_n, ops.logits(rows.rows, c.n_vocab));
+}
+
 const ArchFamily& llama_family() {
-  static const ArchFamily f{Arch::kLlama, kNames, configure_llama};
+  static const ArchFamily f{Arch::kLlama, kNames, configure_llama, llama_forward};
   return f;
 }
 

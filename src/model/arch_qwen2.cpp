@@ -18,7 +18,7 @@ Status configure_qwen2(const GgufFile&, ModelConfig& c) {
 }  // namespace
 
 const ArchFamily& qwen2_family() {
-  static const ArchFamily f{Arch::kQwen2, kNames, configure_qwen2};
+  static const ArchFamily f{Arch::kQwen2, kNames, configure_qwen2, llama_forward};
   return f;
 }
 

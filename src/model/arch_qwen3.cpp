@@ -18,7 +18,7 @@ Status configure_qwen3(const GgufFile&, ModelConfig& c) {
 }  // namespace
 
 const ArchFamily& qwen3_family() {
-  static const ArchFamily f{Arch::kQwen3, kNames, configure_qwen3};
+  static const ArchFamily f{Arch::kQwen3, kNames, configure_qwen3, llama_forward};
   return f;
 }
 

@@ -23,6 +23,17 @@ const ArchFamily* find_family(std::string_view name) {
   return nullptr;
 }
 
+}  // namespace
+
+const ArchFamily& arch_family(Arch arch) {
+  for (const ArchFamily* f : families()) {
+    if (f->arch == arch) return *f;
+  }
+  return llama_family();  // unreachable: every Arch has a family
+}
+
+namespace {
+
 // A positive int key; `fallback` (when >= 0) stands in for a missing key.
 Result<int> read_count(const GgufFile& f, const std::string& key, int64_t fallback = -1) {
   if (!f.has(key) && fallback >= 0) return int(fallback);

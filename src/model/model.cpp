@@ -1,6 +1,12 @@
 #include "model/model.h"
 
+#include "model/arch.h"
+
 namespace sluice {
+
+void Model::forward(ForwardOps& ops) const {
+  arch_family(config_.arch).forward(config_, weights_, ops);
+}
 
 Result<Model> Model::load(const std::string& path, const ModelOptions& options) {
   auto file = GgufFile::open(path);

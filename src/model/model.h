@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "model/forward.h"
 #include "model/weights.h"
 
 namespace sluice {
@@ -32,6 +33,9 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const GgufFile& file() const { return file_; }
+
+  // One step of this architecture's forward pass over an executor's ops (forward.h).
+  void forward(ForwardOps& ops) const;
 
  private:
   Model() = default;

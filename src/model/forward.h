@@ -1,0 +1,83 @@
+// The forward pass of each architecture family (arch_<family>.cpp), written against ForwardOps:
+// the operations an executor provides for one step. The CPU executor implements them with
+// kernels/ (executor/cpu_executor.cpp); a CUDA or sharded executor implements the same list, so
+// an architecture is written once.
+//
+// A step is a ragged batch of new tokens (prompt chunks, decode tokens, 1 + k verification
+// tokens of several sequences): the ops know its token ids, positions, cache slots and
+// sequences; the forward pass sees only "n_tokens rows" and calls, per layer, e.g. for llama:
+//
+//   ops.rms_norm(x, attn_norm, eps, xn, {&wq, &wk, &wv});
+//   ops.matmul(wq, xn, q); ...; ops.rope_store_kv(layer, q, k, v, {});
+//   ops.attention(layer, q, att); ops.matmul(wo, att, proj); ops.add(x, proj); ...
+//
+// Activations are [rows, cols] f32 buffers owned by the ops (host memory here, device memory
+// for a GPU executor): the forward pass asks for them by role and only passes them along.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace sluice {
+
+// An activation buffer: rows x cols floats, row-major.
+struct Act {
+  float* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// Buffers by role (each one distinct memory; contents undefined until written).
+enum class ActBuf { kX, kXn, kQ, kK, kV, kAtt, kProj, kGate, kUp, kLogitRows, kLogitRowsNorm };
+
+// Per-head RMSNorm weights of q and k ([head_dim] each; empty: none).
+struct HeadNorms {
+  const std::vector<float>* q = nullptr;
+  const std::vector<float>* k = nullptr;
+  float eps = 0;
+};
+
+class ForwardOps {
+ public:
+  virtual ~ForwardOps() = default;
+
+  // New tokens in this step (rows of the residual stream).
+  virtual int64_t n_tokens() const = 0;
+  // A buffer of `rows` x `cols` for `role`, valid until the step ends.
+  virtual Act buffer(ActBuf role, int64_t rows, int64_t cols) = 0;
+
+  // x[t] = row token_ids[t] of `table` (as f32).
+  virtual void embed(const WeightMatrix& table, Act x) = 0;
+  // out[t] = x[t] / rms(x[t]) * w. `next` lists the matmuls that read `out` before it changes:
+  // the ops may prepare their input once for all of them (8-bit blocks fused with the norm).
+  virtual void rms_norm(Act x, const std::vector<float>& w, float eps, Act out,
+                        std::initializer_list<const WeightMatrix*> next) = 0;
+  // y = x W^T ([rows, n_rows of w]).
+  virtual void matmul(const WeightMatrix& w, Act x, Act y) = 0;
+  // y[t] += b for every row (b empty: nothing).
+  virtual void add_bias(Act y, const std::vector<float>& b) = 0;
+  // Per token: q/k head norms when given, RoPE of q and k at the token's position, then k and v
+  // written to the token's cache slot of `layer`.
+  virtual void rope_store_kv(int layer, Act q, Act k, Act v, const HeadNorms& norms) = 0;
+  // Causal attention of every sequence's new queries over its cached keys and values of
+  // `layer` (paged): out [n_tokens, n_head * head_dim].
+  virtual void attention(int layer, Act q, Act out) = 0;
+  // out = silu(gate) * up, element-wise (out may be gate).
+  virtual void swiglu(Act gate, Act up, Act out) = 0;
+  // x += y.
+  virtual void add(Act x, Act y) = 0;
+  // The rows of x the step wants logits for, in order, copied to a buffer of their own.
+  virtual Act logit_rows(Act x) = 0;
+  // The logits [logit rows, n_vocab] to write (the step's result).
+  virtual Act logits(int64_t rows, int64_t n_vocab) = 0;
+};
+
+// One step of the llama-shaped block (llama, mistral, qwen2, qwen3: pre-norm attention with
+// optional q/k/v biases and q/k head norms, SwiGLU FFN), then the logits rows.
+void llama_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
+
+}  // namespace sluice
