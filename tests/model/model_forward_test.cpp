@@ -1,0 +1,157 @@
+// The forward-pass seam (model/forward.h): what each architecture family asks of an executor's
+// ops, recorded by a fake that does no arithmetic. The numbers themselves are checked through
+// the CPU executor against llama.cpp goldens and the f64 reference (executor tests).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "model/forward.h"
+#include "model/model.h"
+#include "model_test_util.h"
+
+namespace sluice {
+namespace {
+
+class RecordingOps final : public ForwardOps {
+ public:
+  explicit RecordingOps(int64_t n_tokens, int64_t n_logit_rows)
+      : n_tokens_(n_tokens), n_logit_rows_(n_logit_rows) {}
+
+  std::vector<std::string> calls;
+  std::vector<std::vector<const WeightMatrix*>> norm_next;  // per rms_norm call
+  std::vector<const WeightMatrix*> matmuls;
+  std::vector<HeadNorms> head_norms;
+  int64_t logits_rows = -1, logits_vocab = -1;
+
+  int64_t n_tokens() const override { return n_tokens_; }
+  Act buffer(ActBuf role, int64_t rows, int64_t cols) override {
+    std::vector<float>& v = bufs_[size_t(role)];
+    v.assign(size_t(rows * cols), 0.0f);
+    return {v.data(), rows, cols};
+  }
+  void embed(const WeightMatrix&, Act x) override {
+    EXPECT_EQ(x.rows, n_tokens_);
+    calls.push_back("embed");
+  }
+  void rms_norm(Act x, const std::vector<float>& w, float eps, Act out,
+                std::initializer_list<const WeightMatrix*> next) override {
+    EXPECT_EQ(int64_t(w.size()), x.cols);
+    EXPECT_EQ(x.rows, out.rows);
+    EXPECT_GT(eps, 0.0f);
+    calls.push_back("rms_norm");
+    norm_next.emplace_back(next);
+  }
+  void matmul(const WeightMatrix& w, Act x, Act y) override {
+    EXPECT_EQ(x.cols, w.n_cols);
+    EXPECT_EQ(y.cols, w.n_rows);
+    EXPECT_EQ(x.rows, y.rows);
+    calls.push_back("matmul");
+    matmuls.push_back(&w);
+  }
+  void add_bias(Act y, const std::vector<float>& b) override {
+    EXPECT_TRUE(b.empty() || int64_t(b.size()) == y.cols);
+    calls.push_back(b.empty() ? "add_bias(none)" : "add_bias");
+  }
+  void rope_store_kv(int, Act q, Act k, Act v, const HeadNorms& norms) override {
+    EXPECT_EQ(k.cols, v.cols);
+    EXPECT_EQ(q.rows, k.rows);
+    calls.push_back("rope_store_kv");
+    head_norms.push_back(norms);
+  }
+  void attention(int, Act q, Act out) override {
+    EXPECT_EQ(q.cols, out.cols);
+    calls.push_back("attention");
+  }
+  void swiglu(Act gate, Act up, Act out) override {
+    EXPECT_EQ(gate.cols, up.cols);
+    EXPECT_EQ(gate.cols, out.cols);
+    calls.push_back("swiglu");
+  }
+  void add(Act x, Act y) override {
+    EXPECT_EQ(x.cols, y.cols);
+    calls.push_back("add");
+  }
+  Act logit_rows(Act x) override {
+    calls.push_back("logit_rows");
+    return buffer(ActBuf::kLogitRows, n_logit_rows_, x.cols);
+  }
+  Act logits(int64_t rows, int64_t n_vocab) override {
+    calls.push_back("logits");
+    logits_rows = rows;
+    logits_vocab = n_vocab;
+    return buffer(ActBuf::kProj, rows, n_vocab);
+  }
+
+ private:
+  int64_t n_tokens_, n_logit_rows_;
+  std::vector<float> bufs_[size_t(ActBuf::kLogitRowsNorm) + 1];
+};
+
+int count(const std::vector<std::string>& v, const std::string& s) {
+  return int(std::count(v.begin(), v.end(), s));
+}
+
+// The llama block per layer: norm -> q/k/v -> (biases) -> rope + store -> attention -> o ->
+// residual; norm -> gate, up -> swiglu -> down -> residual; then the logits rows.
+TEST(ForwardSeam, LlamaFamiliesCallTheOpsOfTheirBlock) {
+  test::TempDir dir;
+  for (const char* variant : {"tiny", "tiny-qwen2", "tiny-qwen3"}) {
+    SCOPED_TRACE(variant);
+    const std::string path = dir.path(std::string(variant) + ".gguf");
+    test::write_synthetic_model(variant, FileType::ALL_F32, path);
+    auto model = Model::load(path);
+    ASSERT_TRUE(model.ok()) << model.message();
+    const ModelConfig& c = model->config();
+    const ModelWeights& w = model->weights();
+    RecordingOps ops(/*n_tokens=*/5, /*n_logit_rows=*/2);
+    model->forward(ops);
+
+    const int L = c.n_layer;
+    EXPECT_EQ(ops.calls.front(), "embed");
+    EXPECT_EQ(count(ops.calls, "attention"), L);
+    EXPECT_EQ(count(ops.calls, "rope_store_kv"), L);
+    EXPECT_EQ(count(ops.calls, "swiglu"), L);
+    EXPECT_EQ(count(ops.calls, "add"), 2 * L);
+    EXPECT_EQ(count(ops.calls, "rms_norm"), 2 * L + 1);
+    EXPECT_EQ(count(ops.calls, "add_bias"), c.qkv_bias ? 3 * L : 0);
+    ASSERT_EQ(int(ops.matmuls.size()), 7 * L + 1);
+    for (int il = 0; il < L; ++il) {
+      const LayerWeights& l = w.layers[size_t(il)];
+      const std::vector<const WeightMatrix*> want = {&l.wq,     &l.wk,   &l.wv,    &l.wo,
+                                                     &l.w_gate, &l.w_up, &l.w_down};
+      for (size_t j = 0; j < want.size(); ++j) EXPECT_EQ(ops.matmuls[size_t(il) * 7 + j], want[j]);
+      // Each norm names the matmuls that read its output: the fused-quantization contract.
+      EXPECT_EQ(ops.norm_next[size_t(2 * il)],
+                (std::vector<const WeightMatrix*>{&l.wq, &l.wk, &l.wv}));
+      EXPECT_EQ(ops.norm_next[size_t(2 * il + 1)],
+                (std::vector<const WeightMatrix*>{&l.w_gate, &l.w_up}));
+      const HeadNorms& hn = ops.head_norms[size_t(il)];
+      EXPECT_EQ(hn.q != nullptr, c.qk_norm);
+      EXPECT_EQ(hn.k != nullptr, c.qk_norm);
+    }
+    EXPECT_EQ(ops.matmuls.back(), &w.output);
+    EXPECT_EQ(ops.logits_rows, 2);
+    EXPECT_EQ(ops.logits_vocab, c.n_vocab);
+    const std::vector<std::string> tail(ops.calls.end() - 4, ops.calls.end());
+    EXPECT_EQ(tail, (std::vector<std::string>{"logit_rows", "rms_norm", "logits", "matmul"}));
+  }
+}
+
+// No row asks for logits (a prompt chunk that is not the last): no output projection.
+TEST(ForwardSeam, NoLogitRowsSkipsTheOutputProjection) {
+  test::TempDir dir;
+  const std::string path = dir.path("tiny.gguf");
+  test::write_synthetic_model("tiny", FileType::ALL_F32, path);
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  RecordingOps ops(/*n_tokens=*/3, /*n_logit_rows=*/0);
+  model->forward(ops);
+  EXPECT_EQ(ops.calls.back(), "logit_rows");
+  EXPECT_EQ(ops.logits_rows, -1);
+  EXPECT_EQ(int(ops.matmuls.size()), 7 * model->config().n_layer);
+}
+
+}  // namespace
+}  // namespace sluice
