@@ -12,9 +12,11 @@
 // Sampling at temperature 0 takes next(ctx); at temperature 1 it is a real distribution.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "executor/executor.h"
@@ -29,7 +31,18 @@ class FakeExecutor final : public Executor {
 
   ExecutorCapacity capacity() const override { return cap_; }
 
+  // The first execute() whose batch has at least `min_seqs` sequences fails, as a backend that
+  // dies mid-step would (once; later calls run); 0: never.
+  void fail_when_batch_has(int32_t min_seqs) { fail_min_seqs_ = min_seqs; }
+  // Each execute() takes at least this long (a slower "model", so requests overlap in time).
+  void set_step_delay(std::chrono::microseconds d) { step_delay_ = d; }
+
   Status execute(const Batch& batch, Logits& out) override {
+    if (step_delay_.count() > 0) std::this_thread::sleep_for(step_delay_);
+    if (fail_min_seqs_ > 0 && batch.n_seqs() >= fail_min_seqs_) {
+      fail_min_seqs_ = 0;
+      return make_error("fake executor: backend lost (a batch of ", batch.n_seqs(), " sequences)");
+    }
     SLUICE_RETURN_IF_ERROR(validate_batch(batch, cap_));
     SLUICE_RETURN_IF_ERROR(copy_blocks(batch.block_copies));
     ++n_executes_;
@@ -125,6 +138,8 @@ class FakeExecutor final : public Executor {
   std::vector<int32_t> slots_;
   uint64_t n_executes_ = 0;
   uint64_t n_tokens_ = 0;
+  int32_t fail_min_seqs_ = 0;
+  std::chrono::microseconds step_delay_{0};
 };
 
 }  // namespace sluice::test
