@@ -306,21 +306,22 @@ Status Engine::propose_drafts() {
   return {};
 }
 
-void Engine::build_batch(const SchedulerOutput& out, Batch& batch) const {
+void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t draft_cap) const {
   batch.clear();
   batch.block_copies.assign(out.copies.begin(), out.copies.end());
   for (const ScheduledSeq& s : out.seqs) {
     const SchedRequest* sr = scheduler_.find(s.id);
     const int32_t n_known = s.n_new_tokens - s.n_draft;
+    const int32_t n_draft = std::min(s.n_draft, draft_cap);
     std::span<const int32_t> toks(sr->tokens.data() + s.n_computed, size_t(n_known));
-    if (s.n_draft == 0) {
+    if (n_draft == 0) {
       batch.add_sequence(toks, s.n_computed, kv_.block_table(s.id),
                          s.samples ? LogitsMode::kLast : LogitsMode::kNone);
     } else {
       // The last known token, then the draft: logits at each of them.
-      std::vector<int32_t> v(toks.begin(), toks.end());
-      v.insert(v.end(), sr->draft.begin(), sr->draft.begin() + s.n_draft);
-      batch.add_sequence(v, s.n_computed, kv_.block_table(s.id), LogitsMode::kAll);
+      seq_tokens_.assign(toks.begin(), toks.end());
+      seq_tokens_.insert(seq_tokens_.end(), sr->draft.begin(), sr->draft.begin() + n_draft);
+      batch.add_sequence(seq_tokens_, s.n_computed, kv_.block_table(s.id), LogitsMode::kAll);
     }
   }
 }
@@ -341,24 +342,15 @@ void Engine::gate_drafts(SchedulerOutput& out) {
     const Request& r = requests_.at(s.id);
     alpha_.push_back((r.spec_accepts + 1.0) / (r.spec_accepts + r.spec_rejects + 2.0));
   }
-  const auto cut_to = [&](SchedulerOutput& o, int32_t cap) {
-    for (ScheduledSeq& s : o.seqs) {
-      const int32_t cut = std::max(0, s.n_draft - cap);
-      s.n_new_tokens -= cut;
-      s.n_draft -= cut;
-      o.n_tokens -= cut;
-    }
-  };
   double best_rate = -1;
   int32_t best_cap = longest;
   for (int32_t cap = 0;; cap = cap == 0 ? 1 : std::min(2 * cap, longest)) {
-    SchedulerOutput trial = out;
-    cut_to(trial, cap);
-    build_batch(trial, batch_alt_);
+    build_batch(out, batch_alt_, cap);
     double expected = n_sampling;
-    for (size_t i = 0; i < trial.seqs.size(); ++i) {
+    for (size_t i = 0; i < out.seqs.size(); ++i) {
       double p = 1.0;
-      for (int32_t j = 0; j < trial.seqs[i].n_draft; ++j) expected += (p *= alpha_[i]);
+      const int32_t n_draft = std::min(out.seqs[i].n_draft, cap);
+      for (int32_t j = 0; j < n_draft; ++j) expected += (p *= alpha_[i]);
     }
     const double rate = expected / roofline_->predict(batch_alt_);
     if (rate > best_rate * (1 + 1e-9)) {
@@ -369,7 +361,12 @@ void Engine::gate_drafts(SchedulerOutput& out) {
   }
   if (best_cap >= longest) return;
   ++(best_cap == 0 ? stats_.spec_skipped_steps : stats_.spec_cut_steps);
-  cut_to(out, best_cap);
+  for (ScheduledSeq& s : out.seqs) {
+    const int32_t cut = std::max(0, s.n_draft - best_cap);
+    s.n_new_tokens -= cut;
+    s.n_draft -= cut;
+    out.n_tokens -= cut;
+  }
   build_batch(out, batch_);
 }
 

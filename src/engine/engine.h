@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -197,7 +198,9 @@ class Engine {
   // Cuts the drafts of `out` to the length the roofline cost model says yields the most
   // expected tokens per second (0: they would cost more time than they save).
   void gate_drafts(SchedulerOutput& out);
-  void build_batch(const SchedulerOutput& out, Batch& batch) const;
+  // The step's batch; each draft cut to at most `draft_cap` tokens (what out itself says).
+  void build_batch(const SchedulerOutput& out, Batch& batch,
+                   int32_t draft_cap = std::numeric_limits<int32_t>::max()) const;
   void finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev);
 
   const Tokenizer& tokenizer_;
@@ -211,7 +214,8 @@ class Engine {
   std::vector<EngineEvent> pending_events_;                     // aborts, reported at the next step
   RequestId next_id_ = 1;
   Batch batch_;
-  Batch batch_alt_;  // the same step without drafts (cost model comparison)
+  Batch batch_alt_;  // the same step with drafts cut (cost model comparison)
+  mutable std::vector<int32_t> seq_tokens_;  // build_batch: a drafted sequence's tokens
   Logits logits_;
   std::unique_ptr<Proposer> proposer_;
   std::vector<DraftSlot> slots_;

@@ -26,6 +26,7 @@ Status DraftModelProposer::propose(std::span<DraftSlot> slots) {
   ++stats_.calls;
   active_.clear();
   batch_.clear();
+  bool evicted = false;  // idle requests' draft K/V already given back in this call
   for (size_t i = 0; i < slots.size(); ++i) {
     DraftSlot& slot = slots[i];
     slot.draft->clear();
@@ -47,17 +48,16 @@ Status DraftModelProposer::propose(std::span<DraftSlot> slots) {
     // Positions [computed, len) now, then len .. len + k - 2 for the guesses fed back.
     const int32_t n_new_tokens = len - computed + slot.max_k - 1;
     bool ok = kv_.allocate_slots(slot.id, computed, n_new_tokens);
-    if (!ok) {
-      // Make room: requests not proposed for now give their draft K/V back.
-      std::vector<RequestId> idle;
-      for (const auto& [id, seq] : seqs_) {
-        bool in_call = false;
-        for (const DraftSlot& o : slots) in_call |= o.id == id;
-        if (!in_call && kv_.has(id)) idle.push_back(id);
-      }
-      for (RequestId id : idle) {
+    if (!ok && !evicted) {
+      // Make room (once per call: O(slots + requests)): requests not proposed for now give
+      // their draft K/V back.
+      evicted = true;
+      in_call_.clear();
+      for (const DraftSlot& o : slots) in_call_.insert(o.id);
+      for (auto& [id, seq] : seqs_) {
+        if (in_call_.count(id) || !kv_.has(id)) continue;
         kv_.free(id);
-        seqs_.at(id).seen.clear();
+        seq.seen.clear();
       }
       ok = kv_.allocate_slots(slot.id, computed, n_new_tokens);
     }

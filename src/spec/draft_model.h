@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "executor/executor.h"
@@ -56,6 +57,7 @@ class DraftModelProposer final : public Proposer {
   SampleWorkspace ws_;
   std::vector<float> dist_;
   std::vector<size_t> active_;
+  std::unordered_set<RequestId> in_call_;  // propose(): the slots' ids, when making room
   DraftModelStats stats_;
 };
 
