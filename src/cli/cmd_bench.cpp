@@ -73,7 +73,7 @@ class Runner {
   Runner(const Model& model, CpuExecutor& exec, StepRoofline* roof)
       : model_(model), exec_(exec), roof_(roof) {}
 
-  // Adds one sequence of `n` new tokens after `seq_tokens` computed ones.
+  // Adds one sequence: the new tokens `toks` after `n_computed` computed ones.
   void add(std::vector<int32_t>& table, int32_t n_computed, const std::vector<int32_t>& toks) {
     blocks_->allocate_for(n_computed + int32_t(toks.size()), exec_.block_size(), table);
     batch_.add_sequence(toks, n_computed, table, LogitsMode::kLast);

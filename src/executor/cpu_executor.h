@@ -45,9 +45,9 @@ struct CpuExecutorOptions {
   // KV capacity in blocks (shared by all sequences); 0: enough for one sequence of
   // min(n_ctx, 8192) tokens.
   int n_blocks = 0;
-  // Repack Q8_0 / Q4_0 weights at load into 16-row interleaved groups for the AVX-512 VNNI
-  // kernels (kernels/packed.h; as many bytes again as those weights, the GGUF mapping is then
-  // left to the page cache). Only on CPUs that run them and with matmul_isa kAuto/kAvx512.
+  // Repack Q8_0 / Q4_0 / Q4_K / Q6_K / F16 / BF16 weights at load for the SIMD kernels
+  // (kernels/packed.h: 16-row interleaved groups, F16 4-row tiles, BF16 in huge pages; as many
+  // bytes again as those weights, the file's copy is then released). Not with kScalar kernels.
   bool repack_weights = true;
   // Matmul kernels: kAuto picks the best ISA (8-bit activation blocks for Q8_0/Q4_0/Q4_K/Q6_K,
   // bf16-rounded activations for BF16 prefill: ~1e-2 relative logits error on random tiny

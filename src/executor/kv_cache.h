@@ -5,8 +5,9 @@
 //   v(layer): [n_blocks, n_kv_head, block_size, head_dim]   (kernels/attention.h, KvLayout)
 // Which blocks a sequence uses is not its business: block ids arrive in each Batch.
 //
-// BlockFreeList is the stand-in allocator until kv/ (ref counts, prefix cache) replaces it:
-// it hands out and takes back block ids and nothing else.
+// BlockFreeList hands out and takes back block ids and nothing else: for driving an executor
+// directly (`sluice bench`'s runner, executor tests). The engine allocates through kv/
+// (KvCacheManager: ref counts, prefix cache).
 #pragma once
 
 #include <cstddef>

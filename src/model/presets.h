@@ -1,5 +1,6 @@
-// Architecture shapes of real models, used by `sluice synth` (random weights, real shapes) and
-// as planner presets. Numbers are the published configs of each model.
+// Architecture shapes of real models, used by `sluice synth` (random weights, real shapes).
+// Numbers are the published configs of each model. (The planner's own table of shapes is
+// perf/planner.h's planner_models(): perf/ sits beside model/, not above it.)
 #pragma once
 
 #include <optional>
