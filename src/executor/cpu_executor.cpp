@@ -327,6 +327,18 @@ class CpuExecutor::Ops final : public ForwardOps {
     });
   }
 
+  void geglu(Act gate, Act up, Act out) override {
+    const int64_t ff = gate.cols;
+    e_.pool_.parallel_for(gate.rows, token_grain(ff), [&](int64_t t0, int64_t t1) {
+      sluice::geglu(gate.data + t0 * ff, up.data + t0 * ff, out.data + t0 * ff, (t1 - t0) * ff);
+    });
+  }
+
+  void scale(Act x, float s) override {
+    const int64_t n = x.rows * x.cols;
+    for (int64_t i = 0; i < n; ++i) x.data[i] *= s;
+  }
+
   void add(Act x, Act y) override {
     const int64_t n = x.rows * x.cols;
     for (int64_t i = 0; i < n; ++i) x.data[i] += y.data[i];

@@ -105,6 +105,24 @@ void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// ---- GeGLU ----
+
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kC = 0.7978845608028654f;  // sqrt(2 / pi)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(kC * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+void geglu_ref(const float* gate, const float* up, float* out, int64_t n) {
+  const double c = std::sqrt(2.0 / 3.14159265358979323846);
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = float(0.5 * g * (1.0 + std::tanh(c * (g + 0.044715 * g * g * g))) * double(up[i]));
+  }
+}
+
 // ---- Softmax ----------------------------------------------------------------------------------
 
 void softmax(float* x, int64_t n) {

@@ -1,4 +1,4 @@
-// Element-wise and per-row transformer ops on f32 rows: RMSNorm, RoPE, SwiGLU, softmax.
+// Element-wise and per-row transformer ops on f32 rows: RMSNorm, RoPE, SwiGLU, GeGLU, softmax.
 // Each `foo` has a scalar `foo_ref` (f64 arithmetic) that is its specification; the tests
 // compare them on random inputs at odd sizes. Raw pointers only: no model or KV types.
 #pragma once
@@ -45,6 +45,13 @@ void rope_ref(float* x, int n_heads, int32_t pos, const RopeParams& p);
 void swiglu(const float* gate, const float* up, float* out, int64_t n,
             MatmulIsa isa = MatmulIsa::kAuto);
 void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
+
+// ---- GeGLU (Gemma) ----------------------------------------------------------------------------
+// out[i] = gelu(gate[i]) * up[i] with the tanh approximation (as llama.cpp and Gemma's
+// reference): gelu(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))). out may equal gate or
+// up. Portable code on every ISA for now.
+void geglu(const float* gate, const float* up, float* out, int64_t n);
+void geglu_ref(const float* gate, const float* up, float* out, int64_t n);
 
 // ---- Softmax ----------------------------------------------------------------------------------
 // x = exp(x - max x) / sum, in place; n >= 1.

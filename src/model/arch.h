@@ -30,5 +30,6 @@ const ArchFamily& arch_family(Arch arch);
 const ArchFamily& llama_family();
 const ArchFamily& qwen2_family();
 const ArchFamily& qwen3_family();
+const ArchFamily& gemma_family();
 
 }  // namespace sluice

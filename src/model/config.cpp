@@ -10,8 +10,8 @@
 namespace sluice {
 namespace {
 
-std::array<const ArchFamily*, 3> families() {
-  return {&llama_family(), &qwen2_family(), &qwen3_family()};
+std::array<const ArchFamily*, 4> families() {
+  return {&llama_family(), &qwen2_family(), &qwen3_family(), &gemma_family()};
 }
 
 const ArchFamily* find_family(std::string_view name) {

@@ -1,6 +1,6 @@
 // ModelConfig: the hyperparameters a forward pass needs, read from GGUF metadata and checked
 // once. Architecture-specific rules (which keys, rope style, extra tensors) live in one file per
-// family: arch_llama.cpp, arch_qwen2.cpp, arch_qwen3.cpp.
+// family: arch_llama.cpp, arch_qwen2.cpp, arch_qwen3.cpp, arch_gemma.cpp.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 namespace sluice {
 
-enum class Arch { kLlama, kQwen2, kQwen3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma };
 
 struct ModelConfig {
   std::string arch_name;  // general.architecture
@@ -40,6 +40,7 @@ struct ModelConfig {
   bool qkv_bias = false;     // attn_{q,k,v}.bias (qwen2; optional for llama)
   bool qk_norm = false;      // per-head RMSNorm of q and k before RoPE (qwen3)
   bool tied_output = false;  // output.weight absent: logits use token_embd.weight
+  float embd_scale = 1.0f;   // token embeddings are multiplied by it (gemma: sqrt(n_embd))
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_kv_head * head_dim; }
@@ -67,7 +68,7 @@ struct ModelOptions {
 // 0 until weights are bound. Errors name the file and the key.
 Result<ModelConfig> read_model_config(const GgufFile& file, const ModelOptions& options);
 
-// "llama, qwen2, qwen3"
+// "llama, qwen2, qwen3, gemma"
 std::string supported_architectures();
 
 }  // namespace sluice

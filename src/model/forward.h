@@ -68,6 +68,10 @@ class ForwardOps {
   virtual void attention(int layer, Act q, Act out) = 0;
   // out = silu(gate) * up, element-wise (out may be gate).
   virtual void swiglu(Act gate, Act up, Act out) = 0;
+  // out = gelu_tanh(gate) * up, element-wise (out may be gate).
+  virtual void geglu(Act gate, Act up, Act out) = 0;
+  // x *= s.
+  virtual void scale(Act x, float s) = 0;
   // x += y.
   virtual void add(Act x, Act y) = 0;
   // The rows of x the step wants logits for, in order, copied to a buffer of their own.
@@ -79,5 +83,9 @@ class ForwardOps {
 // One step of the llama-shaped block (llama, mistral, qwen2, qwen3: pre-norm attention with
 // optional q/k/v biases and q/k head norms, SwiGLU FFN), then the logits rows.
 void llama_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
+
+// Gemma: the llama block with the embeddings scaled by sqrt(n_embd), a GELU-gated FFN, NeoX RoPE
+// and the output tied to the embeddings (norm weights are stored as 1 + w by the converter).
+void gemma_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
 
 }  // namespace sluice

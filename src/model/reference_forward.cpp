@@ -93,7 +93,10 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
   const double eps = c.rms_eps;
 
   std::vector<double> x(static_cast<size_t>(d));
-  for (int64_t i = 0; i < d; ++i) x[size_t(i)] = token_embd_[size_t(token * d + i)];
+  // The embedding scale is applied as the f32 the model defines (gemma: sqrtf(n_embd)).
+  for (int64_t i = 0; i < d; ++i) {
+    x[size_t(i)] = token_embd_[size_t(token * d + i)] * double(c.embd_scale);
+  }
 
   for (size_t il = 0; il < layers_.size(); ++il) {
     const Layer& l = layers_[il];
@@ -141,7 +144,12 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
     rms_norm(xn.data(), d, lw.ffn_norm, eps);
     const std::vector<double> g = matvec(l.w_gate, xn, c.n_ff);
     std::vector<double> u = matvec(l.w_up, xn, c.n_ff);
-    for (size_t i = 0; i < u.size(); ++i) u[i] *= g[i] / (1.0 + std::exp(-g[i]));
+    const bool gelu = c.arch == Arch::kGemma;
+    const double kc = std::sqrt(2.0 / 3.14159265358979323846);
+    for (size_t i = 0; i < u.size(); ++i) {
+      u[i] *= gelu ? 0.5 * g[i] * (1.0 + std::tanh(kc * (g[i] + 0.044715 * g[i] * g[i] * g[i])))
+                   : g[i] / (1.0 + std::exp(-g[i]));
+    }
     const std::vector<double> down = matvec(l.w_down, u, d);
     for (int64_t i = 0; i < d; ++i) x[size_t(i)] += down[size_t(i)];
   }

@@ -120,6 +120,23 @@ TEST(SwiGlu, MatchesReference) {
   }
 }
 
+TEST(GeGlu, MatchesReferenceAndKnownValues) {
+  std::mt19937 rng(5);
+  for (int64_t n : kSizes) {
+    const std::vector<float> g = random_floats(rng, n, -12, 12), u = random_floats(rng, n, -2, 2);
+    std::vector<float> ref(g.size()), y(g.size());
+    geglu_ref(g.data(), u.data(), ref.data(), n);
+    geglu(g.data(), u.data(), y.data(), n);
+    EXPECT_LT(max_abs_diff(y.data(), ref.data(), n), 1e-5) << n;
+  }
+  // gelu_tanh(1) = 0.841192, gelu_tanh(-1) = -0.158808, gelu(0) = 0; in place (out == gate).
+  std::vector<float> g = {1.0f, -1.0f, 0.0f}, u = {1.0f, 1.0f, 5.0f};
+  geglu(g.data(), u.data(), g.data(), 3);
+  EXPECT_NEAR(g[0], 0.841192f, 1e-6);
+  EXPECT_NEAR(g[1], -0.158808f, 1e-6);
+  EXPECT_EQ(g[2], 0.0f);
+}
+
 TEST(Softmax, MatchesReference) {
   std::mt19937 rng(4);
   for (int64_t n : kSizes) {

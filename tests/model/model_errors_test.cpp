@@ -71,7 +71,7 @@ TEST_F(ModelErrors, UnsupportedArchitecture) {
   d.meta = [](GgufWriter& w) { w.set("general.architecture", "gpt2"); };
   const std::string msg = load_with(d);
   EXPECT_HAS(msg, "unsupported architecture 'gpt2'");
-  EXPECT_HAS(msg, "llama, qwen2, qwen3");
+  EXPECT_HAS(msg, "llama, qwen2, qwen3, gemma");
 }
 
 TEST_F(ModelErrors, MissingTensor) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,12 @@ class RecordingOps final : public ForwardOps {
     EXPECT_EQ(gate.cols, out.cols);
     calls.push_back("swiglu");
   }
+  void geglu(Act gate, Act up, Act out) override {
+    EXPECT_EQ(gate.cols, up.cols);
+    EXPECT_EQ(gate.cols, out.cols);
+    calls.push_back("geglu");
+  }
+  void scale(Act, float s) override { calls.push_back("scale " + std::to_string(s)); }
   void add(Act x, Act y) override {
     EXPECT_EQ(x.cols, y.cols);
     calls.push_back("add");
@@ -137,6 +144,26 @@ TEST(ForwardSeam, LlamaFamiliesCallTheOpsOfTheirBlock) {
     const std::vector<std::string> tail(ops.calls.end() - 4, ops.calls.end());
     EXPECT_EQ(tail, (std::vector<std::string>{"logit_rows", "rms_norm", "logits", "matmul"}));
   }
+}
+
+// Gemma: embeddings scaled by sqrt(n_embd), GeGLU instead of SwiGLU, the output tied.
+TEST(ForwardSeam, GemmaScalesTheEmbeddingAndGatesWithGelu) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/gemma.gguf");
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.arch, Arch::kGemma);
+  EXPECT_EQ(c.rope_style, RopeStyle::kNeox);
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_EQ(c.head_dim, 64);  // attention.key_length, not n_embd / n_head
+  RecordingOps ops(/*n_tokens=*/4, /*n_logit_rows=*/1);
+  model->forward(ops);
+  ASSERT_GE(ops.calls.size(), 2u);
+  EXPECT_EQ(ops.calls[0], "embed");
+  EXPECT_EQ(ops.calls[1], "scale " + std::to_string(std::sqrt(float(c.n_embd))));
+  EXPECT_EQ(count(ops.calls, "geglu"), c.n_layer);
+  EXPECT_EQ(count(ops.calls, "swiglu"), 0);
+  EXPECT_EQ(ops.matmuls.back()->data, model->weights().token_embd.data);
 }
 
 // No row asks for logits (a prompt chunk that is not the last): no output projection.

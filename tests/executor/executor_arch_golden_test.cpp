@@ -1,0 +1,107 @@
+// The architectures beyond llama/qwen against llama.cpp (../shared/testdata/models/arch, see its
+// README): tiny random-weight models with the prompt's tokens, the last prompt position's
+// logits and 24 greedy tokens computed by llama.cpp c392e50. Greedy tokens must match exactly,
+// last-position logits within 3e-3 relative L2 with the default f16 K/V cache (the README says
+// why not tighter) and with an f32 cache.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "executor/cpu_executor.h"
+#include "executor/executor_test_util.h"
+#include "model/golden_util.h"
+#include "model/reference_forward.h"
+
+namespace sluice {
+namespace {
+
+struct ArchGolden {
+  std::string model_path;
+  std::vector<int32_t> prompt_tokens;
+  std::vector<float> last_logits;
+  std::vector<int32_t> greedy_tokens;
+};
+
+ArchGolden load_arch_golden(const std::string& json_path, const std::string& model_path) {
+  const nlohmann::json j = nlohmann::json::parse(test::read_file(json_path));
+  return {model_path, j.at("prompt_tokens").get<std::vector<int32_t>>(),
+          j.at("last_logits").get<std::vector<float>>(),
+          j.at("greedy_tokens").get<std::vector<int32_t>>()};
+}
+
+// The whole prompt in one step, then greedy decode one token per step.
+void check_golden(const ArchGolden& g, KvType kv_type, const std::string& what) {
+  SCOPED_TRACE(what);
+  auto model = Model::load(g.model_path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  CpuExecutorOptions opts;
+  opts.kv_type = kv_type;
+  auto exec = CpuExecutor::create(*model, opts);
+  ASSERT_TRUE(exec.ok()) << exec.message();
+  BlockFreeList blocks((*exec)->n_blocks());
+  test::TestSequence seq;
+  Batch batch;
+  batch.block_size = (*exec)->block_size();
+  Logits out;
+  test::add_step(batch, blocks, seq, g.prompt_tokens, LogitsMode::kLast);
+  ASSERT_TRUE((*exec)->execute(batch, out).ok());
+  ASSERT_EQ(out.n_rows(), 1);
+  ASSERT_EQ(out.n_vocab, int32_t(g.last_logits.size()));
+  const double rel = test::golden_rel_l2(out.row(0), g.last_logits);
+  EXPECT_LT(rel, 3e-3);
+  std::vector<int32_t> greedy;
+  while (greedy.size() < g.greedy_tokens.size()) {
+    const int32_t tok = test::argmax(out.row(0), out.n_vocab);
+    greedy.push_back(tok);
+    batch.clear();
+    test::add_step(batch, blocks, seq, {tok}, LogitsMode::kLast);
+    ASSERT_TRUE((*exec)->execute(batch, out).ok());
+  }
+  EXPECT_EQ(greedy, g.greedy_tokens);
+  std::printf("[ arch golden ] %-28s last logits rel-L2 %.2e\n", what.c_str(), rel);
+}
+
+// The f64 reference forward (model/reference_forward) of the same model: the specification the
+// kernels are tested against must agree with llama.cpp too.
+void check_reference(const ArchGolden& g, const std::string& what) {
+  SCOPED_TRACE(what);
+  auto model = Model::load(g.model_path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  auto ref = ReferenceForward::create(*model);
+  ASSERT_TRUE(ref.ok()) << ref.message();
+  std::vector<float> logits;
+  for (int32_t t : g.prompt_tokens) {
+    auto r = (*ref)->step(t);
+    ASSERT_TRUE(r.ok()) << r.message();
+    logits = std::move(r).value();
+  }
+  const double rel = test::golden_rel_l2(logits.data(), g.last_logits);
+  EXPECT_LT(rel, 3e-3);
+  std::vector<int32_t> greedy;
+  while (greedy.size() < g.greedy_tokens.size()) {
+    greedy.push_back(test::argmax(logits.data(), int(logits.size())));
+    auto r = (*ref)->step(greedy.back());
+    ASSERT_TRUE(r.ok()) << r.message();
+    logits = std::move(r).value();
+  }
+  EXPECT_EQ(greedy, g.greedy_tokens);
+  std::printf("[ arch golden ] %-28s last logits rel-L2 %.2e\n", what.c_str(), rel);
+}
+
+void check_arch(const std::string& arch) {
+  const std::string model = test::shared_path("testdata/models/arch/" + arch + ".gguf");
+  if (model.empty()) SLUICE_SHARED_MISSING("../shared/testdata/models/arch");
+  for (const char* prompt : {"morning_walk", "red_boat"}) {
+    const std::string json =
+        test::shared_path("testdata/models/arch/" + arch + "." + prompt + ".json");
+    ASSERT_FALSE(json.empty()) << arch << "." << prompt;
+    const ArchGolden g = load_arch_golden(json, model);
+    check_golden(g, KvType::kF16, arch + "." + prompt + " f16 KV");
+    check_golden(g, KvType::kF32, arch + "." + prompt + " f32 KV");
+    check_reference(g, arch + "." + prompt + " f64 reference");
+  }
+}
+
+TEST(ArchGolden, Gemma) { check_arch("gemma"); }
+
+}  // namespace
+}  // namespace sluice
