@@ -74,6 +74,23 @@ const std::vector<ModelPreset>& model_presets() {
       m.qkv_bias = true;
       p.push_back(m);
     }
+    {
+      ModelPreset m;  // google/gemma-2b: MQA, head_dim 256 (Q is 2048 wide = n_embd by chance)
+      m.name = "gemma-2b";
+      m.arch = "gemma";
+      m.n_layer = 18;
+      m.n_embd = 2048;
+      m.n_ff = 16384;
+      m.n_head = 8;
+      m.n_kv_head = 1;
+      m.head_dim = 256;
+      m.n_vocab = 256000;
+      m.n_ctx = 8192;
+      m.rope_theta = 10000.0f;
+      m.rms_eps = 1e-6f;
+      m.tied_embeddings = true;
+      p.push_back(m);
+    }
     return p;
   }();
   return kPresets;

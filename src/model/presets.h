@@ -21,7 +21,7 @@ struct Llama3RopeScaling {
 
 struct ModelPreset {
   std::string name;  // "llama-3.2-1b"
-  std::string arch;  // GGUF general.architecture: "llama", "qwen2", "qwen3"
+  std::string arch;  // GGUF general.architecture: "llama", "qwen2", "qwen3", "gemma"
   int n_layer = 0;
   int n_embd = 0;
   int n_ff = 0;

@@ -101,7 +101,9 @@ void check_arch(const std::string& arch) {
   }
 }
 
-TEST(ArchGolden, Gemma) { check_arch("gemma"); }
+TEST(ArchGolden, Gemma) {
+  check_arch("gemma");
+}
 
 }  // namespace
 }  // namespace sluice

@@ -54,7 +54,8 @@ TEST(ReferenceForward, MatchesGoldenLogitsAndGreedyTokens) {
 // Synthetic models of every family run through the reference without error, deterministically.
 TEST(ReferenceForward, RunsEveryFamily) {
   test::TempDir dir;
-  for (const char* variant : {"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-llama3", "tiny-mqa"}) {
+  for (const char* variant :
+       {"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-llama3", "tiny-mqa", "tiny-gemma"}) {
     const std::string path = dir.path(std::string(variant) + ".gguf");
     test::write_synthetic_model(variant, FileType::ALL_F32, path);
     auto model = Model::load(path);

@@ -37,6 +37,15 @@ inline ModelPreset tiny_preset(const std::string& variant) {
     p.n_kv_head = 2;
     p.rms_eps = 1e-6f;
   }
+  if (variant == "tiny-gemma") {
+    // MQA with head_dim 128: Q is 512 wide, not n_embd (as Gemma 7B's 16 x 256 = 4096 vs 3072).
+    p.arch = "gemma";
+    p.n_head = 4;
+    p.n_kv_head = 1;
+    p.head_dim = 128;
+    p.tied_embeddings = true;
+    p.rms_eps = 1e-6f;
+  }
   if (variant == "tiny-llama3") {
     p.rope_theta = 500000.0f;
     p.tied_embeddings = true;
