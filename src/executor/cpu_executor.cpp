@@ -23,6 +23,7 @@ struct CpuExecutor::Scratch {
   ActBuffer xq;           // a norm's output quantized to 8-bit blocks, shared by its matmuls
   MatmulWorkspace mm_ws;  // the matmuls' own conversions (o, down, output projections)
   QuantizedActs xq_view;  // view of xq
+  std::vector<const WeightMatrix*> xq_for;  // the matmuls that read xq_view (the norm's `next`)
 
   static void fit(std::vector<float>& v, int64_t n) {
     if (int64_t(v.size()) < n) v.resize(size_t(n));
@@ -245,13 +246,12 @@ class CpuExecutor::Ops final : public ForwardOps {
     });
     s_.xq_view = buf.view();
     prepared_for_ = out.data;
-    prepared_next_.assign(next.begin(), next.end());
+    s_.xq_for.assign(next.begin(), next.end());
   }
 
   void matmul(const WeightMatrix& w, Act x, Act y) override {
-    const bool prepared =
-        x.data == prepared_for_ &&
-        std::find(prepared_next_.begin(), prepared_next_.end(), &w) != prepared_next_.end();
+    const bool prepared = x.data == prepared_for_ &&
+                          std::find(s_.xq_for.begin(), s_.xq_for.end(), &w) != s_.xq_for.end();
     e_.matmul_w(w, x.data, x.rows, y.data, prepared ? &s_.xq_view : nullptr);
   }
 
@@ -378,7 +378,6 @@ class CpuExecutor::Ops final : public ForwardOps {
   const Batch& b_;
   Logits& out_;
   const float* prepared_for_ = nullptr;  // the norm output s_.xq_view quantizes
-  std::vector<const WeightMatrix*> prepared_next_;
 };
 
 void CpuExecutor::forward(const Batch& batch, Logits& out) {

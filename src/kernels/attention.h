@@ -113,6 +113,7 @@ inline int paged_attention_n_segments(const PagedAttentionParams& p) {
 // Floats of one segment's partial state: n_q * n_head rows of (max, sum, head_dim weighted V).
 size_t paged_attention_partial_floats(const PagedAttentionParams& p);
 // Segments [s0, s1) of every kv head into partial[s * paged_attention_partial_floats(p) ...].
+// This and the merge below only for p with paged_attention_splits(p) (scratch is sized for it).
 void paged_attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial,
                               float* scratch);
 // Merges the n_segments(p) partial states of kv head `kv_head` into p.out: bit for bit what
