@@ -34,6 +34,7 @@ void llama_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops)
   const Act up = ops.buffer(ActBuf::kUp, T, c.n_ff);
 
   ops.embed(w.token_embd, x);
+  if (c.embd_scale != 1.0f) ops.scale(x, c.embd_scale);
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerWeights& l = w.layers[size_t(il)];
     ops.rms_norm(x, l.attn_norm, c.rms_eps, xn, {&l.wq, &l.wk, &l.wv});
@@ -53,7 +54,11 @@ void llama_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops)
     ops.rms_norm(x, l.ffn_norm, c.rms_eps, xn, {&l.w_gate, &l.w_up});
     ops.matmul(l.w_gate, xn, gate);
     ops.matmul(l.w_up, xn, up);
-    ops.swiglu(gate, up, gate);
+    if (c.ffn_gelu) {
+      ops.geglu(gate, up, gate);
+    } else {
+      ops.swiglu(gate, up, gate);
+    }
     ops.matmul(l.w_down, gate, proj);
     ops.add(x, proj);
   }

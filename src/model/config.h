@@ -41,6 +41,7 @@ struct ModelConfig {
   bool qk_norm = false;      // per-head RMSNorm of q and k before RoPE (qwen3)
   bool tied_output = false;  // output.weight absent: logits use token_embd.weight
   float embd_scale = 1.0f;   // token embeddings are multiplied by it (gemma: sqrt(n_embd))
+  bool ffn_gelu = false;     // GeGLU (tanh GELU) FFN instead of SwiGLU (gemma)
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_kv_head * head_dim; }

@@ -80,12 +80,9 @@ class ForwardOps {
   virtual Act logits(int64_t rows, int64_t n_vocab) = 0;
 };
 
-// One step of the llama-shaped block (llama, mistral, qwen2, qwen3: pre-norm attention with
-// optional q/k/v biases and q/k head norms, SwiGLU FFN), then the logits rows.
+// One step of the llama-shaped block (llama, mistral, qwen2, qwen3, gemma: pre-norm attention
+// with optional q/k/v biases and q/k head norms; SwiGLU, or GeGLU with config.ffn_gelu; the
+// embeddings scaled by config.embd_scale), then the logits rows.
 void llama_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
-
-// Gemma: the llama block with the embeddings scaled by sqrt(n_embd), a GELU-gated FFN, NeoX RoPE
-// and the output tied to the embeddings (norm weights are stored as 1 + w by the converter).
-void gemma_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
 
 }  // namespace sluice

@@ -144,7 +144,7 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
     rms_norm(xn.data(), d, lw.ffn_norm, eps);
     const std::vector<double> g = matvec(l.w_gate, xn, c.n_ff);
     std::vector<double> u = matvec(l.w_up, xn, c.n_ff);
-    const bool gelu = c.arch == Arch::kGemma;
+    const bool gelu = c.ffn_gelu;
     const double kc = std::sqrt(2.0 / 3.14159265358979323846);
     for (size_t i = 0; i < u.size(); ++i) {
       u[i] *= gelu ? 0.5 * g[i] * (1.0 + std::tanh(kc * (g[i] + 0.044715 * g[i] * g[i] * g[i])))
