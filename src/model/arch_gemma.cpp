@@ -12,16 +12,13 @@ namespace {
 
 constexpr std::string_view kNames[] = {"gemma"};
 
-Status configure_gemma(const GgufFile& file, ModelConfig& c) {
+Status configure_gemma(const GgufFile&, ModelConfig& c) {
   c.rope_style = RopeStyle::kNeox;
   c.qkv_bias = false;
   c.qk_norm = false;
   // llama.cpp scales by sqrtf(n_embd) in f32.
   c.embd_scale = std::sqrt(float(c.n_embd));
   c.ffn_gelu = true;
-  if (file.find_tensor("blk.0.attn_q.bias") != nullptr) {
-    return make_error("'", file.path(), "': gemma with attention biases is not a known variant");
-  }
   return {};
 }
 
