@@ -298,7 +298,8 @@ class CpuExecutor::Ops final : public ForwardOps {
   void attention(int layer, Act q, Act out) override {
     const ModelConfig& c = e_.model_.config();
     const int64_t qd = q.cols;
-    const float scale = float(1.0 / std::sqrt(double(c.head_dim)));
+    const float scale = c.attention_scale();
+    const int window = c.layer_window(layer);
     s_.attn_params.clear();
     for (const BatchSequence& seq : b_.seqs) {
       PagedAttentionParams p;
@@ -315,6 +316,8 @@ class CpuExecutor::Ops final : public ForwardOps {
       p.n_kv_head = c.n_kv_head;
       p.head_dim = c.head_dim;
       p.scale = scale;
+      p.window = window;
+      p.softcap = c.attn_softcap;
       s_.attn_params.push_back(p);
     }
     paged_attention_batch(s_.attn_params, s_.attn_ws, &e_.pool_);
@@ -337,6 +340,12 @@ class CpuExecutor::Ops final : public ForwardOps {
   void scale(Act x, float s) override {
     const int64_t n = x.rows * x.cols;
     for (int64_t i = 0; i < n; ++i) x.data[i] *= s;
+  }
+
+  void softcap(Act x, float cap) override {
+    const int64_t n = x.rows * x.cols;
+    e_.pool_.parallel_for(
+        n, 4096, [&](int64_t i0, int64_t i1) { sluice::softcap(x.data + i0, i1 - i0, cap); });
   }
 
   void add(Act x, Act y) override {

@@ -91,11 +91,14 @@ void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head, fl
   }
   std::fill(acc, acc + group * hd, 0.0f);
 
-  for (int t0 = 0; t0 < n_visible; t0 += kTile) {
+  for (int t0 = p.first_visible(qi); t0 < n_visible; t0 += kTile) {
     const int nt = std::min(kTile, n_visible - t0);
     for (int j = 0; j < nt; ++j) {
       const float* k = k_row(p, t0 + j, kv_head, row);
-      for (int g = 0; g < group; ++g) s[g * kTile + j] = dot_f32(q + g * hd, k, hd) * p.scale;
+      for (int g = 0; g < group; ++g) {
+        const float sc = dot_f32(q + g * hd, k, hd) * p.scale;
+        s[g * kTile + j] = p.softcap > 0 ? p.softcap * std::tanh(sc / p.softcap) : sc;
+      }
     }
     for (int g = 0; g < group; ++g) {
       float* sg = s + g * kTile;
@@ -246,6 +249,7 @@ void paged_attention_ref(const PagedAttentionParams& p) {
   std::vector<float> row(static_cast<size_t>(hd));
   for (int qi = 0; qi < p.n_q; ++qi) {
     const int n_visible = p.kv_len - p.n_q + qi + 1;
+    const int first = p.first_visible(qi);
     score.assign(size_t(n_visible), 0.0);
     for (int h = 0; h < p.n_head; ++h) {
       const int kvh = h / group;
@@ -255,7 +259,10 @@ void paged_attention_ref(const PagedAttentionParams& p) {
         const float* k = k_row(p, t, kvh, row.data());
         double d = 0;
         for (int i = 0; i < hd; ++i) d += double(q[i]) * double(k[i]);
-        score[size_t(t)] = d * double(p.scale);
+        d *= double(p.scale);
+        if (p.softcap > 0) d = double(p.softcap) * std::tanh(d / double(p.softcap));
+        // Outside the window: weight 0.
+        score[size_t(t)] = t < first ? -std::numeric_limits<double>::infinity() : d;
         mx = std::max(mx, score[size_t(t)]);
       }
       double sum = 0;

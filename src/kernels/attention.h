@@ -20,6 +20,13 @@
 //   query 1      x x x x x x .
 //   query 2      x x x x x x x
 //
+// With a sliding window W (window > 0) query i sees only the W newest of those positions,
+// [max(0, pos_i - W + 1), pos_i] with pos_i = kv_len - n_q + i; the kernels skip key tiles no
+// query of a work item sees, so a decode reads only the window of a long context.
+//
+// Scores are q.k * scale, then (softcap > 0) softcap * tanh(score / softcap) (Gemma 2), then
+// the softmax.
+//
 // GQA: query head h reads kv head h / (n_head / n_kv_head); the whole group of query heads
 // sharing a kv head is processed together so each K/V row is read once per query token.
 //
@@ -75,11 +82,18 @@ struct PagedAttentionParams {
   int n_kv_head = 0;  // divides n_head
   int head_dim = 0;
   float scale = 1.0f;  // usually 1 / sqrt(head_dim)
+  int window = 0;      // sliding window in positions (0: the whole causal prefix)
+  float softcap = 0;   // attention logit soft-capping (0: none)
   // The kernels to run (kAuto: the process's ISA); tests force each one this CPU runs. kScalar
   // is the portable item-by-item path.
   MatmulIsa isa = MatmulIsa::kAuto;
 
   KvLayout layout() const { return {block_size, n_kv_head, head_dim}; }
+  // Query i sees cache positions [first_visible(i), kv_len - n_q + i].
+  int first_visible(int qi) const {
+    const int pos = kv_len - n_q + qi;
+    return window > 0 && pos >= window ? pos - window + 1 : 0;
+  }
 };
 
 // Floats of scratch memory each call below needs for p (one buffer per thread running them:

@@ -236,18 +236,22 @@ SLUICE_TARGET void pv(int rn, const void* v, int64_t ld, int hd, int jmax, const
   }
 }
 
-// The online-softmax update of one row over its first `vis` scores: returns the correction of
-// the old state, writes the 16 weights (zero past vis) to pw.
-SLUICE_TARGET inline float softmax_update(V16 sc, int vis, float& m, float& l, float* pw) {
+// The online-softmax update of one row over its scores [from, vis) (soft-capped first when
+// cap > 0): returns the correction of the old state, writes the 16 weights (zero outside the
+// range) to pw.
+SLUICE_TARGET inline float softmax_update(V16 sc, int from, int vis, float cap, float& m, float& l,
+                                          float* pw) {
+  if (cap > 0) sc = {softcap256(sc.lo, cap), softcap256(sc.hi, cap)};
   alignas(32) float s[kKeys];
   store16(s, sc);
   float mx = m;
-  for (int j = 0; j < vis; ++j) mx = std::max(mx, s[j]);
+  for (int j = from; j < vis; ++j) mx = std::max(mx, s[j]);
   const float corr = std::exp(m - mx);  // 0 on the row's first tile
   const __m256 vmx = _mm256_set1_ps(mx);
   alignas(32) float e[kKeys];
   _mm256_store_ps(e, exp256(_mm256_sub_ps(sc.lo, vmx)));
   _mm256_store_ps(e + 8, exp256(_mm256_sub_ps(sc.hi, vmx)));
+  for (int j = 0; j < from; ++j) e[j] = 0.0f;
   for (int j = vis; j < kKeys; ++j) e[j] = 0.0f;
   const __m256 sum8 = _mm256_add_ps(_mm256_load_ps(e), _mm256_load_ps(e + 8));
   __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(sum8), _mm256_extractf128_ps(sum8, 1));
@@ -284,14 +288,17 @@ SLUICE_TARGET void fold_tile(const PagedAttentionParams& p, int q0, int nr, int 
   }
   for (int r0 = 0; r0 < nr; r0 += kRowsPerPass) {
     const int rn = std::min(kRowsPerPass, nr - r0);
-    int vis[kRowsPerPass];
+    int from[kRowsPerPass], vis[kRowsPerPass];
     const float* q[kRowsPerPass];
     float corr[kRowsPerPass];
     float* a[kRowsPerPass];
     int jmax = 0;
     for (int i = 0; i < rn; ++i) {
       const int r = r0 + i, qi = q0 + r / group;
-      vis[i] = std::min(nt, first_pos + qi + 1 - t0);  // keys of this tile row r sees
+      // Keys [from, vis) of this tile row r sees (none: vis = 0).
+      from[i] = std::max(0, p.first_visible(qi) - t0);
+      vis[i] = std::min(nt, first_pos + qi + 1 - t0);
+      if (from[i] >= vis[i]) vis[i] = 0;
       jmax = std::max(jmax, vis[i]);
       q[i] = p.q + (int64_t(qi) * p.n_head + int64_t(kv_head) * group + r % group) * hd;
       a[i] = st.acc + size_t(r) * hd;
@@ -308,7 +315,8 @@ SLUICE_TARGET void fold_tile(const PagedAttentionParams& p, int q0, int nr, int 
     for (int i = 0; i < rn; ++i) {
       if (vis[i] <= 0) continue;
       const int r = r0 + i;
-      corr[i] = softmax_update(sc[i], vis[i], st.m[r], st.l[r], b.pw + i * kKeys);
+      corr[i] =
+          softmax_update(sc[i], from[i], vis[i], p.softcap, st.m[r], st.l[r], b.pw + i * kKeys);
     }
     if (v_f16) {
       pv<true>(rn, v, hd, hd, jmax, vis, corr, b.pw, a);

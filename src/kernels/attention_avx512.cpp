@@ -247,14 +247,17 @@ SLUICE_TARGET void fold_tile(const PagedAttentionParams& p, int q0, int nr, int 
   // independent FMA chains per row. A row's arithmetic is the same in any pass.
   for (int r0 = 0; r0 < nr; r0 += kRowsPerPass) {
     const int rn = std::min(kRowsPerPass, nr - r0);
-    int vis[kRowsPerPass];
+    int from[kRowsPerPass], vis[kRowsPerPass];
     const float* q[kRowsPerPass];
     float corr[kRowsPerPass];
     float* a[kRowsPerPass];
     int jmax = 0;
     for (int i = 0; i < rn; ++i) {
       const int r = r0 + i, qi = q0 + r / group;
-      vis[i] = std::min(nt, first_pos + qi + 1 - t0);  // keys of this tile row r sees
+      // Keys [from, vis) of this tile row r sees (none: vis = 0).
+      from[i] = std::max(0, p.first_visible(qi) - t0);
+      vis[i] = std::min(nt, first_pos + qi + 1 - t0);
+      if (from[i] >= vis[i]) vis[i] = 0;
       jmax = std::max(jmax, vis[i]);
       q[i] = p.q + (int64_t(qi) * p.n_head + int64_t(kv_head) * group + r % group) * hd;
       a[i] = st.acc + size_t(r) * hd;
@@ -271,7 +274,8 @@ SLUICE_TARGET void fold_tile(const PagedAttentionParams& p, int q0, int nr, int 
     for (int i = 0; i < rn; ++i) {
       if (vis[i] <= 0) continue;
       const int r = r0 + i;
-      const __mmask16 mask = __mmask16((1u << vis[i]) - 1);
+      const __mmask16 mask = __mmask16(((1u << vis[i]) - 1) & ~((1u << from[i]) - 1));
+      if (p.softcap > 0) sc[i] = softcap512(sc[i], p.softcap);
       const float mx = std::max(st.m[r], _mm512_mask_reduce_max_ps(mask, sc[i]));
       corr[i] = std::exp(st.m[r] - mx);  // 0 on the row's first tile
       const __m512 e = _mm512_maskz_mov_ps(mask, exp512(_mm512_sub_ps(sc[i], _mm512_set1_ps(mx))));

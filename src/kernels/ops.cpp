@@ -107,6 +107,11 @@ void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
 
 // ---- GeGLU ----
 
+void softcap(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
 void geglu(const float* gate, const float* up, float* out, int64_t n) {
   constexpr float kC = 0.7978845608028654f;  // sqrt(2 / pi)
   for (int64_t i = 0; i < n; ++i) {

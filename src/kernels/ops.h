@@ -39,6 +39,10 @@ void rope_inv_freq(const RopeParams& p, float* inv_freq);
 void rope(float* x, int n_heads, int32_t pos, const RopeParams& p, const float* inv_freq);
 void rope_ref(float* x, int n_heads, int32_t pos, const RopeParams& p);
 
+// ---- soft-capping ------------------------------------------------------------------------------
+// x[i] = cap * tanh(x[i] / cap) (Gemma 2's attention and final logits), cap > 0.
+void softcap(float* x, int64_t n, float cap);
+
 // ---- SwiGLU -----------------------------------------------------------------------------------
 // out[i] = silu(gate[i]) * up[i],  silu(g) = g / (1 + exp(-g)). out may equal gate or up.
 // `isa`: the kernels to run (kAuto: the process's; tests force each one the CPU runs).

@@ -27,6 +27,18 @@ __attribute__((target("avx512f,fma"))) inline __m512 exp512(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// cap * tanh(x / cap) (attention logit soft-capping), as softcap256 (simd_math_avx2.h).
+__attribute__((target("avx512f,fma"))) inline __m512 softcap512(__m512 x, float cap) {
+  const __m512 y = _mm512_mul_ps(x, _mm512_set1_ps(1.0f / cap));
+  const __m512 e = exp512(_mm512_mul_ps(_mm512_abs_ps(y), _mm512_set1_ps(-2.0f)));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 t = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+  const __m512i sign =
+      _mm512_and_si512(_mm512_castps_si512(y), _mm512_set1_epi32(int(0x80000000u)));
+  return _mm512_mul_ps(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), sign)),
+                       _mm512_set1_ps(cap));
+}
+
 // out = silu(gate) * up = gate / (1 + e^-gate) * up, 16 at a time (n % 16 tail masked).
 __attribute__((target("avx512f,fma"))) inline void swiglu(const float* gate, const float* up,
                                                           float* out, int64_t n) {

@@ -28,6 +28,17 @@ __attribute__((target("avx2,fma"))) inline __m256 exp256(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+// cap * tanh(x / cap) (attention logit soft-capping), tanh(y) = sign(y) (1 - e) / (1 + e) with
+// e = e^(-2|y|): within a few ulp of cap, absolute error ~1e-7 cap near 0.
+__attribute__((target("avx2,fma"))) inline __m256 softcap256(__m256 x, float cap) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 y = _mm256_mul_ps(x, _mm256_set1_ps(1.0f / cap));
+  const __m256 e = exp256(_mm256_mul_ps(_mm256_andnot_ps(sign, y), _mm256_set1_ps(-2.0f)));
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+  return _mm256_mul_ps(_mm256_or_ps(t, _mm256_and_ps(sign, y)), _mm256_set1_ps(cap));
+}
+
 __attribute__((target("avx2,fma"))) inline __m256 swiglu8(__m256 g, __m256 u) {
   const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
   return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);

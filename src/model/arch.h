@@ -31,5 +31,7 @@ const ArchFamily& llama_family();
 const ArchFamily& qwen2_family();
 const ArchFamily& qwen3_family();
 const ArchFamily& gemma_family();
+const ArchFamily& gemma2_family();
+const ArchFamily& phi3_family();
 
 }  // namespace sluice

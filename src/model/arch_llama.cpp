@@ -4,7 +4,8 @@
 // RoPE rotates adjacent pairs (2i, 2i+1): the HF converters permute q/k rows so that the HF
 // "rotate_half" layout becomes this one, and llama2.c models already use it. Llama 3.x files
 // carry a rope_freqs.weight tensor (frequency factors); biases on q/k/v are optional (some
-// fine-tunes and ports add them), so they are used when blk.0 has them.
+// fine-tunes and ports add them), so they are used when blk.0 has them. Mistral's sliding window
+// (llama.attention.sliding_window, when a converter writes it) applies to every layer.
 #include "model/arch.h"
 
 namespace sluice {
@@ -16,6 +17,7 @@ Status configure_llama(const GgufFile& file, ModelConfig& c) {
   c.rope_style = RopeStyle::kNormal;
   c.qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = false;
+  c.swa_period = 0;
   return {};
 }
 
@@ -49,7 +51,12 @@ void llama_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops)
     ops.rope_store_kv(il, q, k, v, norms);
     ops.attention(il, q, att);
     ops.matmul(l.wo, att, proj);
-    ops.add(x, proj);
+    if (c.post_norms) {
+      ops.rms_norm(proj, l.attn_post_norm, c.rms_eps, xn, {});
+      ops.add(x, xn);
+    } else {
+      ops.add(x, proj);
+    }
 
     ops.rms_norm(x, l.ffn_norm, c.rms_eps, xn, {&l.w_gate, &l.w_up});
     ops.matmul(l.w_gate, xn, gate);
@@ -60,14 +67,21 @@ void llama_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops)
       ops.swiglu(gate, up, gate);
     }
     ops.matmul(l.w_down, gate, proj);
-    ops.add(x, proj);
+    if (c.post_norms) {
+      ops.rms_norm(proj, l.ffn_post_norm, c.rms_eps, xn, {});
+      ops.add(x, xn);
+    } else {
+      ops.add(x, proj);
+    }
   }
 
   const Act rows = ops.logit_rows(x);
   if (rows.rows == 0) return;
   const Act rows_n = ops.buffer(ActBuf::kLogitRowsNorm, rows.rows, c.n_embd);
   ops.rms_norm(rows, w.output_norm, c.rms_eps, rows_n, {});
-  ops.matmul(w.output, rows_n, ops.logits(rows.rows, c.n_vocab));
+  const Act logits = ops.logits(rows.rows, c.n_vocab);
+  ops.matmul(w.output, rows_n, logits);
+  if (c.final_softcap > 0) ops.softcap(logits, c.final_softcap);
 }
 
 const ArchFamily& llama_family() {

@@ -11,6 +11,7 @@ constexpr std::string_view kNames[] = {"qwen3"};
 Status configure_qwen3(const GgufFile&, ModelConfig& c) {
   c.rope_style = RopeStyle::kNeox;
   c.qkv_bias = false;
+  c.sliding_window = 0;  // HF's use_sliding_window is off in every released model
   c.qk_norm = true;
   return {};
 }

@@ -10,8 +10,9 @@
 namespace sluice {
 namespace {
 
-std::array<const ArchFamily*, 4> families() {
-  return {&llama_family(), &qwen2_family(), &qwen3_family(), &gemma_family()};
+std::array<const ArchFamily*, 6> families() {
+  return {&llama_family(), &qwen2_family(),  &qwen3_family(),
+          &gemma_family(), &gemma2_family(), &phi3_family()};
 }
 
 const ArchFamily* find_family(std::string_view name) {
@@ -56,6 +57,17 @@ Result<float> read_real(const GgufFile& f, const std::string& key, double fallba
                       " must be a positive number");
   }
   return float(v);
+}
+
+// attention.sliding_window: absent or 0 means none.
+Result<int> read_window(const GgufFile& f, const std::string& key) {
+  if (!f.has(key)) return 0;
+  SLUICE_ASSIGN_OR_RETURN(const int64_t v, f.get_int(key));
+  if (v < 0 || v > std::numeric_limits<int32_t>::max()) {
+    return make_error("'", f.path(), "': metadata key '", key, "' = ", v,
+                      " is out of range (expected a window of 0 or more positions)");
+  }
+  return int(v);
 }
 
 // Linear / none rope scaling; YaRN and others are rejected rather than silently ignored.
@@ -134,8 +146,10 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
   SLUICE_RETURN_IF_ERROR(read_rope_scaling(f, a, c));
   SLUICE_ASSIGN_OR_RETURN(c.rms_eps,
                           read_real(f, a + ".attention.layer_norm_rms_epsilon", 0.0, true));
-  c.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
   c.tied_output = f.find_tensor("output.weight") == nullptr;
+  SLUICE_ASSIGN_OR_RETURN(c.sliding_window, read_window(f, a + ".attention.sliding_window"));
+  SLUICE_ASSIGN_OR_RETURN(c.rope_attn_factor,
+                          read_real(f, a + ".rope.scaling.attn_factor", 1.0, false));
 
   if (options.n_ctx < 0) return make_error("context length ", options.n_ctx, " is negative");
   c.n_ctx = options.n_ctx > 0 ? options.n_ctx : c.n_ctx_train;
@@ -149,6 +163,28 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
                                  " beyond the trained context of ", c.n_ctx_train,
                                  "; output quality may degrade past it")
                           .message);
+  }
+
+  // Frequency factors: LongRoPE's pair (chosen by the context this instance runs) or llama 3's.
+  const bool long_rope = f.find_tensor("rope_factors_long.weight") != nullptr;
+  if (long_rope != (f.find_tensor("rope_factors_short.weight") != nullptr)) {
+    return make_error("'", f.path(), "': LongRoPE needs both rope_factors_long.weight and ",
+                      "rope_factors_short.weight; the file has one");
+  }
+  if (long_rope) {
+    SLUICE_ASSIGN_OR_RETURN(
+        const int n_ctx_orig,
+        read_count(f, a + ".rope.scaling.original_context_length", c.n_ctx_train));
+    c.rope_factors_tensor =
+        c.n_ctx > n_ctx_orig ? "rope_factors_long.weight" : "rope_factors_short.weight";
+  } else if (f.find_tensor("rope_freqs.weight")) {
+    c.rope_factors_tensor = "rope_freqs.weight";
+  }
+  c.has_rope_freqs = !c.rope_factors_tensor.empty();
+  if (c.rope_attn_factor != 1.0f && c.n_rot != c.head_dim) {
+    return make_error(
+        "'", f.path(), "': ", a, ".rope.scaling.attn_factor with a partial rotation (", a,
+        ".rope.dimension_count ", c.n_rot, " < head size ", c.head_dim, ") is not supported");
   }
 
   SLUICE_RETURN_IF_ERROR(family->configure(f, c));

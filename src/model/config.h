@@ -1,8 +1,10 @@
 // ModelConfig: the hyperparameters a forward pass needs, read from GGUF metadata and checked
 // once. Architecture-specific rules (which keys, rope style, extra tensors) live in one file per
-// family: arch_llama.cpp, arch_qwen2.cpp, arch_qwen3.cpp, arch_gemma.cpp.
+// family: arch_llama.cpp, arch_qwen2.cpp, arch_qwen3.cpp, arch_gemma.cpp (gemma, gemma2),
+// arch_phi3.cpp.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -12,7 +14,7 @@
 
 namespace sluice {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma, kGemma2, kPhi3 };
 
 struct ModelConfig {
   std::string arch_name;  // general.architecture
@@ -34,14 +36,47 @@ struct ModelConfig {
   RopeStyle rope_style = RopeStyle::kNormal;
   float rope_theta = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
-  bool has_rope_freqs = false;   // rope_freqs.weight (llama 3 frequency factors) present
+  bool has_rope_freqs = false;   // a frequency-factor tensor is bound (rope_factors_tensor)
+  // The tensor of per-dimension frequency divisors: rope_freqs.weight (llama 3), or LongRoPE's
+  // rope_factors_long.weight when n_ctx exceeds rope.scaling.original_context_length, else
+  // rope_factors_short.weight (phi3); empty: none.
+  std::string rope_factors_tensor;
 
   float rms_eps = 1e-5f;
-  bool qkv_bias = false;     // attn_{q,k,v}.bias (qwen2; optional for llama)
-  bool qk_norm = false;      // per-head RMSNorm of q and k before RoPE (qwen3)
-  bool tied_output = false;  // output.weight absent: logits use token_embd.weight
-  float embd_scale = 1.0f;   // token embeddings are multiplied by it (gemma: sqrt(n_embd))
-  bool ffn_gelu = false;     // GeGLU (tanh GELU) FFN instead of SwiGLU (gemma)
+  bool qkv_bias = false;       // attn_{q,k,v}.bias (qwen2; optional for llama)
+  bool qk_norm = false;        // per-head RMSNorm of q and k before RoPE (qwen3)
+  bool tied_output = false;    // output.weight absent: logits use token_embd.weight
+  float embd_scale = 1.0f;     // token embeddings are multiplied by it (gemma: sqrt(n_embd))
+  bool ffn_gelu = false;       // GeGLU (tanh GELU) FFN instead of SwiGLU (gemma)
+  bool post_norms = false;     // RMSNorm of the attention and FFN outputs before the residual
+                               // adds (gemma2: post_attention_norm, post_ffw_norm)
+  bool fused_qkv = false;      // attn_qkv holds Q, K, V rows (phi3); bound as three views
+  bool fused_gate_up = false;  // ffn_up holds the gate rows, then the up rows (phi3)
+
+  // Sliding-window attention (attention.sliding_window): a windowed layer's query at position p
+  // sees keys p - sliding_window + 1 .. p. swa_period 0: every layer is windowed (phi3,
+  // mistral); n: layer il is global when il % n == n - 1 (gemma2: 2, even layers windowed).
+  int sliding_window = 0;
+  int swa_period = 0;
+  float attn_softcap = 0;         // scores -> cap * tanh(score / cap) (gemma2); 0: none
+  float final_softcap = 0;        // the same on the logits (gemma2)
+  float attn_scale = 0;           // score scale; 0: 1 / sqrt(head_dim)
+  float rope_attn_factor = 1.0f;  // LongRoPE magnitude scaling of q and k (phi3)
+
+  // The sliding window of layer il (0: none).
+  int layer_window(int il) const {
+    if (sliding_window <= 0) return 0;
+    return swa_period > 0 && il % swa_period == swa_period - 1 ? 0 : sliding_window;
+  }
+  bool any_window() const { return sliding_window > 0; }
+  // Whether every layer is windowed (blocks older than the window are never read again).
+  bool all_windowed() const { return sliding_window > 0 && swa_period <= 0; }
+  // The factor applied to q.k: attn_scale (default 1 / sqrt(head_dim)) times the square of
+  // rope_attn_factor (the rotation scales both q and k by it).
+  float attention_scale() const {
+    const double s = attn_scale > 0 ? double(attn_scale) : 1.0 / std::sqrt(double(head_dim));
+    return float(s * double(rope_attn_factor) * double(rope_attn_factor));
+  }
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_kv_head * head_dim; }
@@ -69,7 +104,7 @@ struct ModelOptions {
 // 0 until weights are bound. Errors name the file and the key.
 Result<ModelConfig> read_model_config(const GgufFile& file, const ModelOptions& options);
 
-// "llama, qwen2, qwen3, gemma"
+// "llama, qwen2, qwen3, gemma, gemma2, phi3"
 std::string supported_architectures();
 
 }  // namespace sluice

@@ -64,7 +64,8 @@ class ForwardOps {
   // written to the token's cache slot of `layer`.
   virtual void rope_store_kv(int layer, Act q, Act k, Act v, const HeadNorms& norms) = 0;
   // Causal attention of every sequence's new queries over its cached keys and values of
-  // `layer` (paged): out [n_tokens, n_head * head_dim].
+  // `layer` (paged): out [n_tokens, n_head * head_dim]. The scores are scaled, soft-capped and
+  // windowed as the config says for the layer (attention_scale, attn_softcap, layer_window).
   virtual void attention(int layer, Act q, Act out) = 0;
   // out = silu(gate) * up, element-wise (out may be gate).
   virtual void swiglu(Act gate, Act up, Act out) = 0;
@@ -72,6 +73,8 @@ class ForwardOps {
   virtual void geglu(Act gate, Act up, Act out) = 0;
   // x *= s.
   virtual void scale(Act x, float s) = 0;
+  // x = cap * tanh(x / cap), element-wise (logit soft-capping).
+  virtual void softcap(Act x, float cap) = 0;
   // x += y.
   virtual void add(Act x, Act y) = 0;
   // The rows of x the step wants logits for, in order, copied to a buffer of their own.
@@ -80,9 +83,11 @@ class ForwardOps {
   virtual Act logits(int64_t rows, int64_t n_vocab) = 0;
 };
 
-// One step of the llama-shaped block (llama, mistral, qwen2, qwen3, gemma: pre-norm attention
-// with optional q/k/v biases and q/k head norms; SwiGLU, or GeGLU with config.ffn_gelu; the
-// embeddings scaled by config.embd_scale), then the logits rows.
+// One step of the llama-shaped block (llama, mistral, qwen2, qwen3, gemma, gemma2, phi3: pre-norm
+// attention with optional q/k/v biases and q/k head norms; SwiGLU, or GeGLU with
+// config.ffn_gelu; the embeddings scaled by config.embd_scale; with config.post_norms the
+// attention and FFN outputs normed before the residual adds), then the logits rows
+// (soft-capped with config.final_softcap).
 void llama_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
 
 }  // namespace sluice

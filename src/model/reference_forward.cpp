@@ -119,7 +119,10 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
 
     const int n_ctx = pos + 1;
     std::vector<double> att(static_cast<size_t>(qd), 0.0), score(static_cast<size_t>(n_ctx));
-    const double scale = 1.0 / std::sqrt(double(hd));
+    const double scale = (c.attn_scale > 0 ? double(c.attn_scale) : 1.0 / std::sqrt(double(hd))) *
+                         double(c.rope_attn_factor) * double(c.rope_attn_factor);
+    const double cap = c.attn_softcap;
+    const int window = c.layer_window(int(il));
     for (int h = 0; h < c.n_head; ++h) {
       const int kvh = h / c.n_gqa();
       double mx = -std::numeric_limits<double>::infinity();
@@ -127,7 +130,11 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
         const double* kt = k_hist_[il].data() + t * kvd + kvh * hd;
         double s = 0;
         for (int64_t i = 0; i < hd; ++i) s += q[size_t(h * hd + i)] * kt[i];
-        score[size_t(t)] = s * scale;
+        s *= scale;
+        if (cap > 0) s = cap * std::tanh(s / cap);
+        // Outside a sliding window: weight 0.
+        if (window > 0 && pos - t >= window) s = -std::numeric_limits<double>::infinity();
+        score[size_t(t)] = s;
         mx = std::max(mx, score[size_t(t)]);
       }
       double sum = 0;
@@ -137,7 +144,8 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
         for (int64_t i = 0; i < hd; ++i) att[size_t(h * hd + i)] += score[size_t(t)] / sum * vt[i];
       }
     }
-    const std::vector<double> o = matvec(l.wo, att, d);
+    std::vector<double> o = matvec(l.wo, att, d);
+    if (c.post_norms) rms_norm(o.data(), d, lw.attn_post_norm, eps);
     for (int64_t i = 0; i < d; ++i) x[size_t(i)] += o[size_t(i)];
 
     xn = x;
@@ -150,11 +158,16 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
       u[i] *= gelu ? 0.5 * g[i] * (1.0 + std::tanh(kc * (g[i] + 0.044715 * g[i] * g[i] * g[i])))
                    : g[i] / (1.0 + std::exp(-g[i]));
     }
-    const std::vector<double> down = matvec(l.w_down, u, d);
+    std::vector<double> down = matvec(l.w_down, u, d);
+    if (c.post_norms) rms_norm(down.data(), d, lw.ffn_post_norm, eps);
     for (int64_t i = 0; i < d; ++i) x[size_t(i)] += down[size_t(i)];
   }
   rms_norm(x.data(), d, mw.output_norm, eps);
-  const std::vector<double> logits = matvec(output_, x, c.n_vocab);
+  std::vector<double> logits = matvec(output_, x, c.n_vocab);
+  if (c.final_softcap > 0) {
+    const double fc = c.final_softcap;
+    for (double& v : logits) v = fc * std::tanh(v / fc);
+  }
   ++n_past_;
   return std::vector<float>(logits.begin(), logits.end());
 }

@@ -74,14 +74,45 @@ Status check_vocab(const GgufFile& f, const ModelConfig& c) {
   return {};
 }
 
+// Q, K and V: separate tensors, or views of the fused attn_qkv rows [Q; K; V].
+Status bind_qkv(const GgufFile& f, const ModelConfig& c, const std::string& b, LayerWeights& l) {
+  const int64_t d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim();
+  if (!c.fused_qkv) {
+    SLUICE_ASSIGN_OR_RETURN(l.wq, bind_matrix(f, b + "attn_q.weight", d, qd));
+    SLUICE_ASSIGN_OR_RETURN(l.wk, bind_matrix(f, b + "attn_k.weight", d, kvd));
+    SLUICE_ASSIGN_OR_RETURN(l.wv, bind_matrix(f, b + "attn_v.weight", d, kvd));
+    return {};
+  }
+  SLUICE_ASSIGN_OR_RETURN(const WeightMatrix qkv,
+                          bind_matrix(f, b + "attn_qkv.weight", d, qd + 2 * kvd));
+  l.wq = qkv.rows(0, qd);
+  l.wk = qkv.rows(qd, kvd);
+  l.wv = qkv.rows(qd + kvd, kvd);
+  return {};
+}
+
+// Gate and up: separate tensors, or views of the fused ffn_up rows [gate; up].
+Status bind_gate_up(const GgufFile& f, const ModelConfig& c, const std::string& b,
+                    LayerWeights& l) {
+  const int64_t d = c.n_embd, ff = c.n_ff;
+  if (!c.fused_gate_up) {
+    SLUICE_ASSIGN_OR_RETURN(l.w_gate, bind_matrix(f, b + "ffn_gate.weight", d, ff));
+    SLUICE_ASSIGN_OR_RETURN(l.w_up, bind_matrix(f, b + "ffn_up.weight", d, ff));
+    return {};
+  }
+  SLUICE_ASSIGN_OR_RETURN(const WeightMatrix gate_up,
+                          bind_matrix(f, b + "ffn_up.weight", d, 2 * ff));
+  l.w_gate = gate_up.rows(0, ff);
+  l.w_up = gate_up.rows(ff, ff);
+  return {};
+}
+
 Result<LayerWeights> bind_layer(const GgufFile& f, const ModelConfig& c, int il) {
   const std::string b = "blk." + std::to_string(il) + ".";
   const int64_t d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff;
   LayerWeights l;
   SLUICE_ASSIGN_OR_RETURN(l.attn_norm, bind_vector(f, b + "attn_norm.weight", d));
-  SLUICE_ASSIGN_OR_RETURN(l.wq, bind_matrix(f, b + "attn_q.weight", d, qd));
-  SLUICE_ASSIGN_OR_RETURN(l.wk, bind_matrix(f, b + "attn_k.weight", d, kvd));
-  SLUICE_ASSIGN_OR_RETURN(l.wv, bind_matrix(f, b + "attn_v.weight", d, kvd));
+  SLUICE_RETURN_IF_ERROR(bind_qkv(f, c, b, l));
   SLUICE_ASSIGN_OR_RETURN(l.wo, bind_matrix(f, b + "attn_output.weight", qd, d));
   if (c.qkv_bias) {
     SLUICE_ASSIGN_OR_RETURN(l.bq, bind_vector(f, b + "attn_q.bias", qd));
@@ -93,13 +124,23 @@ Result<LayerWeights> bind_layer(const GgufFile& f, const ModelConfig& c, int il)
     SLUICE_ASSIGN_OR_RETURN(l.k_norm, bind_vector(f, b + "attn_k_norm.weight", c.head_dim));
   }
   SLUICE_ASSIGN_OR_RETURN(l.ffn_norm, bind_vector(f, b + "ffn_norm.weight", d));
-  SLUICE_ASSIGN_OR_RETURN(l.w_gate, bind_matrix(f, b + "ffn_gate.weight", d, ff));
-  SLUICE_ASSIGN_OR_RETURN(l.w_up, bind_matrix(f, b + "ffn_up.weight", d, ff));
+  if (c.post_norms) {
+    SLUICE_ASSIGN_OR_RETURN(l.attn_post_norm, bind_vector(f, b + "post_attention_norm.weight", d));
+    SLUICE_ASSIGN_OR_RETURN(l.ffn_post_norm, bind_vector(f, b + "post_ffw_norm.weight", d));
+  }
+  SLUICE_RETURN_IF_ERROR(bind_gate_up(f, c, b, l));
   SLUICE_ASSIGN_OR_RETURN(l.w_down, bind_matrix(f, b + "ffn_down.weight", ff, d));
   return l;
 }
 
 }  // namespace
+
+WeightMatrix WeightMatrix::rows(int64_t r0, int64_t n) const {
+  WeightMatrix m = *this;
+  m.data = static_cast<const uint8_t*>(data) + size_t(r0) * row_size(type, n_cols);
+  m.n_rows = n;
+  return m;
+}
 
 Result<ModelWeights> bind_weights(const GgufFile& f, ModelConfig& c) {
   ModelWeights w;
@@ -113,7 +154,7 @@ Result<ModelWeights> bind_weights(const GgufFile& f, ModelConfig& c) {
   w.token_embd = WeightMatrix{embd->data, embd->type, embd->ne[0], embd->ne[1]};
 
   if (c.has_rope_freqs) {
-    SLUICE_ASSIGN_OR_RETURN(w.rope_freqs, bind_vector(f, "rope_freqs.weight", c.n_rot / 2));
+    SLUICE_ASSIGN_OR_RETURN(w.rope_freqs, bind_vector(f, c.rope_factors_tensor, c.n_rot / 2));
   }
   w.layers.reserve(size_t(c.n_layer));
   for (int il = 0; il < c.n_layer; ++il) {

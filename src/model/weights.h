@@ -1,6 +1,7 @@
-// Weights of a llama-family model bound to a GGUF file. Matrices point into the file mapping
-// (no copy); the small 1-D tensors (norms, biases, rope factors) are decoded to f32 once.
-// Binding checks every required tensor for presence, type and exact shape before anything runs.
+// Weights of a model bound to a GGUF file. Matrices point into the file mapping (no copy; a
+// fused tensor such as phi3's attn_qkv is bound as views of its row ranges); the small 1-D tensors
+// (norms, biases, rope factors) are decoded to f32 once. Binding checks every required tensor for
+// presence, type and exact shape before anything runs.
 #pragma once
 
 #include <cstdint>
@@ -19,23 +20,28 @@ struct WeightMatrix {
   GgmlType type = GgmlType::F32;
   int64_t n_cols = 0;  // ne[0]: input features
   int64_t n_rows = 0;  // ne[1]: output features
+
+  // Rows [r0, r0 + n) as a matrix of their own (a view of the same memory).
+  WeightMatrix rows(int64_t r0, int64_t n) const;
 };
 
 struct LayerWeights {
-  std::vector<float> attn_norm;  // [n_embd]
-  WeightMatrix wq;               // [q_dim rows, n_embd]
-  WeightMatrix wk;               // [kv_dim rows, n_embd]
-  WeightMatrix wv;               // [kv_dim rows, n_embd]
-  WeightMatrix wo;               // [n_embd rows, q_dim]
-  std::vector<float> bq;         // [q_dim]  (qkv_bias only)
-  std::vector<float> bk;         // [kv_dim] (qkv_bias only)
-  std::vector<float> bv;         // [kv_dim] (qkv_bias only)
-  std::vector<float> q_norm;     // [head_dim] (qk_norm only)
-  std::vector<float> k_norm;     // [head_dim] (qk_norm only)
-  std::vector<float> ffn_norm;   // [n_embd]
-  WeightMatrix w_gate;           // [n_ff rows, n_embd]
-  WeightMatrix w_up;             // [n_ff rows, n_embd]
-  WeightMatrix w_down;           // [n_embd rows, n_ff]
+  std::vector<float> attn_norm;       // [n_embd]
+  WeightMatrix wq;                    // [q_dim rows, n_embd]
+  WeightMatrix wk;                    // [kv_dim rows, n_embd]
+  WeightMatrix wv;                    // [kv_dim rows, n_embd]
+  WeightMatrix wo;                    // [n_embd rows, q_dim]
+  std::vector<float> bq;              // [q_dim]  (qkv_bias only)
+  std::vector<float> bk;              // [kv_dim] (qkv_bias only)
+  std::vector<float> bv;              // [kv_dim] (qkv_bias only)
+  std::vector<float> q_norm;          // [head_dim] (qk_norm only)
+  std::vector<float> k_norm;          // [head_dim] (qk_norm only)
+  std::vector<float> attn_post_norm;  // [n_embd] (post_norms only)
+  std::vector<float> ffn_norm;        // [n_embd]
+  std::vector<float> ffn_post_norm;   // [n_embd] (post_norms only)
+  WeightMatrix w_gate;                // [n_ff rows, n_embd]
+  WeightMatrix w_up;                  // [n_ff rows, n_embd]
+  WeightMatrix w_down;                // [n_embd rows, n_ff]
 };
 
 struct ModelWeights {

@@ -105,5 +105,15 @@ TEST(ArchGolden, Gemma) {
   check_arch("gemma");
 }
 
+// Soft-capped scores and logits, post-norms, a window of 16 on the even layers of 26.
+TEST(ArchGolden, Gemma2) {
+  check_arch("gemma2");
+}
+
+// Fused qkv and gate_up, a window of 8 on every layer.
+TEST(ArchGolden, Phi3) {
+  check_arch("phi3");
+}
+
 }  // namespace
 }  // namespace sluice

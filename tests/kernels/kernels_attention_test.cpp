@@ -23,6 +23,8 @@ using test::rel_l2;
 struct Case {
   int n_head, n_kv_head, head_dim, block_size, kv_len, n_q;
   KvType kv_type = KvType::kF32;
+  int window = 0;
+  float softcap = 0;
 };
 
 std::vector<uint16_t> to_f16(const std::vector<float>& x) {
@@ -69,6 +71,8 @@ struct CaseData {
     p.n_kv_head = c.n_kv_head;
     p.head_dim = c.head_dim;
     p.scale = 1.0f / std::sqrt(float(c.head_dim));
+    p.window = c.window;
+    p.softcap = c.softcap;
     return p;
   }
 };
@@ -90,7 +94,7 @@ void run_case(const Case& c, ThreadPool& pool, std::mt19937& rng) {
     EXPECT_LT(rel_l2(out.data(), ref.data(), int64_t(out.size())), 5e-6)
         << matmul_isa_name(isa) << " heads " << c.n_head << "/" << c.n_kv_head << " hd "
         << c.head_dim << " bs " << c.block_size << " kv " << c.kv_len << " q " << c.n_q << " f16 "
-        << f16;
+        << f16 << " window " << c.window << " softcap " << c.softcap;
   }
 }
 
@@ -123,6 +127,66 @@ TEST(PagedAttention, LongContext) {
   run_case({14, 2, 128, 16, 300, 17, KvType::kF16}, pool, rng);
 }
 
+// Sliding windows (Gemma 2, Phi-3, Mistral) and logit soft-capping (Gemma 2): windows shorter
+// and longer than a key tile, than the chunk of queries and than the context, decodes over a
+// long context (split by key segments, most of them outside the window), prefill chunks.
+TEST(PagedAttention, SlidingWindowAndSoftcapMatchReference) {
+  ThreadPool pool(3);
+  std::mt19937 rng(12);
+  for (int window : {1, 5, 16, 17, 40, 300}) {
+    for (float cap : {0.0f, 1.5f, 50.0f}) {
+      for (auto [hd, bs] : {std::pair{32, 16}, std::pair{16, 3}, std::pair{33, 16}}) {
+        for (auto [kv_len, n_q] : {std::pair{1, 1}, std::pair{20, 20}, std::pair{70, 33},
+                                   std::pair{100, 1}, std::pair{600, 3}, std::pair{1500, 1}}) {
+          Case c{8, 2, hd, bs, kv_len, n_q, KvType::kF16, window, cap};
+          run_case(c, pool, rng);
+          c.kv_type = KvType::kF32;
+          if (kv_len <= 100) run_case(c, pool, rng);
+        }
+      }
+    }
+  }
+}
+
+// Query i sees exactly positions (pos_i - window, pos_i]: changing K/V at pos_i - window leaves
+// every query from i on unchanged, and changes the ones before it that see it.
+TEST(PagedAttention, SlidingWindowHidesOlderPositions) {
+  ThreadPool pool(2);
+  std::mt19937 rng(13);
+  for (MatmulIsa isa : cpu_isas()) {
+    for (int window : {3, 16, 20}) {
+      const Case c{4, 2, 16, 16, 60, 30, KvType::kF32, window};
+      CaseData d(c, rng);
+      std::vector<float> before(d.q.size()), after(d.q.size());
+      PagedAttentionParams p = d.params(before);
+      p.isa = isa;
+      paged_attention(p, &pool);
+      const int hidden = 40;  // a cache position; query i (position 30 + i) sees it iff
+                              // 30 + i - window < 40 <= 30 + i
+      const KvLayout l = p.layout();
+      const int64_t block = d.table[size_t(hidden / c.block_size)];
+      for (int h = 0; h < c.n_kv_head; ++h) {
+        for (int i = 0; i < c.head_dim; ++i) {
+          d.k[size_t(l.k(block, hidden % c.block_size, h, i))] += 1.0f;
+          d.v[size_t(l.v(block, hidden % c.block_size, h, i))] += 1.0f;
+        }
+      }
+      p.out = after.data();
+      paged_attention(p, &pool);
+      const int64_t row = int64_t(c.n_head) * c.head_dim;
+      for (int qi = 0; qi < c.n_q; ++qi) {
+        const int pos = c.kv_len - c.n_q + qi;
+        const bool sees = pos >= hidden && pos - window < hidden;
+        bool changed = false;
+        for (int64_t i = qi * row; i < (qi + 1) * row; ++i) {
+          changed |= before[size_t(i)] != after[size_t(i)];
+        }
+        EXPECT_EQ(changed, sees) << matmul_isa_name(isa) << " window " << window << " query " << qi;
+      }
+    }
+  }
+}
+
 // Flash-decoding: a long context split by key segments between threads, in any order and any
 // grouping, then merged, gives bit for bit what one thread going through it gives; every tail
 // of the segments and tiles, and block sizes that are not multiples of the 16-key tile.
@@ -131,10 +195,15 @@ TEST(PagedAttention, SegmentSplitIsBitExact) {
   std::mt19937 rng(11);
   ThreadPool pool(3);
   const Case cases[] = {
-      {8, 2, 64, 16, 257, 1, KvType::kF16},   {8, 2, 64, 16, 512, 1, KvType::kF16},
-      {32, 8, 64, 16, 1000, 1, KvType::kF16}, {4, 1, 128, 32, 700, 3},
-      {8, 8, 16, 16, 513, 16, KvType::kF16},  {6, 3, 32, 3, 600, 5},
+      {8, 2, 64, 16, 257, 1, KvType::kF16},
+      {8, 2, 64, 16, 512, 1, KvType::kF16},
+      {32, 8, 64, 16, 1000, 1, KvType::kF16},
+      {4, 1, 128, 32, 700, 3},
+      {8, 8, 16, 16, 513, 16, KvType::kF16},
+      {6, 3, 32, 3, 600, 5},
       {8, 2, 64, 16, 4097, 2, KvType::kF16},
+      {8, 2, 64, 16, 1000, 3, KvType::kF16, 300, 30.0f},  // window: segments outside it
+      {4, 4, 32, 16, 700, 1, KvType::kF32, 17},
   };
   int n_isas = 0;
   for (MatmulIsa isa : cpu_isas()) {
@@ -291,6 +360,16 @@ TEST(PagedAttention, QueryBlocksDoNotChangeResults) {
   std::vector<float> scratch(paged_attention_scratch_floats(p),
                              std::numeric_limits<float>::quiet_NaN());
   for (int qi = 0; qi < n_q; ++qi) {
+    for (int h = 0; h < nkv; ++h) paged_attention_block(p, qi, qi + 1, h, scratch.data());
+  }
+  EXPECT_EQ(whole, single);
+  // With a sliding window and soft-capping too.
+  p.window = 9;
+  p.softcap = 2.0f;
+  p.out = whole.data();
+  paged_attention(p, nullptr);
+  p.out = single.data();
+  for (int qi = n_q - 1; qi >= 0; --qi) {
     for (int h = 0; h < nkv; ++h) paged_attention_block(p, qi, qi + 1, h, scratch.data());
   }
   EXPECT_EQ(whole, single);

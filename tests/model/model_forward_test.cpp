@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gguf/quants.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model_test_util.h"
@@ -76,6 +77,7 @@ class RecordingOps final : public ForwardOps {
     calls.push_back("geglu");
   }
   void scale(Act, float s) override { calls.push_back("scale " + std::to_string(s)); }
+  void softcap(Act, float cap) override { calls.push_back("softcap " + std::to_string(cap)); }
   void add(Act x, Act y) override {
     EXPECT_EQ(x.cols, y.cols);
     calls.push_back("add");
@@ -164,6 +166,60 @@ TEST(ForwardSeam, GemmaScalesTheEmbeddingAndGatesWithGelu) {
   EXPECT_EQ(count(ops.calls, "geglu"), c.n_layer);
   EXPECT_EQ(count(ops.calls, "swiglu"), 0);
   EXPECT_EQ(ops.matmuls.back()->data, model->weights().token_embd.data);
+}
+
+// Gemma 2: post-norms before both residual adds (4 norms a layer, none naming a matmul), and the
+// logits soft-capped last; the window / score cap are the config's (attention reads them).
+TEST(ForwardSeam, Gemma2NormsTheOutputsAndCapsTheLogits) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/gemma2.gguf");
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.arch, Arch::kGemma2);
+  EXPECT_TRUE(c.post_norms);
+  EXPECT_EQ(c.sliding_window, 16);
+  EXPECT_EQ(c.layer_window(0), 16);
+  EXPECT_EQ(c.layer_window(1), 0);
+  EXPECT_EQ(c.layer_window(24), 16);
+  EXPECT_FALSE(c.all_windowed());
+  EXPECT_FLOAT_EQ(c.attn_softcap, 3.0f);
+  EXPECT_FLOAT_EQ(c.final_softcap, 5.0f);
+  EXPECT_FLOAT_EQ(c.attention_scale(), 1.0f / std::sqrt(32.0f));  // head_dim, 26 layers
+  RecordingOps ops(/*n_tokens=*/4, /*n_logit_rows=*/1);
+  model->forward(ops);
+  EXPECT_EQ(count(ops.calls, "rms_norm"), 4 * c.n_layer + 1);
+  EXPECT_EQ(count(ops.calls, "geglu"), c.n_layer);
+  EXPECT_EQ(ops.calls.back(), "softcap " + std::to_string(5.0f));
+  // Layer 0: attn norm, post-attention norm, ffn norm, post-ffw norm.
+  ASSERT_GE(ops.norm_next.size(), 4u);
+  EXPECT_EQ(ops.norm_next[1].size(), 0u);
+  EXPECT_EQ(ops.norm_next[3].size(), 0u);
+}
+
+// Phi-3: the fused attn_qkv and ffn_up bound as row views (the block is llama's).
+TEST(ForwardSeam, Phi3BindsFusedTensorsAsViews) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/phi3.gguf");
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.arch, Arch::kPhi3);
+  EXPECT_TRUE(c.fused_qkv);
+  EXPECT_TRUE(c.fused_gate_up);
+  EXPECT_TRUE(c.all_windowed());
+  EXPECT_EQ(c.layer_window(2), 8);
+  const LayerWeights& l = model->weights().layers[1];
+  const size_t row = row_size(l.wq.type, l.wq.n_cols);
+  const auto* base = static_cast<const uint8_t*>(l.wq.data);
+  EXPECT_EQ(l.wq.n_rows, c.q_dim());
+  EXPECT_EQ(static_cast<const uint8_t*>(l.wk.data), base + row * size_t(c.q_dim()));
+  EXPECT_EQ(static_cast<const uint8_t*>(l.wv.data), base + row * size_t(c.q_dim() + c.kv_dim()));
+  EXPECT_EQ(l.wv.n_rows, c.kv_dim());
+  EXPECT_EQ(static_cast<const uint8_t*>(l.w_up.data),
+            static_cast<const uint8_t*>(l.w_gate.data) + row * size_t(c.n_ff));
+  RecordingOps ops(/*n_tokens=*/4, /*n_logit_rows=*/1);
+  model->forward(ops);
+  EXPECT_EQ(count(ops.calls, "swiglu"), c.n_layer);
+  EXPECT_EQ(ops.matmuls.back(), &model->weights().output);
 }
 
 // No row asks for logits (a prompt chunk that is not the last): no output projection.
