@@ -17,13 +17,19 @@ namespace sluice {
 // Activations of one step. Grown to the largest batch seen, never shrunk: a decode step after
 // warm-up allocates nothing.
 struct CpuExecutor::Scratch {
-  std::vector<float> bufs[size_t(ActBuf::kLogitRowsNorm) + 1];  // the forward pass's, by role
+  std::vector<float> bufs[size_t(ActBuf::kCount)];  // the forward pass's, by role
   std::vector<PagedAttentionParams> attn_params;  // [n_seqs] one layer's attention of each sequence
   AttentionWorkspace attn_ws;                     // paged_attention_batch's work list and partials
   ActBuffer xq;           // a norm's output quantized to 8-bit blocks, shared by its matmuls
   MatmulWorkspace mm_ws;  // the matmuls' own conversions (o, down, output projections)
   QuantizedActs xq_view;  // view of xq
   std::vector<const WeightMatrix*> xq_for;  // the matmuls that read xq_view (the norm's `next`)
+  // Mixture of experts: router logits [T, n_expert], each token's chosen experts and weights
+  // [T, n_used], the tokens routed to each expert (by expert, offsets in moe_at), and the
+  // gathered rows of one expert and its results.
+  std::vector<float> moe_logits, moe_weight, moe_x, moe_g, moe_u, moe_y, moe_shgate;
+  std::vector<int32_t> moe_sel, moe_at, moe_tok, moe_slot, moe_sel_next;
+  ActBuffer moe_xq;
 
   static void fit(std::vector<float>& v, int64_t n) {
     if (int64_t(v.size()) < n) v.resize(size_t(n));
@@ -156,6 +162,12 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
   for (const LayerWeights& l : w.layers) {
     for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
       ms.push_back(m);
+    }
+    for (const std::vector<WeightMatrix>* experts : {&l.moe.gate, &l.moe.up, &l.moe.down}) {
+      for (const WeightMatrix& m : *experts) ms.push_back(&m);
+    }
+    if (l.moe.has_shared()) {
+      for (const WeightMatrix* m : {&l.moe.sh_gate, &l.moe.sh_up, &l.moe.sh_down}) ms.push_back(m);
     }
   }
   // One huge-page mapping for all of them: no page walk every 4 KiB in the small matrices
@@ -323,6 +335,72 @@ class CpuExecutor::Ops final : public ForwardOps {
     paged_attention_batch(s_.attn_params, s_.attn_ws, &e_.pool_);
   }
 
+  void moe(const MoeWeights& w, Act xn, Act out) override {
+    const int64_t T = xn.rows, d = xn.cols;
+    const int E = int(w.gate.size()), K = w.n_used;
+    const int64_t ff = w.gate[0].n_rows;
+    // Router: softmax over the experts' logits, the K largest (lowest index first on a tie).
+    Scratch::fit(s_.moe_logits, T * E);
+    e_.matmul_w(w.router, xn.data, T, s_.moe_logits.data());
+    s_.moe_sel.resize(size_t(T * K));
+    Scratch::fit(s_.moe_weight, T * K);
+    for (int64_t t = 0; t < T; ++t) {
+      route_token(s_.moe_logits.data() + t * E, E, K, w.norm_topk, s_.moe_sel.data() + t * K,
+                  s_.moe_weight.data() + t * K);
+    }
+    // Tokens by expert (counting sort: each expert's tokens in token order).
+    s_.moe_at.assign(size_t(E + 1), 0);
+    for (int32_t e : s_.moe_sel) ++s_.moe_at[size_t(e) + 1];
+    for (int e = 0; e < E; ++e) s_.moe_at[size_t(e) + 1] += s_.moe_at[size_t(e)];
+    s_.moe_tok.resize(size_t(T * K));
+    s_.moe_slot.resize(size_t(T * K));
+    {
+      std::vector<int32_t>& next = s_.moe_sel_next;
+      next.assign(s_.moe_at.begin(), s_.moe_at.end() - 1);
+      for (int64_t i = 0; i < T * K; ++i) {
+        const int32_t at = next[size_t(s_.moe_sel[size_t(i)])]++;
+        s_.moe_tok[size_t(at)] = int32_t(i / K);
+        s_.moe_slot[size_t(at)] = int32_t(i);
+      }
+    }
+    std::fill(out.data, out.data + T * d, 0.0f);
+    // Each expert with tokens: its rows gathered, gate and up over them (one quantized copy),
+    // SwiGLU, down, then scattered into out with the token's weight. Experts in index order, so
+    // a token's sum does not depend on the others in the batch.
+    for (int e = 0; e < E; ++e) {
+      const int32_t a0 = s_.moe_at[size_t(e)], n = s_.moe_at[size_t(e) + 1] - a0;
+      if (n == 0) continue;
+      ++e_.moe_expert_reads_;
+      Scratch::fit(s_.moe_x, int64_t(n) * d);
+      for (int32_t i = 0; i < n; ++i) {
+        const float* src = xn.data + int64_t(s_.moe_tok[size_t(a0 + i)]) * d;
+        std::copy(src, src + d, s_.moe_x.data() + int64_t(i) * d);
+      }
+      expert_ffn(w.gate[size_t(e)], w.up[size_t(e)], w.down[size_t(e)], s_.moe_x.data(), n, d, ff);
+      for (int32_t i = 0; i < n; ++i) {
+        const int32_t slot = s_.moe_slot[size_t(a0 + i)];
+        const float wt = s_.moe_weight[size_t(slot)];
+        float* dst = out.data + int64_t(slot / K) * d;
+        const float* y = s_.moe_y.data() + int64_t(i) * d;
+        for (int64_t j = 0; j < d; ++j) dst[j] += wt * y[j];
+      }
+    }
+    if (!w.has_shared()) return;
+    // The shared expert over every row, times sigmoid(gate_inp . x) when it has that gate.
+    expert_ffn(w.sh_gate, w.sh_up, w.sh_down, xn.data, T, d, w.sh_gate.n_rows);
+    const bool gated = w.sh_gate_inp.data != nullptr;
+    if (gated) {
+      Scratch::fit(s_.moe_shgate, T);
+      e_.matmul_w(w.sh_gate_inp, xn.data, T, s_.moe_shgate.data());
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      const float g = gated ? 1.0f / (1.0f + std::exp(-s_.moe_shgate[size_t(t)])) : 1.0f;
+      const float* y = s_.moe_y.data() + t * d;
+      float* dst = out.data + t * d;
+      for (int64_t j = 0; j < d; ++j) dst[j] += g * y[j];
+    }
+  }
+
   void swiglu(Act gate, Act up, Act out) override {
     const int64_t ff = gate.cols;
     e_.pool_.parallel_for(gate.rows, token_grain(ff), [&](int64_t t0, int64_t t1) {
@@ -387,6 +465,55 @@ class CpuExecutor::Ops final : public ForwardOps {
   const Batch& b_;
   Logits& out_;
   const float* prepared_for_ = nullptr;  // the norm output s_.xq_view quantizes
+
+  // One SwiGLU FFN over n rows of x [n, d] into s_.moe_y [n, d]: gate and up share one 8-bit
+  // copy of x when their type takes 8-bit activations.
+  void expert_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
+                  const float* x, int64_t n, int64_t d, int64_t ff) {
+    Scratch::fit(s_.moe_g, n * ff);
+    Scratch::fit(s_.moe_u, n * ff);
+    Scratch::fit(s_.moe_y, n * d);
+    const MatmulIsa isa = e_.isa_ == MatmulIsa::kAuto ? matmul_isa_best() : e_.isa_;
+    const bool int8 = isa != MatmulIsa::kScalar && d % kActBlock == 0 &&
+                      matmul_uses_int8_acts(gate.type) && matmul_uses_int8_acts(up.type);
+    QuantizedActs xq;
+    if (int8) {
+      s_.moe_xq.resize(n, d);
+      e_.pool_.parallel_for(n, token_grain(d), [&](int64_t r0, int64_t r1) {
+        quantize_acts_rows(x, r0, r1, s_.moe_xq, isa);
+      });
+      xq = s_.moe_xq.view();
+    }
+    e_.matmul_w(gate, x, n, s_.moe_g.data(), int8 ? &xq : nullptr);
+    e_.matmul_w(up, x, n, s_.moe_u.data(), int8 ? &xq : nullptr);
+    sluice::swiglu(s_.moe_g.data(), s_.moe_u.data(), s_.moe_g.data(), n * ff);
+    e_.matmul_w(down, s_.moe_g.data(), n, s_.moe_y.data());
+  }
+
+  // Softmax over one token's E router logits, then its K largest probabilities (lowest index
+  // first among equals), renormalized to sum 1 when `norm`.
+  static void route_token(const float* logits, int E, int K, bool norm, int32_t* sel,
+                          float* weight) {
+    float mx = logits[0];
+    for (int e = 1; e < E; ++e) mx = std::max(mx, logits[e]);
+    float sum = 0;
+    for (int e = 0; e < E; ++e) sum += std::exp(logits[e] - mx);
+    float chosen = 0;
+    for (int k = 0; k < K; ++k) {
+      int best = -1;
+      for (int e = 0; e < E; ++e) {
+        bool taken = false;
+        for (int j = 0; j < k; ++j) taken = taken || sel[j] == e;
+        if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
+      }
+      sel[k] = best;
+      weight[k] = std::exp(logits[best] - mx) / sum;
+      chosen += weight[k];
+    }
+    if (norm) {
+      for (int k = 0; k < K; ++k) weight[k] /= chosen;
+    }
+  }
 };
 
 void CpuExecutor::forward(const Batch& batch, Logits& out) {
@@ -394,6 +521,7 @@ void CpuExecutor::forward(const Batch& batch, Logits& out) {
   out.values.clear();
   out.seq_index.clear();
   out.token_index.clear();
+  moe_expert_reads_ = 0;
   Ops ops(*this, batch, out);
   model_.forward(ops);
 }

@@ -76,6 +76,9 @@ class CpuExecutor final : public Executor {
   int n_blocks() const { return kv_->shape().n_blocks; }
   int n_threads() const { return pool_.n_threads(); }
   const KvCacheStorage& kv_cache() const { return *kv_; }
+  // Mixture of experts: expert FFNs run (each reads its expert's weights once) in the last
+  // execute(), summed over layers. A dense model: 0.
+  int64_t last_step_expert_reads() const { return moe_expert_reads_; }
 
  private:
   struct Scratch;
@@ -98,6 +101,7 @@ class CpuExecutor final : public Executor {
   StreamedBuffer packed_mem_;  // every packed matrix (declared first: outlives packed_)
   std::unordered_map<const void*, PackedWeights> packed_;
   std::unique_ptr<Scratch> s_;
+  int64_t moe_expert_reads_ = 0;
 };
 
 }  // namespace sluice

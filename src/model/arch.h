@@ -33,5 +33,7 @@ const ArchFamily& qwen3_family();
 const ArchFamily& gemma_family();
 const ArchFamily& gemma2_family();
 const ArchFamily& phi3_family();
+const ArchFamily& qwen2moe_family();
+const ArchFamily& qwen3moe_family();
 
 }  // namespace sluice

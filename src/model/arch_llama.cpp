@@ -5,7 +5,9 @@
 // "rotate_half" layout becomes this one, and llama2.c models already use it. Llama 3.x files
 // carry a rope_freqs.weight tensor (frequency factors); biases on q/k/v are optional (some
 // fine-tunes and ports add them), so they are used when blk.0 has them. Mistral's sliding window
-// (llama.attention.sliding_window, when a converter writes it) applies to every layer.
+// (llama.attention.sliding_window, when a converter writes it) applies to every layer. Mixtral is
+// llama with experts (expert_count, expert_used_count; ffn_*_exps): softmax router, top-k
+// weights renormalized to sum 1, SwiGLU experts of width feed_forward_length.
 #include "model/arch.h"
 
 namespace sluice {
@@ -18,6 +20,7 @@ Status configure_llama(const GgufFile& file, ModelConfig& c) {
   c.qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = false;
   c.swa_period = 0;
+  c.moe_norm_topk = true;
   return {};
 }
 
@@ -58,15 +61,20 @@ void llama_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops)
       ops.add(x, proj);
     }
 
-    ops.rms_norm(x, l.ffn_norm, c.rms_eps, xn, {&l.w_gate, &l.w_up});
-    ops.matmul(l.w_gate, xn, gate);
-    ops.matmul(l.w_up, xn, up);
-    if (c.ffn_gelu) {
-      ops.geglu(gate, up, gate);
+    if (c.is_moe()) {
+      ops.rms_norm(x, l.ffn_norm, c.rms_eps, xn, {});
+      ops.moe(l.moe, xn, proj);
     } else {
-      ops.swiglu(gate, up, gate);
+      ops.rms_norm(x, l.ffn_norm, c.rms_eps, xn, {&l.w_gate, &l.w_up});
+      ops.matmul(l.w_gate, xn, gate);
+      ops.matmul(l.w_up, xn, up);
+      if (c.ffn_gelu) {
+        ops.geglu(gate, up, gate);
+      } else {
+        ops.swiglu(gate, up, gate);
+      }
+      ops.matmul(l.w_down, gate, proj);
     }
-    ops.matmul(l.w_down, gate, proj);
     if (c.post_norms) {
       ops.rms_norm(proj, l.ffn_post_norm, c.rms_eps, xn, {});
       ops.add(x, xn);

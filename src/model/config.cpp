@@ -10,9 +10,9 @@
 namespace sluice {
 namespace {
 
-std::array<const ArchFamily*, 6> families() {
-  return {&llama_family(), &qwen2_family(),  &qwen3_family(),
-          &gemma_family(), &gemma2_family(), &phi3_family()};
+std::array<const ArchFamily*, 8> families() {
+  return {&llama_family(),  &qwen2_family(), &qwen3_family(),    &gemma_family(),
+          &gemma2_family(), &phi3_family(),  &qwen2moe_family(), &qwen3moe_family()};
 }
 
 const ArchFamily* find_family(std::string_view name) {
@@ -68,6 +68,21 @@ Result<int> read_window(const GgufFile& f, const std::string& key) {
                       " is out of range (expected a window of 0 or more positions)");
   }
   return int(v);
+}
+
+// Mixture of experts: expert_count (absent: dense), expert_used_count, the expert width
+// (expert_feed_forward_length, else feed_forward_length) and the shared expert's.
+Status read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  SLUICE_ASSIGN_OR_RETURN(c.n_expert, read_window(f, a + ".expert_count"));
+  if (c.n_expert == 0) return {};
+  SLUICE_ASSIGN_OR_RETURN(c.n_expert_used, read_count(f, a + ".expert_used_count"));
+  if (c.n_expert_used > c.n_expert) {
+    return make_error("'", f.path(), "': ", a, ".expert_used_count (", c.n_expert_used,
+                      ") exceeds ", a, ".expert_count (", c.n_expert, ")");
+  }
+  SLUICE_ASSIGN_OR_RETURN(c.n_ff_exp, read_count(f, a + ".expert_feed_forward_length", c.n_ff));
+  SLUICE_ASSIGN_OR_RETURN(c.n_ff_shexp, read_window(f, a + ".expert_shared_feed_forward_length"));
+  return {};
 }
 
 // Linear / none rope scaling; YaRN and others are rejected rather than silently ignored.
@@ -164,6 +179,8 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
                                  "; output quality may degrade past it")
                           .message);
   }
+
+  SLUICE_RETURN_IF_ERROR(read_experts(f, a, c));
 
   // Frequency factors: LongRoPE's pair (chosen by the context this instance runs) or llama 3's.
   const bool long_rope = f.find_tensor("rope_factors_long.weight") != nullptr;

@@ -1,7 +1,7 @@
 // ModelConfig: the hyperparameters a forward pass needs, read from GGUF metadata and checked
 // once. Architecture-specific rules (which keys, rope style, extra tensors) live in one file per
 // family: arch_llama.cpp, arch_qwen2.cpp, arch_qwen3.cpp, arch_gemma.cpp (gemma, gemma2),
-// arch_phi3.cpp.
+// arch_phi3.cpp, arch_qwen_moe.cpp (qwen2moe, qwen3moe; Mixtral is llama with experts).
 #pragma once
 
 #include <cmath>
@@ -14,7 +14,7 @@
 
 namespace sluice {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma, kGemma2, kPhi3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma, kGemma2, kPhi3, kQwen2Moe, kQwen3Moe };
 
 struct ModelConfig {
   std::string arch_name;  // general.architecture
@@ -78,6 +78,17 @@ struct ModelConfig {
     return float(s * double(rope_attn_factor) * double(rope_attn_factor));
   }
 
+  // Mixture of experts (n_expert > 0): each token's FFN is the sum of its top n_expert_used
+  // experts' SwiGLU FFNs (width n_ff_exp), weighted by the softmax of the router's logits
+  // (renormalized over the chosen experts when moe_norm_topk), plus, with n_ff_shexp > 0, a
+  // shared expert gated by sigmoid(ffn_gate_inp_shexp . x).
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
+  int n_ff_shexp = 0;
+  bool moe_norm_topk = true;
+
+  bool is_moe() const { return n_expert > 0; }
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_kv_head * head_dim; }
   int n_gqa() const { return n_head / n_kv_head; }
@@ -104,7 +115,7 @@ struct ModelOptions {
 // 0 until weights are bound. Errors name the file and the key.
 Result<ModelConfig> read_model_config(const GgufFile& file, const ModelOptions& options);
 
-// "llama, qwen2, qwen3, gemma, gemma2, phi3"
+// "llama, qwen2, qwen3, gemma, gemma2, phi3, qwen2moe, qwen3moe"
 std::string supported_architectures();
 
 }  // namespace sluice

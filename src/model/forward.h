@@ -32,7 +32,20 @@ struct Act {
 };
 
 // Buffers by role (each one distinct memory; contents undefined until written).
-enum class ActBuf { kX, kXn, kQ, kK, kV, kAtt, kProj, kGate, kUp, kLogitRows, kLogitRowsNorm };
+enum class ActBuf {
+  kX,
+  kXn,
+  kQ,
+  kK,
+  kV,
+  kAtt,
+  kProj,
+  kGate,
+  kUp,
+  kLogitRows,
+  kLogitRowsNorm,
+  kCount
+};
 
 // Per-head RMSNorm weights of q and k ([head_dim] each; empty: none).
 struct HeadNorms {
@@ -67,6 +80,11 @@ class ForwardOps {
   // `layer` (paged): out [n_tokens, n_head * head_dim]. The scores are scaled, soft-capped and
   // windowed as the config says for the layer (attention_scale, attn_softcap, layer_window).
   virtual void attention(int layer, Act q, Act out) = 0;
+  // Mixture-of-experts FFN of every row of xn (config.h: n_expert ...) into out [rows, n_embd]:
+  // router logits, top-k with the config's gating, each chosen expert's SwiGLU FFN run once
+  // over all the rows routed to it (a batch reads each expert once), the weighted sum, plus the
+  // gated shared expert.
+  virtual void moe(const MoeWeights& w, Act xn, Act out) = 0;
   // out = silu(gate) * up, element-wise (out may be gate).
   virtual void swiglu(Act gate, Act up, Act out) = 0;
   // out = gelu_tanh(gate) * up, element-wise (out may be gate).

@@ -1,5 +1,6 @@
 #include "model/reference_forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -60,6 +61,61 @@ void rope(double* v, const ModelConfig& c, const std::vector<float>& freq_factor
 
 }  // namespace
 
+namespace {
+
+// down(act(gate x) * up x), act SiLU or tanh-GELU.
+std::vector<double> glu_ffn(const std::vector<float>& gate, const std::vector<float>& up,
+                            const std::vector<float>& down, const std::vector<double>& xn,
+                            int64_t ff, bool gelu) {
+  const std::vector<double> g = matvec(gate, xn, ff);
+  std::vector<double> u = matvec(up, xn, ff);
+  const double kc = std::sqrt(2.0 / 3.14159265358979323846);
+  for (size_t i = 0; i < u.size(); ++i) {
+    u[i] *= gelu ? 0.5 * g[i] * (1.0 + std::tanh(kc * (g[i] + 0.044715 * g[i] * g[i] * g[i])))
+                 : g[i] / (1.0 + std::exp(-g[i]));
+  }
+  return matvec(down, u, int64_t(xn.size()));
+}
+
+}  // namespace
+
+std::vector<double> ReferenceForward::ffn(const Layer& l, const LayerWeights& lw,
+                                          const std::vector<double>& xn) const {
+  const ModelConfig& c = model_.config();
+  if (!c.is_moe()) return glu_ffn(l.w_gate, l.w_up, l.w_down, xn, c.n_ff, c.ffn_gelu);
+  // Router softmax, the top n_used (lowest index first among equals), optionally renormalized.
+  const std::vector<double> logits = matvec(l.router, xn, c.n_expert);
+  double mx = logits[0], sum = 0;
+  for (double v : logits) mx = std::max(mx, v);
+  for (double v : logits) sum += std::exp(v - mx);
+  std::vector<int> chosen;
+  double total = 0;
+  for (int k = 0; k < c.n_expert_used; ++k) {
+    int best = -1;
+    for (int e = 0; e < c.n_expert; ++e) {
+      if (std::find(chosen.begin(), chosen.end(), e) != chosen.end()) continue;
+      if (best < 0 || logits[size_t(e)] > logits[size_t(best)]) best = e;
+    }
+    chosen.push_back(best);
+    total += std::exp(logits[size_t(best)] - mx) / sum;
+  }
+  std::vector<double> out(xn.size(), 0.0);
+  for (int e : chosen) {
+    double wt = std::exp(logits[size_t(e)] - mx) / sum;
+    if (lw.moe.norm_topk) wt /= total;
+    const std::vector<double> y =
+        glu_ffn(l.e_gate[size_t(e)], l.e_up[size_t(e)], l.e_down[size_t(e)], xn, c.n_ff_exp, false);
+    for (size_t i = 0; i < out.size(); ++i) out[i] += wt * y[i];
+  }
+  if (!l.sh_down.empty()) {
+    const std::vector<double> y = glu_ffn(l.sh_gate, l.sh_up, l.sh_down, xn, c.n_ff_shexp, false);
+    double g = 1.0;
+    if (!l.sh_gate_inp.empty()) g = 1.0 / (1.0 + std::exp(-matvec(l.sh_gate_inp, xn, 1)[0]));
+    for (size_t i = 0; i < out.size(); ++i) out[i] += g * y[i];
+  }
+  return out;
+}
+
 Result<std::unique_ptr<ReferenceForward>> ReferenceForward::create(const Model& model) {
   std::unique_ptr<ReferenceForward> r(new ReferenceForward(model));
   const ModelWeights& w = model.weights();
@@ -71,9 +127,30 @@ Result<std::unique_ptr<ReferenceForward>> ReferenceForward::create(const Model& 
     SLUICE_ASSIGN_OR_RETURN(l.wk, decode(lw.wk));
     SLUICE_ASSIGN_OR_RETURN(l.wv, decode(lw.wv));
     SLUICE_ASSIGN_OR_RETURN(l.wo, decode(lw.wo));
-    SLUICE_ASSIGN_OR_RETURN(l.w_gate, decode(lw.w_gate));
-    SLUICE_ASSIGN_OR_RETURN(l.w_up, decode(lw.w_up));
-    SLUICE_ASSIGN_OR_RETURN(l.w_down, decode(lw.w_down));
+    if (!model.config().is_moe()) {
+      SLUICE_ASSIGN_OR_RETURN(l.w_gate, decode(lw.w_gate));
+      SLUICE_ASSIGN_OR_RETURN(l.w_up, decode(lw.w_up));
+      SLUICE_ASSIGN_OR_RETURN(l.w_down, decode(lw.w_down));
+    } else {
+      const MoeWeights& m = lw.moe;
+      SLUICE_ASSIGN_OR_RETURN(l.router, decode(m.router));
+      for (size_t e = 0; e < m.gate.size(); ++e) {
+        SLUICE_ASSIGN_OR_RETURN(std::vector<float> g, decode(m.gate[e]));
+        SLUICE_ASSIGN_OR_RETURN(std::vector<float> u, decode(m.up[e]));
+        SLUICE_ASSIGN_OR_RETURN(std::vector<float> dn, decode(m.down[e]));
+        l.e_gate.push_back(std::move(g));
+        l.e_up.push_back(std::move(u));
+        l.e_down.push_back(std::move(dn));
+      }
+      if (m.has_shared()) {
+        SLUICE_ASSIGN_OR_RETURN(l.sh_gate, decode(m.sh_gate));
+        SLUICE_ASSIGN_OR_RETURN(l.sh_up, decode(m.sh_up));
+        SLUICE_ASSIGN_OR_RETURN(l.sh_down, decode(m.sh_down));
+        if (m.sh_gate_inp.data) {
+          SLUICE_ASSIGN_OR_RETURN(l.sh_gate_inp, decode(m.sh_gate_inp));
+        }
+      }
+    }
     r->layers_.push_back(std::move(l));
   }
   r->k_hist_.resize(w.layers.size());
@@ -150,15 +227,7 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
 
     xn = x;
     rms_norm(xn.data(), d, lw.ffn_norm, eps);
-    const std::vector<double> g = matvec(l.w_gate, xn, c.n_ff);
-    std::vector<double> u = matvec(l.w_up, xn, c.n_ff);
-    const bool gelu = c.ffn_gelu;
-    const double kc = std::sqrt(2.0 / 3.14159265358979323846);
-    for (size_t i = 0; i < u.size(); ++i) {
-      u[i] *= gelu ? 0.5 * g[i] * (1.0 + std::tanh(kc * (g[i] + 0.044715 * g[i] * g[i] * g[i])))
-                   : g[i] / (1.0 + std::exp(-g[i]));
-    }
-    std::vector<double> down = matvec(l.w_down, u, d);
+    std::vector<double> down = ffn(l, lw, xn);
     if (c.post_norms) rms_norm(down.data(), d, lw.ffn_post_norm, eps);
     for (int64_t i = 0; i < d; ++i) x[size_t(i)] += down[size_t(i)];
   }

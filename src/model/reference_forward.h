@@ -29,7 +29,14 @@ class ReferenceForward {
   // A layer's matrices decoded to f32, row-major [n_rows, n_cols].
   struct Layer {
     std::vector<float> wq, wk, wv, wo, w_gate, w_up, w_down;
+    // Mixture of experts: the router, per expert gate / up / down, the shared expert and its
+    // gate (empty when absent).
+    std::vector<float> router, sh_gate, sh_up, sh_down, sh_gate_inp;
+    std::vector<std::vector<float>> e_gate, e_up, e_down;
   };
+  // The FFN of one token (xn normed): dense SwiGLU / GeGLU, or the mixture of experts.
+  std::vector<double> ffn(const Layer& l, const LayerWeights& lw,
+                          const std::vector<double>& xn) const;
   explicit ReferenceForward(const Model& model) : model_(model) {}
 
   const Model& model_;

@@ -107,6 +107,49 @@ Status bind_gate_up(const GgufFile& f, const ModelConfig& c, const std::string& 
   return {};
 }
 
+// A 3-D expert tensor [n_cols, n_rows, n_expert] as one matrix view per expert.
+Result<std::vector<WeightMatrix>> bind_experts(const GgufFile& f, const std::string& name,
+                                               int64_t n_cols, int64_t n_rows, int n_expert) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (!t) return make_error("'", f.path(), "': required tensor '", name, "' is missing");
+  bool ok = t->ne[0] == n_cols && t->ne[1] == n_rows && t->ne[2] == n_expert;
+  for (int d = 3; d < kGgufMaxDims; ++d) ok = ok && t->ne[d] == 1;
+  if (!ok) {
+    return make_error("'", f.path(), "': tensor '", name, "' has shape ", t->shape_string(),
+                      ", expected [", n_cols, ", ", n_rows, ", ", n_expert, "]");
+  }
+  if (!matmul_supports(t->type) || n_cols % type_traits(t->type).block_size != 0) {
+    return make_error("'", f.path(), "': tensor '", name, "' has type ", type_name(t->type),
+                      " with rows of ", n_cols, " elements, which sluice cannot compute with");
+  }
+  const WeightMatrix all{t->data, t->type, n_cols, n_rows * n_expert};
+  std::vector<WeightMatrix> out;
+  for (int e = 0; e < n_expert; ++e) out.push_back(all.rows(int64_t(e) * n_rows, n_rows));
+  return out;
+}
+
+// The router, the experts and the shared expert of a MoE layer.
+Result<MoeWeights> bind_moe(const GgufFile& f, const ModelConfig& c, const std::string& b) {
+  const int64_t d = c.n_embd, ff = c.n_ff_exp;
+  MoeWeights m;
+  m.n_used = c.n_expert_used;
+  m.norm_topk = c.moe_norm_topk;
+  SLUICE_ASSIGN_OR_RETURN(m.router, bind_matrix(f, b + "ffn_gate_inp.weight", d, c.n_expert));
+  SLUICE_ASSIGN_OR_RETURN(m.gate, bind_experts(f, b + "ffn_gate_exps.weight", d, ff, c.n_expert));
+  SLUICE_ASSIGN_OR_RETURN(m.up, bind_experts(f, b + "ffn_up_exps.weight", d, ff, c.n_expert));
+  SLUICE_ASSIGN_OR_RETURN(m.down, bind_experts(f, b + "ffn_down_exps.weight", ff, d, c.n_expert));
+  if (c.n_ff_shexp > 0) {
+    const int64_t sf = c.n_ff_shexp;
+    SLUICE_ASSIGN_OR_RETURN(m.sh_gate, bind_matrix(f, b + "ffn_gate_shexp.weight", d, sf));
+    SLUICE_ASSIGN_OR_RETURN(m.sh_up, bind_matrix(f, b + "ffn_up_shexp.weight", d, sf));
+    SLUICE_ASSIGN_OR_RETURN(m.sh_down, bind_matrix(f, b + "ffn_down_shexp.weight", sf, d));
+    if (f.find_tensor(b + "ffn_gate_inp_shexp.weight")) {
+      SLUICE_ASSIGN_OR_RETURN(m.sh_gate_inp, bind_matrix(f, b + "ffn_gate_inp_shexp.weight", d, 1));
+    }
+  }
+  return m;
+}
+
 Result<LayerWeights> bind_layer(const GgufFile& f, const ModelConfig& c, int il) {
   const std::string b = "blk." + std::to_string(il) + ".";
   const int64_t d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff;
@@ -127,6 +170,10 @@ Result<LayerWeights> bind_layer(const GgufFile& f, const ModelConfig& c, int il)
   if (c.post_norms) {
     SLUICE_ASSIGN_OR_RETURN(l.attn_post_norm, bind_vector(f, b + "post_attention_norm.weight", d));
     SLUICE_ASSIGN_OR_RETURN(l.ffn_post_norm, bind_vector(f, b + "post_ffw_norm.weight", d));
+  }
+  if (c.is_moe()) {
+    SLUICE_ASSIGN_OR_RETURN(l.moe, bind_moe(f, c, b));
+    return l;
   }
   SLUICE_RETURN_IF_ERROR(bind_gate_up(f, c, b, l));
   SLUICE_ASSIGN_OR_RETURN(l.w_down, bind_matrix(f, b + "ffn_down.weight", ff, d));

@@ -25,6 +25,19 @@ struct WeightMatrix {
   WeightMatrix rows(int64_t r0, int64_t n) const;
 };
 
+// One layer's experts (config.h: n_expert ...). The 3-D GGUF tensors ffn_{gate,up,down}_exps
+// hold expert e's matrix as the e-th slab; bound as one view per expert.
+struct MoeWeights {
+  WeightMatrix router;                 // ffn_gate_inp [n_expert rows, n_embd]
+  std::vector<WeightMatrix> gate, up;  // [n_expert] of [n_ff_exp rows, n_embd]
+  std::vector<WeightMatrix> down;      // [n_expert] of [n_embd rows, n_ff_exp]
+  // The shared expert (n_ff_shexp > 0) and its gate ([1 row, n_embd]; empty: ungated).
+  WeightMatrix sh_gate, sh_up, sh_down, sh_gate_inp;
+  int n_used = 0;         // experts per token
+  bool norm_topk = true;  // renormalize the chosen experts' weights to sum to 1
+  bool has_shared() const { return sh_down.data != nullptr; }
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;       // [n_embd]
   WeightMatrix wq;                    // [q_dim rows, n_embd]
@@ -42,6 +55,7 @@ struct LayerWeights {
   WeightMatrix w_gate;                // [n_ff rows, n_embd]
   WeightMatrix w_up;                  // [n_ff rows, n_embd]
   WeightMatrix w_down;                // [n_embd rows, n_ff]
+  MoeWeights moe;                     // instead of w_gate / w_up / w_down when config.is_moe()
 };
 
 struct ModelWeights {

@@ -115,5 +115,15 @@ TEST(ArchGolden, Phi3) {
   check_arch("phi3");
 }
 
+// 8 experts, top 4 not renormalized, a shared expert gated by a sigmoid; q/k/v biases.
+TEST(ArchGolden, Qwen2Moe) {
+  check_arch("qwen2moe");
+}
+
+// Mixtral: llama with 4 experts, top 2 renormalized.
+TEST(ArchGolden, Mixtral) {
+  check_arch("mixtral");
+}
+
 }  // namespace
 }  // namespace sluice

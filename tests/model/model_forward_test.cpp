@@ -66,6 +66,11 @@ class RecordingOps final : public ForwardOps {
     EXPECT_EQ(q.cols, out.cols);
     calls.push_back("attention");
   }
+  void moe(const MoeWeights& w, Act xn, Act out) override {
+    EXPECT_EQ(xn.cols, w.router.n_cols);
+    EXPECT_EQ(xn.rows, out.rows);
+    calls.push_back("moe");
+  }
   void swiglu(Act gate, Act up, Act out) override {
     EXPECT_EQ(gate.cols, up.cols);
     EXPECT_EQ(gate.cols, out.cols);
@@ -95,7 +100,7 @@ class RecordingOps final : public ForwardOps {
 
  private:
   int64_t n_tokens_, n_logit_rows_;
-  std::vector<float> bufs_[size_t(ActBuf::kLogitRowsNorm) + 1];
+  std::vector<float> bufs_[size_t(ActBuf::kCount)];
 };
 
 int count(const std::vector<std::string>& v, const std::string& s) {
