@@ -114,9 +114,13 @@ std::vector<SynthTensor> synth_tensors(const ModelPreset& p) {
   for (int i = 0; i < p.n_layer; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
     t.push_back({b + "attn_norm.weight", {p.n_embd}, Init::kOnes});
-    t.push_back({b + "attn_q.weight", {p.n_embd, q}});
-    t.push_back({b + "attn_k.weight", {p.n_embd, kv}});
-    t.push_back({b + "attn_v.weight", {p.n_embd, kv}});
+    if (p.arch == "phi3") {
+      t.push_back({b + "attn_qkv.weight", {p.n_embd, q + 2 * kv}});
+    } else {
+      t.push_back({b + "attn_q.weight", {p.n_embd, q}});
+      t.push_back({b + "attn_k.weight", {p.n_embd, kv}});
+      t.push_back({b + "attn_v.weight", {p.n_embd, kv}});
+    }
     if (p.qkv_bias) {
       t.push_back({b + "attn_q.bias", {q}});
       t.push_back({b + "attn_k.bias", {kv}});
@@ -127,10 +131,30 @@ std::vector<SynthTensor> synth_tensors(const ModelPreset& p) {
       t.push_back({b + "attn_k_norm.weight", {hd}, Init::kOnes});
     }
     t.push_back({b + "attn_output.weight", {q, p.n_embd}});
+    const bool post_norms = p.arch == "gemma2";
+    if (post_norms) t.push_back({b + "post_attention_norm.weight", {p.n_embd}, Init::kOnes});
     t.push_back({b + "ffn_norm.weight", {p.n_embd}, Init::kOnes});
-    t.push_back({b + "ffn_gate.weight", {p.n_embd, p.n_ff}});
-    t.push_back({b + "ffn_up.weight", {p.n_embd, p.n_ff}});
-    t.push_back({b + "ffn_down.weight", {p.n_ff, p.n_embd}});
+    if (post_norms) t.push_back({b + "post_ffw_norm.weight", {p.n_embd}, Init::kOnes});
+    if (p.n_expert > 0) {
+      const int64_t e = p.n_expert, f = p.n_ff_exp;
+      t.push_back({b + "ffn_gate_inp.weight", {p.n_embd, e}});
+      t.push_back({b + "ffn_gate_exps.weight", {p.n_embd, f, e}});
+      t.push_back({b + "ffn_up_exps.weight", {p.n_embd, f, e}});
+      t.push_back({b + "ffn_down_exps.weight", {f, p.n_embd, e}});
+      if (p.n_ff_shexp > 0) {
+        t.push_back({b + "ffn_gate_inp_shexp.weight", {p.n_embd, 1}});
+        t.push_back({b + "ffn_gate_shexp.weight", {p.n_embd, p.n_ff_shexp}});
+        t.push_back({b + "ffn_up_shexp.weight", {p.n_embd, p.n_ff_shexp}});
+        t.push_back({b + "ffn_down_shexp.weight", {p.n_ff_shexp, p.n_embd}});
+      }
+    } else if (p.arch == "phi3") {
+      t.push_back({b + "ffn_up.weight", {p.n_embd, 2 * int64_t(p.n_ff)}});
+      t.push_back({b + "ffn_down.weight", {p.n_ff, p.n_embd}});
+    } else {
+      t.push_back({b + "ffn_gate.weight", {p.n_embd, p.n_ff}});
+      t.push_back({b + "ffn_up.weight", {p.n_embd, p.n_ff}});
+      t.push_back({b + "ffn_down.weight", {p.n_ff, p.n_embd}});
+    }
   }
   t.push_back({"output_norm.weight", {p.n_embd}, Init::kOnes});
   if (!p.tied_embeddings) t.push_back({"output.weight", {p.n_embd, p.n_vocab}});
@@ -180,6 +204,17 @@ void set_architecture_metadata(GgufWriter& w, const ModelPreset& p, FileType fty
   w.set(a + ".attention.value_length", uint32_t(p.head_dim));
   w.set(a + ".rope.dimension_count", uint32_t(p.head_dim));
   w.set(a + ".vocab_size", uint32_t(p.n_vocab));
+  if (p.sliding_window > 0) w.set(a + ".attention.sliding_window", uint32_t(p.sliding_window));
+  if (p.attn_softcap > 0) w.set(a + ".attn_logit_softcapping", p.attn_softcap);
+  if (p.final_softcap > 0) w.set(a + ".final_logit_softcapping", p.final_softcap);
+  if (p.n_expert > 0) {
+    w.set(a + ".expert_count", uint32_t(p.n_expert));
+    w.set(a + ".expert_used_count", uint32_t(p.n_expert_used));
+    w.set(a + ".expert_feed_forward_length", uint32_t(p.n_ff_exp));
+    if (p.n_ff_shexp > 0) {
+      w.set(a + ".expert_shared_feed_forward_length", uint32_t(p.n_ff_shexp));
+    }
+  }
 }
 
 // A byte-level SPM vocabulary: <unk> <s> </s>, the 256 byte tokens, then unused fillers.
@@ -278,7 +313,8 @@ Status synthesize_model(const SynthParams& params, const ConvertCallbacks& cb) {
 
   for (const SynthTensor& t : synth_tensors(p)) {
     const int64_t ne0 = t.ne[0];
-    const int64_t n_rows = t.ne.size() > 1 ? t.ne[1] : 1;
+    int64_t n_rows = 1;  // every dimension past the first (3-D expert tensors: rows x experts)
+    for (size_t d = 1; d < t.ne.size(); ++d) n_rows *= t.ne[d];
     const GgmlType type = choose_tensor_type(params.ftype, rm, rs, t.name, ne0, int(t.ne.size()));
     if (!can_quantize(type) && type != GgmlType::F32 && type != GgmlType::F16 &&
         type != GgmlType::BF16) {

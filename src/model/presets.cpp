@@ -91,6 +91,99 @@ const std::vector<ModelPreset>& model_presets() {
       m.tied_embeddings = true;
       p.push_back(m);
     }
+    {
+      ModelPreset m;  // google/gemma-2-2b: soft-caps 50 / 30, window 4096 on even layers
+      m.name = "gemma-2-2b";
+      m.arch = "gemma2";
+      m.n_layer = 26;
+      m.n_embd = 2304;
+      m.n_ff = 9216;
+      m.n_head = 8;
+      m.n_kv_head = 4;
+      m.head_dim = 256;
+      m.n_vocab = 256000;
+      m.n_ctx = 8192;
+      m.rms_eps = 1e-6f;
+      m.tied_embeddings = true;
+      m.sliding_window = 4096;
+      m.attn_softcap = 50.0f;
+      m.final_softcap = 30.0f;
+      p.push_back(m);
+    }
+    {
+      ModelPreset m;  // microsoft/Phi-3-mini-4k-instruct: fused qkv / gate_up, window 2047
+      m.name = "phi-3-mini";
+      m.arch = "phi3";
+      m.n_layer = 32;
+      m.n_embd = 3072;
+      m.n_ff = 8192;
+      m.n_head = 32;
+      m.n_kv_head = 32;
+      m.head_dim = 96;
+      m.n_vocab = 32064;
+      m.n_ctx = 4096;
+      m.sliding_window = 2047;
+      p.push_back(m);
+    }
+    {
+      ModelPreset m;  // mistralai/Mixtral-8x7B-v0.1: 8 experts, 2 per token
+      m.name = "mixtral-8x7b";
+      m.arch = "llama";
+      m.n_layer = 32;
+      m.n_embd = 4096;
+      m.n_ff = 14336;
+      m.n_head = 32;
+      m.n_kv_head = 8;
+      m.head_dim = 128;
+      m.n_vocab = 32000;
+      m.n_ctx = 32768;
+      m.rope_theta = 1000000.0f;
+      m.n_expert = 8;
+      m.n_expert_used = 2;
+      m.n_ff_exp = 14336;
+      p.push_back(m);
+    }
+    {
+      ModelPreset m;  // Qwen/Qwen3-30B-A3B: 128 experts of width 768, 8 per token
+      m.name = "qwen3-30b-a3b";
+      m.arch = "qwen3moe";
+      m.n_layer = 48;
+      m.n_embd = 2048;
+      m.n_ff = 6144;
+      m.n_head = 32;
+      m.n_kv_head = 4;
+      m.head_dim = 128;
+      m.n_vocab = 151936;
+      m.n_ctx = 40960;
+      m.rope_theta = 1000000.0f;
+      m.rms_eps = 1e-6f;
+      m.qk_norm = true;
+      m.n_expert = 128;
+      m.n_expert_used = 8;
+      m.n_ff_exp = 768;
+      p.push_back(m);
+    }
+    {
+      ModelPreset m;  // Qwen/Qwen1.5-MoE-A2.7B: 60 experts of 1408, 4 per token, shared 5632
+      m.name = "qwen1.5-moe-a2.7b";
+      m.arch = "qwen2moe";
+      m.n_layer = 24;
+      m.n_embd = 2048;
+      m.n_ff = 5632;
+      m.n_head = 16;
+      m.n_kv_head = 16;
+      m.head_dim = 128;
+      m.n_vocab = 151936;
+      m.n_ctx = 8192;
+      m.rope_theta = 1000000.0f;
+      m.rms_eps = 1e-6f;
+      m.qkv_bias = true;
+      m.n_expert = 60;
+      m.n_expert_used = 4;
+      m.n_ff_exp = 1408;
+      m.n_ff_shexp = 5632;
+      p.push_back(m);
+    }
     return p;
   }();
   return kPresets;

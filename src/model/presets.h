@@ -21,7 +21,7 @@ struct Llama3RopeScaling {
 
 struct ModelPreset {
   std::string name;  // "llama-3.2-1b"
-  std::string arch;  // GGUF general.architecture: "llama", "qwen2", "qwen3", "gemma"
+  std::string arch;  // GGUF general.architecture: "llama", "qwen2", "gemma2", "phi3", ...
   int n_layer = 0;
   int n_embd = 0;
   int n_ff = 0;
@@ -34,8 +34,18 @@ struct ModelPreset {
   float rms_eps = 1e-5f;
   bool tied_embeddings = false;
   bool qkv_bias = false;  // qwen2
-  bool qk_norm = false;   // qwen3
+  bool qk_norm = false;   // qwen3, qwen3moe
   Llama3RopeScaling rope_scaling;
+  // gemma2 / phi3 / mistral: attention.sliding_window (0: none); gemma2's soft-caps.
+  int sliding_window = 0;
+  float attn_softcap = 0;
+  float final_softcap = 0;
+  // Mixture of experts (n_expert > 0; arch "llama" for Mixtral, "qwen2moe", "qwen3moe"):
+  // expert width n_ff_exp, shared expert width n_ff_shexp (qwen2moe).
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
+  int n_ff_shexp = 0;
 };
 
 const std::vector<ModelPreset>& model_presets();

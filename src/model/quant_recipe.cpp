@@ -110,6 +110,8 @@ GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeStat
   if (n_dims < 2 || !weight || contains(name, "_norm.weight") || name == "rope_freqs.weight") {
     return GgmlType::F32;
   }
+  // MoE routers stay f32, as llama.cpp keeps them: tiny, and the top-k choice is sensitive.
+  if (contains(name, "ffn_gate_inp")) return GgmlType::F32;
   const GgmlType base = entry(ftype).base;
   if (!is_quantized(base)) return base;
 

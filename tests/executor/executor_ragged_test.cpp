@@ -141,6 +141,79 @@ TEST(Ragged, Qwen3AndF32Cache) {
   check_ragged(*model, spec, KvType::kF32, 12);
 }
 
+// Sliding windows (gemma2: even layers, phi3: every layer) over contexts much longer than the
+// window, split by key segments in decode, chunked in prefill.
+TEST(Ragged, SlidingWindowModels) {
+  test::TempDir dir;
+  for (const char* variant : {"tiny-gemma2", "tiny-phi3"}) {
+    SCOPED_TRACE(variant);
+    auto model = load_synthetic(dir, variant, FileType::MOSTLY_Q8_0);
+    ASSERT_TRUE(model.ok()) << model.message();
+    for (int chunk : {1, 7, 64}) {
+      RaggedSpec spec;
+      spec.prompt_lens = {300, 3, 40, 17};
+      spec.n_decode = 4;
+      spec.chunk = chunk;
+      check_ragged(*model, spec, KvType::kF16, 14);
+    }
+  }
+}
+
+// Mixture of experts: a token's experts and sum do not depend on which other tokens share the
+// step (each expert runs once over the rows routed to it).
+TEST(Ragged, MixtureOfExpertsModels) {
+  test::TempDir dir;
+  for (const char* variant : {"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe"}) {
+    SCOPED_TRACE(variant);
+    for (FileType ft : {FileType::MOSTLY_Q8_0, FileType::MOSTLY_Q4_K_M}) {
+      auto model = load_synthetic(dir, variant, ft);
+      ASSERT_TRUE(model.ok()) << model.message();
+      RaggedSpec spec;
+      spec.prompt_lens = {1, 5, 37, 70, 16};
+      spec.n_decode = 5;
+      spec.chunk = 7;
+      check_ragged(*model, spec, KvType::kF16, 15);
+    }
+  }
+}
+
+// A batch reads each expert once: one decode reads n_used experts a layer; 16 decodes (32
+// token-expert pairs a layer on tiny-mixtral) read at most the 4 experts a layer.
+TEST(Ragged, BatchedDecodeReadsEachExpertOnce) {
+  test::TempDir dir;
+  auto model = load_synthetic(dir, "tiny-mixtral", FileType::MOSTLY_Q8_0);
+  ASSERT_TRUE(model.ok()) << model.message();
+  const ModelConfig& c = model->config();
+  auto exec = CpuExecutor::create(*model, {});
+  ASSERT_TRUE(exec.ok()) << exec.message();
+  BlockFreeList blocks((*exec)->n_blocks());
+  std::vector<test::TestSequence> seqs(16);
+  Batch batch;
+  batch.block_size = (*exec)->block_size();
+  Logits out;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    batch.clear();
+    test::add_step(batch, blocks, seqs[i], {int32_t(3 + 7 * i), int32_t(11 * i + 1)},
+                   LogitsMode::kLast);
+    ASSERT_TRUE((*exec)->execute(batch, out).ok());
+  }
+  batch.clear();
+  test::add_step(batch, blocks, seqs[0], {5}, LogitsMode::kLast);
+  ASSERT_TRUE((*exec)->execute(batch, out).ok());
+  EXPECT_EQ((*exec)->last_step_expert_reads(), int64_t(c.n_layer) * c.n_expert_used);
+  batch.clear();
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    test::add_step(batch, blocks, seqs[i], {int32_t(40 + 13 * i)}, LogitsMode::kLast);
+  }
+  ASSERT_TRUE((*exec)->execute(batch, out).ok());
+  const int64_t reads = (*exec)->last_step_expert_reads();
+  EXPECT_LE(reads, int64_t(c.n_layer) * c.n_expert);
+  EXPECT_GE(reads, int64_t(c.n_layer) * c.n_expert_used);
+  std::printf("[ moe ] 16 decodes: %lld expert reads over %d layers (ungrouped: %lld)\n",
+              static_cast<long long>(reads), c.n_layer,
+              static_cast<long long>(16 * c.n_layer * c.n_expert_used));
+}
+
 TEST(Ragged, Stories260K) {
   SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
   auto model = Model::load(path, {512, true});

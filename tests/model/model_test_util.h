@@ -46,6 +46,41 @@ inline ModelPreset tiny_preset(const std::string& variant) {
     p.tied_embeddings = true;
     p.rms_eps = 1e-6f;
   }
+  if (variant == "tiny-gemma2") {
+    // Soft-capped scores and logits, post-norms, a window of 5 on the even layers.
+    p.arch = "gemma2";
+    p.tied_embeddings = true;
+    p.rms_eps = 1e-6f;
+    p.sliding_window = 5;
+    p.attn_softcap = 0.05f;  // the random weights' scores are ~0.1: a cap that bites
+    p.final_softcap = 0.5f;
+  }
+  if (variant == "tiny-phi3") {
+    p.arch = "phi3";  // fused qkv and gate_up, a window of 4 on every layer
+    p.sliding_window = 4;
+  }
+  if (variant == "tiny-mixtral") {
+    p.n_expert = 4;  // llama with experts: top 2 of 4, renormalized
+    p.n_expert_used = 2;
+    p.n_ff_exp = 128;
+  }
+  if (variant == "tiny-qwen2moe") {
+    p.arch = "qwen2moe";  // top 2 of 6 as they are, plus a gated shared expert
+    p.qkv_bias = true;
+    p.rope_theta = 1000000.0f;
+    p.n_expert = 6;
+    p.n_expert_used = 2;
+    p.n_ff_exp = 64;
+    p.n_ff_shexp = 256;
+  }
+  if (variant == "tiny-qwen3moe") {
+    p.arch = "qwen3moe";  // q/k norms, top 3 of 8 renormalized
+    p.qk_norm = true;
+    p.rms_eps = 1e-6f;
+    p.n_expert = 8;
+    p.n_expert_used = 3;
+    p.n_ff_exp = 64;
+  }
   if (variant == "tiny-llama3") {
     p.rope_theta = 500000.0f;
     p.tied_embeddings = true;
