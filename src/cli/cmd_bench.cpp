@@ -66,6 +66,9 @@ struct Row {
   double mbu_probe = 0;        // gbps / probe_gbps
   double mfu = 0;              // prefill: FLOP/s / peak
   double roofline = 0;         // the planner's time for these exact batches / measured time
+  double expert_reads = -1;    // MoE decode: (layer, expert) FFNs run per step, mean
+  int batch = 1;               // decode sequences per step
+  int n_layer = 0, n_used = 0, n_expert = 0;  // MoE: the model's layers and experts
 };
 
 class Runner {
@@ -82,8 +85,11 @@ class Runner {
   // Seconds for prefill of p tokens (fresh KV) and then n decode steps of `b` sequences, and
   // the roofline's seconds for the same batches.
   double predicted_prefill = 0, predicted_decode = 0;
+  // MoE: the (layer, expert) FFNs the decode steps ran, and the steps.
+  int64_t decode_expert_reads = 0, decode_steps = 0;
   Status run(int p, int n, int b, double& prefill_s, double& decode_s) {
     predicted_prefill = predicted_decode = 0;
+    decode_expert_reads = decode_steps = 0;
     blocks_ = std::make_unique<BlockFreeList>(exec_.n_blocks());
     const int n_vocab = model_.config().n_vocab;
     std::vector<std::vector<int32_t>> tables(static_cast<size_t>(b));
@@ -98,8 +104,10 @@ class Runner {
       add(tables[size_t(s)], 0, prompt);
       ctx[size_t(s)] = p;
     }
-    if (roof_) predicted_prefill = roof_->predict(batch_);
     SLUICE_RETURN_IF_ERROR(exec_.execute(batch_, out_));
+    // The roofline of what ran (MoE: the experts it read), computed after the clock's span.
+    const Batch prefill_batch = batch_;
+    const int64_t prefill_reads = exec_.last_step_expert_reads();
     auto t1 = clock::now();
     for (int step = 0; step < n; ++step) {
       batch_.clear();
@@ -108,10 +116,14 @@ class Runner {
         add(tables[size_t(s)], ctx[size_t(s)], {tok});
         ++ctx[size_t(s)];
       }
-      if (roof_) predicted_decode += roof_->predict(batch_);
       SLUICE_RETURN_IF_ERROR(exec_.execute(batch_, out_));
+      const int64_t reads = exec_.last_step_expert_reads();
+      if (roof_) predicted_decode += roof_->predict(batch_, nullptr, reads);
+      decode_expert_reads += std::max<int64_t>(reads, 0);
+      ++decode_steps;
     }
     auto t2 = clock::now();
+    if (roof_) predicted_prefill = roof_->predict(prefill_batch, nullptr, prefill_reads);
     prefill_s = std::chrono::duration<double>(t1 - t0).count();
     decode_s = std::chrono::duration<double>(t2 - t1).count();
     return {};
@@ -170,8 +182,18 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
   const StepCostModel model_cost = make_step_cost_model(model, r, KvType::kF16);
   const double wbytes = model_cost.model.stored_weight_bytes;
   const double params = model_cost.model.n_params;
-  const GgmlType wtype =
-      model.weights().layers.empty() ? GgmlType::F32 : model.weights().layers[0].w_gate.type;
+  const ModelWeights& mw = model.weights();
+  const GgmlType wtype = mw.layers.empty() ? GgmlType::F32
+                         : c.is_moe()      ? mw.layers[0].moe.gate[0].type
+                                           : mw.layers[0].w_gate.type;
+  // MoE: the weights a decode step reads are the shared ones (attention, routers, shared
+  // experts, output) plus the experts it ran, counted by the executor.
+  const double expert_bytes = model_cost.expert_layer_bytes;
+  const double shared_bytes = wbytes - expert_bytes * c.n_expert * c.n_layer;
+  auto decode_wbytes = [&](const Runner& run) {
+    if (!c.is_moe() || run.decode_steps == 0) return wbytes;
+    return shared_bytes + expert_bytes * double(run.decode_expert_reads) / double(run.decode_steps);
+  };
   // The peak the prefill arithmetic runs on.
   double peak = r.peak_gflops_f32;
   const char* peak_name = "f32 FMA";
@@ -190,6 +212,13 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
                 path.c_str(), std::string(type_name(wtype)).c_str(), wbytes / 1e9, params / 1e9,
                 matmul_isa_description().c_str(), r.read_gbps, r.read_gbps_1t, peak_name, peak);
   desc = buf;
+  if (c.is_moe()) {
+    std::snprintf(buf, sizeof buf,
+                  "; MoE: %d of %d experts a token, %.2f GB shared + %.1f MB per (layer, expert), "
+                  "MB/token counts the experts each step ran",
+                  c.n_expert_used, c.n_expert, shared_bytes / 1e9, expert_bytes / 1e6);
+    desc += buf;
+  }
 
   std::unique_ptr<BandwidthProbe> probe_buf;
   if (o.probe) probe_buf = std::make_unique<BandwidthProbe>(0);
@@ -219,7 +248,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
     SLUICE_RETURN_IF_ERROR(runner.run(8, 2, 1, ps, ds));  // warm-up: pages in the weights
     for (int p : o.prompts) {
       std::vector<double> pp, tg;
-      double pred_p = 0, pred_d = 0, meas_p = 0, meas_d = 0;
+      double pred_p = 0, pred_d = 0, meas_p = 0, meas_d = 0, read_bytes = 0;
       Probed probed(probe, nt);
       for (int rep = 0; rep < o.reps; ++rep) {
         probed.sample();
@@ -231,6 +260,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
           tg.push_back(o.n_decode / ds);
           pred_d += runner.predicted_decode;
           meas_d += ds;
+          read_bytes += decode_wbytes(runner);
         }
       }
       probed.sample();
@@ -251,7 +281,13 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
         dr.test = "tg" + std::to_string(o.n_decode) + " @" + std::to_string(p);
         dr.threads = nt;
         dr.tps = stats(tg);
-        dr.bytes_per_token = wbytes + kv_per_pos * (p + o.n_decode / 2.0);
+        dr.bytes_per_token = read_bytes / double(tg.size()) + kv_per_pos * (p + o.n_decode / 2.0);
+        if (c.is_moe()) {
+          dr.expert_reads = (read_bytes / double(tg.size()) - shared_bytes) / expert_bytes;
+          dr.n_layer = c.n_layer;
+          dr.n_used = c.n_expert_used;
+          dr.n_expert = c.n_expert;
+        }
         dr.gbps = dr.tps.mean * dr.bytes_per_token / 1e9;
         dr.mbu = dr.gbps / bw;
         probed.set(dr);
@@ -264,7 +300,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
     for (int b : o.batches) {
       if (b == 1 || o.n_decode == 0) continue;
       std::vector<double> tg;
-      double pred = 0, meas = 0;
+      double pred = 0, meas = 0, read_bytes = 0;
       Probed probed(probe, nt);
       for (int rep = 0; rep < o.reps; ++rep) {
         probed.sample();
@@ -272,6 +308,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
         tg.push_back(double(b) * o.n_decode / ds);
         pred += runner.predicted_decode;
         meas += ds;
+        read_bytes += decode_wbytes(runner);
       }
       probed.sample();
       Row br;
@@ -279,7 +316,15 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
           "tg" + std::to_string(o.n_decode) + " b" + std::to_string(b) + " @" + std::to_string(bp);
       br.threads = nt;
       br.tps = stats(tg);
-      br.bytes_per_token = (wbytes + b * kv_per_pos * (bp + o.n_decode / 2.0)) / b;
+      const double step_wbytes = read_bytes / double(tg.size());
+      br.bytes_per_token = (step_wbytes + b * kv_per_pos * (bp + o.n_decode / 2.0)) / b;
+      br.batch = b;
+      if (c.is_moe()) {
+        br.expert_reads = (step_wbytes - shared_bytes) / expert_bytes;
+        br.n_layer = c.n_layer;
+        br.n_used = c.n_expert_used;
+        br.n_expert = c.n_expert;
+      }
       br.gbps = br.tps.mean * br.bytes_per_token / 1e9;
       br.mbu = br.gbps / bw;
       probed.set(br);
@@ -298,9 +343,15 @@ void print_rows(const BenchOptions& o, const std::string& desc, const std::vecto
       std::printf(
           "  {\"test\": \"%s\", \"threads\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f, "
           "\"tok_s_best\": %.3f, \"bytes_per_token\": %.0f, \"gb_s\": %.2f, \"mbu\": %.3f, "
-          "\"probe_gb_s\": %.2f, \"mbu_probe\": %.3f, \"mfu\": %.3f, \"roofline\": %.3f}%s\n",
+          "\"probe_gb_s\": %.2f, \"mbu_probe\": %.3f, \"mfu\": %.3f, \"roofline\": %.3f",
           r.test.c_str(), r.threads, r.tps.mean, r.tps.sd, r.tps.best, r.bytes_per_token, r.gbps,
-          r.mbu, r.probe_gbps, r.mbu_probe, r.mfu, r.roofline, i + 1 < rows.size() ? "," : "");
+          r.mbu, r.probe_gbps, r.mbu_probe, r.mfu, r.roofline);
+      // MoE decode rows: the (layer, expert) FFNs each step ran, against a token-by-token run.
+      if (r.expert_reads >= 0) {
+        std::printf(", \"expert_reads_per_layer\": %.3f, \"ungrouped_reads_per_layer\": %d",
+                    r.expert_reads / std::max(1, r.n_layer), r.batch * r.n_used);
+      }
+      std::printf("}%s\n", i + 1 < rows.size() ? "," : "");
     }
     std::printf("]}\n");
     return;
@@ -321,6 +372,17 @@ void print_rows(const BenchOptions& o, const std::string& desc, const std::vecto
                 r.test.c_str(), r.threads, r.tps.mean, r.tps.sd, r.tps.best,
                 r.bytes_per_token / 1e6, r.gbps, 100 * r.mbu, probe, mbu_probe, mfu,
                 100 * r.roofline);
+  }
+  bool first_moe = true;
+  for (const Row& r : rows) {
+    if (r.expert_reads < 0) continue;
+    const double layers = std::max(1.0, double(r.n_layer));
+    std::printf(
+        "%s%s: %.2f expert FFNs run per layer per step (each reads its expert once); ungrouped "
+        "(every token reading its own): %d; every expert: %d\n",
+        first_moe ? "\n" : "", r.test.c_str(), r.expert_reads / layers, r.batch * r.n_used,
+        r.n_expert);
+    first_moe = false;
   }
   std::printf(
       "\nMBU: against the cached `--roofline` read bandwidth. MBU*: against the read bandwidth "

@@ -78,7 +78,7 @@ class CpuExecutor final : public Executor {
   const KvCacheStorage& kv_cache() const { return *kv_; }
   // Mixture of experts: expert FFNs run (each reads its expert's weights once) in the last
   // execute(), summed over layers. A dense model: 0.
-  int64_t last_step_expert_reads() const { return moe_expert_reads_; }
+  int64_t last_step_expert_reads() const override { return moe_expert_reads_; }
 
  private:
   struct Scratch;

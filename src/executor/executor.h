@@ -57,6 +57,9 @@ class Executor {
   // Block ids[i] takes data block i. Fails, writing nothing, when the layout differs, the
   // counts differ or an id is out of range.
   virtual Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) = 0;
+  // Mixture of experts: the (layer, expert) FFNs the last execute() ran, each reading its
+  // expert's weights once; -1 when the executor does not count them (dense models: 0).
+  virtual int64_t last_step_expert_reads() const { return -1; }
 };
 
 }  // namespace sluice

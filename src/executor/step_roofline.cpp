@@ -27,19 +27,47 @@ StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& ma
   // The weights every step reads: the matmuls (the embedding lookup reads one row per token).
   m.n_params = params(w.output);
   m.stored_weight_bytes = stored_bytes(w.output);
+  auto add = [&m](const WeightMatrix& x) {
+    m.n_params += params(x);
+    m.stored_weight_bytes += stored_bytes(x);
+  };
+  double expert_params = 0, expert_bytes = 0;
   for (const LayerWeights& l : w.layers) {
-    for (const WeightMatrix* x : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      m.n_params += params(*x);
-      m.stored_weight_bytes += stored_bytes(*x);
+    for (const WeightMatrix* x : {&l.wq, &l.wk, &l.wv, &l.wo}) add(*x);
+    if (!c.is_moe()) {
+      for (const WeightMatrix* x : {&l.w_gate, &l.w_up, &l.w_down}) add(*x);
+      continue;
+    }
+    // The router and the shared expert are read every step; each expert only when chosen.
+    add(l.moe.router);
+    if (l.moe.has_shared()) {
+      for (const WeightMatrix* x : {&l.moe.sh_gate, &l.moe.sh_up, &l.moe.sh_down}) add(*x);
+      if (l.moe.sh_gate_inp.data) add(l.moe.sh_gate_inp);
+    }
+    for (size_t e = 0; e < l.moe.gate.size(); ++e) {
+      for (const WeightMatrix* x : {&l.moe.gate[e], &l.moe.up[e], &l.moe.down[e]}) {
+        add(*x);
+        expert_params += params(*x);
+        expert_bytes += stored_bytes(*x);
+      }
     }
   }
   m.n_params_active = m.n_params;
+  if (c.is_moe() && c.n_layer > 0) {
+    m.n_experts = c.n_expert;
+    m.n_experts_used = c.n_expert_used;
+    m.n_params_per_expert = expert_params / c.n_expert;
+    m.n_params_active = m.n_params - expert_params + m.n_params_per_expert * c.n_expert_used;
+    out.expert_layer_bytes = expert_bytes / (double(c.n_expert) * c.n_layer);
+  }
   m.kv_elems_per_token = 2.0 * c.n_layer * double(c.kv_dim());
   m.attn_flops_per_pair = 4.0 * c.n_layer * double(c.n_head) * double(c.head_dim);
   m.d_model = double(c.n_embd);
-  m.d_ff = double(c.n_ff);
+  m.d_ff = double(c.is_moe() ? c.n_ff_exp : c.n_ff);
 
-  const GgmlType wt = w.layers.empty() ? GgmlType::F32 : w.layers[0].w_gate.type;
+  const GgmlType wt = w.layers.empty() ? GgmlType::F32
+                      : c.is_moe()     ? w.layers[0].moe.gate[0].type
+                                       : w.layers[0].w_gate.type;
   out.precision.weight_bits = 0;  // as stored
   out.precision.kv_bits = kv_type_size(kv_type) * 8;
   const bool int8 = matmul_uses_int8_acts(wt) && matmul_isa_best() != MatmulIsa::kScalar &&
@@ -54,17 +82,25 @@ StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& ma
   return out;
 }
 
-double StepRoofline::predict(const Batch& batch, bool* compute_bound) {
+double StepRoofline::predict(const Batch& batch, bool* compute_bound, int64_t expert_reads) {
   work_.clear();
   for (const BatchSequence& s : batch.seqs) work_.push_back({s.n_new_tokens, s.context_len});
-  const StepFloors f = step_floors(make_step_shape(cost_.model, cost_.precision, work_), cost_.hw);
+  StepShape shape = make_step_shape(cost_.model, cost_.precision, work_);
+  const ModelCost& m = cost_.model;
+  if (expert_reads >= 0 && cost_.expert_layer_bytes > 0) {
+    const double all_experts =
+        m.n_params_per_expert * m.n_experts * (m.stored_weight_bytes / std::max(m.n_params, 1.0));
+    const double shared = m.stored_weight_bytes - all_experts;
+    shape.weight_bytes = shared + double(expert_reads) * cost_.expert_layer_bytes;
+  }
+  const StepFloors f = step_floors(shape, cost_.hw);
   if (compute_bound) *compute_bound = f.compute_bound();
   return f.seconds();
 }
 
-void StepRoofline::record(const Batch& batch, double seconds) {
+void StepRoofline::record(const Batch& batch, double seconds, int64_t expert_reads) {
   bool compute = false;
-  const double predicted = predict(batch, &compute);
+  const double predicted = predict(batch, &compute, expert_reads);
   stats_.last_seconds = seconds;
   stats_.last_predicted = predicted;
   if (compute) {

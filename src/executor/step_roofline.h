@@ -21,6 +21,9 @@ struct StepCostModel {
   ModelCost model;
   Precision precision;
   HardwareSpec hw;
+  // Mixture of experts: the stored bytes of one expert's FFN in one layer, so a step whose
+  // executor counted its (layer, expert) reads is charged exactly those (0: dense).
+  double expert_layer_bytes = 0;
 };
 
 // The model as loaded (its matmul weight bytes as stored, KV elements per token, attention FLOPs)
@@ -52,10 +55,12 @@ struct RooflineStats {
 class StepRoofline {
  public:
   explicit StepRoofline(StepCostModel cost) : cost_(std::move(cost)) {}
-  // The roofline time of `batch` (does not record).
-  double predict(const Batch& batch, bool* compute_bound = nullptr);
+  // The roofline time of `batch` (does not record). expert_reads >= 0 (a MoE executor's
+  // last_step_expert_reads): the weights read are the shared ones plus exactly those experts;
+  // else the expected experts a step of that many tokens touches (roofline.h).
+  double predict(const Batch& batch, bool* compute_bound = nullptr, int64_t expert_reads = -1);
   // Records one step of `batch` that took `seconds`.
-  void record(const Batch& batch, double seconds);
+  void record(const Batch& batch, double seconds, int64_t expert_reads = -1);
   const RooflineStats& stats() const { return stats_; }
   const StepCostModel& cost() const { return cost_; }
 

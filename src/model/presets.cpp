@@ -22,6 +22,15 @@ const std::vector<ModelPreset>& model_presets() {
       p.push_back(m);
     }
     {
+      // "tiny" with 4 experts, 2 per token (Mixtral-style): tests and the CLI's MoE paths.
+      ModelPreset m = p.back();
+      m.name = "tiny-moe";
+      m.n_expert = 4;
+      m.n_expert_used = 2;
+      m.n_ff_exp = 256;
+      p.push_back(m);
+    }
+    {
       ModelPreset m;  // meta-llama/Llama-3.2-1B
       m.name = "llama-3.2-1b";
       m.arch = "llama";

@@ -21,6 +21,10 @@ const std::vector<ModelShape>& planner_models() {
        "all-about-transformer-inference.md 'Worked Problems' (18.4B, shared embeddings)"},
       {"worked-18b-moe", 64, 4096, 16384, 32, 8, 256, 32128, true, 3, 16, 2,
        "all-about-transformer-inference.md 'Worked Problems' Q5 (E=16, k=2)"},
+      {"mixtral-8x7b", 32, 4096, 14336, 32, 8, 128, 32000, false, 3, 8, 2,
+       "mistralai/Mixtral-8x7B-v0.1 config (46.7B, 12.9B active)"},
+      {"qwen3-30b-a3b", 48, 2048, 768, 32, 4, 128, 151936, false, 3, 128, 8,
+       "Qwen/Qwen3-30B-A3B config (30.5B, 3.3B active; F = the expert width)"},
       // The seeds give PaLM 540B's 118 layers and multi-query attention; the other dimensions
       // are the PaLM paper's (Table 1), which reproduce the 62B / 540B parameter counts.
       {"palm-62b", 64, 8192, 32768, 32, 1, 256, 256000, true, 3, 0, 0,

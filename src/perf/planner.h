@@ -34,7 +34,8 @@ struct ModelShape {
 };
 
 // Presets: llama-2-13b, llama-3-8b, llama-3-70b, llama-3-405b, worked-18b (the seeds' 18.4B
-// worked-problem model), worked-18b-moe (its E=16, k=2 MoE variant), palm-62b, palm-540b.
+// worked-problem model), worked-18b-moe (its E=16, k=2 MoE variant), mixtral-8x7b,
+// qwen3-30b-a3b, palm-62b, palm-540b.
 const std::vector<ModelShape>& planner_models();
 const ModelShape* find_planner_model(std::string_view name);
 std::string planner_model_names();

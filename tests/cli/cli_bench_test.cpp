@@ -62,6 +62,29 @@ TEST_F(CliBench, JsonRowsDivideByTheCachedAndTheProbedBandwidth) {
   EXPECT_EQ(rows[1]["mfu"].get<double>(), 0);
 }
 
+// A mixture of experts: decode rows count the experts each step ran. One sequence runs 2 of 4
+// a layer, so it reads less than the whole file; 8 sequences run at most the 4 (not 8 x 2).
+TEST_F(CliBench, MoeRowsCountTheExpertsEachStepRan) {
+  const std::string moe = dir_.path("tiny-moe.gguf");
+  const auto synth = test::run_sluice("synth --preset tiny-moe --type q8_0 -t 1 -o " + moe);
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  const auto r = test::run_sluice("bench " + moe + " --roofline-file " + cache_ +
+                                  " -t 1 -p 8 -n 3 -b 1,8 -r 1 --no-probe --output-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& rows = j["results"];
+  ASSERT_EQ(rows.size(), 3u) << r.out;  // pp8, tg3 @8, tg3 b8 @8
+  EXPECT_FALSE(rows[0].contains("expert_reads_per_layer"));
+  EXPECT_DOUBLE_EQ(rows[1]["expert_reads_per_layer"].get<double>(), 2.0);
+  EXPECT_EQ(rows[1]["ungrouped_reads_per_layer"], 2);
+  const double b8 = rows[2]["expert_reads_per_layer"].get<double>();
+  EXPECT_GE(b8, 2.0);
+  EXPECT_LE(b8, 4.0);
+  EXPECT_EQ(rows[2]["ungrouped_reads_per_layer"], 16);
+  const std::string desc = j["model"].get<std::string>();
+  EXPECT_NE(desc.find("MoE: 2 of 4 experts a token"), std::string::npos) << desc;
+}
+
 TEST_F(CliBench, MarkdownTableAndNoProbe) {
   const auto r = bench("-t 1 -p 8 -n 2 -r 1 --no-probe");
   ASSERT_EQ(r.exit_code, 0) << r.err;
