@@ -90,6 +90,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Execu
   kv.block_size = cap.block_size;
   kv.enable_prefix_cache = config.enable_prefix_cache;
   kv.salt = 0x5eed;
+  kv.sliding_window = cap.kv_window;
   return std::unique_ptr<Engine>(new Engine(tokenizer, executor, config, n_ctx, kv));
 }
 

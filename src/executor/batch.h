@@ -72,6 +72,10 @@ struct ExecutorCapacity {
   int32_t block_size = 0;  // tokens per block
   int32_t n_vocab = 0;     // token ids [0, n_vocab) and logits row width
   int32_t n_ctx = 0;       // longest context of one sequence
+  // > 0: every layer attends only to this many newest positions (a sliding window on every
+  // layer), so blocks wholly older than the window are never read again and may be released
+  // while the sequence runs (their block table entries are then stale and ignored).
+  int32_t kv_window = 0;
 };
 
 // The checks every executor makes before running a batch: token ids in [0, n_vocab), positions

@@ -98,8 +98,9 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
 }
 
 ExecutorCapacity CpuExecutor::capacity() const {
-  return {n_blocks(), block_size(), int32_t(model_.config().n_vocab),
-          int32_t(model_.config().n_ctx)};
+  const ModelConfig& c = model_.config();
+  return {n_blocks(), block_size(), int32_t(c.n_vocab), int32_t(c.n_ctx),
+          c.all_windowed() ? c.sliding_window : 0};
 }
 
 Status CpuExecutor::copy_blocks(std::span<const BlockCopy> copies) {

@@ -101,7 +101,28 @@ bool KvCacheManager::allocate_slots(RequestId id, int32_t n_computed, int32_t n_
     std::vector<BlockId> fresh_blocks = pool_.allocate(need);
     table->blocks.insert(table->blocks.end(), fresh_blocks.begin(), fresh_blocks.end());
   }
+  release_outside_window(*table, n_computed);
   return true;
+}
+
+void KvCacheManager::release_outside_window(Table& t, int32_t first_pos) {
+  if (config_.sliding_window <= 0) return;
+  const int32_t first_seen = first_pos - config_.sliding_window + 1;
+  const size_t n = std::min(t.blocks.size(), size_t(std::max(0, first_seen) / block_size()));
+  if (n <= t.n_released) return;
+  // Oldest first: they are the first to be evicted from the prefix cache.
+  pool_.release(std::span<const BlockId>(t.blocks.data() + t.n_released, n - t.n_released));
+  t.n_released = n;
+}
+
+int32_t KvCacheManager::n_released(RequestId id) const {
+  auto it = tables_.find(id);
+  return it == tables_.end() ? 0 : int32_t(it->second.n_released);
+}
+
+int32_t KvCacheManager::n_held(RequestId id) const {
+  auto it = tables_.find(id);
+  return it == tables_.end() ? 0 : int32_t(it->second.blocks.size() - it->second.n_released);
 }
 
 std::vector<BlockCopy> KvCacheManager::take_copies() {
@@ -115,9 +136,10 @@ void KvCacheManager::fork(RequestId parent, RequestId child) {
   auto it = tables_.find(parent);
   if (it == tables_.end()) return;
   Table t = it->second;  // block ids and hashes: a few dozen integers
-  for (BlockId b : t.blocks) pool_.retain(b);
+  // The released leading blocks stay released (stale entries) in the child too.
+  for (size_t b = t.n_released; b < t.blocks.size(); ++b) pool_.retain(t.blocks[b]);
   ++share_stats_.forks;
-  share_stats_.forked_blocks += t.blocks.size();
+  share_stats_.forked_blocks += t.blocks.size() - t.n_released;
   tables_.emplace(child, std::move(t));
 }
 
@@ -154,6 +176,7 @@ void KvCacheManager::truncate(RequestId id, int32_t n_tokens) {
   const size_t keep = size_t(blocks_for(std::max(n_tokens, 0)));
   if (t.blocks.size() <= keep) return;
   assert(t.hashes.size() <= keep);  // committed full blocks hold only kept tokens
+  assert(keep >= t.n_released);     // only rejected new tokens are truncated
   std::vector<BlockId> dropped(t.blocks.rbegin(), t.blocks.rend() - std::ptrdiff_t(keep));
   pool_.release(dropped);
   t.blocks.resize(keep);
@@ -163,7 +186,8 @@ void KvCacheManager::free(RequestId id) {
   auto it = tables_.find(id);
   if (it == tables_.end()) return;
   // Tail first: a request's last blocks are the least likely to be shared, evict them first.
-  std::vector<BlockId> reversed(it->second.blocks.rbegin(), it->second.blocks.rend());
+  const Table& t = it->second;
+  std::vector<BlockId> reversed(t.blocks.rbegin(), t.blocks.rend() - std::ptrdiff_t(t.n_released));
   pool_.release(reversed);
   tables_.erase(it);
 }

@@ -32,6 +32,14 @@ struct KvCacheConfig {
   int32_t block_size = 16;
   bool enable_prefix_cache = true;
   uint64_t salt = 0;  // distinguishes models/adapters sharing one cache
+  // > 0: every layer of the model attends only to this many newest positions. A step whose
+  // first new token is at position p reads nothing before p - sliding_window + 1, and no later
+  // step reads less recent positions, so allocate_slots() releases the blocks wholly before it:
+  // a long sequence holds about window / block_size blocks, not its whole context. Released
+  // full blocks keep their prefix-cache entries (evictable, as a finished request's), so a
+  // later prompt sharing the prefix still finds them until they are reused. (Models that mix
+  // windowed and global layers keep every block: 0.)
+  int32_t sliding_window = 0;
 };
 
 // Counters of block sharing since start.
@@ -96,6 +104,11 @@ class KvCacheManager {
   void free(RequestId id);
 
   bool has(RequestId id) const { return tables_.count(id) != 0; }
+  // Leading blocks of the request's table released as outside the sliding window (their
+  // entries are stale: the executor never reads them).
+  int32_t n_released(RequestId id) const;
+  // Blocks the request holds (its table less the released ones).
+  int32_t n_held(RequestId id) const;
   // The request's block table (empty if unknown).
   const std::vector<BlockId>& block_table(RequestId id) const;
   int32_t ref_count(BlockId id) const { return pool_.ref_count(id); }
@@ -105,7 +118,10 @@ class KvCacheManager {
   struct Table {
     std::vector<BlockId> blocks;
     std::vector<BlockHash> hashes;  // of the leading full blocks already committed
+    size_t n_released = 0;          // blocks[0, n_released) released (sliding window)
   };
+  // Releases the blocks of `t` wholly before position first_pos - sliding_window + 1.
+  void release_outside_window(Table& t, int32_t first_pos);
   int32_t blocks_for(int32_t n_tokens) const {
     return (n_tokens + block_size() - 1) / block_size();
   }

@@ -27,7 +27,7 @@ TEST(CliConvert, ClearErrors) {
   test::TempDir dir;
   auto a = test::run_sluice("synth --preset llama-99 -o " + dir.path("x.gguf"));
   EXPECT_EQ(a.exit_code, 1);
-  EXPECT_NE(a.err.find("unknown preset 'llama-99' (expected one of: tiny, llama-3.2-1b"),
+  EXPECT_NE(a.err.find("unknown preset 'llama-99' (expected one of: tiny, tiny-moe, llama-3.2-1b"),
             std::string::npos)
       << a.err;
   auto b = test::run_sluice("synth --type q9_9 -o " + dir.path("x.gguf"));

@@ -15,6 +15,7 @@
 #include "executor/cpu_executor.h"
 #include "model/convert.h"
 #include "model/model.h"
+#include "model/model_test_util.h"
 #include "test_util.h"
 
 namespace sluice {
@@ -506,6 +507,75 @@ TEST(EngineGroups, AbortedLeaderAbortedSampleAndEarlyFinish) {
   bad[1].sampling.top_p = 2;
   EXPECT_FALSE(e.add_request_group(prompt, bad).ok());
   EXPECT_FALSE(e.has_work());
+}
+
+// The CPU executor with its sliding window hidden: the engine keeps every block (the oracle).
+class KeepAllBlocks final : public Executor {
+ public:
+  explicit KeepAllBlocks(Executor& e) : e_(e) {}
+  ExecutorCapacity capacity() const override {
+    ExecutorCapacity c = e_.capacity();
+    c.kv_window = 0;
+    return c;
+  }
+  Status execute(const Batch& b, Logits& out) override { return e_.execute(b, out); }
+  Status copy_blocks(std::span<const BlockCopy> c) override { return e_.copy_blocks(c); }
+  Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const override {
+    return e_.export_blocks(ids);
+  }
+  Status import_blocks(std::span<const int32_t> ids, const KvBlockData& d) override {
+    return e_.import_blocks(ids, d);
+  }
+
+ private:
+  Executor& e_;
+};
+
+// A model windowed on every layer (tiny-phi3, window 4, blocks of 4): the engine releases each
+// sequence's blocks older than the window while it runs, so 12 requests of up to 70 tokens run in
+// 24 blocks; with shared prefixes, chunked prefill and preemption every output equals the
+// request alone with every block kept.
+TEST(EngineSlidingWindow, ReleasedBlocksChangeNoOutput) {
+  test::TempDir dir;
+  const std::string path = dir.path("tiny-phi3.gguf");
+  test::write_synthetic_model("tiny-phi3", FileType::MOSTLY_Q8_0, path);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<GenerationParams> params;
+  const std::vector<int32_t> shared = byte_tokens(24, 3);
+  for (int i = 0; i < 12; ++i) {
+    std::vector<int32_t> p = byte_tokens(10 + 4 * i, 100 + uint32_t(i));
+    if (i % 2 == 0) p.insert(p.begin(), shared.begin(), shared.end());
+    prompts.push_back(p);
+    params.push_back(greedy(16));
+  }
+  auto big = load(path, 256, 512, 4);
+  ASSERT_TRUE(big);
+  ASSERT_EQ(big->executor->capacity().kv_window, 4);
+  std::vector<Output> reference;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    KeepAllBlocks keep(*big->executor);
+    auto engine = Engine::create(big->tokenizer, keep, {});
+    ASSERT_TRUE(engine.ok());
+    reference.push_back(run_all(**engine, {prompts[i]}, {params[i]}, {0})[0]);
+  }
+  for (int chunk : {3, 64}) {
+    auto l = load(path, 256, 24, 4);
+    ASSERT_TRUE(l);
+    EngineConfig cfg;
+    cfg.scheduler.prefill_chunk = chunk;
+    cfg.scheduler.max_batch_tokens = 96;
+    cfg.scheduler.max_seqs = 12;
+    auto engine = Engine::create(l->tokenizer, *l->executor, cfg);
+    ASSERT_TRUE(engine.ok());
+    std::vector<int> arrivals;
+    for (int i = 0; i < 12; ++i) arrivals.push_back(i % 4);
+    const auto got = run_all(**engine, prompts, params, arrivals);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, reference[i].tokens) << "request " << i << " chunk " << chunk;
+    }
+    EXPECT_GT((*engine)->kv().prefix_stats().hit_tokens, 0u) << "chunk " << chunk;
+    EXPECT_EQ((*engine)->kv().n_used_blocks(), 0);
+  }
 }
 
 }  // namespace

@@ -218,5 +218,56 @@ TEST(KvCacheManager, MoveTableHandsBlocksOver) {
   EXPECT_EQ(kv.n_used_blocks(), 0);
 }
 
+// A sliding window on every layer (window 6, blocks of 4): a step whose first new token is at
+// position p releases the blocks wholly before p - 5. The table keeps its length (stale leading
+// entries), free/fork/truncate never touch released blocks again, and released full blocks stay
+// in the prefix cache until reused.
+TEST(KvCacheManager, SlidingWindowReleasesBlocksOutsideTheWindow) {
+  KvCacheManager kv({.n_blocks = 8,
+                     .block_size = 4,
+                     .enable_prefix_cache = true,
+                     .salt = 0,
+                     .sliding_window = 6});
+  const auto tokens = iota_tokens(40);
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 10));  // prompt of 10: blocks 0..2, nothing released yet
+  kv.commit_computed(1, tokens, 10);
+  EXPECT_EQ(kv.n_released(1), 0);
+  EXPECT_EQ(kv.n_held(1), 3);
+  // Decode at position 10 sees 5..10: block 0 (0..3) is out, block 1 (4..7) still in.
+  ASSERT_TRUE(kv.allocate_slots(1, 10, 1));
+  kv.commit_computed(1, tokens, 11);
+  EXPECT_EQ(kv.n_released(1), 1);
+  EXPECT_EQ(kv.block_table(1).size(), 3u);
+  EXPECT_EQ(kv.n_free_blocks(), 6);
+  // Decode through position 25: it sees 20..25, so blocks 0..4 (0..19) are released; a sequence
+  // of 26 tokens holds 2 blocks of 8 cached positions.
+  for (int p = 11; p < 26; ++p) {
+    ASSERT_TRUE(kv.allocate_slots(1, p, 1)) << p;
+    kv.commit_computed(1, tokens, p + 1);
+  }
+  EXPECT_EQ(kv.n_released(1), 5);
+  EXPECT_EQ(kv.n_held(1), 2);
+  EXPECT_EQ(kv.block_table(1).size(), 7u);
+  EXPECT_EQ(kv.n_free_blocks(), 6);
+  // A fork shares only the held blocks; freeing both returns every block exactly once.
+  kv.fork(1, 2);
+  EXPECT_EQ(kv.n_held(2), 2);
+  EXPECT_EQ(kv.n_released(2), 5);
+  EXPECT_EQ(kv.ref_count(kv.block_table(1)[6]), 2);
+  // The released full blocks are still cached: a prompt sharing 12 tokens hits 3 blocks.
+  PrefixHit hit = kv.find_prefix(iota_tokens(13));
+  EXPECT_EQ(hit.n_tokens, 12);
+  kv.free(1);
+  kv.free(2);
+  EXPECT_EQ(kv.n_free_blocks(), 8);
+  EXPECT_EQ(kv.n_used_blocks(), 0);
+  // Without a window nothing is released.
+  KvCacheManager all({.n_blocks = 8, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
+  ASSERT_TRUE(all.allocate_slots(1, 0, 20));
+  ASSERT_TRUE(all.allocate_slots(1, 20, 1));
+  EXPECT_EQ(all.n_released(1), 0);
+  EXPECT_EQ(all.n_held(1), 6);
+}
+
 }  // namespace
 }  // namespace sluice
