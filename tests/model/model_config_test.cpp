@@ -2,6 +2,7 @@
 // every family; context-length option.
 #include <gtest/gtest.h>
 
+#include "gguf/quants.h"
 #include "model/model.h"
 #include "model/model_test_util.h"
 
@@ -88,6 +89,107 @@ TEST(ModelConfig, SyntheticFamilies) {
     EXPECT_EQ(mw.layers[0].bq.size(), w.bias ? size_t(c.q_dim()) : 0u) << w.variant;
     EXPECT_EQ(mw.layers[1].k_norm.size(), w.qk_norm ? size_t(c.head_dim) : 0u) << w.variant;
   }
+}
+
+// Copies `in` to `out` with extra f32 1-D tensors and metadata (LongRoPE factors, ...).
+void add_to_gguf(const std::string& in, const std::string& out,
+                 const std::vector<std::pair<std::string, std::vector<float>>>& tensors,
+                 const std::vector<std::pair<std::string, GgufValue>>& meta) {
+  auto f = GgufFile::open(in);
+  ASSERT_TRUE(f.ok()) << f.message();
+  GgufWriter w;
+  for (const auto& [k, v] : f->metadata()) w.set(k, v);
+  for (const auto& [k, v] : meta) w.set(k, v);
+  for (const GgufTensorInfo& t : f->tensors()) {
+    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+    ASSERT_TRUE(w.add_tensor(t.name, t.type, ne, static_cast<const void*>(t.data)).ok());
+  }
+  for (const auto& [name, v] : tensors) {
+    ASSERT_TRUE(
+        w.add_tensor(name, GgmlType::F32, {int64_t(v.size())}, static_cast<const void*>(v.data()))
+            .ok());
+  }
+  const Status st = w.write(out);
+  ASSERT_TRUE(st.ok()) << st.message();
+}
+
+// Phi-3 LongRoPE: the short factors up to rope.scaling.original_context_length, the long ones
+// beyond it; rope.scaling.attn_factor scales the scores by its square; one factor tensor alone
+// is refused.
+TEST(ModelConfig, Phi3LongRopeFactorsFollowTheContext) {
+  test::TempDir dir;
+  const std::string base = dir.path("phi3.gguf"), lr = dir.path("phi3-longrope.gguf");
+  test::write_synthetic_model("tiny-phi3", FileType::MOSTLY_F16, base);
+  const std::vector<float> short_f(32, 1.5f), long_f(32, 4.0f);
+  add_to_gguf(base, lr,
+              {{"rope_factors_short.weight", short_f}, {"rope_factors_long.weight", long_f}},
+              {{"phi3.rope.scaling.original_context_length", GgufValue(uint32_t(128))},
+               {"phi3.rope.scaling.attn_factor", GgufValue(1.25f)}});
+  auto short_ctx = Model::load(lr, {.n_ctx = 128});
+  ASSERT_TRUE(short_ctx.ok()) << short_ctx.message();
+  EXPECT_EQ(short_ctx->config().rope_factors_tensor, "rope_factors_short.weight");
+  EXPECT_EQ(short_ctx->weights().rope_freqs, short_f);
+  EXPECT_FLOAT_EQ(short_ctx->config().attention_scale(), 1.25f * 1.25f / 8.0f);  // head_dim 64
+  auto long_ctx = Model::load(lr, {.n_ctx = 512});
+  ASSERT_TRUE(long_ctx.ok()) << long_ctx.message();
+  EXPECT_EQ(long_ctx->config().rope_factors_tensor, "rope_factors_long.weight");
+  EXPECT_EQ(long_ctx->weights().rope_freqs, long_f);
+
+  const std::string one = dir.path("phi3-one.gguf");
+  add_to_gguf(base, one, {{"rope_factors_long.weight", long_f}}, {});
+  auto refused = Model::load(one);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("LongRoPE needs both"), std::string::npos) << refused.message();
+}
+
+// The new families' configuration from their synthetic models.
+TEST(ModelConfig, WindowsSoftCapsAndExperts) {
+  test::TempDir dir;
+  auto load = [&](const char* variant) {
+    const std::string path = dir.path(std::string(variant) + ".gguf");
+    test::write_synthetic_model(variant, FileType::MOSTLY_Q8_0, path);
+    auto m = Model::load(path);
+    EXPECT_TRUE(m.ok()) << m.message();
+    return m;
+  };
+  auto g2 = load("tiny-gemma2");
+  ASSERT_TRUE(g2.ok());
+  EXPECT_EQ(g2->config().arch, Arch::kGemma2);
+  EXPECT_EQ(g2->config().layer_window(0), 5);
+  EXPECT_EQ(g2->config().layer_window(1), 0);
+  EXPECT_FALSE(g2->config().all_windowed());
+  EXPECT_FLOAT_EQ(g2->config().final_softcap, 0.5f);
+  EXPECT_EQ(g2->weights().layers[1].ffn_post_norm.size(), size_t(g2->config().n_embd));
+
+  auto mix = load("tiny-mixtral");
+  ASSERT_TRUE(mix.ok());
+  const ModelConfig& mc = mix->config();
+  EXPECT_EQ(mc.arch, Arch::kLlama);
+  EXPECT_EQ(mc.n_expert, 4);
+  EXPECT_EQ(mc.n_expert_used, 2);
+  EXPECT_EQ(mc.n_ff_exp, 128);
+  EXPECT_TRUE(mc.moe_norm_topk);
+  const MoeWeights& m0 = mix->weights().layers[0].moe;
+  ASSERT_EQ(m0.gate.size(), 4u);
+  EXPECT_EQ(m0.router.type, GgmlType::F32);  // routers are never quantized
+  EXPECT_EQ(m0.gate[0].n_rows, 128);
+  EXPECT_EQ(static_cast<const uint8_t*>(m0.down[1].data),
+            static_cast<const uint8_t*>(m0.down[0].data) +
+                row_size(m0.down[0].type, m0.down[0].n_cols) * size_t(mc.n_embd));
+  EXPECT_FALSE(m0.has_shared());
+
+  auto q2 = load("tiny-qwen2moe");
+  ASSERT_TRUE(q2.ok());
+  EXPECT_EQ(q2->config().arch, Arch::kQwen2Moe);
+  EXPECT_FALSE(q2->config().moe_norm_topk);
+  EXPECT_EQ(q2->config().n_ff_shexp, 256);
+  EXPECT_TRUE(q2->weights().layers[0].moe.has_shared());
+  EXPECT_EQ(q2->weights().layers[0].moe.sh_gate_inp.n_rows, 1);
+  auto q3 = load("tiny-qwen3moe");
+  ASSERT_TRUE(q3.ok());
+  EXPECT_EQ(q3->config().arch, Arch::kQwen3Moe);
+  EXPECT_TRUE(q3->config().qk_norm);
+  EXPECT_EQ(q3->config().n_expert_used, 3);
 }
 
 }  // namespace
