@@ -182,6 +182,8 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
   const StepCostModel model_cost = make_step_cost_model(model, r, KvType::kF16);
   const double wbytes = model_cost.model.stored_weight_bytes;
   const double params = model_cost.model.n_params;
+  // Multiply-adds per token: every parameter of a dense model, the active ones of an MoE.
+  const double active_params = model_cost.model.n_params_active;
   const ModelWeights& mw = model.weights();
   const GgmlType wtype = mw.layers.empty() ? GgmlType::F32
                          : c.is_moe()      ? mw.layers[0].moe.gate[0].type
@@ -272,7 +274,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
       pr.gbps = pr.tps.mean * pr.bytes_per_token / 1e9;
       pr.mbu = pr.gbps / bw;
       probed.set(pr);
-      const double flops = 2.0 * params * p + 2.0 * c.n_layer * double(p) * p * c.q_dim();
+      const double flops = 2.0 * active_params * p + 2.0 * c.n_layer * double(p) * p * c.q_dim();
       pr.mfu = flops / (p / pr.tps.mean) / 1e9 / (peak * share);
       pr.roofline = pred_p / meas_p;
       rows.push_back(pr);

@@ -93,7 +93,15 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
   e->repack(options);
   e->rope_inv_freq_.resize(size_t(c.n_rot / 2));
   const std::vector<float>& ff = model.weights().rope_freqs;
-  rope_inv_freq(c.rope_params(ff.empty() ? nullptr : ff.data()), e->rope_inv_freq_.data());
+  const float* factors = ff.empty() ? nullptr : ff.data();
+  rope_inv_freq(c.rope_params(factors), e->rope_inv_freq_.data());
+  if (c.rope_theta_swa > 0) {
+    // The windowed layers' own RoPE (gemma3): the params of a windowed layer.
+    int swa_layer = 0;
+    while (swa_layer < c.n_layer && !c.layer_uses_swa_rope(swa_layer)) ++swa_layer;
+    e->rope_inv_freq_swa_.resize(size_t(c.n_rot / 2));
+    rope_inv_freq(c.layer_rope_params(swa_layer, factors), e->rope_inv_freq_swa_.data());
+  }
   return e;
 }
 
@@ -283,7 +291,8 @@ class CpuExecutor::Ops final : public ForwardOps {
     void* v_cache = e_.kv_->v(layer);
     const KvType kv_type = e_.kv_->shape().type;
     const KvLayout layout{e_.block_size(), c.n_kv_head, c.head_dim};
-    const float* inv_freq = e_.rope_inv_freq_.data();
+    const float* inv_freq =
+        c.layer_uses_swa_rope(layer) ? e_.rope_inv_freq_swa_.data() : e_.rope_inv_freq_.data();
     e_.pool_.parallel_for(q.rows, token_grain(qd + 2 * kvd), [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         float* qt = q.data + t * qd;

@@ -95,7 +95,8 @@ class CpuExecutor final : public Executor {
   const Model& model_;
   ThreadPool pool_;
   std::unique_ptr<KvCacheStorage> kv_;
-  std::vector<float> rope_inv_freq_;  // [n_rot / 2]
+  std::vector<float> rope_inv_freq_;      // [n_rot / 2]
+  std::vector<float> rope_inv_freq_swa_;  // [n_rot / 2] windowed layers' (rope_theta_swa > 0)
   MatmulIsa isa_ = MatmulIsa::kAuto;
   // Weights repacked at load for the AVX-512 kernels (kernels/packed.h), by GGUF data pointer.
   StreamedBuffer packed_mem_;  // every packed matrix (declared first: outlives packed_)

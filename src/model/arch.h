@@ -32,6 +32,7 @@ const ArchFamily& qwen2_family();
 const ArchFamily& qwen3_family();
 const ArchFamily& gemma_family();
 const ArchFamily& gemma2_family();
+const ArchFamily& gemma3_family();
 const ArchFamily& phi3_family();
 const ArchFamily& qwen2moe_family();
 const ArchFamily& qwen3moe_family();

@@ -1,4 +1,4 @@
-// Gemma and Gemma 2.
+// Gemma, Gemma 2 and Gemma 3 (text).
 //
 // Gemma (general.architecture = "gemma"): the llama block with the token embeddings scaled by
 // sqrt(n_embd), a GELU-gated FFN (tanh approximation), NeoX-style RoPE, head_dim from
@@ -13,6 +13,12 @@
 // layers, the odd ones global. The query scale is HF's query_pre_attn_scalar, which the GGUF
 // does not carry: llama.cpp derives it from the layer count (26 or 42 layers, 2B / 9B:
 // 1 / sqrt(head_dim); 46, 27B: 1 / sqrt(n_embd / n_head)); so does this.
+//
+// Gemma 3 ("gemma3", the text model): Gemma 2's block without soft-capping, plus per-head RMSNorm
+// of q and k (attn_q_norm / attn_k_norm, stored as 1 + w); 5 windowed layers to 1 global (layer
+// il global when il % 6 == 5), the windowed layers rotating with base 10000 and no scaling, the
+// global ones with rope.freq_base (1e6) and the file's linear scaling (8 in 4B and up); query
+// scale 1 / sqrt(head_dim), 1 / sqrt(n_embd / n_head) for the 62-layer 27B (as llama.cpp).
 #include <cmath>
 #include <utility>
 
@@ -57,7 +63,29 @@ Status configure_gemma2(const GgufFile& f, ModelConfig& c) {
   return {};
 }
 
+constexpr std::string_view kNames3[] = {"gemma3"};
+
+Status configure_gemma3(const GgufFile& f, ModelConfig& c) {
+  SLUICE_RETURN_IF_ERROR(configure_gemma(f, c));
+  c.post_norms = true;
+  c.qk_norm = true;
+  if (c.sliding_window <= 0) {
+    return make_error("'", f.path(), "': ", c.arch_name,
+                      ".attention.sliding_window is missing or 0");
+  }
+  c.swa_period = 6;
+  c.rope_theta_swa = 10000.0f;
+  c.rope_freq_scale_swa = 1.0f;
+  if (c.n_layer == 62) c.attn_scale = float(1.0 / std::sqrt(double(c.n_embd / c.n_head)));
+  return {};
+}
+
 }  // namespace
+
+const ArchFamily& gemma3_family() {
+  static const ArchFamily f{Arch::kGemma3, kNames3, configure_gemma3, llama_forward};
+  return f;
+}
 
 const ArchFamily& gemma2_family() {
   static const ArchFamily f{Arch::kGemma2, kNames2, configure_gemma2, llama_forward};

@@ -14,7 +14,7 @@
 
 namespace sluice {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma, kGemma2, kPhi3, kQwen2Moe, kQwen3Moe };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma, kGemma2, kGemma3, kPhi3, kQwen2Moe, kQwen3Moe };
 
 struct ModelConfig {
   std::string arch_name;  // general.architecture
@@ -62,6 +62,10 @@ struct ModelConfig {
   float final_softcap = 0;        // the same on the logits (gemma2)
   float attn_scale = 0;           // score scale; 0: 1 / sqrt(head_dim)
   float rope_attn_factor = 1.0f;  // LongRoPE magnitude scaling of q and k (phi3)
+  // RoPE of the windowed layers when it differs (gemma3: base 10000, no scaling, while the
+  // global layers use rope.freq_base 1e6 and the file's scaling); 0: as the others.
+  float rope_theta_swa = 0;
+  float rope_freq_scale_swa = 1.0f;
 
   // The sliding window of layer il (0: none).
   int layer_window(int il) const {
@@ -102,6 +106,17 @@ struct ModelConfig {
     p.freq_factors = freq_factors;
     return p;
   }
+  // Whether layer il rotates with the windowed layers' own RoPE (rope_theta_swa).
+  bool layer_uses_swa_rope(int il) const { return rope_theta_swa > 0 && layer_window(il) > 0; }
+  // The RoPE of layer il.
+  RopeParams layer_rope_params(int il, const float* freq_factors) const {
+    RopeParams p = rope_params(freq_factors);
+    if (layer_uses_swa_rope(il)) {
+      p.theta_base = rope_theta_swa;
+      p.freq_scale = rope_freq_scale_swa;
+    }
+    return p;
+  }
 };
 
 struct ModelOptions {
@@ -115,7 +130,7 @@ struct ModelOptions {
 // 0 until weights are bound. Errors name the file and the key.
 Result<ModelConfig> read_model_config(const GgufFile& file, const ModelOptions& options);
 
-// "llama, qwen2, qwen3, gemma, gemma2, phi3, qwen2moe, qwen3moe"
+// "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, qwen2moe, qwen3moe"
 std::string supported_architectures();
 
 }  // namespace sluice

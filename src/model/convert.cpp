@@ -131,7 +131,7 @@ std::vector<SynthTensor> synth_tensors(const ModelPreset& p) {
       t.push_back({b + "attn_k_norm.weight", {hd}, Init::kOnes});
     }
     t.push_back({b + "attn_output.weight", {q, p.n_embd}});
-    const bool post_norms = p.arch == "gemma2";
+    const bool post_norms = p.arch == "gemma2" || p.arch == "gemma3";
     if (post_norms) t.push_back({b + "post_attention_norm.weight", {p.n_embd}, Init::kOnes});
     t.push_back({b + "ffn_norm.weight", {p.n_embd}, Init::kOnes});
     if (post_norms) t.push_back({b + "post_ffw_norm.weight", {p.n_embd}, Init::kOnes});

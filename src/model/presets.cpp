@@ -120,6 +120,25 @@ const std::vector<ModelPreset>& model_presets() {
       p.push_back(m);
     }
     {
+      ModelPreset m;  // google/gemma-3-1b-pt: q/k norms, window 512 on 5 of every 6 layers
+      m.name = "gemma-3-1b";
+      m.arch = "gemma3";
+      m.n_layer = 26;
+      m.n_embd = 1152;
+      m.n_ff = 6912;
+      m.n_head = 4;
+      m.n_kv_head = 1;
+      m.head_dim = 256;
+      m.n_vocab = 262144;
+      m.n_ctx = 32768;
+      m.rope_theta = 1000000.0f;
+      m.rms_eps = 1e-6f;
+      m.tied_embeddings = true;
+      m.qk_norm = true;
+      m.sliding_window = 512;
+      p.push_back(m);
+    }
+    {
       ModelPreset m;  // microsoft/Phi-3-mini-4k-instruct: fused qkv / gate_up, window 2047
       m.name = "phi-3-mini";
       m.arch = "phi3";

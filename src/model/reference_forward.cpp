@@ -46,11 +46,14 @@ void rms_norm(double* x, int64_t n, const std::vector<float>& w, double eps) {
 }
 
 // Rotates one head at position `pos` (see kernels/ops.h for the conventions).
-void rope(double* v, const ModelConfig& c, const std::vector<float>& freq_factors, int pos) {
+void rope(double* v, const ModelConfig& c, const std::vector<float>& freq_factors, int pos,
+          int layer) {
+  const bool swa = c.layer_uses_swa_rope(layer);
+  const double base = swa ? c.rope_theta_swa : c.rope_theta;
+  const double scale = swa ? c.rope_freq_scale_swa : c.rope_freq_scale;
   for (int i = 0; i < c.n_rot / 2; ++i) {
     const double ff = freq_factors.empty() ? 1.0 : double(freq_factors[size_t(i)]);
-    const double theta = double(pos) * double(c.rope_freq_scale) /
-                         (std::pow(double(c.rope_theta), 2.0 * i / c.n_rot) * ff);
+    const double theta = double(pos) * scale / (std::pow(base, 2.0 * i / c.n_rot) * ff);
     const int a = c.rope_style == RopeStyle::kNormal ? 2 * i : i;
     const int b = c.rope_style == RopeStyle::kNormal ? 2 * i + 1 : i + c.n_rot / 2;
     const double x0 = v[a], x1 = v[b];
@@ -185,11 +188,11 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
     std::vector<double> v = matvec(l.wv, xn, kvd, lw.bv);
     for (int h = 0; h < c.n_head; ++h) {
       if (c.qk_norm) rms_norm(q.data() + h * hd, hd, lw.q_norm, eps);
-      rope(q.data() + h * hd, c, mw.rope_freqs, pos);
+      rope(q.data() + h * hd, c, mw.rope_freqs, pos, int(il));
     }
     for (int h = 0; h < c.n_kv_head; ++h) {
       if (c.qk_norm) rms_norm(k.data() + h * hd, hd, lw.k_norm, eps);
-      rope(k.data() + h * hd, c, mw.rope_freqs, pos);
+      rope(k.data() + h * hd, c, mw.rope_freqs, pos, int(il));
     }
     k_hist_[il].insert(k_hist_[il].end(), k.begin(), k.end());
     v_hist_[il].insert(v_hist_[il].end(), v.begin(), v.end());

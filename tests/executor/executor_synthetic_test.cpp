@@ -6,6 +6,8 @@
 // only); f16 K/V 5e-3 (measured ~1e-3: K/V rounded to 11 significant bits).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "executor/cpu_executor.h"
 #include "executor/executor_test_util.h"
 #include "model/model_test_util.h"
@@ -107,9 +109,9 @@ TEST_F(Synthetic, EveryWeightTypeMatchesReference) {
 }
 
 TEST_F(Synthetic, EveryVariantMatchesReference) {
-  for (const char* variant :
-       {"tiny-mha", "tiny-mqa", "tiny-qwen2", "tiny-qwen3", "tiny-llama3", "tiny-gemma",
-        "tiny-gemma2", "tiny-phi3", "tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe"}) {
+  for (const char* variant : {"tiny-mha", "tiny-mqa", "tiny-qwen2", "tiny-qwen3", "tiny-llama3",
+                              "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-phi3",
+                              "tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe"}) {
     for (FileType ft : {FileType::ALL_F32, FileType::MOSTLY_Q4_K_M}) {
       const std::string path = dir_.path(std::string(variant) + ".gguf");
       test::write_synthetic_model(variant, ft, path, 6);
@@ -117,7 +119,10 @@ TEST_F(Synthetic, EveryVariantMatchesReference) {
       ASSERT_TRUE(model.ok()) << model.message();
       const double e32 = compare_with_reference(*model, KvType::kF32, 4);
       EXPECT_LT(e32, 1e-4) << variant;
-      EXPECT_LT(compare_with_reference(*model, KvType::kF16, 4, MatmulIsa::kAuto), 3e-2) << variant;
+      // 8-bit activation blocks: ~1e-2 per 2 layers, growing like sqrt(layers) (6: tiny-gemma3).
+      const double simd_bound = 3e-2 * std::sqrt(model->config().n_layer / 2.0);
+      EXPECT_LT(compare_with_reference(*model, KvType::kF16, 4, MatmulIsa::kAuto), simd_bound)
+          << variant;
       std::printf("[ synth ] %-12s %-7s rel-L2 vs f64 reference: f32 KV %.1e\n", variant,
                   ft == FileType::ALL_F32 ? "F32" : "Q4_K_M", e32);
     }

@@ -161,6 +161,22 @@ TEST(ModelConfig, WindowsSoftCapsAndExperts) {
   EXPECT_FLOAT_EQ(g2->config().final_softcap, 0.5f);
   EXPECT_EQ(g2->weights().layers[1].ffn_post_norm.size(), size_t(g2->config().n_embd));
 
+  auto g3 = load("tiny-gemma3");
+  ASSERT_TRUE(g3.ok());
+  const ModelConfig& c3 = g3->config();
+  EXPECT_EQ(c3.arch, Arch::kGemma3);
+  EXPECT_TRUE(c3.qk_norm);
+  EXPECT_TRUE(c3.post_norms);
+  for (int il = 0; il < 5; ++il) {
+    EXPECT_EQ(c3.layer_window(il), 5) << il;
+    EXPECT_TRUE(c3.layer_uses_swa_rope(il)) << il;
+    EXPECT_FLOAT_EQ(c3.layer_rope_params(il, nullptr).theta_base, 10000.0f);
+  }
+  EXPECT_EQ(c3.layer_window(5), 0);
+  EXPECT_FALSE(c3.layer_uses_swa_rope(5));
+  EXPECT_FLOAT_EQ(c3.layer_rope_params(5, nullptr).theta_base, 1000000.0f);
+  EXPECT_EQ(c3.attn_softcap, 0.0f);
+
   auto mix = load("tiny-mixtral");
   ASSERT_TRUE(mix.ok());
   const ModelConfig& mc = mix->config();

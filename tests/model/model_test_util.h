@@ -55,6 +55,17 @@ inline ModelPreset tiny_preset(const std::string& variant) {
     p.attn_softcap = 0.05f;  // the random weights' scores are ~0.1: a cap that bites
     p.final_softcap = 0.5f;
   }
+  if (variant == "tiny-gemma3") {
+    // q/k norms, post-norms, windowed layers 0-4 (base 10000) and global layer 5 (base 1e6,
+    // linear scaling 1/8 through the file's rope scaling is not synthesized: base only).
+    p.arch = "gemma3";
+    p.n_layer = 6;
+    p.qk_norm = true;
+    p.tied_embeddings = true;
+    p.rms_eps = 1e-6f;
+    p.rope_theta = 1000000.0f;
+    p.sliding_window = 5;
+  }
   if (variant == "tiny-phi3") {
     p.arch = "phi3";  // fused qkv and gate_up, a window of 4 on every layer
     p.sliding_window = 4;
