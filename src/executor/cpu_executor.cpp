@@ -14,6 +14,13 @@
 
 namespace sluice {
 
+// One expert FFN's buffers (a thread's, when experts run in parallel).
+struct MoeThread {
+  std::vector<float> x, g, u, y;  // gathered rows, gate, up, result
+  ActBuffer xq;                   // x as 8-bit blocks
+  MatmulWorkspace ws;             // the matmuls' own conversions
+};
+
 // Activations of one step. Grown to the largest batch seen, never shrunk: a decode step after
 // warm-up allocates nothing.
 struct CpuExecutor::Scratch {
@@ -27,9 +34,10 @@ struct CpuExecutor::Scratch {
   // Mixture of experts: router logits [T, n_expert], each token's chosen experts and weights
   // [T, n_used], the tokens routed to each expert (by expert, offsets in moe_at), and the
   // gathered rows of one expert and its results.
-  std::vector<float> moe_logits, moe_weight, moe_x, moe_g, moe_u, moe_y, moe_shgate;
-  std::vector<int32_t> moe_sel, moe_at, moe_tok, moe_slot, moe_sel_next;
-  ActBuffer moe_xq;
+  std::vector<float> moe_logits, moe_weight, moe_slot_y, moe_shgate;
+  std::vector<int32_t> moe_sel, moe_at, moe_slot, moe_sel_next;
+  std::vector<int> moe_active;         // experts with rows this layer
+  std::vector<MoeThread> moe_threads;  // per pool thread: one expert's buffers
 
   static void fit(std::vector<float>& v, int64_t n) {
     if (int64_t(v.size()) < n) v.resize(size_t(n));
@@ -211,13 +219,18 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
 
 void CpuExecutor::matmul_w(const WeightMatrix& w, const float* x, int64_t n, float* y,
                            const QuantizedActs* xq) {
+  matmul_on(w, x, n, y, xq, &pool_, s_->mm_ws);
+}
+
+void CpuExecutor::matmul_on(const WeightMatrix& w, const float* x, int64_t n, float* y,
+                            const QuantizedActs* xq, ThreadPool* pool, MatmulWorkspace& ws) {
   MatmulParams p = mm(isa_, w, x, n, y, xq);
-  p.ws = &s_->mm_ws;
+  p.ws = &ws;
   if (!packed_.empty()) {
     const auto it = packed_.find(w.data);
     if (it != packed_.end()) p.packed = &it->second;
   }
-  matmul(p, &pool_);
+  matmul(p, pool);
 }
 
 // The forward pass's operations (model/forward.h) over this executor's pool, kernels, packed
@@ -348,7 +361,6 @@ class CpuExecutor::Ops final : public ForwardOps {
   void moe(const MoeWeights& w, Act xn, Act out) override {
     const int64_t T = xn.rows, d = xn.cols;
     const int E = int(w.gate.size()), K = w.n_used;
-    const int64_t ff = w.gate[0].n_rows;
     // Router: softmax over the experts' logits, the K largest (lowest index first on a tie).
     Scratch::fit(s_.moe_logits, T * E);
     e_.matmul_w(w.router, xn.data, T, s_.moe_logits.data());
@@ -362,42 +374,53 @@ class CpuExecutor::Ops final : public ForwardOps {
     s_.moe_at.assign(size_t(E + 1), 0);
     for (int32_t e : s_.moe_sel) ++s_.moe_at[size_t(e) + 1];
     for (int e = 0; e < E; ++e) s_.moe_at[size_t(e) + 1] += s_.moe_at[size_t(e)];
-    s_.moe_tok.resize(size_t(T * K));
     s_.moe_slot.resize(size_t(T * K));
-    {
-      std::vector<int32_t>& next = s_.moe_sel_next;
-      next.assign(s_.moe_at.begin(), s_.moe_at.end() - 1);
-      for (int64_t i = 0; i < T * K; ++i) {
-        const int32_t at = next[size_t(s_.moe_sel[size_t(i)])]++;
-        s_.moe_tok[size_t(at)] = int32_t(i / K);
-        s_.moe_slot[size_t(at)] = int32_t(i);
-      }
+    s_.moe_sel_next.assign(s_.moe_at.begin(), s_.moe_at.end() - 1);
+    for (int64_t i = 0; i < T * K; ++i) {
+      s_.moe_slot[size_t(s_.moe_sel_next[size_t(s_.moe_sel[size_t(i)])]++)] = int32_t(i);
     }
-    std::fill(out.data, out.data + T * d, 0.0f);
-    // Each expert with tokens: its rows gathered, gate and up over them (one quantized copy),
-    // SwiGLU, down, then scattered into out with the token's weight. Experts in index order, so
-    // a token's sum does not depend on the others in the batch.
+    s_.moe_active.clear();
     for (int e = 0; e < E; ++e) {
-      const int32_t a0 = s_.moe_at[size_t(e)], n = s_.moe_at[size_t(e) + 1] - a0;
-      if (n == 0) continue;
-      ++e_.moe_expert_reads_;
-      Scratch::fit(s_.moe_x, int64_t(n) * d);
-      for (int32_t i = 0; i < n; ++i) {
-        const float* src = xn.data + int64_t(s_.moe_tok[size_t(a0 + i)]) * d;
-        std::copy(src, src + d, s_.moe_x.data() + int64_t(i) * d);
-      }
-      expert_ffn(w.gate[size_t(e)], w.up[size_t(e)], w.down[size_t(e)], s_.moe_x.data(), n, d, ff);
-      for (int32_t i = 0; i < n; ++i) {
-        const int32_t slot = s_.moe_slot[size_t(a0 + i)];
-        const float wt = s_.moe_weight[size_t(slot)];
-        float* dst = out.data + int64_t(slot / K) * d;
-        const float* y = s_.moe_y.data() + int64_t(i) * d;
+      if (s_.moe_at[size_t(e) + 1] > s_.moe_at[size_t(e)]) s_.moe_active.push_back(e);
+    }
+    e_.moe_expert_reads_ += int64_t(s_.moe_active.size());
+    // Each chosen expert once over its rows, results by (token, k) slot. With at least as many
+    // experts as threads, whole experts go to threads (one pool dispatch a layer instead of
+    // several per expert); else each expert's matmuls split over the pool. A row's result is
+    // the same either way (matmul rows do not depend on the split).
+    Scratch::fit(s_.moe_slot_y, T * K * d);
+    const int nt = e_.pool_.n_threads();
+    if (s_.moe_threads.size() < size_t(nt)) s_.moe_threads.resize(size_t(nt));
+    const auto n_active = int64_t(s_.moe_active.size());
+    if (nt > 1 && n_active >= nt) {
+      e_.pool_.parallel_for_indexed(n_active, 1, [&](int th, int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          run_expert(w, s_.moe_active[size_t(i)], xn, s_.moe_threads[size_t(th)], nullptr);
+        }
+      });
+    } else {
+      for (int e : s_.moe_active) run_expert(w, e, xn, s_.moe_threads[0], &e_.pool_);
+    }
+    // out[t] = sum of the token's experts' results times their weights, in expert order.
+    for (int64_t t = 0; t < T; ++t) {
+      int32_t order[64];
+      const int k_used = std::min(K, 64);
+      for (int k = 0; k < k_used; ++k) order[k] = int32_t(t * K + k);
+      std::sort(order, order + k_used, [&](int32_t a, int32_t b) {
+        return s_.moe_sel[size_t(a)] < s_.moe_sel[size_t(b)];
+      });
+      float* dst = out.data + t * d;
+      std::fill(dst, dst + d, 0.0f);
+      for (int k = 0; k < k_used; ++k) {
+        const float wt = s_.moe_weight[size_t(order[k])];
+        const float* y = s_.moe_slot_y.data() + int64_t(order[k]) * d;
         for (int64_t j = 0; j < d; ++j) dst[j] += wt * y[j];
       }
     }
     if (!w.has_shared()) return;
     // The shared expert over every row, times sigmoid(gate_inp . x) when it has that gate.
-    expert_ffn(w.sh_gate, w.sh_up, w.sh_down, xn.data, T, d, w.sh_gate.n_rows);
+    MoeThread& ts = s_.moe_threads[0];
+    expert_ffn(w.sh_gate, w.sh_up, w.sh_down, xn.data, T, d, ts, &e_.pool_);
     const bool gated = w.sh_gate_inp.data != nullptr;
     if (gated) {
       Scratch::fit(s_.moe_shgate, T);
@@ -405,7 +428,7 @@ class CpuExecutor::Ops final : public ForwardOps {
     }
     for (int64_t t = 0; t < T; ++t) {
       const float g = gated ? 1.0f / (1.0f + std::exp(-s_.moe_shgate[size_t(t)])) : 1.0f;
-      const float* y = s_.moe_y.data() + t * d;
+      const float* y = ts.y.data() + t * d;
       float* dst = out.data + t * d;
       for (int64_t j = 0; j < d; ++j) dst[j] += g * y[j];
     }
@@ -476,28 +499,51 @@ class CpuExecutor::Ops final : public ForwardOps {
   Logits& out_;
   const float* prepared_for_ = nullptr;  // the norm output s_.xq_view quantizes
 
-  // One SwiGLU FFN over n rows of x [n, d] into s_.moe_y [n, d]: gate and up share one 8-bit
-  // copy of x when their type takes 8-bit activations.
+  // Expert e over the rows routed to it: gathered into ts.x, its FFN, each result row into its
+  // (token, k) slot of s_.moe_slot_y.
+  void run_expert(const MoeWeights& w, int e, Act xn, MoeThread& ts, ThreadPool* pool) {
+    const int64_t d = xn.cols;
+    const int32_t a0 = s_.moe_at[size_t(e)], n = s_.moe_at[size_t(e) + 1] - a0;
+    const int K = w.n_used;
+    Scratch::fit(ts.x, int64_t(n) * d);
+    for (int32_t i = 0; i < n; ++i) {
+      const float* src = xn.data + int64_t(s_.moe_slot[size_t(a0 + i)] / K) * d;
+      std::copy(src, src + d, ts.x.data() + int64_t(i) * d);
+    }
+    expert_ffn(w.gate[size_t(e)], w.up[size_t(e)], w.down[size_t(e)], ts.x.data(), n, d, ts, pool);
+    for (int32_t i = 0; i < n; ++i) {
+      const float* y = ts.y.data() + int64_t(i) * d;
+      std::copy(y, y + d, s_.moe_slot_y.data() + int64_t(s_.moe_slot[size_t(a0 + i)]) * d);
+    }
+  }
+
+  // One SwiGLU FFN over n rows of x [n, d] into ts.y [n, d], over `pool` (null: this thread):
+  // gate and up share one 8-bit copy of x when their type takes 8-bit activations.
   void expert_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
-                  const float* x, int64_t n, int64_t d, int64_t ff) {
-    Scratch::fit(s_.moe_g, n * ff);
-    Scratch::fit(s_.moe_u, n * ff);
-    Scratch::fit(s_.moe_y, n * d);
+                  const float* x, int64_t n, int64_t d, MoeThread& ts, ThreadPool* pool) {
+    const int64_t ff = gate.n_rows;
+    Scratch::fit(ts.g, n * ff);
+    Scratch::fit(ts.u, n * ff);
+    Scratch::fit(ts.y, n * d);
     const MatmulIsa isa = e_.isa_ == MatmulIsa::kAuto ? matmul_isa_best() : e_.isa_;
     const bool int8 = isa != MatmulIsa::kScalar && d % kActBlock == 0 &&
                       matmul_uses_int8_acts(gate.type) && matmul_uses_int8_acts(up.type);
     QuantizedActs xq;
     if (int8) {
-      s_.moe_xq.resize(n, d);
-      e_.pool_.parallel_for(n, token_grain(d), [&](int64_t r0, int64_t r1) {
-        quantize_acts_rows(x, r0, r1, s_.moe_xq, isa);
-      });
-      xq = s_.moe_xq.view();
+      ts.xq.resize(n, d);
+      if (pool) {
+        pool->parallel_for(n, token_grain(d), [&](int64_t r0, int64_t r1) {
+          quantize_acts_rows(x, r0, r1, ts.xq, isa);
+        });
+      } else {
+        quantize_acts_rows(x, 0, n, ts.xq, isa);
+      }
+      xq = ts.xq.view();
     }
-    e_.matmul_w(gate, x, n, s_.moe_g.data(), int8 ? &xq : nullptr);
-    e_.matmul_w(up, x, n, s_.moe_u.data(), int8 ? &xq : nullptr);
-    sluice::swiglu(s_.moe_g.data(), s_.moe_u.data(), s_.moe_g.data(), n * ff);
-    e_.matmul_w(down, s_.moe_g.data(), n, s_.moe_y.data());
+    e_.matmul_on(gate, x, n, ts.g.data(), int8 ? &xq : nullptr, pool, ts.ws);
+    e_.matmul_on(up, x, n, ts.u.data(), int8 ? &xq : nullptr, pool, ts.ws);
+    sluice::swiglu(ts.g.data(), ts.u.data(), ts.g.data(), n * ff);
+    e_.matmul_on(down, ts.g.data(), n, ts.y.data(), nullptr, pool, ts.ws);
   }
 
   // Softmax over one token's E router logits, then its K largest probabilities (lowest index

@@ -30,6 +30,7 @@
 #include "executor/batch.h"
 #include "executor/executor.h"
 #include "executor/kv_cache.h"
+#include "kernels/matmul.h"
 #include "kernels/matmul_isa.h"
 #include "kernels/packed.h"
 #include "model/model.h"
@@ -91,6 +92,9 @@ class CpuExecutor final : public Executor {
   // y = x W^T through the packed copy of W when there is one.
   void matmul_w(const WeightMatrix& w, const float* x, int64_t n, float* y,
                 const QuantizedActs* xq = nullptr);
+  // The same over `pool` (null: the calling thread) with workspace `ws`.
+  void matmul_on(const WeightMatrix& w, const float* x, int64_t n, float* y,
+                 const QuantizedActs* xq, ThreadPool* pool, MatmulWorkspace& ws);
 
   const Model& model_;
   ThreadPool pool_;

@@ -21,8 +21,10 @@ struct RaggedSpec {
 
 // Sequence i joins at step i; each step gives every active sequence its next prompt chunk or
 // one decode token. Decode tokens are fixed in advance, so both runs feed the same tokens.
-void check_ragged(const Model& model, const RaggedSpec& spec, KvType kv_type, uint32_t seed) {
+void check_ragged(const Model& model, const RaggedSpec& spec, KvType kv_type, uint32_t seed,
+                  int n_threads = 0) {
   CpuExecutorOptions opts;
+  opts.n_threads = n_threads;
   opts.block_size = 16;
   opts.n_blocks = 256;
   opts.kv_type = kv_type;
@@ -173,6 +175,9 @@ TEST(Ragged, MixtureOfExpertsModels) {
       spec.n_decode = 5;
       spec.chunk = 7;
       check_ragged(*model, spec, KvType::kF16, 15);
+      // 3 threads: a lone decode's 2-3 experts split each matmul over the pool, a batch's many
+      // experts go to threads whole; the rows must agree bit for bit.
+      check_ragged(*model, spec, KvType::kF16, 15, 3);
     }
   }
 }
