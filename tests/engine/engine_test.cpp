@@ -531,50 +531,58 @@ class KeepAllBlocks final : public Executor {
   Executor& e_;
 };
 
-// A model windowed on every layer (tiny-phi3, window 4, blocks of 4): the engine releases each
-// sequence's blocks older than the window while it runs, so 12 requests of up to 70 tokens run in
-// 24 blocks; with shared prefixes, chunked prefill and preemption every output equals the
+// Models windowed on every layer (tiny-phi3: window 4, tiny-mistral: 6; blocks of 4): the
+// engine releases each sequence's blocks older than the window while it runs. A mixture of
+// experts (tiny-mixtral) keeps every block. With shared prefixes (prefix-cache hits), chunked
+// prefill and preemption (24 blocks for 12 requests of up to 94 tokens) every output equals the
 // request alone with every block kept.
 TEST(EngineSlidingWindow, ReleasedBlocksChangeNoOutput) {
   test::TempDir dir;
-  const std::string path = dir.path("tiny-phi3.gguf");
-  test::write_synthetic_model("tiny-phi3", FileType::MOSTLY_Q8_0, path);
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<GenerationParams> params;
-  const std::vector<int32_t> shared = byte_tokens(24, 3);
-  for (int i = 0; i < 12; ++i) {
-    std::vector<int32_t> p = byte_tokens(10 + 4 * i, 100 + uint32_t(i));
-    if (i % 2 == 0) p.insert(p.begin(), shared.begin(), shared.end());
-    prompts.push_back(p);
-    params.push_back(greedy(16));
-  }
-  auto big = load(path, 256, 512, 4);
-  ASSERT_TRUE(big);
-  ASSERT_EQ(big->executor->capacity().kv_window, 4);
-  std::vector<Output> reference;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    KeepAllBlocks keep(*big->executor);
-    auto engine = Engine::create(big->tokenizer, keep, {});
-    ASSERT_TRUE(engine.ok());
-    reference.push_back(run_all(**engine, {prompts[i]}, {params[i]}, {0})[0]);
-  }
-  for (int chunk : {3, 64}) {
-    auto l = load(path, 256, 24, 4);
-    ASSERT_TRUE(l);
-    EngineConfig cfg;
-    cfg.scheduler.prefill_chunk = chunk;
-    cfg.scheduler.max_batch_tokens = 96;
-    cfg.scheduler.max_seqs = 12;
-    auto engine = Engine::create(l->tokenizer, *l->executor, cfg);
-    ASSERT_TRUE(engine.ok());
-    std::vector<int> arrivals;
-    for (int i = 0; i < 12; ++i) arrivals.push_back(i % 4);
-    const auto got = run_all(**engine, prompts, params, arrivals);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_EQ(got[i].tokens, reference[i].tokens) << "request " << i << " chunk " << chunk;
+  struct Case {
+    const char* variant;
+    int window;
+  };
+  for (const Case& cs : {Case{"tiny-phi3", 4}, Case{"tiny-mistral", 6}, Case{"tiny-mixtral", 0}}) {
+    SCOPED_TRACE(cs.variant);
+    const std::string path = dir.path(std::string(cs.variant) + ".gguf");
+    test::write_synthetic_model(cs.variant, FileType::MOSTLY_Q8_0, path);
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<GenerationParams> params;
+    const std::vector<int32_t> shared = byte_tokens(24, 3);
+    for (int i = 0; i < 12; ++i) {
+      std::vector<int32_t> p = byte_tokens(10 + 4 * i, 100 + uint32_t(i));
+      if (i % 2 == 0) p.insert(p.begin(), shared.begin(), shared.end());
+      prompts.push_back(p);
+      params.push_back(greedy(16));
     }
-    EXPECT_GT((*engine)->kv().prefix_stats().hit_tokens, 0u) << "chunk " << chunk;
-    EXPECT_EQ((*engine)->kv().n_used_blocks(), 0);
+    auto big = load(path, 256, 512, 4);
+    ASSERT_TRUE(big);
+    ASSERT_EQ(big->executor->capacity().kv_window, cs.window);
+    std::vector<Output> reference;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      KeepAllBlocks keep(*big->executor);
+      auto engine = Engine::create(big->tokenizer, keep, {});
+      ASSERT_TRUE(engine.ok());
+      reference.push_back(run_all(**engine, {prompts[i]}, {params[i]}, {0})[0]);
+    }
+    for (int chunk : {3, 64}) {
+      auto l = load(path, 256, 24, 4);
+      ASSERT_TRUE(l);
+      EngineConfig cfg;
+      cfg.scheduler.prefill_chunk = chunk;
+      cfg.scheduler.max_batch_tokens = 96;
+      cfg.scheduler.max_seqs = 12;
+      auto engine = Engine::create(l->tokenizer, *l->executor, cfg);
+      ASSERT_TRUE(engine.ok());
+      std::vector<int> arrivals;
+      for (int i = 0; i < 12; ++i) arrivals.push_back(i % 4);
+      const auto got = run_all(**engine, prompts, params, arrivals);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        EXPECT_EQ(got[i].tokens, reference[i].tokens) << "request " << i << " chunk " << chunk;
+      }
+      EXPECT_GT((*engine)->kv().prefix_stats().hit_tokens, 0u) << "chunk " << chunk;
+      EXPECT_EQ((*engine)->kv().n_used_blocks(), 0);
+    }
   }
 }
 

@@ -147,7 +147,7 @@ TEST(Ragged, Qwen3AndF32Cache) {
 // window, split by key segments in decode, chunked in prefill.
 TEST(Ragged, SlidingWindowModels) {
   test::TempDir dir;
-  for (const char* variant : {"tiny-gemma2", "tiny-phi3"}) {
+  for (const char* variant : {"tiny-gemma2", "tiny-phi3", "tiny-mistral"}) {
     SCOPED_TRACE(variant);
     auto model = load_synthetic(dir, variant, FileType::MOSTLY_Q8_0);
     ASSERT_TRUE(model.ok()) << model.message();

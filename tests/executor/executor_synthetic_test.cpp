@@ -110,8 +110,8 @@ TEST_F(Synthetic, EveryWeightTypeMatchesReference) {
 
 TEST_F(Synthetic, EveryVariantMatchesReference) {
   for (const char* variant : {"tiny-mha", "tiny-mqa", "tiny-qwen2", "tiny-qwen3", "tiny-llama3",
-                              "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-phi3",
-                              "tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe"}) {
+                              "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-mistral",
+                              "tiny-phi3", "tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe"}) {
     for (FileType ft : {FileType::ALL_F32, FileType::MOSTLY_Q4_K_M}) {
       const std::string path = dir_.path(std::string(variant) + ".gguf");
       test::write_synthetic_model(variant, ft, path, 6);

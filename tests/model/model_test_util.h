@@ -66,6 +66,9 @@ inline ModelPreset tiny_preset(const std::string& variant) {
     p.rope_theta = 1000000.0f;
     p.sliding_window = 5;
   }
+  if (variant == "tiny-mistral") {
+    p.sliding_window = 6;  // llama with llama.attention.sliding_window: every layer windowed
+  }
   if (variant == "tiny-phi3") {
     p.arch = "phi3";  // fused qkv and gate_up, a window of 4 on every layer
     p.sliding_window = 4;
