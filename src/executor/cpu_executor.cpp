@@ -403,8 +403,8 @@ class CpuExecutor::Ops final : public ForwardOps {
     }
     // out[t] = sum of the token's experts' results times their weights, in expert order.
     for (int64_t t = 0; t < T; ++t) {
-      int32_t order[64];
-      const int k_used = std::min(K, 64);
+      int32_t order[ModelConfig::kMaxExpertsUsed];  // K <= it (config.cpp refuses more)
+      const int k_used = K;
       for (int k = 0; k < k_used; ++k) order[k] = int32_t(t * K + k);
       std::sort(order, order + k_used, [&](int32_t a, int32_t b) {
         return s_.moe_sel[size_t(a)] < s_.moe_sel[size_t(b)];

@@ -22,7 +22,9 @@
 //
 // With a sliding window W (window > 0) query i sees only the W newest of those positions,
 // [max(0, pos_i - W + 1), pos_i] with pos_i = kv_len - n_q + i; the kernels skip key tiles no
-// query of a work item sees, so a decode reads only the window of a long context.
+// query of a work item sees, so a decode reads only the window of a long context. (A 16-key
+// tile straddling the window's start may read, and mask, a few older positions: their block
+// table entries must be valid block ids, whatever those blocks now hold.)
 //
 // Scores are q.k * scale, then (softcap > 0) softcap * tanh(score / softcap) (Gemma 2), then
 // the softmax.

@@ -81,6 +81,11 @@ Status read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
     return make_error("'", f.path(), "': ", a, ".expert_used_count (", c.n_expert_used,
                       ") exceeds ", a, ".expert_count (", c.n_expert, ")");
   }
+  if (c.n_expert_used > ModelConfig::kMaxExpertsUsed) {
+    return make_error("'", f.path(), "': ", a, ".expert_used_count (", c.n_expert_used,
+                      ") is more than the ", ModelConfig::kMaxExpertsUsed,
+                      " experts per token supported");
+  }
   SLUICE_ASSIGN_OR_RETURN(c.n_ff_exp, read_count(f, a + ".expert_feed_forward_length", c.n_ff));
   SLUICE_ASSIGN_OR_RETURN(c.n_ff_shexp, read_window(f, a + ".expert_shared_feed_forward_length"));
   return {};

@@ -86,6 +86,7 @@ struct ModelConfig {
   // experts' SwiGLU FFNs (width n_ff_exp), weighted by the softmax of the router's logits
   // (renormalized over the chosen experts when moe_norm_topk), plus, with n_ff_shexp > 0, a
   // shared expert gated by sigmoid(ffn_gate_inp_shexp . x).
+  static constexpr int kMaxExpertsUsed = 64;  // per token (real models: 2 to 8)
   int n_expert = 0;
   int n_expert_used = 0;
   int n_ff_exp = 0;

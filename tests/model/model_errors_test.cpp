@@ -25,6 +25,8 @@ class ModelErrors : public ::testing::Test {
     dir_ = new test::TempDir();
     test::write_synthetic_model("tiny", FileType::ALL_F32, dir_->path("good.gguf"));
     test::write_synthetic_model("tiny-qwen2", FileType::ALL_F32, dir_->path("qwen2.gguf"));
+    test::write_synthetic_model("tiny-qwen2moe", FileType::ALL_F32, dir_->path("moe.gguf"));
+    test::write_synthetic_model("tiny-gemma2", FileType::ALL_F32, dir_->path("gemma2.gguf"));
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -148,6 +150,38 @@ TEST_F(ModelErrors, NotAFile) {
   ASSERT_FALSE(m.ok());
   EXPECT_HAS(m.message(), "failed to load model");
   EXPECT_HAS(m.message(), "nope.gguf");
+}
+
+TEST_F(ModelErrors, MoeExpertCountsAndTensors) {
+  Defect more;
+  more.meta = [](GgufWriter& w) { w.set("qwen2moe.expert_used_count", uint32_t(7)); };
+  EXPECT_HAS(load_with(more, "moe.gguf"),
+             "qwen2moe.expert_used_count (7) exceeds qwen2moe.expert_count (6)");
+  Defect none;
+  none.meta = [](GgufWriter& w) { w.set("qwen2moe.expert_count", uint32_t(0)); };
+  EXPECT_HAS(load_with(none, "moe.gguf"), "qwen2moe.expert_count is missing or 0");
+  Defect drop;
+  drop.drop_tensor = "blk.1.ffn_down_exps.weight";
+  EXPECT_HAS(load_with(drop, "moe.gguf"),
+             "required tensor 'blk.1.ffn_down_exps.weight' is missing");
+  Defect shape;  // 5 experts' slabs where the metadata says 6
+  shape.retype_tensor = "blk.0.ffn_up_exps.weight";
+  shape.new_shape = {256, 64, 5};
+  EXPECT_HAS(load_with(shape, "moe.gguf"),
+             "tensor 'blk.0.ffn_up_exps.weight' has shape [256, 64, 5], expected [256, 64, 6]");
+}
+
+TEST_F(ModelErrors, Gemma2NeedsItsWindowAndPostNorms) {
+  Defect window;
+  window.meta = [](GgufWriter& w) { w.set("gemma2.attention.sliding_window", uint32_t(0)); };
+  EXPECT_HAS(load_with(window, "gemma2.gguf"), "gemma2.attention.sliding_window is missing or 0");
+  Defect norm;
+  norm.drop_tensor = "blk.1.post_ffw_norm.weight";
+  EXPECT_HAS(load_with(norm, "gemma2.gguf"),
+             "required tensor 'blk.1.post_ffw_norm.weight' is missing");
+  Defect cap;
+  cap.meta = [](GgufWriter& w) { w.set("gemma2.attn_logit_softcapping", -1.0f); };
+  EXPECT_HAS(load_with(cap, "gemma2.gguf"), "must be a finite number >= 0");
 }
 
 }  // namespace
