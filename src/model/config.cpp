@@ -167,7 +167,7 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
   SLUICE_RETURN_IF_ERROR(read_rope_scaling(f, a, c));
   SLUICE_ASSIGN_OR_RETURN(c.rms_eps,
                           read_real(f, a + ".attention.layer_norm_rms_epsilon", 0.0, true));
-  c.tied_output = f.find_tensor("output.weight") == nullptr;
+  c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   SLUICE_ASSIGN_OR_RETURN(c.sliding_window, read_window(f, a + ".attention.sliding_window"));
   SLUICE_ASSIGN_OR_RETURN(c.rope_attn_factor,
                           read_real(f, a + ".rope.scaling.attn_factor", 1.0, false));

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/model_shape.h"
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "kernels/ops.h"
@@ -16,17 +17,13 @@ namespace sluice {
 
 enum class Arch { kLlama, kQwen2, kQwen3, kGemma, kGemma2, kGemma3, kPhi3, kQwen2Moe, kQwen3Moe };
 
-struct ModelConfig {
+// The shape part (base/model_shape.h, shared with the synth presets and the planner): n_layer,
+// n_embd, n_ff, n_head, n_kv_head, head_dim (attention.key_length, or n_embd / n_head), n_vocab
+// (rows of token_embd.weight, set when weights are bound), tied_embeddings (output.weight
+// absent: logits use token_embd.weight), n_expert, n_expert_used, n_ff_exp, n_ff_shexp.
+struct ModelConfig : ModelShape {
   std::string arch_name;  // general.architecture
   Arch arch = Arch::kLlama;
-
-  int n_layer = 0;
-  int n_embd = 0;
-  int n_ff = 0;
-  int n_head = 0;
-  int n_kv_head = 0;  // == n_head: MHA, 1: MQA, else GQA
-  int head_dim = 0;   // attention.key_length, or n_embd / n_head
-  int n_vocab = 0;    // rows of token_embd.weight (set when weights are bound)
 
   int n_ctx_train = 0;  // context_length the model was trained with
   int n_ctx = 0;        // longest sequence this instance accepts (ModelOptions::n_ctx)
@@ -45,7 +42,6 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   bool qkv_bias = false;       // attn_{q,k,v}.bias (qwen2; optional for llama)
   bool qk_norm = false;        // per-head RMSNorm of q and k before RoPE (qwen3)
-  bool tied_output = false;    // output.weight absent: logits use token_embd.weight
   float embd_scale = 1.0f;     // token embeddings are multiplied by it (gemma: sqrt(n_embd))
   bool ffn_gelu = false;       // GeGLU (tanh GELU) FFN instead of SwiGLU (gemma)
   bool post_norms = false;     // RMSNorm of the attention and FFN outputs before the residual
@@ -83,20 +79,12 @@ struct ModelConfig {
   }
 
   // Mixture of experts (n_expert > 0): each token's FFN is the sum of its top n_expert_used
-  // experts' SwiGLU FFNs (width n_ff_exp), weighted by the softmax of the router's logits
-  // (renormalized over the chosen experts when moe_norm_topk), plus, with n_ff_shexp > 0, a
-  // shared expert gated by sigmoid(ffn_gate_inp_shexp . x).
+  // experts' SwiGLU FFNs (width n_ff_exp, always set when loaded), weighted by the softmax of the
+  // router's logits (renormalized over the chosen experts when moe_norm_topk), plus, with
+  // n_ff_shexp > 0, a shared expert gated by sigmoid(ffn_gate_inp_shexp . x).
   static constexpr int kMaxExpertsUsed = 64;  // per token (real models: 2 to 8)
-  int n_expert = 0;
-  int n_expert_used = 0;
-  int n_ff_exp = 0;
-  int n_ff_shexp = 0;
   bool moe_norm_topk = true;
 
-  bool is_moe() const { return n_expert > 0; }
-  int q_dim() const { return n_head * head_dim; }
-  int kv_dim() const { return n_kv_head * head_dim; }
-  int n_gqa() const { return n_head / n_kv_head; }
   RopeParams rope_params(const float* freq_factors) const {
     RopeParams p;
     p.head_dim = head_dim;

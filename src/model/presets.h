@@ -1,12 +1,15 @@
 // Architecture shapes of real models, used by `sluice synth` (random weights, real shapes).
-// Numbers are the published configs of each model. (The planner's own table of shapes is
-// perf/planner.h's planner_models(): perf/ sits beside model/, not above it.)
+// Numbers are the published configs of each model. The shape part is base/model_shape.h's
+// ModelShape, the struct the planner's table (perf/planner.h, the seeds' models) and a loaded
+// model's ModelConfig use too.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/model_shape.h"
 
 namespace sluice {
 
@@ -19,33 +22,20 @@ struct Llama3RopeScaling {
   int original_context = 8192;
 };
 
-struct ModelPreset {
-  std::string name;  // "llama-3.2-1b"
+// A shape (base/model_shape.h: the catalogue entry the planner and ModelConfig share) plus what
+// a GGUF of it needs.
+struct ModelPreset : ModelShape {
   std::string arch;  // GGUF general.architecture: "llama", "qwen2", "gemma2", "phi3", ...
-  int n_layer = 0;
-  int n_embd = 0;
-  int n_ff = 0;
-  int n_head = 0;
-  int n_kv_head = 0;
-  int head_dim = 0;  // usually n_embd / n_head
-  int n_vocab = 0;
-  int n_ctx = 0;  // trained context length
+  int n_ctx = 0;     // trained context length
   float rope_theta = 10000.0f;
   float rms_eps = 1e-5f;
-  bool tied_embeddings = false;
-  bool qkv_bias = false;  // qwen2
-  bool qk_norm = false;   // qwen3, qwen3moe
+  bool qkv_bias = false;  // qwen2, qwen2moe
+  bool qk_norm = false;   // qwen3, qwen3moe, gemma3
   Llama3RopeScaling rope_scaling;
-  // gemma2 / phi3 / mistral: attention.sliding_window (0: none); gemma2's soft-caps.
+  // gemma2 / gemma3 / phi3 / mistral: attention.sliding_window (0: none); gemma2's soft-caps.
   int sliding_window = 0;
   float attn_softcap = 0;
   float final_softcap = 0;
-  // Mixture of experts (n_expert > 0; arch "llama" for Mixtral, "qwen2moe", "qwen3moe"):
-  // expert width n_ff_exp, shared expert width n_ff_shexp (qwen2moe).
-  int n_expert = 0;
-  int n_expert_used = 0;
-  int n_ff_exp = 0;
-  int n_ff_shexp = 0;
 };
 
 const std::vector<ModelPreset>& model_presets();

@@ -209,7 +209,7 @@ Result<ModelWeights> bind_weights(const GgufFile& f, ModelConfig& c) {
     w.layers.push_back(std::move(l));
   }
   SLUICE_ASSIGN_OR_RETURN(w.output_norm, bind_vector(f, "output_norm.weight", c.n_embd));
-  if (c.tied_output) {
+  if (c.tied_embeddings) {
     w.output = w.token_embd;
   } else {
     SLUICE_ASSIGN_OR_RETURN(w.output, bind_matrix(f, "output.weight", c.n_embd, c.n_vocab));

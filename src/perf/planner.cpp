@@ -55,21 +55,22 @@ std::string planner_model_names() {
 }
 
 ModelCost model_cost(const ModelShape& s) {
-  const double L = double(s.n_layers), D = double(s.d_model), F = double(s.d_ff);
-  const double N = double(s.n_heads), K = double(s.n_kv_head), H = double(s.head_dim);
+  const double L = double(s.n_layer), D = double(s.n_embd), F = double(s.expert_ff());
+  const double N = double(s.n_head), K = double(s.n_kv_head), H = double(s.head_dim);
   const double V = double(s.n_vocab);
   const double attn = D * H * (2 * N + 2 * K);  // W_Q, W_O: D x N*H; W_K, W_V: D x K*H
   const double expert = s.n_mlp_matrices * D * F;
+  const double shared = s.n_mlp_matrices * D * double(s.n_ff_shexp);  // qwen2moe's shared expert
   const double embed = (s.tied_embeddings ? 1 : 2) * V * D;
-  const double e = s.n_experts > 0 ? s.n_experts : 1;
-  const double k = s.n_experts > 0 ? std::min(s.n_experts_used, s.n_experts) : 1;
+  const double e = s.n_expert > 0 ? s.n_expert : 1;
+  const double k = s.n_expert > 0 ? std::min(s.n_expert_used, s.n_expert) : 1;
   ModelCost m;
   m.name = s.name;
-  m.n_params = L * (attn + e * expert) + embed;
-  m.n_params_active = L * (attn + k * expert) + embed;
-  if (s.n_experts > 0) {
-    m.n_experts = s.n_experts;
-    m.n_experts_used = s.n_experts_used;
+  m.n_params = L * (attn + shared + e * expert) + embed;
+  m.n_params_active = L * (attn + shared + k * expert) + embed;
+  if (s.n_expert > 0) {
+    m.n_experts = s.n_expert;
+    m.n_experts_used = s.n_expert_used;
     m.n_params_per_expert = L * expert;
   }
   m.kv_elems_per_token = 2 * L * K * H;

@@ -10,28 +10,12 @@
 #include <string_view>
 #include <vector>
 
+#include "base/model_shape.h"
 #include "base/status.h"
 #include "perf/hardware.h"
 #include "perf/roofline.h"
 
 namespace sluice {
-
-// A transformer's shape in the seeds' notation (L, D, F, N, K, H, V).
-struct ModelShape {
-  std::string name;
-  int64_t n_layers = 0;          // L
-  int64_t d_model = 0;           // D
-  int64_t d_ff = 0;              // F
-  int64_t n_heads = 0;           // N
-  int64_t n_kv_head = 0;         // K
-  int64_t head_dim = 0;          // H
-  int64_t n_vocab = 0;           // V
-  bool tied_embeddings = false;  // input and output embeddings shared (counted once)
-  int n_mlp_matrices = 3;        // gated MLP (W_gate, W_up, W_down)
-  int n_experts = 0;             // MoE: E copies of the MLP (0 = dense)
-  int n_experts_used = 0;        // MoE: k per token
-  std::string source;            // where the shape comes from
-};
 
 // Presets: llama-2-13b, llama-3-8b, llama-3-70b, llama-3-405b, worked-18b (the seeds' 18.4B
 // worked-problem model), worked-18b-moe (its E=16, k=2 MoE variant), mixtral-8x7b,

@@ -28,7 +28,7 @@ TEST(ModelConfig, Stories260K) {
   EXPECT_EQ(c.rope_style, RopeStyle::kNormal);
   EXPECT_FLOAT_EQ(c.rope_theta, 10000.0f);
   EXPECT_FLOAT_EQ(c.rms_eps, 1e-5f);
-  EXPECT_FALSE(c.tied_output);
+  EXPECT_FALSE(c.tied_embeddings);
   EXPECT_FALSE(c.qkv_bias);
   EXPECT_FALSE(c.qk_norm);
   EXPECT_FALSE(c.has_rope_freqs);
@@ -79,7 +79,7 @@ TEST(ModelConfig, SyntheticFamilies) {
     EXPECT_EQ(c.head_dim, w.head_dim) << w.variant;
     EXPECT_EQ(c.qkv_bias, w.bias) << w.variant;
     EXPECT_EQ(c.qk_norm, w.qk_norm) << w.variant;
-    EXPECT_EQ(c.tied_output, w.tied) << w.variant;
+    EXPECT_EQ(c.tied_embeddings, w.tied) << w.variant;
     EXPECT_EQ(c.has_rope_freqs, w.rope_freqs) << w.variant;
     EXPECT_EQ(c.n_vocab, 512);
     const ModelWeights& mw = m->weights();

@@ -161,7 +161,7 @@ TEST(ForwardSeam, GemmaScalesTheEmbeddingAndGatesWithGelu) {
   const ModelConfig& c = model->config();
   EXPECT_EQ(c.arch, Arch::kGemma);
   EXPECT_EQ(c.rope_style, RopeStyle::kNeox);
-  EXPECT_TRUE(c.tied_output);
+  EXPECT_TRUE(c.tied_embeddings);
   EXPECT_EQ(c.head_dim, 64);  // attention.key_length, not n_embd / n_head
   RecordingOps ops(/*n_tokens=*/4, /*n_logit_rows=*/1);
   model->forward(ops);

@@ -336,9 +336,9 @@ TEST(SeedsGuide, KvCacheSizeGbExamples) {
        {Case{32, 8, 128, 4096, 0.50}, Case{80, 8, 128, 4096, 1.25}, Case{80, 8, 128, 131072, 40.00},
         Case{120, 128, 128, 8192, 60.00}, Case{80, 64, 128, 4096, 10.00}}) {
     ModelShape s;
-    s.n_layers = c.layers;
-    s.n_kv_head = c.kv_heads;
-    s.head_dim = c.d_head;
+    s.n_layer = int(c.layers);
+    s.n_kv_head = int(c.kv_heads);
+    s.head_dim = int(c.d_head);
     const ModelCost m = model_cost(s);
     const double gib = kv_bytes_per_token(m, Precision{}) * double(c.seq) / (1024.0 * 1024 * 1024);
     EXPECT_DOUBLE_EQ(gib, c.gib) << c.layers << " layers, " << c.kv_heads << " KV heads";
