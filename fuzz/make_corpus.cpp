@@ -1,11 +1,14 @@
 // Writes the seed corpus for gguf_fuzz: tiny valid GGUF files made by our writer, covering
-// every value type, nested arrays, alignment and several tensor types.
-// Usage: make_corpus OUT_DIR
+// every value type, nested arrays, alignment and several tensor types; with --models, the seeds
+// of model_fuzz: micro synthetic models (1-2 layers, width 32) of every architecture family.
+// Usage: make_corpus [--models] OUT_DIR
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "model/convert.h"
+#include "model/presets.h"
 
 using namespace sluice;
 
@@ -19,11 +22,55 @@ bool write(const GgufWriter& w, const std::string& path) {
 
 }  // namespace
 
+// One micro model per family: every hyperparameter path of the loader, a few KB each.
+bool write_models(const std::string& dir) {
+  bool ok = true;
+  const char* archs[] = {"llama",  "qwen2", "qwen3",   "gemma",    "gemma2",
+                         "gemma3", "phi3",  "mixtral", "qwen2moe", "qwen3moe"};
+  for (const char* name : archs) {
+    ModelPreset p;
+    p.name = name;
+    p.arch = name;
+    p.n_layer = std::string(name) == "gemma3" ? 6 : 2;
+    p.n_embd = 32;
+    p.n_ff = 32;
+    p.n_head = 2;
+    p.n_kv_head = 1;
+    p.head_dim = 16;
+    p.n_vocab = 259;
+    p.n_ctx = 64;
+    p.tied_embeddings = true;
+    const std::string a = name;
+    if (a == "qwen2" || a == "qwen2moe") p.qkv_bias = true;
+    if (a == "qwen3" || a == "qwen3moe" || a == "gemma3") p.qk_norm = true;
+    if (a == "gemma2" || a == "gemma3" || a == "phi3") p.sliding_window = 4;
+    if (a == "gemma2") p.attn_softcap = p.final_softcap = 30.0f;
+    if (a == "mixtral") p.arch = "llama";
+    if (a == "mixtral" || a == "qwen2moe" || a == "qwen3moe") {
+      p.n_expert = 4;
+      p.n_expert_used = 2;
+      p.n_ff_exp = 32;
+    }
+    if (a == "qwen2moe") p.n_ff_shexp = 32;
+    SynthParams sp;
+    sp.preset = &p;
+    sp.ftype = FileType::MOSTLY_Q8_0;
+    sp.n_threads = 1;
+    sp.out_path = dir + "/model_" + a + ".gguf";
+    const Status st = synthesize_model(sp);
+    if (!st.ok()) std::fprintf(stderr, "%s: %s\n", name, st.message().c_str());
+    ok &= st.ok();
+  }
+  return ok;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: make_corpus OUT_DIR\n");
+  const bool models = argc == 3 && std::string(argv[1]) == "--models";
+  if (argc != 2 && !models) {
+    std::fprintf(stderr, "usage: make_corpus [--models] OUT_DIR\n");
     return 2;
   }
+  if (models) return write_models(argv[2]) ? 0 : 1;
   const std::string dir = argv[1];
   bool ok = true;
   {

@@ -10,14 +10,14 @@
 namespace sluice {
 
 struct ModelShape {
-  std::string name;       // "llama-3.2-1b"
-  int n_layer = 0;        // L
-  int n_embd = 0;         // D
-  int n_ff = 0;           // F: the FFN width (of each expert unless n_ff_exp is set)
-  int n_head = 0;         // N: query heads
-  int n_kv_head = 0;      // K: == n_head: MHA, 1: MQA, else GQA
-  int head_dim = 0;       // H: usually n_embd / n_head
-  int n_vocab = 0;        // V
+  std::string name;              // "llama-3.2-1b"
+  int n_layer = 0;               // L
+  int n_embd = 0;                // D
+  int n_ff = 0;                  // F: the FFN width (of each expert unless n_ff_exp is set)
+  int n_head = 0;                // N: query heads
+  int n_kv_head = 0;             // K: == n_head: MHA, 1: MQA, else GQA
+  int head_dim = 0;              // H: usually n_embd / n_head
+  int n_vocab = 0;               // V
   bool tied_embeddings = false;  // the output projection is token_embd (counted once)
   int n_mlp_matrices = 3;        // gated MLP (gate, up, down)
   int n_expert = 0;              // mixture of experts: E FFNs a layer (0: dense)
