@@ -38,6 +38,9 @@ struct CpuExecutor::Scratch {
   std::vector<int32_t> moe_sel, moe_at, moe_slot, moe_sel_next;
   std::vector<int> moe_active;         // experts with rows this layer
   std::vector<MoeThread> moe_threads;  // per pool thread: one expert's buffers
+  std::vector<float> logits_local;     // tensor parallel: this rank's vocabulary columns
+  std::vector<float> logits_ranks;     // rank 0: every rank's columns, rank after rank
+  std::vector<int64_t> logits_counts;  // floats from each rank
 
   static void fit(std::vector<float>& v, int64_t n) {
     if (int64_t(v.size()) < n) v.resize(size_t(n));
@@ -89,7 +92,15 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
     n_blocks = (std::min(c.n_ctx, 8192) + options.block_size - 1) / options.block_size;
   }
 
+  const ShardInfo& shard = model.shard();
+  if (shard.sharded() && (!options.collective || options.collective->size() != shard.tp_size ||
+                          options.collective->rank() != shard.tp_rank)) {
+    return make_error("CPU executor: tensor-parallel shard ", shard.tp_rank, " of ", shard.tp_size,
+                      " needs the collectives of that rank");
+  }
+
   std::unique_ptr<CpuExecutor> e(new CpuExecutor(model, options.n_threads, options.matmul_isa));
+  if (shard.sharded()) e->coll_ = options.collective;
   KvCacheShape shape;
   shape.n_layer = c.n_layer;
   shape.n_blocks = n_blocks;
@@ -115,7 +126,7 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
 
 ExecutorCapacity CpuExecutor::capacity() const {
   const ModelConfig& c = model_.config();
-  return {n_blocks(), block_size(), int32_t(c.n_vocab), int32_t(c.n_ctx),
+  return {n_blocks(), block_size(), model_.shard().n_vocab, int32_t(c.n_ctx),
           c.all_windowed() ? c.sliding_window : 0};
 }
 
@@ -248,7 +259,23 @@ class CpuExecutor::Ops final : public ForwardOps {
   }
 
   void embed(const WeightMatrix& table, Act x) override {
-    get_rows(table.type, table.data, x.cols, b_.token_ids.data(), x.rows, x.data);
+    if (!e_.coll_) {
+      get_rows(table.type, table.data, x.cols, b_.token_ids.data(), x.rows, x.data);
+      return;
+    }
+    // Vocabulary parallel: the rank holding a token's row writes it, the others zeros.
+    const ShardInfo& sh = e_.model_.shard();
+    for (int64_t t = 0; t < x.rows; ++t) {
+      const int32_t id = b_.token_ids[size_t(t)];
+      float* row = x.data + t * x.cols;
+      if (id >= sh.vocab_begin && id < sh.vocab_end) {
+        const auto local = int32_t(id - sh.vocab_begin);
+        get_rows(table.type, table.data, x.cols, &local, 1, row);
+      } else {
+        std::fill(row, row + x.cols, 0.0f);
+      }
+    }
+    e_.coll_->all_reduce_sum(x.data, x.rows * x.cols);
   }
 
   // With every matmul of `next` taking 8-bit activations, the norm and the quantization are
@@ -287,6 +314,7 @@ class CpuExecutor::Ops final : public ForwardOps {
     const bool prepared = x.data == prepared_for_ &&
                           std::find(s_.xq_for.begin(), s_.xq_for.end(), &w) != s_.xq_for.end();
     e_.matmul_w(w, x.data, x.rows, y.data, prepared ? &s_.xq_view : nullptr);
+    if (w.partial && e_.coll_) e_.coll_->all_reduce_sum(y.data, y.rows * y.cols);
   }
 
   void add_bias(Act y, const std::vector<float>& b) override {
@@ -417,8 +445,13 @@ class CpuExecutor::Ops final : public ForwardOps {
         for (int64_t j = 0; j < d; ++j) dst[j] += wt * y[j];
       }
     }
-    if (!w.has_shared()) return;
-    // The shared expert over every row, times sigmoid(gate_inp . x) when it has that gate.
+    if (w.has_shared()) shared_expert(w, xn, out);
+    if (w.partial && e_.coll_) e_.coll_->all_reduce_sum(out.data, out.rows * out.cols);
+  }
+
+  // out += the shared expert over every row, times sigmoid(gate_inp . x) when it has that gate.
+  void shared_expert(const MoeWeights& w, Act xn, Act out) {
+    const int64_t T = xn.rows, d = xn.cols;
     MoeThread& ts = s_.moe_threads[0];
     expert_ffn(w.sh_gate, w.sh_up, w.sh_down, xn.data, T, d, ts, &e_.pool_);
     const bool gated = w.sh_gate_inp.data != nullptr;
@@ -487,6 +520,10 @@ class CpuExecutor::Ops final : public ForwardOps {
   }
 
   Act logits(int64_t rows, int64_t n_vocab) override {
+    if (e_.coll_) {  // this rank's vocabulary columns; forward() gathers them
+      Scratch::fit(s_.logits_local, rows * n_vocab);
+      return {s_.logits_local.data(), rows, n_vocab};
+    }
     out_.n_vocab = int32_t(n_vocab);
     out_.values.resize(size_t(rows * n_vocab));
     return {out_.values.data(), rows, n_vocab};
@@ -573,13 +610,38 @@ class CpuExecutor::Ops final : public ForwardOps {
 };
 
 void CpuExecutor::forward(const Batch& batch, Logits& out) {
-  out.n_vocab = model_.config().n_vocab;
+  out.n_vocab = model_.shard().n_vocab;
   out.values.clear();
   out.seq_index.clear();
   out.token_index.clear();
   moe_expert_reads_ = 0;
   Ops ops(*this, batch, out);
   model_.forward(ops);
+  if (coll_ && out.n_rows() > 0) gather_logits(out);
+}
+
+// Tensor parallel: rank r computed vocabulary columns [vocab_begin, vocab_end) of every row;
+// rank 0 receives them all, rank after rank, and interleaves them into whole rows.
+void CpuExecutor::gather_logits(Logits& out) {
+  const int n = coll_->size();
+  const int64_t R = out.n_rows(), V = model_.shard().n_vocab;
+  Scratch& s = *s_;
+  s.logits_counts.resize(size_t(n));
+  for (int r = 0; r < n; ++r) s.logits_counts[size_t(r)] = R * split_range(V, 1, r, n).size();
+  const bool root = coll_->rank() == 0;
+  if (root) Scratch::fit(s.logits_ranks, R * V);
+  coll_->gather(s.logits_local.data(), s.logits_counts[size_t(coll_->rank())], s.logits_counts,
+                root ? s.logits_ranks.data() : nullptr);
+  if (!root) return;
+  out.values.resize(size_t(R * V));
+  const float* src = s.logits_ranks.data();
+  for (int r = 0; r < n; ++r) {
+    const Range v = split_range(V, 1, r, n);
+    for (int64_t i = 0; i < R; ++i) {
+      std::copy(src + i * v.size(), src + (i + 1) * v.size(), out.values.data() + i * V + v.begin);
+    }
+    src += R * v.size();
+  }
 }
 
 }  // namespace sluice

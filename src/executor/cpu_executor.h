@@ -28,6 +28,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "executor/batch.h"
+#include "executor/collective.h"
 #include "executor/executor.h"
 #include "executor/kv_cache.h"
 #include "kernels/matmul.h"
@@ -54,6 +55,12 @@ struct CpuExecutorOptions {
   // bf16-rounded activations for BF16 prefill: ~1e-2 relative logits error on random tiny
   // models, as llama.cpp); kScalar keeps f32 activations everywhere (reference comparisons).
   MatmulIsa matmul_isa = MatmulIsa::kAuto;
+  // Tensor parallel: the collectives among the ranks when the model is a shard
+  // (Model::shard(), model/shard.h), required then and unused otherwise. Every rank's executor
+  // runs every batch: partial products are all-reduced, the embedding of each token comes from
+  // the rank that holds its row, and rank 0 gathers the logits (other ranks' Logits hold rows
+  // and indices but no values).
+  Collective* collective = nullptr;
 };
 
 class CpuExecutor final : public Executor {
@@ -89,6 +96,7 @@ class CpuExecutor final : public Executor {
   void repack(const CpuExecutorOptions& options);
   // The model's forward pass (model/) over Ops.
   void forward(const Batch& batch, Logits& out);
+  void gather_logits(Logits& out);
   // y = x W^T through the packed copy of W when there is one.
   void matmul_w(const WeightMatrix& w, const float* x, int64_t n, float* y,
                 const QuantizedActs* xq = nullptr);
@@ -107,6 +115,7 @@ class CpuExecutor final : public Executor {
   std::unordered_map<const void*, PackedWeights> packed_;
   std::unique_ptr<Scratch> s_;
   int64_t moe_expert_reads_ = 0;
+  Collective* coll_ = nullptr;  // tensor parallel: the ranks' collectives
 };
 
 }  // namespace sluice

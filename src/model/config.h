@@ -113,6 +113,9 @@ struct ModelOptions {
   int n_ctx = 0;
   // Accept n_ctx beyond the trained context (quality degrades past it): logs a warning.
   bool allow_context_beyond_trained = false;
+  // Tensor parallel: load only rank tp_rank's shard of tp_size (model/shard.h).
+  int tp_rank = 0;
+  int tp_size = 1;
 };
 
 // Reads and checks the metadata of `file` (the architecture must be supported). n_vocab stays

@@ -8,11 +8,13 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
 #include "model/forward.h"
+#include "model/shard.h"
 #include "model/weights.h"
 
 namespace sluice {
@@ -33,6 +35,9 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const GgufFile& file() const { return file_; }
+  // Which tensor-parallel shard this is (ModelOptions::tp_rank / tp_size; config() and
+  // weights() are the shard's own, model/shard.h). Not sharded: rank 0 of 1, whole vocabulary.
+  const ShardInfo& shard() const { return shard_; }
 
   // One step of this architecture's forward pass over an executor's ops (forward.h).
   void forward(ForwardOps& ops) const;
@@ -43,6 +48,8 @@ class Model {
   GgufFile file_;
   ModelConfig config_;
   ModelWeights weights_;
+  ShardInfo shard_;
+  std::vector<StreamedBuffer> owned_;  // a shard's column copies (weights_ points into them)
 };
 
 }  // namespace sluice

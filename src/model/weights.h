@@ -20,6 +20,9 @@ struct WeightMatrix {
   GgmlType type = GgmlType::F32;
   int64_t n_cols = 0;  // ne[0]: input features
   int64_t n_rows = 0;  // ne[1]: output features
+  // A tensor-parallel column slice (model/shard.h): x W^T is this rank's term of a sum over
+  // the ranks, which the executor all-reduces before anything reads it.
+  bool partial = false;
 
   // Rows [r0, r0 + n) as a matrix of their own (a view of the same memory).
   WeightMatrix rows(int64_t r0, int64_t n) const;
@@ -35,6 +38,9 @@ struct MoeWeights {
   WeightMatrix sh_gate, sh_up, sh_down, sh_gate_inp;
   int n_used = 0;         // experts per token
   bool norm_topk = true;  // renormalize the chosen experts' weights to sum to 1
+  // Tensor parallel (model/shard.h): every expert holds a slice of its FFN columns, so the
+  // layer's output is this rank's term of a sum over the ranks (all-reduced by the executor).
+  bool partial = false;
   bool has_shared() const { return sh_down.data != nullptr; }
 };
 

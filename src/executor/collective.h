@@ -1,0 +1,25 @@
+// The collective operations a tensor-parallel executor needs among its ranks (model/shard.h):
+// dist/ implements them over MPI, tests over threads in one process. Every rank calls the same
+// operations in the same order with the same sizes (the ranks run the same Batch).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace sluice {
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // x[0, n) becomes the sum of every rank's x, added in rank order ((x0 + x1) + x2 ...): the
+  // same bits on every rank and in every run.
+  virtual void all_reduce_sum(float* x, int64_t n) = 0;
+  // Rank 0's `recv` receives every rank's `send` back to back (counts[r] floats from rank r;
+  // `n` == counts[rank()]); other ranks' recv is not written.
+  virtual void gather(const float* send, int64_t n, std::span<const int64_t> counts,
+                      float* recv) = 0;
+};
+
+}  // namespace sluice

@@ -1,0 +1,162 @@
+#include "model/shard.h"
+
+#include <cstring>
+
+#include "gguf/types.h"
+
+namespace sluice {
+namespace {
+
+// Columns [c0, c0 + n) of every row of `w`, copied (c0 and n whole blocks of w.type).
+Result<WeightMatrix> copy_columns(const WeightMatrix& w, int64_t c0, int64_t n,
+                                  std::vector<StreamedBuffer>& owned) {
+  const size_t src_row = row_size(w.type, w.n_cols), dst_row = row_size(w.type, n);
+  const size_t skip = row_size(w.type, c0);
+  StreamedBuffer buf = alloc_streamed(std::max<size_t>(1, dst_row * size_t(w.n_rows)));
+  if (!buf) return make_error("out of memory copying a weight shard");
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = 0; r < w.n_rows; ++r) {
+    std::memcpy(buf.get() + size_t(r) * dst_row, src + size_t(r) * src_row + skip, dst_row);
+  }
+  WeightMatrix m = w;
+  m.data = buf.get();
+  m.n_cols = n;
+  m.partial = true;
+  owned.push_back(std::move(buf));
+  return m;
+}
+
+std::vector<float> slice(const std::vector<float>& v, Range r) {
+  if (v.empty()) return v;
+  return {v.begin() + r.begin, v.begin() + r.end};
+}
+
+// The FFN columns of this rank: whole blocks of the down projection's type.
+Range ffn_range(const WeightMatrix& down, int rank, int size) {
+  return split_range(down.n_cols, type_traits(down.type).block_size, rank, size);
+}
+
+// gate / up rows and down columns of one FFN (dense, an expert or the shared expert).
+Status shard_ffn(WeightMatrix& gate, WeightMatrix& up, WeightMatrix& down, int rank, int size,
+                 std::vector<StreamedBuffer>& owned) {
+  const Range f = ffn_range(down, rank, size);
+  gate = gate.rows(f.begin, f.size());
+  up = up.rows(f.begin, f.size());
+  SLUICE_ASSIGN_OR_RETURN(down, copy_columns(down, f.begin, f.size(), owned));
+  return {};
+}
+
+}  // namespace
+
+Range split_range(int64_t n, int64_t unit, int rank, int size) {
+  const int64_t units = n / unit;
+  return {units * rank / size * unit, rank + 1 == size ? n : units * (rank + 1) / size * unit};
+}
+
+Status check_shardable(const ModelConfig& c, const ModelWeights& w, int tp_size) {
+  const int n = tp_size;
+  if (n < 1) return make_error("tensor parallel size must be >= 1 (got ", n, ")");
+  if (n == 1) return {};
+  if (c.n_head % n != 0) {
+    return make_error("tensor parallel size ", n, " does not divide the model's ", c.n_head,
+                      " attention heads");
+  }
+  if (c.n_kv_head % n != 0 && n % c.n_kv_head != 0) {
+    return make_error("tensor parallel size ", n, " and the model's ", c.n_kv_head,
+                      " KV heads: one must divide the other");
+  }
+  if (c.n_vocab < n) return make_error("a vocabulary of ", c.n_vocab, " over ", n, " ranks");
+  const int64_t cols = int64_t(c.n_head / n) * c.head_dim;
+  for (size_t il = 0; il < w.layers.size(); ++il) {
+    const LayerWeights& l = w.layers[il];
+    const int64_t bs = type_traits(l.wo.type).block_size;
+    if (cols % bs != 0) {
+      return make_error(
+          "tensor parallel size ", n, ": blk.", il, ".attn_output.weight would split ", "at ", cols,
+          " columns, not a whole number of ", type_name(l.wo.type), " blocks (", bs, ")");
+    }
+    const auto check_ffn = [&](const WeightMatrix& down, const char* name) -> Status {
+      const int64_t blocks = down.n_cols / type_traits(down.type).block_size;
+      if (blocks < n) {
+        return make_error("tensor parallel size ", n, ": blk.", il, ".", name, " has only ", blocks,
+                          " ", type_name(down.type), " blocks per row");
+      }
+      return {};
+    };
+    if (c.is_moe()) {
+      if (!l.moe.down.empty()) SLUICE_RETURN_IF_ERROR(check_ffn(l.moe.down[0], "ffn_down_exps"));
+      if (l.moe.has_shared()) SLUICE_RETURN_IF_ERROR(check_ffn(l.moe.sh_down, "ffn_down_shexp"));
+    } else {
+      SLUICE_RETURN_IF_ERROR(check_ffn(l.w_down, "ffn_down"));
+    }
+  }
+  return {};
+}
+
+Result<ShardInfo> shard_model(const ShardSpec& spec, ModelConfig& c, ModelWeights& w,
+                              std::vector<StreamedBuffer>& owned) {
+  const int r = spec.tp_rank, n = spec.tp_size;
+  if (r < 0 || r >= n) return make_error("tensor parallel rank ", r, " not in [0, ", n, ")");
+  SLUICE_RETURN_IF_ERROR(check_shardable(c, w, n));
+  ShardInfo info;
+  info.tp_rank = r;
+  info.tp_size = n;
+  info.n_vocab = int32_t(c.n_vocab);
+  info.vocab_end = c.n_vocab;
+  info.n_head = c.n_head;
+  info.n_kv_head = c.n_kv_head;
+  info.n_ff = c.n_ff;
+  if (n == 1) return info;
+
+  const int64_t hd = c.head_dim;
+  const int hq = c.n_head / n;
+  // K/V heads: a share of them, or the one the rank's query heads read (replicated).
+  const int hkv = c.n_kv_head >= n ? c.n_kv_head / n : 1;
+  const int kv0 = c.n_kv_head >= n ? r * hkv : r / (n / c.n_kv_head);
+  const Range q{int64_t(r) * hq * hd, int64_t(r + 1) * hq * hd};
+  const Range kv{int64_t(kv0) * hd, int64_t(kv0 + hkv) * hd};
+  int64_t n_ff = 0, n_ff_exp = 0, n_ff_shexp = 0;
+  for (LayerWeights& l : w.layers) {
+    l.wq = l.wq.rows(q.begin, q.size());
+    l.wk = l.wk.rows(kv.begin, kv.size());
+    l.wv = l.wv.rows(kv.begin, kv.size());
+    l.bq = slice(l.bq, q);
+    l.bk = slice(l.bk, kv);
+    l.bv = slice(l.bv, kv);
+    SLUICE_ASSIGN_OR_RETURN(l.wo, copy_columns(l.wo, q.begin, q.size(), owned));
+    if (c.is_moe()) {
+      MoeWeights& m = l.moe;
+      for (size_t e = 0; e < m.down.size(); ++e) {
+        SLUICE_RETURN_IF_ERROR(shard_ffn(m.gate[e], m.up[e], m.down[e], r, n, owned));
+        n_ff_exp = m.down[e].n_cols;
+      }
+      if (m.has_shared()) {
+        SLUICE_RETURN_IF_ERROR(shard_ffn(m.sh_gate, m.sh_up, m.sh_down, r, n, owned));
+        n_ff_shexp = m.sh_down.n_cols;
+      }
+      m.partial = true;
+    } else {
+      SLUICE_RETURN_IF_ERROR(shard_ffn(l.w_gate, l.w_up, l.w_down, r, n, owned));
+      n_ff = l.w_down.n_cols;
+    }
+  }
+  const Range v = split_range(c.n_vocab, 1, r, n);
+  const bool tied = w.output.data == w.token_embd.data;
+  w.token_embd = w.token_embd.rows(v.begin, v.size());
+  w.output = tied ? w.token_embd : w.output.rows(v.begin, v.size());
+  info.vocab_begin = v.begin;
+  info.vocab_end = v.end;
+
+  c.n_head = hq;
+  c.n_kv_head = hkv;
+  if (c.is_moe()) {
+    c.n_ff_exp = int(n_ff_exp);
+    c.n_ff_shexp = int(n_ff_shexp);
+  } else {
+    c.n_ff = int(n_ff);
+  }
+  c.n_vocab = int(v.size());
+  return info;
+}
+
+}  // namespace sluice

@@ -1,0 +1,245 @@
+// Tensor parallelism (model/shard.h) in one process: N shards of a model, each with its own CPU
+// executor, run every batch on N threads joined by in-process collectives
+// (support/thread_collective.h). Rank 0's logits must match one unsharded executor's within
+// 1e-4 relative L2 and give the same greedy tokens, on every golden model and on synthetic
+// GQA / MQA / MHA models where N exceeds the KV heads. (The same shards over MPI ranks:
+// tests/dist.)
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "executor/cpu_executor.h"
+#include "executor/executor_test_util.h"
+#include "model/golden_util.h"
+#include "model/model_test_util.h"
+#include "support/thread_collective.h"
+#include "test_util.h"
+
+namespace sluice {
+namespace {
+
+// N executors over the N shards of one model file, run together.
+class ShardGroup {
+ public:
+  static std::unique_ptr<ShardGroup> create(const std::string& path, int n, CpuExecutorOptions opts,
+                                            std::string* error) {
+    auto g = std::unique_ptr<ShardGroup>(new ShardGroup(n));
+    for (int r = 0; r < n; ++r) {
+      ModelOptions mo;
+      mo.tp_rank = r;
+      mo.tp_size = n;
+      auto m = Model::load(path, mo);
+      if (!m.ok()) {
+        *error = m.message();
+        return nullptr;
+      }
+      g->models_.push_back(std::make_unique<Model>(std::move(m).value()));
+      opts.collective = &g->group_.rank(r);
+      auto e = CpuExecutor::create(*g->models_.back(), opts);
+      if (!e.ok()) {
+        *error = e.message();
+        return nullptr;
+      }
+      g->execs_.push_back(std::move(e).value());
+    }
+    return g;
+  }
+
+  CpuExecutor& rank0() { return *execs_[0]; }
+  const Model& model(int r) const { return *models_[size_t(r)]; }
+
+  // Every rank runs `batch`; rank 0's logits go to `out`.
+  Status execute(const Batch& batch, Logits& out) {
+    std::vector<Status> st(execs_.size());
+    std::vector<Logits> outs(execs_.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 1; r < execs_.size(); ++r) {
+      threads.emplace_back([&, r] { st[r] = execs_[r]->execute(batch, outs[r]); });
+    }
+    st[0] = execs_[0]->execute(batch, out);
+    for (std::thread& t : threads) t.join();
+    for (const Status& s : st) SLUICE_RETURN_IF_ERROR(s);
+    return {};
+  }
+
+ private:
+  explicit ShardGroup(int n) : group_(n) {}
+  test::ThreadGroup group_;
+  std::vector<std::unique_ptr<Model>> models_;
+  std::vector<std::unique_ptr<CpuExecutor>> execs_;
+};
+
+struct Rows {
+  std::vector<std::vector<float>> logits;  // every row of every step
+  std::vector<int32_t> greedy;
+};
+
+// A prompt in two chunks (the first without logits) beside a second prompt (logits for all),
+// then `n_gen` steps decoding both (the greedy token of the last row): ragged batches with
+// chunked prefill. `prompt` has at least two tokens.
+template <typename Exec>
+Rows run_script(Exec&& execute, int block_size, int n_blocks, const std::vector<int32_t>& prompt,
+                int n_gen) {
+  Rows rows;
+  BlockFreeList blocks(n_blocks);
+  test::TestSequence a, b;
+  Batch batch;
+  batch.block_size = block_size;
+  Logits out;
+  const size_t half = prompt.size() / 2;
+  const std::vector<int32_t> p0(prompt.begin(), prompt.begin() + long(half));
+  const std::vector<int32_t> p1(prompt.begin() + long(half), prompt.end());
+  const std::vector<int32_t> other(prompt.rbegin(), prompt.rend());
+  const auto run = [&] {
+    const Status s = execute(batch, out);
+    EXPECT_TRUE(s.ok()) << s.message();
+    for (int32_t r = 0; r < out.n_rows(); ++r)
+      rows.logits.emplace_back(out.row(r), out.row(r) + out.n_vocab);
+  };
+  test::add_step(batch, blocks, a, p0, LogitsMode::kNone);
+  test::add_step(batch, blocks, b, other, LogitsMode::kAll);
+  run();
+  batch.clear();
+  test::add_step(batch, blocks, a, p1, LogitsMode::kLast);
+  run();
+  for (int i = 0; i < n_gen; ++i) {
+    const int32_t tok = test::argmax(rows.logits.back().data(), out.n_vocab);
+    rows.greedy.push_back(tok);
+    batch.clear();
+    test::add_step(batch, blocks, b, {tok}, LogitsMode::kLast);
+    test::add_step(batch, blocks, a, {tok}, LogitsMode::kLast);
+    run();
+  }
+  return rows;
+}
+
+void check_tp(const std::string& path, int n, const std::vector<int32_t>& prompt,
+              const std::string& what, bool exact) {
+  SCOPED_TRACE(what + " --tp " + std::to_string(n) + (exact ? " exact" : " fast"));
+  CpuExecutorOptions opts;
+  opts.n_threads = 1;
+  opts.n_blocks = 64;
+  if (exact) {
+    opts.kv_type = KvType::kF32;
+    opts.matmul_isa = MatmulIsa::kScalar;
+  }
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  auto single = CpuExecutor::create(*model, opts);
+  ASSERT_TRUE(single.ok()) << single.message();
+  std::string err;
+  auto group = ShardGroup::create(path, n, opts, &err);
+  ASSERT_TRUE(group) << err;
+  EXPECT_EQ(group->rank0().capacity().n_vocab, (*single)->capacity().n_vocab);
+  const int bs = (*single)->block_size();
+  const Rows want = run_script([&](const Batch& b, Logits& o) { return (*single)->execute(b, o); },
+                               bs, 64, prompt, 12);
+  const Rows got = run_script([&](const Batch& b, Logits& o) { return group->execute(b, o); }, bs,
+                              64, prompt, 12);
+  EXPECT_EQ(got.greedy, want.greedy);
+  ASSERT_EQ(got.logits.size(), want.logits.size());
+  double worst = 0;
+  for (size_t i = 0; i < want.logits.size(); ++i) {
+    ASSERT_EQ(got.logits[i].size(), want.logits[i].size());
+    worst = std::max(
+        worst, test::rel_l2(got.logits[i].data(), want.logits[i].data(), want.logits[i].size()));
+  }
+  EXPECT_LT(worst, exact ? 1e-4 : 1e-2);
+  std::printf("[ tp ] %-24s --tp %d %s: %zu logits rows, worst rel-L2 %.2e\n", what.c_str(), n,
+              exact ? "exact" : "fast ", want.logits.size(), worst);
+}
+
+// Both arithmetic modes: f32 activations and K/V, where a shard's only difference is the order
+// of the partial sums (logits within 1e-4); and the fast kernels (8-bit activation blocks, f16
+// K/V), where a last-bit difference in a sum can round one 8-bit activation or f16 value the
+// other way: a row then moves by ~1e-3, never a greedy token.
+void check_tp(const std::string& path, int n, const std::vector<int32_t>& prompt,
+              const std::string& what) {
+  check_tp(path, n, prompt, what, true);
+  check_tp(path, n, prompt, what, false);
+}
+
+const std::vector<int32_t> kPrompt = {1, 45, 12, 300, 7, 99, 23, 210, 5, 64, 17, 400, 3};
+
+TEST(TensorParallel, GoldenModels) {
+  SLUICE_REQUIRE_SHARED(dir, "testdata/models");
+  const std::pair<const char*, std::vector<int>> models[] = {
+      {"stories260K.gguf", {2, 4, 8}},  // GQA 8/4: N = 8 replicates each KV head
+      {"aidreams260K.gguf", {2, 4}},    // MHA 4/4
+      {"arch/gemma.gguf", {2, 4}},      // MQA 4/1
+      {"arch/gemma2.gguf", {2, 4}},     // windows, soft-caps, post-norms
+      {"arch/phi3.gguf", {2}},          // fused QKV and gate/up
+      {"arch/mixtral.gguf", {2}},       // experts
+      {"arch/qwen2moe.gguf", {2}},      // experts and a gated shared expert
+  };
+  for (const auto& [file, sizes] : models) {
+    for (int n : sizes) check_tp(dir + "/" + file, n, kPrompt, file);
+  }
+}
+
+TEST(TensorParallel, QuantizedSyntheticModels) {
+  test::TempDir dir;
+  const std::pair<const char*, FileType> models[] = {
+      {"tiny", FileType::MOSTLY_Q8_0},          {"tiny-mqa", FileType::MOSTLY_Q4_0},
+      {"tiny-mha", FileType::MOSTLY_F16},       {"tiny-qwen2", FileType::MOSTLY_Q8_0},
+      {"tiny-qwen3moe", FileType::MOSTLY_Q8_0},
+  };
+  for (const auto& [variant, ftype] : models) {
+    const std::string path = dir.path(std::string(variant) + ".gguf");
+    test::write_synthetic_model(variant, ftype, path);
+    // The tiny experts are 64 wide: two Q8_0 blocks, so at most two ranks.
+    for (int n : {2, 4}) {
+      if (n <= 2 || std::string(variant) != "tiny-qwen3moe") check_tp(path, n, kPrompt, variant);
+    }
+  }
+}
+
+TEST(TensorParallel, RefusesShapesThatDoNotSplit) {
+  SLUICE_REQUIRE_SHARED(dir, "testdata/models");
+  ModelOptions mo;
+  mo.tp_size = 3;  // 8 heads
+  auto m = Model::load(dir + "/stories260K.gguf", mo);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("does not divide the model's 8 attention heads"), std::string::npos)
+      << m.message();
+  mo.tp_size = 2;
+  mo.tp_rank = 2;
+  m = Model::load(dir + "/stories260K.gguf", mo);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("rank 2 not in [0, 2)"), std::string::npos) << m.message();
+  // A shard without its collectives cannot run.
+  mo.tp_rank = 1;
+  m = Model::load(dir + "/stories260K.gguf", mo);
+  ASSERT_TRUE(m.ok()) << m.message();
+  auto e = CpuExecutor::create(*m);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("needs the collectives"), std::string::npos) << e.message();
+}
+
+TEST(TensorParallel, ShardHoldsOnlyItsPart) {
+  SLUICE_REQUIRE_SHARED(dir, "testdata/models");
+  ModelOptions mo;
+  mo.tp_size = 2;
+  mo.tp_rank = 1;
+  auto m = Model::load(dir + "/stories260K.gguf", mo);
+  ASSERT_TRUE(m.ok()) << m.message();
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.n_head, 4);
+  EXPECT_EQ(c.n_kv_head, 2);
+  EXPECT_EQ(c.n_ff, 86);
+  EXPECT_EQ(c.n_vocab, 256);
+  EXPECT_EQ(m->shard().n_vocab, 512);
+  EXPECT_EQ(m->shard().vocab_begin, 256);
+  const LayerWeights& l = m->weights().layers[0];
+  EXPECT_EQ(l.wq.n_rows, 32);
+  EXPECT_EQ(l.wk.n_rows, 16);
+  EXPECT_EQ(l.wo.n_cols, 32);
+  EXPECT_TRUE(l.wo.partial);
+  EXPECT_FALSE(l.wq.partial);
+  EXPECT_EQ(l.w_down.n_cols, 86);
+  EXPECT_TRUE(l.w_down.partial);
+  EXPECT_EQ(m->weights().token_embd.n_rows, 256);
+}
+
+}  // namespace
+}  // namespace sluice
