@@ -69,50 +69,6 @@ class ShardGroup {
   std::vector<std::unique_ptr<CpuExecutor>> execs_;
 };
 
-struct Rows {
-  std::vector<std::vector<float>> logits;  // every row of every step
-  std::vector<int32_t> greedy;
-};
-
-// A prompt in two chunks (the first without logits) beside a second prompt (logits for all),
-// then `n_gen` steps decoding both (the greedy token of the last row): ragged batches with
-// chunked prefill. `prompt` has at least two tokens.
-template <typename Exec>
-Rows run_script(Exec&& execute, int block_size, int n_blocks, const std::vector<int32_t>& prompt,
-                int n_gen) {
-  Rows rows;
-  BlockFreeList blocks(n_blocks);
-  test::TestSequence a, b;
-  Batch batch;
-  batch.block_size = block_size;
-  Logits out;
-  const size_t half = prompt.size() / 2;
-  const std::vector<int32_t> p0(prompt.begin(), prompt.begin() + long(half));
-  const std::vector<int32_t> p1(prompt.begin() + long(half), prompt.end());
-  const std::vector<int32_t> other(prompt.rbegin(), prompt.rend());
-  const auto run = [&] {
-    const Status s = execute(batch, out);
-    EXPECT_TRUE(s.ok()) << s.message();
-    for (int32_t r = 0; r < out.n_rows(); ++r)
-      rows.logits.emplace_back(out.row(r), out.row(r) + out.n_vocab);
-  };
-  test::add_step(batch, blocks, a, p0, LogitsMode::kNone);
-  test::add_step(batch, blocks, b, other, LogitsMode::kAll);
-  run();
-  batch.clear();
-  test::add_step(batch, blocks, a, p1, LogitsMode::kLast);
-  run();
-  for (int i = 0; i < n_gen; ++i) {
-    const int32_t tok = test::argmax(rows.logits.back().data(), out.n_vocab);
-    rows.greedy.push_back(tok);
-    batch.clear();
-    test::add_step(batch, blocks, b, {tok}, LogitsMode::kLast);
-    test::add_step(batch, blocks, a, {tok}, LogitsMode::kLast);
-    run();
-  }
-  return rows;
-}
-
 void check_tp(const std::string& path, int n, const std::vector<int32_t>& prompt,
               const std::string& what, bool exact) {
   SCOPED_TRACE(what + " --tp " + std::to_string(n) + (exact ? " exact" : " fast"));
@@ -132,18 +88,13 @@ void check_tp(const std::string& path, int n, const std::vector<int32_t>& prompt
   ASSERT_TRUE(group) << err;
   EXPECT_EQ(group->rank0().capacity().n_vocab, (*single)->capacity().n_vocab);
   const int bs = (*single)->block_size();
-  const Rows want = run_script([&](const Batch& b, Logits& o) { return (*single)->execute(b, o); },
-                               bs, 64, prompt, 12);
-  const Rows got = run_script([&](const Batch& b, Logits& o) { return group->execute(b, o); }, bs,
-                              64, prompt, 12);
-  EXPECT_EQ(got.greedy, want.greedy);
-  ASSERT_EQ(got.logits.size(), want.logits.size());
-  double worst = 0;
-  for (size_t i = 0; i < want.logits.size(); ++i) {
-    ASSERT_EQ(got.logits[i].size(), want.logits[i].size());
-    worst = std::max(
-        worst, test::rel_l2(got.logits[i].data(), want.logits[i].data(), want.logits[i].size()));
-  }
+  const test::Rows want = test::run_script(
+      [&](const Batch& b, Logits& o) { return (*single)->execute(b, o); }, bs, 64, prompt, 12);
+  // Fast kernels: teacher-forced with the reference's tokens (test::expect_rows_match).
+  const test::Rows got =
+      test::run_script([&](const Batch& b, Logits& o) { return group->execute(b, o); }, bs, 64,
+                       prompt, 12, exact ? nullptr : &want.greedy);
+  const double worst = test::expect_rows_match(got, want, !exact);
   EXPECT_LT(worst, exact ? 1e-4 : 1e-2);
   std::printf("[ tp ] %-24s --tp %d %s: %zu logits rows, worst rel-L2 %.2e\n", what.c_str(), n,
               exact ? "exact" : "fast ", want.logits.size(), worst);

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <vector>
 
+#include "model/golden_util.h"
+
 #include "executor/cpu_executor.h"
 
 namespace sluice::test {
@@ -57,6 +59,51 @@ inline std::vector<std::vector<float>> run_alone(CpuExecutor& exec, BlockFreeLis
   return rows;
 }
 
+struct Rows {
+  std::vector<std::vector<float>> logits;  // every row of every step
+  std::vector<int32_t> greedy;
+};
+
+// A prompt in two chunks (the first without logits) beside a second prompt (logits for all),
+// then `n_gen` steps decoding both (the greedy token of the last row, or `forced[i]` when given:
+// teacher forcing, so that a near-tie decided the other way cannot change later rows): ragged
+// batches with chunked prefill. `prompt` has at least two tokens.
+template <typename Exec>
+Rows run_script(Exec&& execute, int block_size, int n_blocks, const std::vector<int32_t>& prompt,
+                int n_gen, const std::vector<int32_t>* forced = nullptr) {
+  Rows rows;
+  BlockFreeList blocks(n_blocks);
+  test::TestSequence a, b;
+  Batch batch;
+  batch.block_size = block_size;
+  Logits out;
+  const size_t half = prompt.size() / 2;
+  const std::vector<int32_t> p0(prompt.begin(), prompt.begin() + long(half));
+  const std::vector<int32_t> p1(prompt.begin() + long(half), prompt.end());
+  const std::vector<int32_t> other(prompt.rbegin(), prompt.rend());
+  const auto run = [&] {
+    const Status s = execute(batch, out);
+    EXPECT_TRUE(s.ok()) << s.message();
+    for (int32_t r = 0; r < out.n_rows(); ++r)
+      rows.logits.emplace_back(out.row(r), out.row(r) + out.n_vocab);
+  };
+  test::add_step(batch, blocks, a, p0, LogitsMode::kNone);
+  test::add_step(batch, blocks, b, other, LogitsMode::kAll);
+  run();
+  batch.clear();
+  test::add_step(batch, blocks, a, p1, LogitsMode::kLast);
+  run();
+  for (int i = 0; i < n_gen; ++i) {
+    rows.greedy.push_back(test::argmax(rows.logits.back().data(), out.n_vocab));
+    const int32_t tok = forced ? (*forced)[size_t(i)] : rows.greedy.back();
+    batch.clear();
+    test::add_step(batch, blocks, b, {tok}, LogitsMode::kLast);
+    test::add_step(batch, blocks, a, {tok}, LogitsMode::kLast);
+    run();
+  }
+  return rows;
+}
+
 inline double rel_l2(const float* a, const float* b, size_t n) {
   double num = 0, den = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -64,6 +111,43 @@ inline double rel_l2(const float* a, const float* b, size_t n) {
     den += double(b[i]) * b[i];
   }
   return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+// Compares a run's logits rows and greedy tokens with a reference run of the same script
+// (`got` teacher-forced with want.greedy where `forced`). Returns the worst relative L2 of a row.
+// Greedy tokens must be identical, except (forced runs only) where the reference's top two
+// logits lie within 4 RMS of that row's measured error: a near-tie that rounding may decide
+// either way (random-weight models with a final soft-cap have many).
+inline double expect_rows_match(const Rows& got, const Rows& want, bool forced) {
+  EXPECT_EQ(got.logits.size(), want.logits.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(got.logits.size(), want.logits.size()); ++i) {
+    EXPECT_EQ(got.logits[i].size(), want.logits[i].size());
+    worst =
+        std::max(worst, rel_l2(got.logits[i].data(), want.logits[i].data(), want.logits[i].size()));
+  }
+  EXPECT_EQ(got.greedy.size(), want.greedy.size());
+  const size_t n_gen = std::min(got.greedy.size(), want.greedy.size());
+  for (size_t g = 0; g < n_gen; ++g) {
+    if (got.greedy[g] == want.greedy[g]) continue;
+    if (!forced) {
+      ADD_FAILURE() << "greedy token " << g << ": " << got.greedy[g] << " != " << want.greedy[g];
+      continue;
+    }
+    // The row that chose token g: the first prompt's last row (g = 0), then its decode rows,
+    // each step's last (run_script: two rows a step, the first prompt's second).
+    const size_t row = want.logits.size() - 1 - 2 * (n_gen - g);
+    const std::vector<float>& w = want.logits[row];
+    const std::vector<float>& o = got.logits[row];
+    double err = 0;
+    for (size_t j = 0; j < w.size(); ++j) err += (double(o[j]) - w[j]) * (double(o[j]) - w[j]);
+    err = std::sqrt(err / double(w.size()));
+    const double margin = double(w[size_t(want.greedy[g])]) - double(w[size_t(got.greedy[g])]);
+    EXPECT_LE(margin, 4 * err) << "greedy token " << g << ": " << got.greedy[g]
+                               << " != " << want.greedy[g] << " with a top-two margin of " << margin
+                               << " (row error RMS " << err << ")";
+  }
+  return worst;
 }
 
 }  // namespace sluice::test
