@@ -11,10 +11,14 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/dist_session.h"
 #include "cli/engine_session.h"
 
 namespace sluice::cli {
 namespace {
+
+struct ThroughputOptions;
+EngineCliOptions engine_options(const ThroughputOptions& o);
 
 struct ThroughputOptions {
   std::string model;
@@ -27,6 +31,13 @@ struct ThroughputOptions {
   std::string output_format = "md";
   EngineCliOptions engine;
 };
+
+// The context holds one request: input, output and the next token.
+EngineCliOptions engine_options(const ThroughputOptions& o) {
+  EngineCliOptions eo = o.engine;
+  if (eo.ctx_size == 0) eo.ctx_size = o.input_len + o.output_len + 1;
+  return eo;
+}
 
 struct Summary {
   double mean = 0, p50 = 0, p99 = 0;
@@ -55,9 +66,7 @@ Status run_throughput(const ThroughputOptions& o) {
     return make_error(
         "need --requests, --input-len, --output-len >= 1 and 0 <= --shared-prefix <= --input-len");
   }
-  EngineCliOptions eo = o.engine;
-  if (eo.ctx_size == 0) eo.ctx_size = o.input_len + o.output_len + 1;
-  SLUICE_ASSIGN_OR_RETURN(auto s, open_engine_session(o.model, eo));
+  SLUICE_ASSIGN_OR_RETURN(auto s, open_engine_session(o.model, engine_options(o)));
   Engine& engine = *s->engine;
   const int32_t n_vocab = int32_t(s->tokenizer.vocab().n_tokens());
 
@@ -208,6 +217,10 @@ void register_bench_throughput(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   add_engine_options(cmd, o->engine);
   cmd->callback([o, &exit_code] {
+    if (auto code = take_rank("bench throughput", o->model, engine_options(*o))) {
+      exit_code = *code;
+      return;
+    }
     Status st = run_throughput(*o);
     if (!st.ok()) exit_code = report_error("bench throughput", st.message());
   });

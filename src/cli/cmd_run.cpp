@@ -11,6 +11,7 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/dist_session.h"
 #include "cli/engine_session.h"
 #include "tokenizer/chat_template.h"
 
@@ -232,6 +233,10 @@ void register_run(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   cmd->callback([o, &exit_code] {
+    if (auto code = take_rank("run", o->model, o->engine)) {
+      exit_code = *code;
+      return;
+    }
     if (!o->chat && o->prompt.empty() && o->prompt_file.empty()) {
       exit_code = report_error("run", "give a prompt with -p TEXT or -f FILE (or use --chat)");
       return;

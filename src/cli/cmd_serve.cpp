@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/dist_session.h"
 #include "cli/engine_session.h"
 #include "kernels/matmul_isa.h"
 #include "server/server.h"
@@ -158,6 +159,10 @@ void register_serve(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   add_engine_options(cmd, o->engine);
   cmd->callback([o, &exit_code] {
+    if (auto code = take_rank("serve", o->model, o->engine)) {
+      exit_code = *code;
+      return;
+    }
     if (o->server.port < 0 || o->server.port > 65535 || o->server.max_queue < 0 ||
         o->http_threads < 1 || o->shutdown_timeout_s < 0) {
       exit_code = report_error("serve",

@@ -1,10 +1,14 @@
 #include "cli/engine_session.h"
 
 #include "base/log.h"
+#include "cli/dist_session.h"
 #include "cli/model_arg.h"
 #include "perf/machine.h"
 
 namespace sluice::cli {
+
+Status create_engine(EngineSession& s, const EngineCliOptions& o, const SpecConfig& spec,
+                     KvType kv_type);
 
 void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   cmd->add_option("-c,--ctx-size", o.ctx_size, "Context length (0: the model's)")
@@ -39,6 +43,10 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   cmd->add_option("--spec-cache-mtokens", o.spec_cache_mtokens,
                   "Finished requests' tokens kept for n-gram lookup across requests, in millions "
                   "(0: none)")
+      ->capture_default_str();
+  cmd->add_option("--tp", o.tp,
+                  "Tensor-parallel ranks (MPI): heads, FFN columns and vocabulary split over N "
+                  "processes; launches them through mpirun unless started by it")
       ->capture_default_str();
 }
 
@@ -75,11 +83,20 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   ModelOptions mo;
   mo.n_ctx = o.ctx_size;
   mo.allow_context_beyond_trained = true;  // the loader warns
+  const KvType kv_type = o.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  if (o.tp > 1 && spec.mode == SpecMode::kDraft) {
+    return make_error("--spec draft with --tp is not supported");
+  }
+  mo.tp_size = o.tp;  // rank 0's shard (cli/dist_session.h)
   SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, mo));
   SLUICE_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(model.file()));
   auto s = std::make_unique<EngineSession>(EngineSession{
-      std::move(model), std::move(tok), nullptr, nullptr, nullptr, nullptr, nullptr, {}});
-  const KvType kv_type = o.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+      std::move(model), std::move(tok), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, {}});
+  if (o.tp > 1) {
+    SLUICE_RETURN_IF_ERROR(start_rank0(*s, o, kv_type));
+    SLUICE_RETURN_IF_ERROR(create_engine(*s, o, spec, kv_type));
+    return s;
+  }
   // A draft model's KV cache has as many blocks as the target's (one per block of a request's
   // tokens, in both models): the budget is split by their bytes per block.
   double share = 1.0;
@@ -116,6 +133,13 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
                            10) +
             " KiB)");
   }
+  SLUICE_RETURN_IF_ERROR(create_engine(*s, o, spec, kv_type));
+  return s;
+}
+
+Status create_engine(EngineSession& session, const EngineCliOptions& o, const SpecConfig& spec,
+                     KvType kv_type) {
+  EngineSession* s = &session;
   EngineConfig ec;
   ec.n_ctx = s->model.config().n_ctx;
   ec.scheduler.max_seqs = o.max_seqs;
@@ -131,8 +155,8 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
                "no roofline measurements (run `sluice bench --roofline`): step times are "
                "not compared with the roofline");
   }
-  SLUICE_ASSIGN_OR_RETURN(s->engine, Engine::create(s->tokenizer, *s->executor, ec));
-  return s;
+  SLUICE_ASSIGN_OR_RETURN(s->engine, Engine::create(s->tokenizer, s->exec(), ec));
+  return {};
 }
 
 }  // namespace sluice::cli

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "dist/sharded_executor.h"
 #include "engine/engine.h"
 #include "executor/cpu_executor.h"
 #include "executor/kv_sizing.h"
@@ -30,11 +31,12 @@ struct EngineCliOptions {
   int spec_ngram_max = 4;
   double spec_cache_mtokens = 1.0;  // suffix cache of finished requests, millions of tokens
   std::string model_draft;          // --spec draft: the draft model (path or hf:// spec)
+  int tp = 1;                       // tensor-parallel ranks (cli/dist_session.h)
 };
 
 // Adds --ctx-size, --threads, --kv-cache-gb, --max-seqs, --max-batch-tokens, --prefill-chunk,
 // --no-prefix-cache, --block-size, --kv-type and the speculative decoding options (--spec,
-// --spec-k, --spec-ngram-min/max, --spec-cache-mtokens, --model-draft) to `cmd`.
+// --spec-k, --spec-ngram-min/max, --spec-cache-mtokens, --model-draft) and --tp to `cmd`.
 void add_engine_options(CLI::App* cmd, EngineCliOptions& o);
 // The speculative decoding part of `o`, checked.
 Result<SpecConfig> spec_config_from(const EngineCliOptions& o);
@@ -42,7 +44,8 @@ Result<SpecConfig> spec_config_from(const EngineCliOptions& o);
 struct EngineSession {
   Model model;
   Tokenizer tokenizer;
-  std::unique_ptr<CpuExecutor> executor;
+  std::unique_ptr<CpuExecutor> executor;           // one process
+  std::unique_ptr<dist::ShardedExecutor> sharded;  // --tp N: rank 0's (executor is null)
   // --spec draft: the draft model, its tokenizer and executor (declared before the engine,
   // which refers to them).
   std::unique_ptr<Model> draft_model;
@@ -50,6 +53,8 @@ struct EngineSession {
   std::unique_ptr<CpuExecutor> draft_executor;
   std::unique_ptr<Engine> engine;
   KvPlan kv;
+
+  Executor& exec() { return sharded ? static_cast<Executor&>(*sharded) : *executor; }
 };
 
 // Resolves `model_spec` (path or hf://), loads everything, and logs the KV cache size.

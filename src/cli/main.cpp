@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/dist_session.h"
 #include "kernels/matmul_isa.h"
 
 namespace sluice::cli {
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sluice: error: %s\n", isa.status().message().c_str());
     return 2;
   }
+  sluice::cli::set_command_line(argc, argv);
   CLI::App app{"sluice: run and serve large language models fast"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "sluice 0.1.0");

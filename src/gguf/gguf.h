@@ -61,6 +61,8 @@ class GgufFile {
   uint32_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   size_t file_size() const { return size_; }
+  // The whole file's bytes (the mapping, or the caller's buffer).
+  const uint8_t* bytes() const { return base_; }
 
   // Metadata, in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }

@@ -1,0 +1,156 @@
+#include "cli/dist_session.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "base/log.h"
+#include "cli/commands.h"
+#include "cli/model_arg.h"
+#include "dist/mpi_comm.h"
+#include "dist/sharded_executor.h"
+
+namespace sluice::cli {
+namespace {
+
+std::vector<std::string> g_args;
+
+// Ranks of this job on this host (they share its cores and memory).
+int local_ranks(int fallback) {
+  const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : fallback;
+}
+
+// Options every rank derives the same way: threads per rank (all cores shared among this
+// host's ranks unless --threads says), the KV budget per rank.
+CpuExecutorOptions rank_executor_options(const EngineCliOptions& o, KvType kv_type,
+                                         int32_t n_blocks, dist::MpiComm& comm) {
+  CpuExecutorOptions eo;
+  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+  eo.n_threads = o.threads > 0 ? o.threads : std::max(1, hw / local_ranks(comm.size()));
+  eo.block_size = o.block_size;
+  eo.kv_type = kv_type;
+  eo.n_blocks = n_blocks;
+  eo.collective = &comm;
+  return eo;
+}
+
+// Rank 0 sizes the KV cache (every rank's share of the budget) and tells the others.
+Result<int32_t> agree_on_blocks(dist::MpiComm& comm, const Model& model, const EngineCliOptions& o,
+                                KvType kv_type, std::string* desc) {
+  std::vector<uint8_t> msg(4, 0);
+  if (comm.rank() == 0) {
+    // --kv-cache-gb is the whole job's budget; the default share of this host's memory is
+    // split among its ranks. Either way at most max_seqs full contexts.
+    const double gb = o.kv_cache_gb > 0 ? o.kv_cache_gb / comm.size() : 0;
+    SLUICE_ASSIGN_OR_RETURN(KvPlan plan,
+                            plan_kv_cache(model.config(), o.block_size, kv_type, gb, o.max_seqs));
+    if (gb == 0) {
+      const size_t per_block = kv_bytes_per_block(model.config(), o.block_size, kv_type);
+      const double share =
+          double(available_memory_bytes()) * kDefaultKvMemoryShare / local_ranks(comm.size());
+      plan.n_blocks =
+          std::max<int32_t>(1, int32_t(std::min<double>(plan.n_blocks, share / double(per_block))));
+    }
+    if (desc) {
+      *desc = "KV cache: " + std::to_string(plan.n_blocks) + " blocks of " +
+              std::to_string(o.block_size) + " tokens on each of " + std::to_string(comm.size()) +
+              " ranks (" + plan.description + ")";
+    }
+    std::memcpy(msg.data(), &plan.n_blocks, 4);
+  }
+  SLUICE_RETURN_IF_ERROR(comm.broadcast(msg));
+  int32_t n_blocks = 0;
+  std::memcpy(&n_blocks, msg.data(), 4);
+  return n_blocks;
+}
+
+Result<Model> load_shard(const std::string& path, const EngineCliOptions& o, int rank) {
+  ModelOptions mo;
+  mo.n_ctx = o.ctx_size;
+  mo.allow_context_beyond_trained = true;
+  mo.tp_rank = rank;
+  mo.tp_size = o.tp;
+  return Model::load(path, mo);
+}
+
+[[noreturn]] void relaunch(int n) {
+  std::vector<std::string> args = {"mpirun"};
+  if (::geteuid() == 0) args.push_back("--allow-run-as-root");
+  // Ranks on this host only, as many as asked whatever the core count; no pinning (each
+  // rank's pool spreads over the cores it is given).
+  for (const char* a : {"--oversubscribe", "--bind-to", "none", "-np"}) args.push_back(a);
+  args.push_back(std::to_string(n));
+  char self[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  args.push_back(len > 0 ? std::string(self, size_t(len)) : g_args.at(0));
+  args.insert(args.end(), g_args.begin() + 1, g_args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  ::execvp("mpirun", argv.data());
+  std::fprintf(stderr,
+               "sluice: error: --tp %d needs mpirun (Open MPI: apt install openmpi-bin): %s\n", n,
+               std::strerror(errno));
+  std::_Exit(127);
+}
+
+}  // namespace
+
+void set_command_line(int argc, char** argv) {
+  g_args.assign(argv, argv + argc);
+}
+
+std::optional<int> take_rank(const std::string& command, const std::string& model_spec,
+                             const EngineCliOptions& o) {
+  if (o.tp < 1 || o.tp > 1024) return report_error(command, "--tp must be in 1..1024");
+  if (o.tp == 1) return std::nullopt;
+  if (!dist::launched_by_mpi()) relaunch(o.tp);
+  auto comm = dist::MpiComm::init();
+  if (!comm.ok()) return report_error(command, comm.message());
+  dist::MpiComm& c = **comm;
+  if (c.size() != o.tp) {
+    return report_error(command, "--tp " + std::to_string(o.tp) + " under mpirun with " +
+                                     std::to_string(c.size()) + " ranks (use -np " +
+                                     std::to_string(o.tp) + ")");
+  }
+  if (c.rank() == 0) return std::nullopt;
+  // A worker: its shard until rank 0 says stop. Its errors name the rank.
+  const std::string who = command + " (rank " + std::to_string(c.rank()) + ")";
+  const Status st = [&]() -> Status {
+    SLUICE_ASSIGN_OR_RETURN(std::string path, resolve_model_arg(model_spec));
+    SLUICE_ASSIGN_OR_RETURN(Model model, load_shard(path, o, c.rank()));
+    const KvType kv_type = o.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+    SLUICE_ASSIGN_OR_RETURN(int32_t n_blocks, agree_on_blocks(c, model, o, kv_type, nullptr));
+    const CpuExecutorOptions eo = rank_executor_options(o, kv_type, n_blocks, c);
+    SLUICE_ASSIGN_OR_RETURN(auto exec, CpuExecutor::create(model, eo));
+    SLUICE_RETURN_IF_ERROR(dist::check_ranks_agree(c, dist::rank_fingerprint(model, eo)));
+    return dist::run_worker(c, *exec);
+  }();
+  if (!st.ok()) return report_error(who, st.message());
+  dist::MpiComm::finalize();
+  return 0;
+}
+
+Status start_rank0(EngineSession& s, const EngineCliOptions& o, KvType kv_type) {
+  SLUICE_ASSIGN_OR_RETURN(dist::MpiComm * comm, dist::MpiComm::init());
+  std::string desc;
+  SLUICE_ASSIGN_OR_RETURN(int32_t n_blocks, agree_on_blocks(*comm, s.model, o, kv_type, &desc));
+  SLUICE_LOG(kInfo, desc);
+  s.kv.n_blocks = n_blocks;
+  s.kv.description = desc;
+  const CpuExecutorOptions eo = rank_executor_options(o, kv_type, n_blocks, *comm);
+  SLUICE_ASSIGN_OR_RETURN(auto exec, CpuExecutor::create(s.model, eo));
+  SLUICE_RETURN_IF_ERROR(dist::check_ranks_agree(*comm, dist::rank_fingerprint(s.model, eo)));
+  SLUICE_LOG(kInfo, "tensor parallel: " + std::to_string(o.tp) + " ranks, " +
+                        std::to_string(eo.n_threads) + " threads each");
+  s.sharded = std::make_unique<dist::ShardedExecutor>(*comm, std::move(exec));
+  std::atexit([] { dist::MpiComm::finalize(); });
+  return {};
+}
+
+}  // namespace sluice::cli

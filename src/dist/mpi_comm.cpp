@@ -1,0 +1,190 @@
+#include "dist/mpi_comm.h"
+
+#include <mpi.h>
+#include <sched.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <thread>
+
+namespace sluice::dist {
+namespace {
+
+MpiComm* g_comm = nullptr;
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+
+}  // namespace
+
+bool launched_by_mpi() {
+  return env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMIX_RANK") || env_set("PMI_SIZE");
+}
+
+Result<MpiComm*> MpiComm::init() {
+  if (g_comm) return g_comm;
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    return make_error("MPI_Init_thread failed");
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    return make_error("this MPI cannot be called from a thread other than main's (thread level ",
+                      provided, ")");
+  }
+  // Errors come back as codes (a dead peer is an error to report, not a crash).
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  static MpiComm comm;
+  MPI_Comm_rank(MPI_COMM_WORLD, &comm.rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &comm.size_);
+  if (const char* t = std::getenv("SLUICE_DIST_TIMEOUT_S"); t && std::atof(t) > 0) {
+    comm.timeout_s_ = std::atof(t);
+  }
+  g_comm = &comm;
+  return g_comm;
+}
+
+void MpiComm::finalize() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (g_comm && !finalized) MPI_Finalize();
+}
+
+void MpiComm::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+bool MpiComm::wait(void* req_ptr, const char* what, bool idle) {
+  auto* req = static_cast<MPI_Request*>(req_ptr);
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  for (int64_t i = 0;; ++i) {
+    int done = 0;
+    if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      error_ = std::string("MPI error during ") + what + " (a rank exited?)";
+      return false;
+    }
+    if (done) return true;
+    if (interrupted_.load(std::memory_order_relaxed)) {
+      error_ = std::string("interrupted during ") + what +
+               ": the MPI job is being stopped (a rank exited or was killed)";
+      return false;
+    }
+    if (i < 2000) continue;  // a short spin: steps' collectives answer in microseconds
+    const double waited = std::chrono::duration<double>(clock::now() - t0).count();
+    if (idle) {
+      std::this_thread::sleep_for(std::chrono::microseconds(waited < 0.01 ? 20 : 500));
+      continue;
+    }
+    if (waited > timeout_s_) {
+      error_ = std::string("no answer from the other ranks for ") +
+               std::to_string(int(timeout_s_)) + " s during " + what + " (a rank died or hangs)";
+      return false;
+    }
+    sched_yield();  // more ranks than cores: let the one computing run
+  }
+}
+
+void MpiComm::all_reduce_sum(float* x, int64_t n) {
+  if (failed() || size_ == 1) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  ++stats_.n_ops;
+  stats_.bytes += n * int64_t(sizeof(float));
+  gathered_.resize(size_t(n) * size_t(size_));
+  MPI_Request req;
+  if (n > INT_MAX || MPI_Iallgather(x, int(n), MPI_FLOAT, gathered_.data(), int(n), MPI_FLOAT,
+                                    MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
+    error_ = "MPI all-gather of partial sums failed";
+    return;
+  }
+  if (!wait(&req, "an all-reduce", false)) return;
+  // Rank order: (x0 + x1) + x2 ..., the same bits on every rank.
+  std::copy(gathered_.begin(), gathered_.begin() + n, x);
+  for (int r = 1; r < size_; ++r) {
+    const float* p = gathered_.data() + size_t(r) * size_t(n);
+    for (int64_t i = 0; i < n; ++i) x[i] += p[i];
+  }
+  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void MpiComm::gather(const float* send, int64_t n, std::span<const int64_t> counts, float* recv) {
+  if (failed()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  ++stats_.n_ops;
+  stats_.bytes += n * int64_t(sizeof(float));
+  counts_.resize(size_t(size_));
+  displs_.resize(size_t(size_));
+  int64_t at = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (counts[size_t(r)] > INT_MAX || at > INT_MAX) {
+      error_ = "a logits gather of more than 2^31 floats";
+      return;
+    }
+    counts_[size_t(r)] = int(counts[size_t(r)]);
+    displs_[size_t(r)] = int(at);
+    at += counts[size_t(r)];
+  }
+  MPI_Request req;
+  if (MPI_Igatherv(send, int(n), MPI_FLOAT, recv, counts_.data(), displs_.data(), MPI_FLOAT, 0,
+                   MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
+    error_ = "MPI gather of logits failed";
+    return;
+  }
+  wait(&req, "the logits gather", false);
+  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Status MpiComm::broadcast(std::vector<uint8_t>& bytes, bool idle) {
+  if (failed()) return make_error(error_);
+  uint64_t n = bytes.size();
+  MPI_Request req;
+  if (MPI_Ibcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+      !wait(&req, "a broadcast", idle)) {
+    return make_error(failed() ? error_ : "MPI broadcast failed");
+  }
+  if (n > uint64_t(INT_MAX)) return make_error("a broadcast of ", n, " bytes");
+  bytes.resize(size_t(n));
+  if (n == 0) return {};
+  if (MPI_Ibcast(bytes.data(), int(n), MPI_BYTE, 0, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+      !wait(&req, "a broadcast", false)) {
+    return make_error(failed() ? error_ : "MPI broadcast failed");
+  }
+  return {};
+}
+
+Status MpiComm::gather_bytes(const std::vector<uint8_t>& mine,
+                             std::vector<std::vector<uint8_t>>& all) {
+  if (failed()) return make_error(error_);
+  int n = int(mine.size());
+  std::vector<int> sizes(static_cast<size_t>(size_));
+  MPI_Request req;
+  if (MPI_Igather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, &req) !=
+          MPI_SUCCESS ||
+      !wait(&req, "a gather", false)) {
+    return make_error(failed() ? error_ : "MPI gather failed");
+  }
+  std::vector<int> displs(static_cast<size_t>(size_));
+  int total = 0;
+  for (int r = 0; r < size_; ++r) {
+    displs[size_t(r)] = total;
+    total += sizes[size_t(r)];
+  }
+  std::vector<uint8_t> flat(size_t(rank_ == 0 ? total : 0));
+  if (MPI_Igatherv(mine.data(), n, MPI_BYTE, flat.data(), sizes.data(), displs.data(), MPI_BYTE, 0,
+                   MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+      !wait(&req, "a gather", false)) {
+    return make_error(failed() ? error_ : "MPI gather failed");
+  }
+  all.clear();
+  if (rank_ != 0) return {};
+  for (int r = 0; r < size_; ++r) {
+    all.emplace_back(flat.begin() + displs[size_t(r)],
+                     flat.begin() + displs[size_t(r)] + sizes[size_t(r)]);
+  }
+  return {};
+}
+
+}  // namespace sluice::dist

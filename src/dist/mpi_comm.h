@@ -1,0 +1,83 @@
+// MPI for sluice's ranks (Open MPI from Debian; docs/distributed.md). One MpiComm per process,
+// over MPI_COMM_WORLD: rank 0 runs the engine, the other ranks run executor shards
+// (dist/sharded_executor.h).
+//
+// Every wait is a poll with a deadline instead of a blocking MPI call: a peer that died or stopped
+// answering turns into an error after `timeout_s` (the communicator is then marked failed and
+// every later operation returns at once) rather than a hang. Waits yield the core after a short
+// spin, so oversubscribed ranks (more ranks than cores) do not starve the one computing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "executor/collective.h"
+
+namespace sluice::dist {
+
+// Whether this process was started by mpirun / mpiexec (Open MPI's or a PMIx launcher's
+// environment), i.e. whether it should join the job's ranks rather than launch its own.
+bool launched_by_mpi();
+
+class MpiComm final : public Collective {
+ public:
+  // Initializes MPI (thread level SERIALIZED: the engine thread makes every call). Once per
+  // process; a second call returns the same communicator.
+  static Result<MpiComm*> init();
+  // Finalizes MPI (at exit of a clean run; not after a failure).
+  static void finalize();
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  // Collective (executor/collective.h): an all-gather of the partial sums, each rank adding
+  // them in rank order; and a gather to rank 0.
+  void all_reduce_sum(float* x, int64_t n) override;
+  void gather(const float* send, int64_t n, std::span<const int64_t> counts, float* recv) override;
+
+  // Rank 0's bytes to every rank: `bytes` is resized on the others. `idle`: the wait may be
+  // long (a worker waiting for the next step): it sleeps between polls and has no deadline.
+  Status broadcast(std::vector<uint8_t>& bytes, bool idle = false);
+  // Every rank's bytes to rank 0 (`all` gets them in rank order there).
+  Status gather_bytes(const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>& all);
+
+  // Collectives of the forward pass (all-reduce, gather) since the process started: how many,
+  // the bytes each rank sent, and the seconds spent in them (waiting for the slowest rank
+  // included).
+  struct Stats {
+    int64_t n_ops = 0;
+    int64_t bytes = 0;
+    double seconds = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+  // A wait of rank 0 that exceeded the deadline or an MPI error: set once, never cleared.
+  bool failed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; }
+  // Seconds a step's wait may take (SLUICE_DIST_TIMEOUT_S; default 10).
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  // From any thread (a signal's handler): the wait in progress and every later one fail, so
+  // a step stuck on a dead rank returns its error while the launcher tears the job down.
+  void interrupt() { interrupted_.store(true); }
+
+  // Ends the whole job at once (every rank), with `code`.
+  [[noreturn]] void abort(int code);
+
+ private:
+  MpiComm() = default;
+  // Polls `req` to completion; false (and failed()) past the deadline or on an MPI error.
+  bool wait(void* req, const char* what, bool idle);
+
+  int rank_ = 0, size_ = 1;
+  double timeout_s_ = 10;
+  std::atomic<bool> interrupted_{false};
+  std::string error_;
+  Stats stats_;
+  std::vector<float> gathered_;
+  std::vector<int> counts_, displs_;
+};
+
+}  // namespace sluice::dist

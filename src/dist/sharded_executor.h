@@ -1,0 +1,64 @@
+// Tensor-parallel execution over MPI ranks (model/shard.h; docs/distributed.md).
+//
+//   rank 0:  engine -> ShardedExecutor::execute(batch) --broadcast Batch--> ranks 1..N-1
+//            each rank: its CpuExecutor over its shard; all-reduces inside the forward pass
+//            rank 0 gathers the logits and returns them to the engine
+//   ranks > 0: run_worker() until rank 0 sends stop
+//
+// The Batch travels in its wire form (batch.h serialize_batch); block copies the same way. A
+// rank that dies or stops answering makes the step fail with an error naming the wait (the
+// launcher tears the job down; rank 0 then exits non-zero); nothing blocks without a deadline
+// except a worker waiting for the next step.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "dist/mpi_comm.h"
+#include "executor/cpu_executor.h"
+#include "executor/executor.h"
+
+namespace sluice::dist {
+
+// What every rank must agree on before the first step: the model file (size and a hash of
+// its header, metadata and tensor directory), the tensor-parallel size and the executor's
+// options. Rank 0 compares every rank's with its own; all ranks get the same verdict, an error
+// naming the first rank that differs.
+std::string rank_fingerprint(const Model& model, const CpuExecutorOptions& options);
+Status check_ranks_agree(MpiComm& comm, const std::string& fingerprint);
+
+class ShardedExecutor final : public Executor {
+ public:
+  // Rank 0's executor: `local` runs shard 0 with `comm` as its collective.
+  ShardedExecutor(MpiComm& comm, std::unique_ptr<CpuExecutor> local);
+  // Tells the workers to stop (they return from run_worker).
+  ~ShardedExecutor() override;
+
+  ExecutorCapacity capacity() const override { return local_->capacity(); }
+  Status execute(const Batch& batch, Logits& out) override;
+  Status copy_blocks(std::span<const BlockCopy> copies) override;
+  // Every rank holds a slice of each block's heads: not exported yet (an error says so).
+  Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const override;
+  Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) override;
+  int64_t last_step_expert_reads() const override { return local_->last_step_expert_reads(); }
+
+  // Collectives of the last execute(): how many, bytes sent by this rank, seconds in them.
+  const MpiComm::Stats& last_step_comm() const { return last_comm_; }
+  const CpuExecutor& local() const { return *local_; }
+
+ private:
+  Status fail();
+
+  MpiComm& comm_;
+  std::unique_ptr<CpuExecutor> local_;
+  std::vector<uint8_t> msg_;
+  MpiComm::Stats last_comm_;
+  bool failing_ = false;
+};
+
+// A worker rank's loop: each step rank 0 broadcasts, run on `exec` (its shard) until rank 0
+// says stop (ok) or the job fails (the error).
+Status run_worker(MpiComm& comm, CpuExecutor& exec);
+
+}  // namespace sluice::dist
