@@ -105,6 +105,13 @@ void set_command_line(int argc, char** argv) {
   g_args.assign(argv, argv + argc);
 }
 
+bool interrupt_ranks() {
+  dist::MpiComm* c = dist::MpiComm::current();
+  if (!c || c->size() == 1) return false;
+  c->interrupt();
+  return true;
+}
+
 std::optional<int> take_rank(const std::string& command, const std::string& model_spec,
                              const EngineCliOptions& o) {
   if (o.tp < 1 || o.tp > 1024) return report_error(command, "--tp must be in 1..1024");

@@ -2,10 +2,15 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 namespace sluice::dist {
@@ -42,25 +47,56 @@ Result<MpiComm*> MpiComm::init() {
   if (const char* t = std::getenv("SLUICE_DIST_TIMEOUT_S"); t && std::atof(t) > 0) {
     comm.timeout_s_ = std::atof(t);
   }
+  // Every rank's host and pid: the peers on this host are watched by pid (dead_local_peer).
+  struct Who {
+    char host[64];
+    long pid;
+  };
+  Who me{};
+  ::gethostname(me.host, sizeof me.host - 1);
+  me.pid = long(::getpid());
+  std::vector<Who> all(size_t(comm.size_));
+  if (MPI_Allgather(&me, int(sizeof me), MPI_BYTE, all.data(), int(sizeof me), MPI_BYTE,
+                    MPI_COMM_WORLD) != MPI_SUCCESS) {
+    return make_error("MPI: the ranks could not exchange their hosts");
+  }
+  comm.local_pids_.assign(all.size(), 0);
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (std::strncmp(all[r].host, me.host, sizeof me.host) == 0) comm.local_pids_[r] = all[r].pid;
+  }
   g_comm = &comm;
+  return g_comm;
+}
+
+MpiComm* MpiComm::current() {
   return g_comm;
 }
 
 void MpiComm::finalize() {
   int finalized = 0;
   MPI_Finalized(&finalized);
+  // After a failure the other ranks may be gone: MPI_Finalize (and Open MPI's own teardown at
+  // exit) would wait for them, until mpirun kills this rank. Leave at once instead.
+  if (g_comm && g_comm->failed()) {
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
   if (g_comm && !finalized) MPI_Finalize();
 }
 
-void MpiComm::abort(int code) {
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
+int MpiComm::dead_local_peer() const {
+  for (size_t r = 0; r < local_pids_.size(); ++r) {
+    if (int(r) == rank_ || local_pids_[r] == 0) continue;
+    if (::kill(pid_t(local_pids_[r]), 0) != 0 && errno == ESRCH) return int(r);
+  }
+  return -1;
 }
 
 bool MpiComm::wait(void* req_ptr, const char* what, bool idle) {
   auto* req = static_cast<MPI_Request*>(req_ptr);
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
+  double next_check = 0.1;
   for (int64_t i = 0;; ++i) {
     int done = 0;
     if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
@@ -75,6 +111,15 @@ bool MpiComm::wait(void* req_ptr, const char* what, bool idle) {
     }
     if (i < 2000) continue;  // a short spin: steps' collectives answer in microseconds
     const double waited = std::chrono::duration<double>(clock::now() - t0).count();
+    // Every ~0.1 s of waiting: is a peer on this host gone?
+    if (waited > next_check) {
+      next_check = waited + 0.1;
+      if (const int dead = dead_local_peer(); dead >= 0) {
+        error_ = "rank " + std::to_string(dead) + " (pid " +
+                 std::to_string(local_pids_[size_t(dead)]) + ") exited during " + what;
+        return false;
+      }
+    }
     if (idle) {
       std::this_thread::sleep_for(std::chrono::microseconds(waited < 0.01 ? 20 : 500));
       continue;

@@ -30,6 +30,8 @@ class MpiComm final : public Collective {
   static Result<MpiComm*> init();
   // Finalizes MPI (at exit of a clean run; not after a failure).
   static void finalize();
+  // The communicator init() made, or null when this process has not joined MPI ranks.
+  static MpiComm* current();
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -63,15 +65,18 @@ class MpiComm final : public Collective {
   // a step stuck on a dead rank returns its error while the launcher tears the job down.
   void interrupt() { interrupted_.store(true); }
 
-  // Ends the whole job at once (every rank), with `code`.
-  [[noreturn]] void abort(int code);
-
  private:
   MpiComm() = default;
   // Polls `req` to completion; false (and failed()) past the deadline or on an MPI error.
   bool wait(void* req, const char* what, bool idle);
 
+  // The first rank on this host whose process is gone (-1: none): peers started on this
+  // host are watched by pid, so a dead one is an error within a fraction of a second instead
+  // of at the deadline (ranks on other hosts: the deadline, or mpirun's teardown).
+  int dead_local_peer() const;
+
   int rank_ = 0, size_ = 1;
+  std::vector<long> local_pids_;  // [size]: the rank's pid when on this host, else 0
   double timeout_s_ = 10;
   std::atomic<bool> interrupted_{false};
   std::string error_;

@@ -85,11 +85,15 @@ Status ShardedExecutor::fail() {
     failing_ = true;
     // The step's requests fail with this error now; the job ends shortly after, non-zero, so a
     // supervisor restarts it (the ranks cannot be rejoined).
+    // Two seconds let the front end send the failed requests their errors; then this rank
+    // leaves at once (MPI_Abort or MPI_Finalize could wait on the dead rank), and mpirun ends
+    // the job.
     SLUICE_LOG(kError, msg + "; exiting in 2 s");
-    std::thread([&comm = comm_, msg] {
+    std::thread([msg] {
       std::this_thread::sleep_for(std::chrono::seconds(2));
       std::fprintf(stderr, "sluice: error: %s\n", msg.c_str());
-      comm.abort(1);
+      std::fflush(nullptr);
+      std::_Exit(1);
     }).detach();
   }
   return make_error(msg);

@@ -1,0 +1,114 @@
+// `sluice serve --tp 2` as users run it: the server relaunches itself under mpirun (rank 0 runs
+// the engine and HTTP, rank 1 its shard), serves the text one process serves, and when a rank
+// dies the requests in flight fail with an error and the job exits non-zero within seconds.
+#include <dirent.h>
+
+#include <fstream>
+
+#include "server_test_util.h"
+
+namespace sluice::test {
+namespace {
+
+// The pids of `parent`'s children (the ranks mpirun started).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    const pid_t pid = pid_t(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    std::getline(f, stat);
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) {
+      out.push_back(pid);
+    }
+  }
+  ::closedir(d);
+  return out;
+}
+
+// The MPI rank of a process started by mpirun (-1: none).
+int mpi_rank_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string var;
+  while (std::getline(f, var, '\0')) {
+    if (var.rfind("OMPI_COMM_WORLD_RANK=", 0) == 0) return std::atoi(var.c_str() + 21);
+  }
+  return -1;
+}
+
+TEST(ServeTensorParallel, ServesTheTextOfOneProcess) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  SLUICE_REQUIRE_SHARED(golden_path, kStoriesGolden);
+  const Golden g = load_golden(golden_path);
+  auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--tp", "2"});
+  ASSERT_TRUE(p);
+  const json body = {{"prompt", "Once upon a time"},
+                     {"max_tokens", int(g.greedy_tokens.size())},
+                     {"temperature", 0}};
+  const HttpResult whole = post(p->port, "/v1/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  EXPECT_EQ(json::parse(whole.body)["choices"][0]["text"], g.greedy_text);
+  // Several streams at once: one ragged batch on both ranks.
+  json sbody = body;
+  sbody["stream"] = true;
+  sbody["n"] = 3;
+  const SseResult s = stream(p->port, "/v1/completions", sbody);
+  ASSERT_TRUE(s.done);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(streamed_text(s, i), g.greedy_text) << i;
+  const std::string log = p->drain_log();
+  EXPECT_NE(log.find("tensor parallel: 2 ranks"), std::string::npos) << log;
+}
+
+TEST(ServeTensorParallel, DeadRankFailsTheRequestsAndExitsNonZero) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--tp", "2", "--max-seqs", "1"});
+  ASSERT_TRUE(p);
+  // A stream that would run for a long time: 64 choices of 400 tokens, one at a time.
+  const int fd = connect_local(p->port);
+  ASSERT_GE(fd, 0);
+  const json body = {{"prompt", "Once upon a time"},
+                     {"max_tokens", 400},
+                     {"ignore_eos", true},
+                     {"n", 64},
+                     {"stream", true}};
+  send_all(fd, http_request("POST", "/v1/completions", body.dump()));
+  const std::string first = recv_until(fd, "data: ");
+  ASSERT_NE(first.find("200 OK"), std::string::npos) << first;
+  // p->pid is mpirun (sluice re-executed itself); kill rank 1.
+  pid_t worker = -1;
+  for (pid_t c : children_of(p->pid)) {
+    if (mpi_rank_of(c) == 1) worker = c;
+  }
+  ASSERT_GT(worker, 0) << "no rank 1 among mpirun's children";
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(worker, SIGKILL);
+  // The stream ends (an error event, or the connection closes), never as a finished choice.
+  const std::string rest = recv_until(fd, "data: [DONE]", 20000);
+  ::close(fd);
+  const SseResult s = parse_sse(first + rest);
+  for (int i = 0; i < 64; ++i) EXPECT_NE(streamed_finish(s, i), "length") << i;
+  std::string error;
+  for (const json& e : s.events) {
+    if (e.is_object() && e.contains("error")) error = e["error"].dump();
+  }
+  EXPECT_NE(error.find("rank 1 (pid " + std::to_string(worker) + ") exited"), std::string::npos)
+      << error;
+
+  const int code = p->wait_exit(20000);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(code, 0);
+  EXPECT_LT(secs, 15.0);
+  const std::string log = p->drain_log();
+  EXPECT_NE(log.find("the tensor-parallel job was stopped"), std::string::npos) << log;
+  std::printf("[ dead rank ] job exited with %d %.1f s after rank 1 was killed\n", code, secs);
+}
+
+}  // namespace
+}  // namespace sluice::test
