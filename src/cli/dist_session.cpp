@@ -30,11 +30,12 @@ CpuExecutorOptions rank_executor_options(const EngineCliOptions& o, KvType kv_ty
                                          int32_t n_blocks, dist::MpiComm& comm) {
   CpuExecutorOptions eo;
   const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
-  eo.n_threads = o.threads > 0 ? o.threads : std::max(1, hw / local_ranks(comm.size()));
+  eo.n_threads = o.threads > 0 ? o.threads : std::max(1, hw / local_ranks(comm.world_size()));
   eo.block_size = o.block_size;
   eo.kv_type = kv_type;
   eo.n_blocks = n_blocks;
   eo.collective = &comm;
+  eo.stage_link = &comm;
   return eo;
 }
 
@@ -45,20 +46,20 @@ Result<int32_t> agree_on_blocks(dist::MpiComm& comm, const Model& model, const E
   if (comm.rank() == 0) {
     // --kv-cache-gb is the whole job's budget; the default share of this host's memory is
     // split among its ranks. Either way at most max_seqs full contexts.
-    const double gb = o.kv_cache_gb > 0 ? o.kv_cache_gb / comm.size() : 0;
+    const double gb = o.kv_cache_gb > 0 ? o.kv_cache_gb / comm.world_size() : 0;
     SLUICE_ASSIGN_OR_RETURN(KvPlan plan,
                             plan_kv_cache(model.config(), o.block_size, kv_type, gb, o.max_seqs));
     if (gb == 0) {
       const size_t per_block = kv_bytes_per_block(model.config(), o.block_size, kv_type);
       const double share =
-          double(available_memory_bytes()) * kDefaultKvMemoryShare / local_ranks(comm.size());
+          double(available_memory_bytes()) * kDefaultKvMemoryShare / local_ranks(comm.world_size());
       plan.n_blocks =
           std::max<int32_t>(1, int32_t(std::min<double>(plan.n_blocks, share / double(per_block))));
     }
     if (desc) {
       *desc = "KV cache: " + std::to_string(plan.n_blocks) + " blocks of " +
-              std::to_string(o.block_size) + " tokens on each of " + std::to_string(comm.size()) +
-              " ranks (" + plan.description + ")";
+              std::to_string(o.block_size) + " tokens on each of " +
+              std::to_string(comm.world_size()) + " ranks (" + plan.description + ")";
     }
     std::memcpy(msg.data(), &plan.n_blocks, 4);
   }
@@ -68,12 +69,15 @@ Result<int32_t> agree_on_blocks(dist::MpiComm& comm, const Model& model, const E
   return n_blocks;
 }
 
-Result<Model> load_shard(const std::string& path, const EngineCliOptions& o, int rank) {
+Result<Model> load_shard(const std::string& path, const EngineCliOptions& o,
+                         const dist::MpiComm& comm) {
   ModelOptions mo;
   mo.n_ctx = o.ctx_size;
   mo.allow_context_beyond_trained = true;
-  mo.tp_rank = rank;
+  mo.tp_rank = comm.rank();
   mo.tp_size = o.tp;
+  mo.pp_rank = comm.stage();
+  mo.pp_size = o.pp;
   return Model::load(path, mo);
 }
 
@@ -115,22 +119,20 @@ bool interrupt_ranks() {
 std::optional<int> take_rank(const std::string& command, const std::string& model_spec,
                              const EngineCliOptions& o) {
   if (o.tp < 1 || o.tp > 1024) return report_error(command, "--tp must be in 1..1024");
-  if (o.tp == 1) return std::nullopt;
-  if (!dist::launched_by_mpi()) relaunch(o.tp);
+  if (o.pp < 1 || o.pp > 1024) return report_error(command, "--pp must be in 1..1024");
+  if (o.pp_micro < 0) return report_error(command, "--pp-microbatches must not be negative");
+  if (o.tp * o.pp == 1) return std::nullopt;
+  if (!dist::launched_by_mpi()) relaunch(o.tp * o.pp);
   auto comm = dist::MpiComm::init();
   if (!comm.ok()) return report_error(command, comm.message());
   dist::MpiComm& c = **comm;
-  if (c.size() != o.tp) {
-    return report_error(command, "--tp " + std::to_string(o.tp) + " under mpirun with " +
-                                     std::to_string(c.size()) + " ranks (use -np " +
-                                     std::to_string(o.tp) + ")");
-  }
-  if (c.rank() == 0) return std::nullopt;
+  if (Status st = c.set_layout(o.tp, o.pp); !st.ok()) return report_error(command, st.message());
+  if (c.world_rank() == 0) return std::nullopt;
   // A worker: its shard until rank 0 says stop. Its errors name the rank.
-  const std::string who = command + " (rank " + std::to_string(c.rank()) + ")";
+  const std::string who = command + " (rank " + std::to_string(c.world_rank()) + ")";
   const Status st = [&]() -> Status {
     SLUICE_ASSIGN_OR_RETURN(std::string path, resolve_model_arg(model_spec));
-    SLUICE_ASSIGN_OR_RETURN(Model model, load_shard(path, o, c.rank()));
+    SLUICE_ASSIGN_OR_RETURN(Model model, load_shard(path, o, c));
     const KvType kv_type = o.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
     SLUICE_ASSIGN_OR_RETURN(int32_t n_blocks, agree_on_blocks(c, model, o, kv_type, nullptr));
     const CpuExecutorOptions eo = rank_executor_options(o, kv_type, n_blocks, c);
@@ -153,9 +155,10 @@ Status start_rank0(EngineSession& s, const EngineCliOptions& o, KvType kv_type) 
   const CpuExecutorOptions eo = rank_executor_options(o, kv_type, n_blocks, *comm);
   SLUICE_ASSIGN_OR_RETURN(auto exec, CpuExecutor::create(s.model, eo));
   SLUICE_RETURN_IF_ERROR(dist::check_ranks_agree(*comm, dist::rank_fingerprint(s.model, eo)));
-  SLUICE_LOG(kInfo, "tensor parallel: " + std::to_string(o.tp) + " ranks, " +
+  SLUICE_LOG(kInfo, "tensor parallel: " + std::to_string(o.tp) +
+                        " ranks, pipeline: " + std::to_string(o.pp) + " stages, " +
                         std::to_string(eo.n_threads) + " threads each");
-  s.sharded = std::make_unique<dist::ShardedExecutor>(*comm, std::move(exec));
+  s.sharded = std::make_unique<dist::ShardedExecutor>(*comm, std::move(exec), o.pp_micro);
   std::atexit([] { dist::MpiComm::finalize(); });
   return {};
 }

@@ -48,6 +48,12 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
                   "Tensor-parallel ranks (MPI): heads, FFN columns and vocabulary split over N "
                   "processes; launches them through mpirun unless started by it")
       ->capture_default_str();
+  cmd->add_option("--pp", o.pp,
+                  "Pipeline stages (MPI): layers split over M processes (times --tp ranks each)")
+      ->capture_default_str();
+  cmd->add_option("--pp-microbatches", o.pp_micro,
+                  "Micro-batches per step with --pp: the stages overlap on them (0: 2 x --pp)")
+      ->capture_default_str();
 }
 
 Result<SpecConfig> spec_config_from(const EngineCliOptions& o) {
@@ -84,15 +90,17 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   mo.n_ctx = o.ctx_size;
   mo.allow_context_beyond_trained = true;  // the loader warns
   const KvType kv_type = o.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
-  if (o.tp > 1 && spec.mode == SpecMode::kDraft) {
-    return make_error("--spec draft with --tp is not supported");
+  const bool dist = o.tp > 1 || o.pp > 1;
+  if (dist && spec.mode == SpecMode::kDraft) {
+    return make_error("--spec draft with --tp or --pp is not supported");
   }
   mo.tp_size = o.tp;  // rank 0's shard (cli/dist_session.h)
+  mo.pp_size = o.pp;
   SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, mo));
   SLUICE_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(model.file()));
   auto s = std::make_unique<EngineSession>(EngineSession{
       std::move(model), std::move(tok), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, {}});
-  if (o.tp > 1) {
+  if (dist) {
     SLUICE_RETURN_IF_ERROR(start_rank0(*s, o, kv_type));
     SLUICE_RETURN_IF_ERROR(create_engine(*s, o, spec, kv_type));
     return s;

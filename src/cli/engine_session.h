@@ -32,11 +32,14 @@ struct EngineCliOptions {
   double spec_cache_mtokens = 1.0;  // suffix cache of finished requests, millions of tokens
   std::string model_draft;          // --spec draft: the draft model (path or hf:// spec)
   int tp = 1;                       // tensor-parallel ranks (cli/dist_session.h)
+  int pp = 1;                       // pipeline stages
+  int pp_micro = 0;                 // micro-batches per step with stages (0: 2 x stages)
 };
 
 // Adds --ctx-size, --threads, --kv-cache-gb, --max-seqs, --max-batch-tokens, --prefill-chunk,
 // --no-prefix-cache, --block-size, --kv-type and the speculative decoding options (--spec,
-// --spec-k, --spec-ngram-min/max, --spec-cache-mtokens, --model-draft) and --tp to `cmd`.
+// --spec-k, --spec-ngram-min/max, --spec-cache-mtokens, --model-draft), --tp, --pp and
+// --pp-microbatches to `cmd`.
 void add_engine_options(CLI::App* cmd, EngineCliOptions& o);
 // The speculative decoding part of `o`, checked.
 Result<SpecConfig> spec_config_from(const EngineCliOptions& o);

@@ -18,6 +18,15 @@ namespace {
 
 MpiComm* g_comm = nullptr;
 
+// The stage's tensor-parallel communicator (MpiComm::tp_comm_), or the world.
+MPI_Comm tp_comm(void* p) {
+  return p ? *static_cast<MPI_Comm*>(p) : MPI_COMM_WORLD;
+}
+
+// Point-to-point tags: the residual stream between stages, the logits to rank 0.
+constexpr int kHiddenTag = 11;
+constexpr int kLogitsTag = 12;
+
 bool env_set(const char* name) {
   const char* v = std::getenv(name);
   return v && *v;
@@ -44,6 +53,8 @@ Result<MpiComm*> MpiComm::init() {
   static MpiComm comm;
   MPI_Comm_rank(MPI_COMM_WORLD, &comm.rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &comm.size_);
+  comm.tp_rank_ = comm.rank_;
+  comm.tp_size_ = comm.size_;
   if (const char* t = std::getenv("SLUICE_DIST_TIMEOUT_S"); t && std::atof(t) > 0) {
     comm.timeout_s_ = std::atof(t);
   }
@@ -133,22 +144,122 @@ bool MpiComm::wait(void* req_ptr, const char* what, bool idle) {
   }
 }
 
+Status MpiComm::set_layout(int tp, int n_stages) {
+  if (tp < 1 || n_stages < 1 || tp * n_stages != size_) {
+    return make_error("--tp ", tp, " x --pp ", n_stages, " ranks under mpirun with ", size_,
+                      " ranks (use -np ", tp * n_stages, ")");
+  }
+  if (tp_comm_) {  // a new layout (tests try several)
+    MPI_Comm_free(static_cast<MPI_Comm*>(tp_comm_));
+    delete static_cast<MPI_Comm*>(tp_comm_);
+    tp_comm_ = nullptr;
+  }
+  stage_ = rank_ / tp;
+  n_stages_ = n_stages;
+  tp_rank_ = rank_ % tp;
+  tp_size_ = tp;
+  if (n_stages == 1) return {};
+  auto* c = new MPI_Comm;
+  if (MPI_Comm_split(MPI_COMM_WORLD, stage_, rank_, c) != MPI_SUCCESS) {
+    delete c;
+    return make_error("MPI: cannot split the ranks into ", n_stages, " stages");
+  }
+  MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
+  tp_comm_ = c;
+  return {};
+}
+
+void MpiComm::reap_sends() {
+  for (size_t i = 0; i < sends_.size();) {
+    int done = 0;
+    MPI_Test(static_cast<MPI_Request*>(sends_[i].req), &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      ++i;
+      continue;
+    }
+    delete static_cast<MPI_Request*>(sends_[i].req);
+    sends_.erase(sends_.begin() + long(i));
+  }
+}
+
+void MpiComm::send_floats(const float* x, int64_t n, int to, int tag, const char* what) {
+  if (failed()) return;
+  reap_sends();
+  ++stats_.n_ops;
+  stats_.bytes += n * int64_t(sizeof(float));
+  Send s;
+  s.data.assign(x, x + n);
+  auto* req = new MPI_Request;
+  if (n > INT_MAX ||
+      MPI_Isend(s.data.data(), int(n), MPI_FLOAT, to, tag, MPI_COMM_WORLD, req) != MPI_SUCCESS) {
+    delete req;
+    error_ = std::string("MPI send failed: ") + what;
+    return;
+  }
+  s.req = req;
+  sends_.push_back(std::move(s));  // moving the vector keeps its heap buffer where it is
+}
+
+void MpiComm::recv_floats(float* x, int64_t n, int from, int tag, const char* what) {
+  if (failed()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  ++stats_.n_ops;
+  MPI_Request req;
+  if (n > INT_MAX ||
+      MPI_Irecv(x, int(n), MPI_FLOAT, from, tag, MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
+    error_ = std::string("MPI receive failed: ") + what;
+    return;
+  }
+  wait(&req, what, false);
+  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void MpiComm::recv_from_prev(float* x, int64_t n) {
+  recv_floats(x, n, rank_ - tp_size_, kHiddenTag, "the previous stage's activations");
+}
+
+void MpiComm::send_to_next(const float* x, int64_t n) {
+  send_floats(x, n, rank_ + tp_size_, kHiddenTag, "activations to the next stage");
+}
+
+void MpiComm::send_logits(const float* x, int64_t n) {
+  send_floats(x, n, 0, kLogitsTag, "logits to rank 0");
+}
+
+void MpiComm::recv_logits(float* x, int64_t n) {
+  recv_floats(x, n, (n_stages_ - 1) * tp_size_, kLogitsTag, "the last stage's logits");
+}
+
+bool MpiComm::finish_sends() {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (Send& s : sends_) {
+    if (!failed()) wait(s.req, "a send to another stage", false);
+  }
+  // After a failure the requests are left as they are (the job is ending).
+  if (!failed()) {
+    for (Send& s : sends_) delete static_cast<MPI_Request*>(s.req);
+    sends_.clear();
+  }
+  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return !failed();
+}
+
 void MpiComm::all_reduce_sum(float* x, int64_t n) {
-  if (failed() || size_ == 1) return;
+  if (failed() || tp_size_ == 1) return;
   const auto t0 = std::chrono::steady_clock::now();
   ++stats_.n_ops;
   stats_.bytes += n * int64_t(sizeof(float));
-  gathered_.resize(size_t(n) * size_t(size_));
+  gathered_.resize(size_t(n) * size_t(tp_size_));
   MPI_Request req;
   if (n > INT_MAX || MPI_Iallgather(x, int(n), MPI_FLOAT, gathered_.data(), int(n), MPI_FLOAT,
-                                    MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
+                                    tp_comm(tp_comm_), &req) != MPI_SUCCESS) {
     error_ = "MPI all-gather of partial sums failed";
     return;
   }
   if (!wait(&req, "an all-reduce", false)) return;
   // Rank order: (x0 + x1) + x2 ..., the same bits on every rank.
   std::copy(gathered_.begin(), gathered_.begin() + n, x);
-  for (int r = 1; r < size_; ++r) {
+  for (int r = 1; r < tp_size_; ++r) {
     const float* p = gathered_.data() + size_t(r) * size_t(n);
     for (int64_t i = 0; i < n; ++i) x[i] += p[i];
   }
@@ -160,10 +271,10 @@ void MpiComm::gather(const float* send, int64_t n, std::span<const int64_t> coun
   const auto t0 = std::chrono::steady_clock::now();
   ++stats_.n_ops;
   stats_.bytes += n * int64_t(sizeof(float));
-  counts_.resize(size_t(size_));
-  displs_.resize(size_t(size_));
+  counts_.resize(size_t(tp_size_));
+  displs_.resize(size_t(tp_size_));
   int64_t at = 0;
-  for (int r = 0; r < size_; ++r) {
+  for (int r = 0; r < tp_size_; ++r) {
     if (counts[size_t(r)] > INT_MAX || at > INT_MAX) {
       error_ = "a logits gather of more than 2^31 floats";
       return;
@@ -174,7 +285,7 @@ void MpiComm::gather(const float* send, int64_t n, std::span<const int64_t> coun
   }
   MPI_Request req;
   if (MPI_Igatherv(send, int(n), MPI_FLOAT, recv, counts_.data(), displs_.data(), MPI_FLOAT, 0,
-                   MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
+                   tp_comm(tp_comm_), &req) != MPI_SUCCESS) {
     error_ = "MPI gather of logits failed";
     return;
   }

@@ -1,6 +1,13 @@
 // MPI for sluice's ranks (Open MPI from Debian; docs/distributed.md). One MpiComm per process,
 // over MPI_COMM_WORLD: rank 0 runs the engine, the other ranks run executor shards
-// (dist/sharded_executor.h).
+// (dist/sharded_executor.h). With pipeline stages the world is a grid (set_layout):
+//
+//   world rank = stage * tp + tp_rank        e.g. --tp 2 --pp 2:  stage 0: ranks 0 1
+//                                                                 stage 1: ranks 2 3
+//
+// The Collective operations (all-reduce, logits gather) run within a stage's tensor-parallel
+// group; StageLink sends the residual stream from rank r to rank r + tp (the next stage), and
+// the last stage's tp_rank 0 sends the logits to world rank 0.
 //
 // Every wait is a poll with a deadline instead of a blocking MPI call: a peer that died or stopped
 // answering turns into an error after `timeout_s` (the communicator is then marked failed and
@@ -23,7 +30,7 @@ namespace sluice::dist {
 // environment), i.e. whether it should join the job's ranks rather than launch its own.
 bool launched_by_mpi();
 
-class MpiComm final : public Collective {
+class MpiComm final : public Collective, public StageLink {
  public:
   // Initializes MPI (thread level SERIALIZED: the engine thread makes every call). Once per
   // process; a second call returns the same communicator.
@@ -33,12 +40,33 @@ class MpiComm final : public Collective {
   // The communicator init() made, or null when this process has not joined MPI ranks.
   static MpiComm* current();
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  // Collective (executor/collective.h): an all-gather of the partial sums, each rank adding
-  // them in rank order; and a gather to rank 0.
+  // Splits the world into n_stages pipeline stages of tp ranks each (every rank calls it,
+  // with the same sizes; tp * n_stages must be the world's size). Default: one stage.
+  Status set_layout(int tp, int n_stages);
+
+  int world_rank() const { return rank_; }
+  int world_size() const { return size_; }
+  int stage() const { return stage_; }
+  int n_stages() const { return n_stages_; }
+  bool last_stage() const { return stage_ == n_stages_ - 1; }
+
+  // Collective (executor/collective.h), within this rank's stage: the tensor-parallel rank and
+  // size; an all-gather of the partial sums, each rank adding them in rank order; a gather to
+  // the stage's tp rank 0.
+  int rank() const override { return tp_rank_; }
+  int size() const override { return tp_size_; }
   void all_reduce_sum(float* x, int64_t n) override;
   void gather(const float* send, int64_t n, std::span<const int64_t> counts, float* recv) override;
+
+  // StageLink (executor/collective.h): the residual stream from the stage before / to the
+  // stage after (sends are buffered: finish_sends() waits for them).
+  void recv_from_prev(float* x, int64_t n) override;
+  void send_to_next(const float* x, int64_t n) override;
+  // The last stage's logits of a micro-batch, to world rank 0 (buffered), and rank 0's receipt.
+  void send_logits(const float* x, int64_t n);
+  void recv_logits(float* x, int64_t n);
+  // Waits until every buffered send has left (false: failed()).
+  bool finish_sends();
 
   // Rank 0's bytes to every rank: `bytes` is resized on the others. `idle`: the wait may be
   // long (a worker waiting for the next step): it sleeps between polls and has no deadline.
@@ -75,7 +103,21 @@ class MpiComm final : public Collective {
   // of at the deadline (ranks on other hosts: the deadline, or mpirun's teardown).
   int dead_local_peer() const;
 
-  int rank_ = 0, size_ = 1;
+  // A buffered point-to-point send in flight.
+  struct Send {
+    std::vector<float> data;
+    void* req = nullptr;  // MPI_Request*
+  };
+  void send_floats(const float* x, int64_t n, int to, int tag, const char* what);
+  void recv_floats(float* x, int64_t n, int from, int tag, const char* what);
+  // Sends that completed give their buffers back.
+  void reap_sends();
+
+  int rank_ = 0, size_ = 1;        // world
+  int tp_rank_ = 0, tp_size_ = 1;  // within the stage
+  int stage_ = 0, n_stages_ = 1;
+  void* tp_comm_ = nullptr;  // MPI_Comm* of the stage's group (null: the world)
+  std::vector<Send> sends_;
   std::vector<long> local_pids_;  // [size]: the rank's pid when on this host, else 0
   double timeout_s_ = 10;
   std::atomic<bool> interrupted_{false};

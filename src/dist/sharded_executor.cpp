@@ -44,11 +44,12 @@ std::string rank_fingerprint(const Model& model, const CpuExecutorOptions& o) {
   const GgufFile& f = model.file();
   const size_t n = std::min<size_t>(f.file_size(), f.data_offset() + (size_t(1) << 16));
   char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "model %zu bytes, hash %016llx; --tp %d; blocks %d of %d tokens, kv %s, isa %d",
-                f.file_size(), (unsigned long long)fnv1a(f.bytes(), n), model.shard().tp_size,
-                o.n_blocks, o.block_size, o.kv_type == KvType::kF32 ? "f32" : "f16",
-                int(o.matmul_isa));
+  std::snprintf(
+      buf, sizeof buf,
+      "model %zu bytes, hash %016llx; --tp %d --pp %d; blocks %d of %d tokens, kv %s, isa %d",
+      f.file_size(), (unsigned long long)fnv1a(f.bytes(), n), model.shard().tp_size,
+      model.shard().pp_size, o.n_blocks, o.block_size, o.kv_type == KvType::kF32 ? "f32" : "f16",
+      int(o.matmul_isa));
   return buf;
 }
 
@@ -70,8 +71,44 @@ Status check_ranks_agree(MpiComm& comm, const std::string& fingerprint) {
   return {};
 }
 
-ShardedExecutor::ShardedExecutor(MpiComm& comm, std::unique_ptr<CpuExecutor> local)
-    : comm_(comm), local_(std::move(local)) {}
+Status run_step(MpiComm& comm, CpuExecutor& exec, const Batch& batch, int n_micro, Logits& out,
+                StepBuffers& buf) {
+  if (comm.n_stages() == 1) return exec.execute(batch, out);
+  std::vector<Batch>& parts = buf.parts;
+  Logits& part_out = buf.part_out;
+  split_batch(batch, n_micro, parts);
+  const bool sends_logits = comm.last_stage() && comm.rank() == 0;
+  for (const Batch& part : parts) {
+    SLUICE_RETURN_IF_ERROR(exec.execute(part, part_out));
+    if (comm.failed()) break;
+    if (sends_logits) comm.send_logits(part_out.values.data(), int64_t(part_out.values.size()));
+  }
+  if (comm.world_rank() == 0 && !comm.failed()) {
+    out.values.clear();
+    out.seq_index.clear();
+    out.token_index.clear();
+    out.n_vocab = exec.capacity().n_vocab;
+    int32_t seq0 = 0, tok0 = 0;
+    for (const Batch& part : parts) {
+      set_logit_rows(part, part_out);
+      part_out.n_vocab = out.n_vocab;
+      part_out.values.resize(size_t(part_out.n_rows()) * size_t(out.n_vocab));
+      comm.recv_logits(part_out.values.data(), int64_t(part_out.values.size()));
+      append_logits(part_out, seq0, tok0, out);
+      seq0 += part.n_seqs();
+      tok0 += part.n_tokens();
+    }
+  }
+  comm.finish_sends();
+  return {};
+}
+
+ShardedExecutor::ShardedExecutor(MpiComm& comm, std::unique_ptr<CpuExecutor> local, int n_micro)
+    : comm_(comm),
+      local_(std::move(local)),
+      n_micro_(comm.n_stages() == 1 ? 1
+               : n_micro > 0        ? n_micro
+                                    : 2 * comm.n_stages()) {}
 
 ShardedExecutor::~ShardedExecutor() {
   if (comm_.failed()) return;
@@ -103,10 +140,13 @@ Status ShardedExecutor::execute(const Batch& batch, Logits& out) {
   if (comm_.failed()) return fail();
   SLUICE_RETURN_IF_ERROR(validate_batch(batch, capacity()));
   serialize_batch(batch, msg_);
+  const uint32_t n_micro = uint32_t(n_micro_);
+  msg_.insert(msg_.end(), reinterpret_cast<const uint8_t*>(&n_micro),
+              reinterpret_cast<const uint8_t*>(&n_micro) + 4);
   msg_.push_back(uint8_t(Op::kExecute));
   const MpiComm::Stats before = comm_.stats();
   if (!comm_.broadcast(msg_).ok()) return fail();
-  const Status st = local_->execute(batch, out);
+  const Status st = run_step(comm_, *local_, batch, n_micro_, out, step_buf_);
   if (comm_.failed()) return fail();
   const MpiComm::Stats& after = comm_.stats();
   last_comm_ = {after.n_ops - before.n_ops, after.bytes - before.bytes,
@@ -134,6 +174,7 @@ Status ShardedExecutor::import_blocks(std::span<const int32_t>, const KvBlockDat
 Status run_worker(MpiComm& comm, CpuExecutor& exec) {
   std::vector<uint8_t> msg;
   Logits out;
+  StepBuffers buf;
   while (true) {
     SLUICE_RETURN_IF_ERROR(comm.broadcast(msg, /*idle=*/true));
     if (msg.empty()) return make_error("an empty message from rank 0");
@@ -143,9 +184,13 @@ Status run_worker(MpiComm& comm, CpuExecutor& exec) {
       case Op::kStop:
         return {};
       case Op::kExecute: {
+        if (msg.size() < 4) return make_error("a step message without its micro-batch count");
+        uint32_t n_micro = 0;
+        std::memcpy(&n_micro, msg.data() + msg.size() - 4, 4);
+        msg.resize(msg.size() - 4);
         SLUICE_ASSIGN_OR_RETURN(Batch batch, deserialize_batch(msg));
         // Rank 0 validated the same batch against the same capacity: an error here is a bug.
-        SLUICE_RETURN_IF_ERROR(exec.execute(batch, out));
+        SLUICE_RETURN_IF_ERROR(run_step(comm, exec, batch, int(n_micro), out, buf));
         break;
       }
       case Op::kCopyBlocks:

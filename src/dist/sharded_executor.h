@@ -1,9 +1,15 @@
-// Tensor-parallel execution over MPI ranks (model/shard.h; docs/distributed.md).
+// Tensor- and pipeline-parallel execution over MPI ranks (model/shard.h; docs/distributed.md).
 //
 //   rank 0:  engine -> ShardedExecutor::execute(batch) --broadcast Batch--> ranks 1..N-1
 //            each rank: its CpuExecutor over its shard; all-reduces inside the forward pass
 //            rank 0 gathers the logits and returns them to the engine
 //   ranks > 0: run_worker() until rank 0 sends stop
+//
+// With pipeline stages every rank cuts the batch into the same micro-batches (split_batch):
+// stage 0 embeds and runs its layers on micro-batch 0, sends the residual stream on and goes
+// on to micro-batch 1 while stage 1 runs micro-batch 0, and so on; the last stage sends each
+// micro-batch's logits to rank 0. A step then takes (n_micro + n_stages - 1) micro-batch times
+// of one stage instead of n_stages whole-batch times (the bubble: docs/distributed.md).
 //
 // The Batch travels in its wire form (batch.h serialize_batch); block copies the same way. A
 // rank that dies or stops answering makes the step fail with an error naming the wait (the
@@ -28,10 +34,21 @@ namespace sluice::dist {
 std::string rank_fingerprint(const Model& model, const CpuExecutorOptions& options);
 Status check_ranks_agree(MpiComm& comm, const std::string& fingerprint);
 
+// One step on this rank: `batch` as `n_micro` micro-batches through the stages (one stage:
+// the whole batch at once); world rank 0 gets the logits in `out`. Every rank calls it with
+// the same batch and n_micro.
+struct StepBuffers {
+  std::vector<Batch> parts;  // the micro-batches
+  Logits part_out;           // one micro-batch's logits
+};
+Status run_step(MpiComm& comm, CpuExecutor& exec, const Batch& batch, int n_micro, Logits& out,
+                StepBuffers& buf);
+
 class ShardedExecutor final : public Executor {
  public:
-  // Rank 0's executor: `local` runs shard 0 with `comm` as its collective.
-  ShardedExecutor(MpiComm& comm, std::unique_ptr<CpuExecutor> local);
+  // Rank 0's executor: `local` runs shard 0 with `comm` as its collective. `n_micro`: the
+  // micro-batches of a step with pipeline stages (0: twice the stages).
+  ShardedExecutor(MpiComm& comm, std::unique_ptr<CpuExecutor> local, int n_micro = 0);
   // Tells the workers to stop (they return from run_worker).
   ~ShardedExecutor() override;
 
@@ -53,6 +70,8 @@ class ShardedExecutor final : public Executor {
   MpiComm& comm_;
   std::unique_ptr<CpuExecutor> local_;
   std::vector<uint8_t> msg_;
+  int n_micro_ = 1;
+  StepBuffers step_buf_;
   MpiComm::Stats last_comm_;
   bool failing_ = false;
 };

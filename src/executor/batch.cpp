@@ -1,5 +1,6 @@
 #include "executor/batch.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -129,6 +130,65 @@ int32_t Batch::n_logit_rows() const {
     if (s.logits == LogitsMode::kAll) n += s.n_new_tokens;
   }
   return n;
+}
+
+void set_logit_rows(const Batch& batch, Logits& out) {
+  out.seq_index.clear();
+  out.token_index.clear();
+  for (int32_t si = 0; si < batch.n_seqs(); ++si) {
+    const BatchSequence& seq = batch.seqs[size_t(si)];
+    if (seq.logits == LogitsMode::kNone) continue;
+    const int32_t first = seq.logits == LogitsMode::kAll ? 0 : seq.n_new_tokens - 1;
+    for (int32_t j = first; j < seq.n_new_tokens; ++j) {
+      out.seq_index.push_back(si);
+      out.token_index.push_back(seq.token_start + j);
+    }
+  }
+}
+
+void split_batch(const Batch& batch, int n_parts, std::vector<Batch>& parts) {
+  const int32_t n_seqs = batch.n_seqs();
+  n_parts = std::max(1, std::min<int>(n_parts, std::max<int32_t>(1, n_seqs)));
+  parts.resize(size_t(n_parts));
+  int32_t si = 0;
+  for (int p = 0; p < n_parts; ++p) {
+    Batch& b = parts[size_t(p)];
+    b.clear();
+    b.block_size = batch.block_size;
+    if (p == 0) b.block_copies = batch.block_copies;
+    // Sequences until this part holds its share of the tokens (at least one each, and one
+    // left for every later part).
+    const int64_t goal = int64_t(batch.n_tokens()) * (p + 1) / n_parts;
+    while (si < n_seqs && (b.n_seqs() == 0 || (batch.seqs[size_t(si)].token_start < goal &&
+                                               n_seqs - si > n_parts - 1 - p))) {
+      const BatchSequence& s = batch.seqs[size_t(si)];
+      BatchSequence t = s;
+      t.token_start = b.n_tokens();
+      t.block_table_start = int32_t(b.block_tables.size());
+      const auto tok = [&](const auto& v) {
+        return std::span(v).subspan(size_t(s.token_start), size_t(s.n_new_tokens));
+      };
+      b.token_ids.insert(b.token_ids.end(), tok(batch.token_ids).begin(),
+                         tok(batch.token_ids).end());
+      b.positions.insert(b.positions.end(), tok(batch.positions).begin(),
+                         tok(batch.positions).end());
+      b.kv_slots.insert(b.kv_slots.end(), tok(batch.kv_slots).begin(), tok(batch.kv_slots).end());
+      const auto table =
+          std::span(batch.block_tables).subspan(size_t(s.block_table_start), size_t(s.n_blocks));
+      b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
+      b.seqs.push_back(t);
+      ++si;
+    }
+  }
+}
+
+void append_logits(const Logits& part, int32_t seq_offset, int32_t token_offset, Logits& out) {
+  out.n_vocab = part.n_vocab;
+  out.values.insert(out.values.end(), part.values.begin(), part.values.end());
+  for (int32_t r = 0; r < part.n_rows(); ++r) {
+    out.seq_index.push_back(part.seq_index[size_t(r)] + seq_offset);
+    out.token_index.push_back(part.token_index[size_t(r)] + token_offset);
+  }
 }
 
 void Batch::clear() {

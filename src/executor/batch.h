@@ -108,4 +108,17 @@ struct Logits {
   const float* row(int32_t i) const { return values.data() + int64_t(i) * n_vocab; }
 };
 
+// The rows an executor returns for `batch` (seq_index, token_index; values untouched): every
+// token of a kAll sequence, the last of a kLast one, in batch order.
+void set_logit_rows(const Batch& batch, Logits& out);
+
+// Pipeline micro-batches: `batch` cut into at most `n_parts` batches of whole, consecutive
+// sequences (token counts as even as whole sequences allow), each self-contained (its own
+// token, block-table and sequence offsets); the block copies go with the first part. Parts'
+// logits rows, concatenated in order, are the whole batch's (append_logits).
+void split_batch(const Batch& batch, int n_parts, std::vector<Batch>& parts);
+// Appends a part's logits rows to `out` (the whole batch's), its sequence and token indices
+// shifted by the part's first sequence and token in the whole batch.
+void append_logits(const Logits& part, int32_t seq_offset, int32_t token_offset, Logits& out);
+
 }  // namespace sluice

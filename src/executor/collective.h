@@ -22,4 +22,17 @@ class Collective {
                       float* recv) = 0;
 };
 
+// Pipeline parallel (model/shard.h): the residual stream between consecutive stages. Each
+// rank of a stage talks to the rank of the same tensor-parallel index in the stage before and
+// after; messages between two ranks arrive in the order they were sent.
+class StageLink {
+ public:
+  virtual ~StageLink() = default;
+  // x[0, n) from the previous stage (blocks until it arrives, or the link fails: then x is
+  // left as it is and the step's error is reported by the link's owner).
+  virtual void recv_from_prev(float* x, int64_t n) = 0;
+  // x[0, n) to the next stage; returns once x may be reused (the data is copied).
+  virtual void send_to_next(const float* x, int64_t n) = 0;
+};
+
 }  // namespace sluice

@@ -99,10 +99,16 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
                       " needs the collectives of that rank");
   }
 
+  if (shard.pipelined() && !options.stage_link) {
+    return make_error("CPU executor: pipeline stage ", shard.pp_rank, " of ", shard.pp_size,
+                      " needs the link to its neighbouring stages");
+  }
+
   std::unique_ptr<CpuExecutor> e(new CpuExecutor(model, options.n_threads, options.matmul_isa));
   if (shard.sharded()) e->coll_ = options.collective;
+  if (shard.pipelined()) e->link_ = options.stage_link;
   KvCacheShape shape;
-  shape.n_layer = c.n_layer;
+  shape.n_layer = c.n_stage_layers();  // a pipeline stage: its layers only
   shape.n_blocks = n_blocks;
   shape.block_size = options.block_size;
   shape.n_kv_head = c.n_kv_head;
@@ -204,7 +210,7 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
   size_t total = 0;
   std::unordered_set<const void*> seen;
   for (const WeightMatrix* m : ms) {
-    if (!PackedWeights::supported(m->type) || !seen.insert(m->data).second) continue;
+    if (!m->data || !PackedWeights::supported(m->type) || !seen.insert(m->data).second) continue;
     const Result<size_t> bytes = PackedWeights::bytes_needed(m->type, m->n_rows, m->n_cols);
     if (!bytes.ok()) continue;  // a shape it cannot pack: stays unpacked
     plan.emplace_back(m, total);
@@ -328,8 +334,8 @@ class CpuExecutor::Ops final : public ForwardOps {
     const ModelConfig& c = e_.model_.config();
     const int64_t qd = q.cols, kvd = k.cols, hd = c.head_dim;
     const RopeParams rp = c.rope_params(nullptr);
-    void* k_cache = e_.kv_->k(layer);
-    void* v_cache = e_.kv_->v(layer);
+    void* k_cache = e_.kv_->k(layer - e_.model_.config().layer_begin);
+    void* v_cache = e_.kv_->v(layer - e_.model_.config().layer_begin);
     const KvType kv_type = e_.kv_->shape().type;
     const KvLayout layout{e_.block_size(), c.n_kv_head, c.head_dim};
     const float* inv_freq =
@@ -371,8 +377,8 @@ class CpuExecutor::Ops final : public ForwardOps {
       p.n_q = seq.n_new_tokens;
       p.kv_len = seq.context_len;
       p.kv_type = e_.kv_->shape().type;
-      p.k_cache = e_.kv_->k(layer);
-      p.v_cache = e_.kv_->v(layer);
+      p.k_cache = e_.kv_->k(layer - e_.model_.config().layer_begin);
+      p.v_cache = e_.kv_->v(layer - e_.model_.config().layer_begin);
       p.block_table = b_.block_tables.data() + seq.block_table_start;
       p.block_size = e_.block_size();
       p.n_head = c.n_head;
@@ -498,18 +504,11 @@ class CpuExecutor::Ops final : public ForwardOps {
   }
 
   // Logits only for the rows that asked, in token order.
+  void stage_input(Act x) override { e_.link_->recv_from_prev(x.data, x.rows * x.cols); }
+  void stage_output(Act x) override { e_.link_->send_to_next(x.data, x.rows * x.cols); }
+
   Act logit_rows(Act x) override {
-    out_.seq_index.clear();
-    out_.token_index.clear();
-    for (int si = 0; si < b_.n_seqs(); ++si) {
-      const BatchSequence& seq = b_.seqs[size_t(si)];
-      if (seq.logits == LogitsMode::kNone) continue;
-      const int32_t first = seq.logits == LogitsMode::kAll ? 0 : seq.n_new_tokens - 1;
-      for (int32_t j = first; j < seq.n_new_tokens; ++j) {
-        out_.seq_index.push_back(si);
-        out_.token_index.push_back(seq.token_start + j);
-      }
-    }
+    set_logit_rows(b_, out_);
     const int64_t R = out_.n_rows();
     const Act rows = buffer(ActBuf::kLogitRows, R, x.cols);
     for (int64_t r = 0; r < R; ++r) {

@@ -61,6 +61,10 @@ struct CpuExecutorOptions {
   // the rank that holds its row, and rank 0 gathers the logits (other ranks' Logits hold rows
   // and indices but no values).
   Collective* collective = nullptr;
+  // Pipeline parallel: the link to the neighbouring stages when the model is a stage
+  // (Model::shard().pipelined()), required then and unused otherwise. A stage's KV cache holds
+  // only its layers; a stage before the last returns no logits rows.
+  StageLink* stage_link = nullptr;
 };
 
 class CpuExecutor final : public Executor {
@@ -116,6 +120,7 @@ class CpuExecutor final : public Executor {
   std::unique_ptr<Scratch> s_;
   int64_t moe_expert_reads_ = 0;
   Collective* coll_ = nullptr;  // tensor parallel: the ranks' collectives
+  StageLink* link_ = nullptr;   // pipeline parallel: the neighbouring stages
 };
 
 }  // namespace sluice

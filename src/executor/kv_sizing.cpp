@@ -8,8 +8,8 @@
 namespace sluice {
 
 size_t kv_bytes_per_block(const ModelConfig& c, int block_size, KvType type) {
-  return 2 * size_t(c.n_layer) * size_t(block_size) * size_t(c.n_kv_head) * size_t(c.head_dim) *
-         size_t(kv_type_size(type));
+  return 2 * size_t(c.n_stage_layers()) * size_t(block_size) * size_t(c.n_kv_head) *
+         size_t(c.head_dim) * size_t(kv_type_size(type));
 }
 
 size_t available_memory_bytes() {

@@ -38,9 +38,13 @@ void llama_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops)
   const Act gate = ops.buffer(ActBuf::kGate, T, c.n_ff);
   const Act up = ops.buffer(ActBuf::kUp, T, c.n_ff);
 
-  ops.embed(w.token_embd, x);
-  if (c.embd_scale != 1.0f) ops.scale(x, c.embd_scale);
-  for (int il = 0; il < c.n_layer; ++il) {
+  if (c.first_stage()) {
+    ops.embed(w.token_embd, x);
+    if (c.embd_scale != 1.0f) ops.scale(x, c.embd_scale);
+  } else {
+    ops.stage_input(x);
+  }
+  for (int il = c.layer_begin; il < c.stage_layer_end(); ++il) {
     const LayerWeights& l = w.layers[size_t(il)];
     ops.rms_norm(x, l.attn_norm, c.rms_eps, xn, {&l.wq, &l.wk, &l.wv});
     ops.matmul(l.wq, xn, q);
@@ -83,6 +87,10 @@ void llama_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops)
     }
   }
 
+  if (!c.last_stage()) {
+    ops.stage_output(x);
+    return;
+  }
   const Act rows = ops.logit_rows(x);
   if (rows.rows == 0) return;
   const Act rows_n = ops.buffer(ActBuf::kLogitRowsNorm, rows.rows, c.n_embd);

@@ -63,6 +63,16 @@ struct ModelConfig : ModelShape {
   float rope_theta_swa = 0;
   float rope_freq_scale_swa = 1.0f;
 
+  // Pipeline parallel (model/shard.h): this stage runs layers [layer_begin, layer_end) of the
+  // n_layer; layer_end 0 means n_layer (one stage: every layer). The first stage embeds the
+  // tokens, the last computes the logits; the others take and pass on the residual stream.
+  int layer_begin = 0;
+  int layer_end = 0;
+  int stage_layer_end() const { return layer_end > 0 ? layer_end : n_layer; }
+  int n_stage_layers() const { return stage_layer_end() - layer_begin; }
+  bool first_stage() const { return layer_begin == 0; }
+  bool last_stage() const { return stage_layer_end() == n_layer; }
+
   // The sliding window of layer il (0: none).
   int layer_window(int il) const {
     if (sliding_window <= 0) return 0;
@@ -116,6 +126,9 @@ struct ModelOptions {
   // Tensor parallel: load only rank tp_rank's shard of tp_size (model/shard.h).
   int tp_rank = 0;
   int tp_size = 1;
+  // Pipeline parallel: load only stage pp_rank's layers of pp_size stages (model/shard.h).
+  int pp_rank = 0;
+  int pp_size = 1;
 };
 
 // Reads and checks the metadata of `file` (the architecture must be supported). n_vocab stays

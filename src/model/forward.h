@@ -95,6 +95,11 @@ class ForwardOps {
   virtual void softcap(Act x, float cap) = 0;
   // x += y.
   virtual void add(Act x, Act y) = 0;
+  // Pipeline parallel (config.h layer_begin/layer_end): a stage after the first takes the
+  // residual stream x [n_tokens, n_embd] from the stage before instead of embedding the tokens;
+  // a stage before the last hands x on instead of computing logits.
+  virtual void stage_input(Act x) = 0;
+  virtual void stage_output(Act x) = 0;
   // The rows of x the step wants logits for, in order, copied to a buffer of their own.
   virtual Act logit_rows(Act x) = 0;
   // The logits [logit rows, n_vocab] to write (the step's result).
@@ -105,7 +110,8 @@ class ForwardOps {
 // attention with optional q/k/v biases and q/k head norms; SwiGLU, or GeGLU with
 // config.ffn_gelu; the embeddings scaled by config.embd_scale; with config.post_norms the
 // attention and FFN outputs normed before the residual adds), then the logits rows
-// (soft-capped with config.final_softcap).
+// (soft-capped with config.final_softcap). A pipeline stage runs only its layers
+// (config.layer_begin ..): see ForwardOps::stage_input / stage_output.
 void llama_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
 
 }  // namespace sluice

@@ -23,7 +23,8 @@ Result<Model> Model::from_file(GgufFile file, const ModelOptions& options) {
   auto weights = bind_weights(m.file_, m.config_);
   if (!weights.ok()) return make_error("failed to load model: ", weights.message());
   m.weights_ = std::move(weights).value();
-  auto shard = shard_model({options.tp_rank, options.tp_size}, m.config_, m.weights_, m.owned_);
+  auto shard = shard_model({options.tp_rank, options.tp_size, options.pp_rank, options.pp_size},
+                           m.config_, m.weights_, m.owned_);
   if (!shard.ok()) return make_error("failed to load model: ", shard.message());
   m.shard_ = *shard;
   return m;

@@ -1,5 +1,6 @@
 #include "model/shard.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "gguf/types.h"
@@ -47,6 +48,12 @@ Status shard_ffn(WeightMatrix& gate, WeightMatrix& up, WeightMatrix& down, int r
 }
 
 }  // namespace
+
+Range stage_layers(int n_layer, int stage, int n_stages) {
+  const int base = n_layer / n_stages, extra = n_layer % n_stages;
+  const int begin = stage * base + std::min(stage, extra);
+  return {begin, begin + base + (stage < extra ? 1 : 0)};
+}
 
 Range split_range(int64_t n, int64_t unit, int rank, int size) {
   const int64_t units = n / unit;
@@ -98,6 +105,13 @@ Result<ShardInfo> shard_model(const ShardSpec& spec, ModelConfig& c, ModelWeight
   const int r = spec.tp_rank, n = spec.tp_size;
   if (r < 0 || r >= n) return make_error("tensor parallel rank ", r, " not in [0, ", n, ")");
   SLUICE_RETURN_IF_ERROR(check_shardable(c, w, n));
+  if (spec.pp_size < 1 || spec.pp_size > c.n_layer) {
+    return make_error("pipeline parallel size ", spec.pp_size, " must be in 1..", c.n_layer,
+                      " (the model's layers)");
+  }
+  if (spec.pp_rank < 0 || spec.pp_rank >= spec.pp_size) {
+    return make_error("pipeline stage ", spec.pp_rank, " not in [0, ", spec.pp_size, ")");
+  }
   ShardInfo info;
   info.tp_rank = r;
   info.tp_size = n;
@@ -106,6 +120,24 @@ Result<ShardInfo> shard_model(const ShardSpec& spec, ModelConfig& c, ModelWeight
   info.n_head = c.n_head;
   info.n_kv_head = c.n_kv_head;
   info.n_ff = c.n_ff;
+  info.pp_rank = spec.pp_rank;
+  info.pp_size = spec.pp_size;
+  const Range layers = stage_layers(c.n_layer, spec.pp_rank, spec.pp_size);
+  info.layer_begin = int(layers.begin);
+  info.layer_end = int(layers.end);
+  if (spec.pp_size > 1) {
+    // The other stages' layers are dropped (their file pages are never touched); the
+    // embedding stays on the first stage, the output (a view of the embedding when tied) and
+    // its norm on the last.
+    c.layer_begin = info.layer_begin;
+    c.layer_end = info.layer_end;
+    for (int il = 0; il < c.n_layer; ++il) {
+      if (il < layers.begin || il >= layers.end) w.layers[size_t(il)] = LayerWeights{};
+    }
+    if (!c.last_stage()) w.output = WeightMatrix{};
+    if (!c.first_stage()) w.token_embd = WeightMatrix{};
+    if (!c.last_stage()) w.output_norm.clear();
+  }
   if (n == 1) return info;
 
   const int64_t hd = c.head_dim;
@@ -116,7 +148,8 @@ Result<ShardInfo> shard_model(const ShardSpec& spec, ModelConfig& c, ModelWeight
   const Range q{int64_t(r) * hq * hd, int64_t(r + 1) * hq * hd};
   const Range kv{int64_t(kv0) * hd, int64_t(kv0 + hkv) * hd};
   int64_t n_ff = 0, n_ff_exp = 0, n_ff_shexp = 0;
-  for (LayerWeights& l : w.layers) {
+  for (int il = c.layer_begin; il < c.stage_layer_end(); ++il) {
+    LayerWeights& l = w.layers[size_t(il)];
     l.wq = l.wq.rows(q.begin, q.size());
     l.wk = l.wk.rows(kv.begin, kv.size());
     l.wv = l.wv.rows(kv.begin, kv.size());
@@ -141,9 +174,9 @@ Result<ShardInfo> shard_model(const ShardSpec& spec, ModelConfig& c, ModelWeight
     }
   }
   const Range v = split_range(c.n_vocab, 1, r, n);
-  const bool tied = w.output.data == w.token_embd.data;
-  w.token_embd = w.token_embd.rows(v.begin, v.size());
-  w.output = tied ? w.token_embd : w.output.rows(v.begin, v.size());
+  const bool tied = w.output.data != nullptr && w.output.data == w.token_embd.data;
+  if (w.token_embd.data) w.token_embd = w.token_embd.rows(v.begin, v.size());
+  if (w.output.data) w.output = tied ? w.token_embd : w.output.rows(v.begin, v.size());
   info.vocab_begin = v.begin;
   info.vocab_end = v.end;
 

@@ -26,10 +26,19 @@
 
 namespace sluice {
 
-// Which shard to load (ModelOptions): rank tp_rank of tp_size.
+// Items [begin, end).
+struct Range {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// Which shard to load (ModelOptions): rank tp_rank of tp_size within pipeline stage pp_rank of
+// pp_size.
 struct ShardSpec {
   int tp_rank = 0;
   int tp_size = 1;
+  int pp_rank = 0;
+  int pp_size = 1;
 };
 
 // What a Model holds of the whole (Model::shard()).
@@ -40,24 +49,31 @@ struct ShardInfo {
   int64_t vocab_begin = 0, vocab_end = 0;  // rows of token_embd / output held here
   // The whole model's shape, before sharding (KV heads and FFN width of one replica).
   int n_head = 0, n_kv_head = 0, n_ff = 0;
+  // Pipeline parallel: stage pp_rank of pp_size holds layers [layer_begin, layer_end) (also in
+  // ModelConfig), token_embd only on the first stage and output only on the last.
+  int pp_rank = 0;
+  int pp_size = 1;
+  int layer_begin = 0, layer_end = 0;
   bool sharded() const { return tp_size > 1; }
+  bool pipelined() const { return pp_size > 1; }
 };
 
 // How N ranks split the model: an error naming the dimension that does not divide (heads),
 // or nothing. `c` is the whole model's config.
 Status check_shardable(const ModelConfig& c, const ModelWeights& w, int tp_size);
 
-// Turns the whole model's config and weights into rank spec.tp_rank's shard, in place. Column
+// The layers of pipeline stage `stage` of `n_stages`: n_layer split as evenly as it goes (the
+// first n_layer % n_stages stages one more).
+Range stage_layers(int n_layer, int stage, int n_stages);
+
+// Turns the whole model's config and weights into rank spec.tp_rank's shard of stage
+// spec.pp_rank's layers, in place (the other layers' weights are dropped, never read). Column
 // copies go to `owned` (keep it alive with the weights).
 Result<ShardInfo> shard_model(const ShardSpec& spec, ModelConfig& c, ModelWeights& w,
                               std::vector<StreamedBuffer>& owned);
 
 // [begin, end) of `n` items split in `n_units` units of `unit` items over `size` ranks: rank r
 // gets units [r * n_units / size, (r + 1) * n_units / size).
-struct Range {
-  int64_t begin = 0, end = 0;
-  int64_t size() const { return end - begin; }
-};
 Range split_range(int64_t n, int64_t unit, int rank, int size);
 
 }  // namespace sluice

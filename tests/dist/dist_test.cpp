@@ -51,13 +51,22 @@ TEST(Mpi, RanksThatDisagreeAreRefusedOnEveryRank) {
       << st.message();
 }
 
-// Every rank loads its shard; rank 0 compares the sharded run with one process of its own.
-void check_model(const std::string& path, bool exact) {
+// Every rank loads its shard (tp ranks x pp stages); rank 0 compares the sharded run with one
+// process of its own. `n_micro`: micro-batches a step with stages.
+void check_model(const std::string& path, bool exact, int tp, int pp, int n_micro = 0) {
   MpiComm& c = comm();
-  SCOPED_TRACE(path + (exact ? " exact" : " fast"));
+  const std::string what = path + " --tp " + std::to_string(tp) + " --pp " + std::to_string(pp) +
+                           (exact ? " exact" : " fast");
+  SCOPED_TRACE(what);
+  auto whole = Model::load(path);
+  ASSERT_TRUE(whole.ok()) << whole.message();
+  if (pp > whole->config().n_layer) return;  // refused (model_shard_test); every rank agrees
+  ASSERT_TRUE(c.set_layout(tp, pp).ok());
   ModelOptions mo;
   mo.tp_rank = c.rank();
-  mo.tp_size = c.size();
+  mo.tp_size = tp;
+  mo.pp_rank = c.stage();
+  mo.pp_size = pp;
   auto shard = Model::load(path, mo);
   ASSERT_TRUE(shard.ok()) << shard.message();
   CpuExecutorOptions eo;
@@ -68,10 +77,11 @@ void check_model(const std::string& path, bool exact) {
     eo.matmul_isa = MatmulIsa::kScalar;
   }
   eo.collective = &c;
+  eo.stage_link = &c;
   auto local = CpuExecutor::create(*shard, eo);
   ASSERT_TRUE(local.ok()) << local.message();
   ASSERT_TRUE(check_ranks_agree(c, rank_fingerprint(*shard, eo)).ok());
-  if (c.rank() != 0) {
+  if (c.world_rank() != 0) {
     const Status st = run_worker(c, **local);
     ASSERT_TRUE(st.ok()) << st.message();
     return;
@@ -79,17 +89,16 @@ void check_model(const std::string& path, bool exact) {
   const std::vector<int32_t> prompt = {1, 45, 12, 300, 7, 99, 23, 210, 5, 64, 17, 400, 3};
   // The reference first (the workers wait for the first step meanwhile): the fast kernels'
   // sharded run is teacher-forced with its tokens (test::expect_rows_match).
-  auto whole = Model::load(path);
-  ASSERT_TRUE(whole.ok()) << whole.message();
   CpuExecutorOptions single_opts = eo;
   single_opts.collective = nullptr;
+  single_opts.stage_link = nullptr;
   auto single = CpuExecutor::create(*whole, single_opts);
   ASSERT_TRUE(single.ok()) << single.message();
   const test::Rows want = test::run_script(
       [&](const Batch& b, Logits& o) { return (*single)->execute(b, o); }, 16, 64, prompt, 12);
   test::Rows got;
   {
-    ShardedExecutor sharded(c, std::move(local).value());
+    ShardedExecutor sharded(c, std::move(local).value(), n_micro);
     got = test::run_script([&](const Batch& b, Logits& o) { return sharded.execute(b, o); }, 16, 64,
                            prompt, 12, exact ? nullptr : &want.greedy);
     // A prefix shared by copy-on-write: block copies reach every rank.
@@ -99,18 +108,39 @@ void check_model(const std::string& path, bool exact) {
   }  // the workers stop here
   const double worst = test::expect_rows_match(got, want, !exact);
   EXPECT_LT(worst, exact ? 1e-4 : 1e-2);
-  std::printf("[ mpi tp ] %-28s %d ranks %s: worst rel-L2 %.2e\n", path.c_str(), c.size(),
-              exact ? "exact" : "fast ", worst);
+  std::printf("[ mpi ] %s: worst rel-L2 %.2e\n", what.c_str(), worst);
 }
 
-TEST(MpiTensorParallel, GoldenModelsMatchOneProcess) {
+// Every layout of this world's ranks: all tensor parallel, all pipeline, and the grids.
+std::vector<std::pair<int, int>> layouts(int n) {
+  std::vector<std::pair<int, int>> out;
+  for (int tp = 1; tp <= n; ++tp) {
+    if (n % tp == 0) out.push_back({tp, n / tp});
+  }
+  return out;
+}
+
+TEST(MpiParallel, GoldenModelsMatchOneProcess) {
   SLUICE_REQUIRE_SHARED(dir, "testdata/models");
   // Heads: stories 8/4 (4 ranks: one K/V head each), gemma 4/1 (replicated), aidreams 4/4.
+  const int n = comm().world_size();
   for (const char* m : {"stories260K.gguf", "aidreams260K.gguf", "arch/gemma.gguf",
                         "arch/gemma2.gguf", "arch/qwen2moe.gguf"}) {
-    if (comm().size() > 2 && std::string(m) == "arch/qwen2moe.gguf") continue;
-    for (bool exact : {true, false}) check_model(dir + "/" + m, exact);
+    for (const auto& [tp, pp] : layouts(n)) {
+      if (tp > 2 && std::string(m) == "arch/qwen2moe.gguf") continue;
+      for (bool exact : {true, false}) check_model(dir + "/" + m, exact, tp, pp);
+    }
   }
+  ASSERT_TRUE(comm().set_layout(n, 1).ok());
+}
+
+// Pipeline stages over a ragged batch of two sequences: one micro-batch (no overlap) and one
+// per sequence give the same logits.
+TEST(MpiParallel, MicroBatchCountsAgree) {
+  SLUICE_REQUIRE_SHARED(dir, "testdata/models");
+  const int n = comm().world_size();
+  for (int n_micro : {1, 2, 5}) check_model(dir + "/stories260K.gguf", true, 1, n, n_micro);
+  ASSERT_TRUE(comm().set_layout(n, 1).ok());
 }
 
 }  // namespace

@@ -35,6 +35,89 @@ TEST(Batch, AddSequenceFillsPositionsAndSlots) {
   EXPECT_EQ(b.n_seqs(), 0);
 }
 
+// Pipeline micro-batches: random ragged batches cut into 1..n_seqs + 2 parts cover every
+// sequence once, in order, each part non-empty and self-contained (the executor accepts it),
+// block copies in the first; the parts' logits rows, appended, are the whole batch's rows
+// (indices and values, on stories260K when ../shared has it).
+TEST(Batch, SplitIntoMicroBatchesAndReassembleLogits) {
+  std::mt19937 rng(29);
+  const std::string model_path = test::shared_path("testdata/models/stories260K.gguf");
+  std::unique_ptr<Model> model;
+  std::unique_ptr<CpuExecutor> exec;
+  if (!model_path.empty()) {
+    auto m = Model::load(model_path);
+    ASSERT_TRUE(m.ok()) << m.message();
+    model = std::make_unique<Model>(std::move(m).value());
+    CpuExecutorOptions eo;
+    eo.n_threads = 1;
+    eo.n_blocks = 256;
+    auto e = CpuExecutor::create(*model, eo);
+    ASSERT_TRUE(e.ok()) << e.message();
+    exec = std::move(e).value();
+  }
+  std::vector<Batch> parts;
+  for (int trial = 0; trial < 200; ++trial) {
+    Batch b;
+    b.block_size = 16;
+    BlockFreeList blocks(256);
+    const int n_seqs = 1 + int(rng() % 9);
+    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seqs));
+    for (int si = 0; si < n_seqs; ++si) {
+      const int n_new = 1 + int(rng() % 20), n_computed = int(rng() % 40);
+      ASSERT_TRUE(blocks.allocate_for(n_computed + n_new, 16, tables[size_t(si)]));
+      std::vector<int32_t> toks(static_cast<size_t>(n_new));
+      for (int32_t& t : toks) t = int32_t(rng() % 500);
+      b.add_sequence(toks, n_computed, tables[size_t(si)], LogitsMode(rng() % 3));
+    }
+    if (rng() % 2) b.block_copies.push_back({250, 251});
+    const int want_parts = 1 + int(rng() % size_t(n_seqs + 2));
+    split_batch(b, want_parts, parts);
+    ASSERT_EQ(int(parts.size()), std::min(want_parts, n_seqs));
+    int32_t si = 0, tokens = 0;
+    Logits whole, joined, part_out;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      const Batch& part = parts[p];
+      ASSERT_GT(part.n_seqs(), 0);
+      EXPECT_EQ(part.block_copies.size(), p == 0 ? b.block_copies.size() : 0u);
+      for (int32_t j = 0; j < part.n_seqs(); ++j, ++si) {
+        const BatchSequence &x = part.seqs[size_t(j)], &y = b.seqs[size_t(si)];
+        EXPECT_EQ(x.n_new_tokens, y.n_new_tokens);
+        EXPECT_EQ(x.context_len, y.context_len);
+        EXPECT_EQ(x.logits, y.logits);
+        for (int32_t t = 0; t < x.n_new_tokens; ++t) {
+          EXPECT_EQ(part.token_ids[size_t(x.token_start + t)],
+                    b.token_ids[size_t(y.token_start + t)]);
+          EXPECT_EQ(part.positions[size_t(x.token_start + t)],
+                    b.positions[size_t(y.token_start + t)]);
+        }
+      }
+      ExecutorCapacity cap{256, 16, 512, 1 << 20, 0};
+      EXPECT_TRUE(validate_batch(part, cap).ok()) << validate_batch(part, cap).message();
+      if (exec && trial < 20) {
+        Batch run = part;
+        run.block_copies.clear();
+        ASSERT_TRUE(exec->execute(run, part_out).ok());
+      } else {
+        part_out.values.clear();
+        set_logit_rows(part, part_out);
+        part_out.values.assign(size_t(part_out.n_rows()), float(p));
+      }
+      append_logits(part_out, si - part.n_seqs(), tokens, joined);
+      tokens += part.n_tokens();
+    }
+    EXPECT_EQ(si, b.n_seqs());
+    EXPECT_EQ(tokens, b.n_tokens());
+    set_logit_rows(b, whole);
+    EXPECT_EQ(joined.seq_index, whole.seq_index);
+    EXPECT_EQ(joined.token_index, whole.token_index);
+    if (exec && trial < 20) {
+      b.block_copies.clear();
+      ASSERT_TRUE(exec->execute(b, whole).ok());
+      EXPECT_EQ(joined.values, whole.values) << "trial " << trial;
+    }
+  }
+}
+
 // The wire form: a round trip gives the same batch and the same bytes; truncated, padded or
 // inconsistent forms are refused; random corruption never crashes, and whatever still parses
 // re-serializes to the same bytes.

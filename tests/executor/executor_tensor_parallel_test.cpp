@@ -192,5 +192,103 @@ TEST(TensorParallel, ShardHoldsOnlyItsPart) {
   EXPECT_EQ(m->weights().token_embd.n_rows, 256);
 }
 
+// Pipeline stages (model/shard.h) in threads: each stage's executor holds only its layers and
+// KV cache; the last stage's logits equal one executor's bit for bit (same arithmetic per row,
+// only the residual stream crosses stages), with chunked prefill and ragged decode batches.
+TEST(PipelineParallel, StagesInThreadsMatchOneExecutor) {
+  SLUICE_REQUIRE_SHARED(dir, "testdata/models");
+  for (const char* file : {"stories260K.gguf", "arch/gemma2.gguf", "arch/qwen2moe.gguf"}) {
+    const std::string path = dir + "/" + file;
+    auto whole = Model::load(path);
+    ASSERT_TRUE(whole.ok()) << whole.message();
+    for (int n : {2, 3}) {
+      SCOPED_TRACE(std::string(file) + " --pp " + std::to_string(n));
+      CpuExecutorOptions opts;
+      opts.n_threads = 1;
+      opts.n_blocks = 64;
+      auto single = CpuExecutor::create(*whole, opts);
+      ASSERT_TRUE(single.ok()) << single.message();
+      test::ThreadPipe pipe(n);
+      std::vector<std::unique_ptr<Model>> stages;
+      std::vector<std::unique_ptr<CpuExecutor>> execs;
+      for (int s = 0; s < n; ++s) {
+        ModelOptions mo;
+        mo.pp_rank = s;
+        mo.pp_size = n;
+        auto m = Model::load(path, mo);
+        ASSERT_TRUE(m.ok()) << m.message();
+        stages.push_back(std::make_unique<Model>(std::move(m).value()));
+        opts.stage_link = &pipe.stage(s);
+        auto e = CpuExecutor::create(*stages.back(), opts);
+        ASSERT_TRUE(e.ok()) << e.message();
+        // The KV cache holds this stage's layers only.
+        EXPECT_EQ(e.value()->kv_cache().shape().n_layer, stages.back()->config().n_stage_layers());
+        execs.push_back(std::move(e).value());
+      }
+      const auto run_stages = [&](const Batch& b, Logits& out) -> Status {
+        std::vector<Status> st(static_cast<size_t>(n));
+        std::vector<Logits> outs(static_cast<size_t>(n));
+        std::vector<std::thread> threads;
+        for (int s = 0; s < n - 1; ++s) {
+          threads.emplace_back(
+              [&, s] { st[size_t(s)] = execs[size_t(s)]->execute(b, outs[size_t(s)]); });
+        }
+        st[size_t(n - 1)] = execs[size_t(n - 1)]->execute(b, out);
+        for (std::thread& t : threads) t.join();
+        for (int s = 0; s < n - 1; ++s) {
+          EXPECT_EQ(outs[size_t(s)].n_rows(), 0) << "stage " << s << " returned logits";
+        }
+        for (const Status& x : st) SLUICE_RETURN_IF_ERROR(x);
+        return Status{};
+      };
+      const test::Rows want = test::run_script(
+          [&](const Batch& b, Logits& o) { return (*single)->execute(b, o); }, 16, 64, kPrompt, 8);
+      const test::Rows got = test::run_script(run_stages, 16, 64, kPrompt, 8);
+      EXPECT_EQ(got.greedy, want.greedy);
+      EXPECT_EQ(got.logits, want.logits);
+    }
+  }
+}
+
+TEST(PipelineParallel, StagesHoldOnlyTheirLayersAndRefuseBadSizes) {
+  SLUICE_REQUIRE_SHARED(dir, "testdata/models");
+  const std::string path = dir + "/stories260K.gguf";
+  for (int s = 0; s < 2; ++s) {
+    ModelOptions mo;
+    mo.pp_rank = s;
+    mo.pp_size = 2;
+    auto m = Model::load(path, mo);
+    ASSERT_TRUE(m.ok()) << m.message();
+    const ModelConfig& c = m->config();
+    const ModelWeights& w = m->weights();
+    EXPECT_EQ(c.layer_begin, s == 0 ? 0 : 3);  // 5 layers: 3 + 2
+    EXPECT_EQ(c.stage_layer_end(), s == 0 ? 3 : 5);
+    EXPECT_EQ(m->shard().layer_begin, c.layer_begin);
+    for (int il = 0; il < c.n_layer; ++il) {
+      const bool mine = il >= c.layer_begin && il < c.stage_layer_end();
+      EXPECT_EQ(w.layers[size_t(il)].wq.data != nullptr, mine) << "layer " << il;
+    }
+    EXPECT_EQ(w.token_embd.data != nullptr, s == 0);
+    EXPECT_EQ(w.output.data != nullptr, s == 1);
+    EXPECT_EQ(w.output_norm.empty(), s == 0);
+    // A stage cannot run without its link.
+    auto e = CpuExecutor::create(*m);
+    ASSERT_FALSE(e.ok());
+    EXPECT_NE(e.message().find("needs the link to its neighbouring stages"), std::string::npos)
+        << e.message();
+  }
+  ModelOptions mo;
+  mo.pp_size = 6;
+  auto m = Model::load(path, mo);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("pipeline parallel size 6 must be in 1..5"), std::string::npos)
+      << m.message();
+  mo.pp_size = 2;
+  mo.pp_rank = 2;
+  m = Model::load(path, mo);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("pipeline stage 2 not in [0, 2)"), std::string::npos) << m.message();
+}
+
 }  // namespace
 }  // namespace sluice

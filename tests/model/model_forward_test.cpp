@@ -87,6 +87,8 @@ class RecordingOps final : public ForwardOps {
     EXPECT_EQ(x.cols, y.cols);
     calls.push_back("add");
   }
+  void stage_input(Act) override { calls.push_back("stage_input"); }
+  void stage_output(Act) override { calls.push_back("stage_output"); }
   Act logit_rows(Act x) override {
     calls.push_back("logit_rows");
     return buffer(ActBuf::kLogitRows, n_logit_rows_, x.cols);

@@ -1,6 +1,6 @@
-// `sluice serve --tp 2` as users run it: the server relaunches itself under mpirun (rank 0 runs
-// the engine and HTTP, rank 1 its shard), serves the text one process serves, and when a rank
-// dies the requests in flight fail with an error and the job exits non-zero within seconds.
+// `sluice serve --tp 2` (and --pp 2) as users run it: the server relaunches itself under mpirun
+// (rank 0 runs the engine and HTTP, rank 1 its shard), serves the text one process serves, and when
+// a rank dies the requests in flight fail with an error and the job exits non-zero within seconds.
 #include <dirent.h>
 
 #include <fstream>
@@ -47,23 +47,30 @@ TEST(ServeTensorParallel, ServesTheTextOfOneProcess) {
   SLUICE_REQUIRE_SHARED(model, kStoriesModel);
   SLUICE_REQUIRE_SHARED(golden_path, kStoriesGolden);
   const Golden g = load_golden(golden_path);
-  auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--tp", "2"});
-  ASSERT_TRUE(p);
-  const json body = {{"prompt", "Once upon a time"},
-                     {"max_tokens", int(g.greedy_tokens.size())},
-                     {"temperature", 0}};
-  const HttpResult whole = post(p->port, "/v1/completions", body);
-  ASSERT_EQ(whole.status, 200) << whole.body;
-  EXPECT_EQ(json::parse(whole.body)["choices"][0]["text"], g.greedy_text);
-  // Several streams at once: one ragged batch on both ranks.
-  json sbody = body;
-  sbody["stream"] = true;
-  sbody["n"] = 3;
-  const SseResult s = stream(p->port, "/v1/completions", sbody);
-  ASSERT_TRUE(s.done);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(streamed_text(s, i), g.greedy_text) << i;
-  const std::string log = p->drain_log();
-  EXPECT_NE(log.find("tensor parallel: 2 ranks"), std::string::npos) << log;
+  for (const char* flag : {"--tp", "--pp"}) {
+    SCOPED_TRACE(flag);
+    auto p = ServeProcess::start({model, "-c", "512", "-t", "1", flag, "2"});
+    ASSERT_TRUE(p);
+    const json body = {{"prompt", "Once upon a time"},
+                       {"max_tokens", int(g.greedy_tokens.size())},
+                       {"temperature", 0}};
+    const HttpResult whole = post(p->port, "/v1/completions", body);
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    EXPECT_EQ(json::parse(whole.body)["choices"][0]["text"], g.greedy_text);
+    // Several streams at once: one ragged batch on both ranks.
+    json sbody = body;
+    sbody["stream"] = true;
+    sbody["n"] = 3;
+    const SseResult s = stream(p->port, "/v1/completions", sbody);
+    ASSERT_TRUE(s.done);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(streamed_text(s, i), g.greedy_text) << i;
+    const std::string log = p->drain_log();
+    EXPECT_NE(
+        log.find(std::string(flag) == "--tp" ? "tensor parallel: 2 ranks, pipeline: 1 stages"
+                                             : "tensor parallel: 1 ranks, pipeline: 2 stages"),
+        std::string::npos)
+        << log;
+  }
 }
 
 TEST(ServeTensorParallel, DeadRankFailsTheRequestsAndExitsNonZero) {

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <barrier>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "executor/collective.h"
@@ -56,6 +59,46 @@ class ThreadGroup {
   std::barrier<> barrier_;
   std::vector<float*> ptrs_;
   std::vector<std::unique_ptr<Rank>> ranks_;
+};
+
+// Pipeline stages in threads of one process: stage s's link is ThreadPipe::stage(s); a send
+// queues a copy for the next stage, a receive waits for the previous stage's next message.
+class ThreadPipe {
+ public:
+  explicit ThreadPipe(int n_stages) : queues_(size_t(n_stages)) {
+    for (int s = 0; s < n_stages; ++s) links_.push_back(std::make_unique<Link>(*this, s));
+  }
+  StageLink& stage(int s) { return *links_[size_t(s)]; }
+
+ private:
+  struct Queue {  // messages into a stage
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::vector<float>> msgs;
+  };
+  class Link final : public StageLink {
+   public:
+    Link(ThreadPipe& p, int s) : p_(p), s_(s) {}
+    void recv_from_prev(float* x, int64_t n) override {
+      Queue& q = p_.queues_[size_t(s_)];
+      std::unique_lock<std::mutex> lock(q.mu);
+      q.cv.wait(lock, [&] { return !q.msgs.empty(); });
+      std::copy(q.msgs.front().begin(), q.msgs.front().begin() + n, x);
+      q.msgs.pop_front();
+    }
+    void send_to_next(const float* x, int64_t n) override {
+      Queue& q = p_.queues_[size_t(s_) + 1];
+      std::lock_guard<std::mutex> lock(q.mu);
+      q.msgs.emplace_back(x, x + n);
+      q.cv.notify_one();
+    }
+
+   private:
+    ThreadPipe& p_;
+    int s_;
+  };
+  std::vector<Queue> queues_;
+  std::vector<std::unique_ptr<Link>> links_;
 };
 
 }  // namespace sluice::test
