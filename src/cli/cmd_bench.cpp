@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/dist_session.h"
+#include "cli/engine_session.h"
 #include "cli/model_arg.h"
 #include "executor/cpu_executor.h"
 #include "executor/step_roofline.h"
@@ -38,8 +40,27 @@ struct BenchOptions {
   int reps = 3;
   std::string format = "md";
   std::string roofline_file;
-  bool probe = true;  // probe the read bandwidth alongside each test (MBU*)
+  bool probe = true;                 // probe the read bandwidth alongside each test (MBU*)
+  int tp = 1, pp = 1, pp_micro = 0;  // tensor / pipeline parallel ranks (cli/dist_session.h)
 };
+
+// The context every test fits in.
+int bench_ctx(const BenchOptions& o) {
+  return std::max(*std::max_element(o.prompts.begin(), o.prompts.end()), 16) + o.n_decode + 1;
+}
+
+// --tp / --pp: the engine options every rank derives its shard and KV cache from.
+EngineCliOptions dist_options(const BenchOptions& o) {
+  EngineCliOptions eo;
+  eo.tp = o.tp;
+  eo.pp = o.pp;
+  eo.pp_micro = o.pp_micro;
+  eo.threads = o.threads.empty() ? 0 : o.threads.front();
+  eo.ctx_size = bench_ctx(o);
+  eo.max_seqs = *std::max_element(o.batches.begin(), o.batches.end()) + 1;
+  eo.spec = "none";
+  return eo;
+}
 
 struct Stat {
   double mean = 0, sd = 0, best = 0;
@@ -69,16 +90,18 @@ struct Row {
   double expert_reads = -1;    // MoE decode: (layer, expert) FFNs run per step, mean
   int batch = 1;               // decode sequences per step
   int n_layer = 0, n_used = 0, n_expert = 0;  // MoE: the model's layers and experts
+  // --tp / --pp: seconds a step spent in messages between ranks (rank 0's, waits included)
+  // and the link model's prediction (-1: one process).
+  double comm_s = -1, comm_pred_s = -1;
 };
 
 class Runner {
  public:
-  Runner(const Model& model, CpuExecutor& exec, StepRoofline* roof)
-      : model_(model), exec_(exec), roof_(roof) {}
+  Runner(Executor& exec, StepRoofline* roof) : exec_(exec), roof_(roof) {}
 
   // Adds one sequence: the new tokens `toks` after `n_computed` computed ones.
   void add(std::vector<int32_t>& table, int32_t n_computed, const std::vector<int32_t>& toks) {
-    blocks_->allocate_for(n_computed + int32_t(toks.size()), exec_.block_size(), table);
+    blocks_->allocate_for(n_computed + int32_t(toks.size()), exec_.capacity().block_size, table);
     batch_.add_sequence(toks, n_computed, table, LogitsMode::kLast);
   }
 
@@ -87,15 +110,20 @@ class Runner {
   double predicted_prefill = 0, predicted_decode = 0;
   // MoE: the (layer, expert) FFNs the decode steps ran, and the steps.
   int64_t decode_expert_reads = 0, decode_steps = 0;
+  // Tensor / pipeline parallel: communication seconds of the prefill step and of all decode
+  // steps, measured and predicted.
+  double comm_prefill = 0, comm_decode = 0, comm_pred_prefill = 0, comm_pred_decode = 0;
   Status run(int p, int n, int b, double& prefill_s, double& decode_s) {
     predicted_prefill = predicted_decode = 0;
     decode_expert_reads = decode_steps = 0;
-    blocks_ = std::make_unique<BlockFreeList>(exec_.n_blocks());
-    const int n_vocab = model_.config().n_vocab;
+    comm_prefill = comm_decode = comm_pred_prefill = comm_pred_decode = 0;
+    const ExecutorCapacity cap = exec_.capacity();
+    blocks_ = std::make_unique<BlockFreeList>(cap.n_blocks);
+    const int n_vocab = cap.n_vocab;
     std::vector<std::vector<int32_t>> tables(static_cast<size_t>(b));
     std::vector<int32_t> ctx(static_cast<size_t>(b));
     batch_.clear();
-    batch_.block_size = exec_.block_size();
+    batch_.block_size = cap.block_size;
     using clock = std::chrono::steady_clock;
     auto t0 = clock::now();
     for (int s = 0; s < b; ++s) {
@@ -108,6 +136,7 @@ class Runner {
     // The roofline of what ran (MoE: the experts it read), computed after the clock's span.
     const Batch prefill_batch = batch_;
     const int64_t prefill_reads = exec_.last_step_expert_reads();
+    comm_prefill = exec_.last_step_comm().seconds;
     auto t1 = clock::now();
     for (int step = 0; step < n; ++step) {
       batch_.clear();
@@ -118,20 +147,26 @@ class Runner {
       }
       SLUICE_RETURN_IF_ERROR(exec_.execute(batch_, out_));
       const int64_t reads = exec_.last_step_expert_reads();
-      if (roof_) predicted_decode += roof_->predict(batch_, nullptr, reads);
+      comm_decode += exec_.last_step_comm().seconds;
+      if (roof_) {
+        predicted_decode += roof_->predict(batch_, nullptr, reads);
+        comm_pred_decode += roof_->predict_comm(batch_);
+      }
       decode_expert_reads += std::max<int64_t>(reads, 0);
       ++decode_steps;
     }
     auto t2 = clock::now();
-    if (roof_) predicted_prefill = roof_->predict(prefill_batch, nullptr, prefill_reads);
+    if (roof_) {
+      predicted_prefill = roof_->predict(prefill_batch, nullptr, prefill_reads);
+      comm_pred_prefill = roof_->predict_comm(prefill_batch);
+    }
     prefill_s = std::chrono::duration<double>(t1 - t0).count();
     decode_s = std::chrono::duration<double>(t2 - t1).count();
     return {};
   }
 
  private:
-  const Model& model_;
-  CpuExecutor& exec_;
+  Executor& exec_;
   StepRoofline* roof_;
   std::unique_ptr<BlockFreeList> blocks_;
   Batch batch_;
@@ -161,10 +196,16 @@ class Probed {
 
 Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& desc) {
   SLUICE_ASSIGN_OR_RETURN(std::string path, resolve_model_arg(o.model));
-  const int max_p = *std::max_element(o.prompts.begin(), o.prompts.end());
   const int max_b = *std::max_element(o.batches.begin(), o.batches.end());
-  const int n_ctx = std::max(max_p, 16) + o.n_decode + 1;
+  const int n_ctx = bench_ctx(o);
+  // The whole model: its shape and weights' bytes for the cost model (with --tp / --pp the
+  // ranks' shards run; this copy's weights are never read).
   SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, {n_ctx, true}));
+  const bool dist = o.tp * o.pp > 1;
+  std::unique_ptr<EngineSession> session;
+  if (dist) {
+    SLUICE_ASSIGN_OR_RETURN(session, open_engine_session(path, dist_options(o)));
+  }
   const ModelConfig& c = model.config();
 
   const std::string roof_path = o.roofline_file.empty() ? default_roofline_path() : o.roofline_file;
@@ -214,6 +255,14 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
                 path.c_str(), std::string(type_name(wtype)).c_str(), wbytes / 1e9, params / 1e9,
                 matmul_isa_description().c_str(), r.read_gbps, r.read_gbps_1t, peak_name, peak);
   desc = buf;
+  if (dist) {
+    std::snprintf(buf, sizeof buf,
+                  "; --tp %d --pp %d (%d micro-batches a step), %d threads a rank; link between "
+                  "ranks 0 and 1: %.2f GB/s, %.1f us a message",
+                  o.tp, o.pp, session->sharded->n_micro(), session->sharded->local().n_threads(),
+                  session->comm.link_bytes_per_s / 1e9, session->comm.link_latency_s * 1e6);
+    desc += buf;
+  }
   if (c.is_moe()) {
     std::snprintf(buf, sizeof buf,
                   "; MoE: %d of %d experts a token, %.2f GB shared + %.1f MB per (layer, expert), "
@@ -230,27 +279,35 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
   const double kv_per_pos = 2.0 * c.n_layer * c.kv_dim() * 2.0;
   const bool has_b1 = std::find(o.batches.begin(), o.batches.end(), 1) != o.batches.end();
   std::vector<int> threads = o.threads;
-  if (threads.empty()) threads.push_back(0);
+  if (threads.empty() || dist) threads.assign(1, dist ? session->sharded->local().n_threads() : 0);
   for (int t : threads) {
-    CpuExecutorOptions eo;
-    eo.n_threads = t;
-    eo.n_blocks = max_b * ((n_ctx + 15) / 16 + 1) + 4;
-    SLUICE_ASSIGN_OR_RETURN(auto exec, CpuExecutor::create(model, eo));
-    // The ceilings of the cores used: bandwidth as measured with 1 or all threads, peaks pro rata.
-    const int nt = exec->n_threads();
-    const double bw = nt == 1 ? r.read_gbps_1t : r.read_gbps;
-    const double share = double(nt) / r.threads;
+    std::unique_ptr<CpuExecutor> own;
+    if (!dist) {
+      CpuExecutorOptions eo;
+      eo.n_threads = t;
+      eo.n_blocks = max_b * ((n_ctx + 15) / 16 + 1) + 4;
+      SLUICE_ASSIGN_OR_RETURN(own, CpuExecutor::create(model, eo));
+    }
+    Executor& exec = dist ? session->exec() : *own;
+    // The ceilings of the cores used: bandwidth as measured with 1 or all threads, peaks pro
+    // rata. Ranks on this host share its cores and memory: all of them count.
+    const int nt = dist ? t : own->n_threads();
+    const int n_cores = dist ? std::min(r.threads, nt * o.tp * o.pp) : nt;
+    const double bw = n_cores == 1 ? r.read_gbps_1t : r.read_gbps;
+    const double share = double(n_cores) / r.threads;
     StepCostModel cost = model_cost;
     cost.hw.hbm_bytes_per_s = bw * 1e9;
     cost.hw.flops_bf16 *= share;
     cost.hw.ops_int8 *= share;
+    if (dist) cost.comm = session->comm;
     StepRoofline roof(cost);
-    Runner runner(model, *exec, &roof);
+    Runner runner(exec, &roof);
     double ps = 0, ds = 0;
     SLUICE_RETURN_IF_ERROR(runner.run(8, 2, 1, ps, ds));  // warm-up: pages in the weights
     for (int p : o.prompts) {
       std::vector<double> pp, tg;
       double pred_p = 0, pred_d = 0, meas_p = 0, meas_d = 0, read_bytes = 0;
+      double comm_p = 0, comm_pp = 0, comm_d = 0, comm_pd = 0, decode_steps = 0;
       Probed probed(probe, nt);
       for (int rep = 0; rep < o.reps; ++rep) {
         probed.sample();
@@ -258,6 +315,11 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
         pp.push_back(p / ps);
         pred_p += runner.predicted_prefill;
         meas_p += ps;
+        comm_p += runner.comm_prefill;
+        comm_pp += runner.comm_pred_prefill;
+        comm_d += runner.comm_decode;
+        comm_pd += runner.comm_pred_decode;
+        decode_steps += double(runner.decode_steps);
         if (has_b1 && o.n_decode > 0 && ds > 0) {
           tg.push_back(o.n_decode / ds);
           pred_d += runner.predicted_decode;
@@ -277,6 +339,10 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
       const double flops = 2.0 * active_params * p + 2.0 * c.n_layer * double(p) * p * c.q_dim();
       pr.mfu = flops / (p / pr.tps.mean) / 1e9 / (peak * share);
       pr.roofline = pred_p / meas_p;
+      if (dist) {
+        pr.comm_s = comm_p / o.reps;
+        pr.comm_pred_s = comm_pp / o.reps;
+      }
       rows.push_back(pr);
       if (!tg.empty()) {
         Row dr;
@@ -294,6 +360,10 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
         dr.mbu = dr.gbps / bw;
         probed.set(dr);
         dr.roofline = pred_d / meas_d;
+        if (dist && decode_steps > 0) {
+          dr.comm_s = comm_d / decode_steps;
+          dr.comm_pred_s = comm_pd / decode_steps;
+        }
         rows.push_back(dr);
       }
     }
@@ -302,7 +372,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
     for (int b : o.batches) {
       if (b == 1 || o.n_decode == 0) continue;
       std::vector<double> tg;
-      double pred = 0, meas = 0, read_bytes = 0;
+      double pred = 0, meas = 0, read_bytes = 0, comm = 0, comm_pred = 0, steps = 0;
       Probed probed(probe, nt);
       for (int rep = 0; rep < o.reps; ++rep) {
         probed.sample();
@@ -310,6 +380,9 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
         tg.push_back(double(b) * o.n_decode / ds);
         pred += runner.predicted_decode;
         meas += ds;
+        comm += runner.comm_decode;
+        comm_pred += runner.comm_pred_decode;
+        steps += double(runner.decode_steps);
         read_bytes += decode_wbytes(runner);
       }
       probed.sample();
@@ -331,6 +404,10 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
       br.mbu = br.gbps / bw;
       probed.set(br);
       br.roofline = pred / meas;
+      if (dist && steps > 0) {
+        br.comm_s = comm / steps;
+        br.comm_pred_s = comm_pred / steps;
+      }
       rows.push_back(br);
     }
   }
@@ -353,16 +430,22 @@ void print_rows(const BenchOptions& o, const std::string& desc, const std::vecto
         std::printf(", \"expert_reads_per_layer\": %.3f, \"ungrouped_reads_per_layer\": %d",
                     r.expert_reads / std::max(1, r.n_layer), r.batch * r.n_used);
       }
+      if (r.comm_s >= 0) {
+        std::printf(", \"comm_ms_per_step\": %.4f, \"comm_predicted_ms_per_step\": %.4f",
+                    r.comm_s * 1e3, r.comm_pred_s * 1e3);
+      }
       std::printf("}%s\n", i + 1 < rows.size() ? "," : "");
     }
     std::printf("]}\n");
     return;
   }
   std::printf("%s\n\n", desc.c_str());
+  const bool comm = !rows.empty() && rows.front().comm_s >= 0;
   std::printf(
       "| test | threads | tok/s | best | MB/token | GB/s | MBU | probe GB/s | MBU* | MFU | "
-      "roofline |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "roofline |%s\n",
+      comm ? " comm ms/step | predicted |" : "");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|%s\n", comm ? "---|---|" : "");
   for (const Row& r : rows) {
     char mfu[32] = "", probe[32] = "", mbu_probe[32] = "";
     if (r.mfu > 0) std::snprintf(mfu, sizeof mfu, "%.1f%%", 100 * r.mfu);
@@ -370,10 +453,12 @@ void print_rows(const BenchOptions& o, const std::string& desc, const std::vecto
       std::snprintf(probe, sizeof probe, "%.1f", r.probe_gbps);
       std::snprintf(mbu_probe, sizeof mbu_probe, "%.1f%%", 100 * r.mbu_probe);
     }
-    std::printf("| %s | %d | %.2f ± %.2f | %.2f | %.1f | %.1f | %.1f%% | %s | %s | %s | %.1f%% |\n",
+    std::printf("| %s | %d | %.2f ± %.2f | %.2f | %.1f | %.1f | %.1f%% | %s | %s | %s | %.1f%% |",
                 r.test.c_str(), r.threads, r.tps.mean, r.tps.sd, r.tps.best,
                 r.bytes_per_token / 1e6, r.gbps, 100 * r.mbu, probe, mbu_probe, mfu,
                 100 * r.roofline);
+    if (comm) std::printf(" %.3f | %.3f |", r.comm_s * 1e3, r.comm_pred_s * 1e3);
+    std::printf("\n");
   }
   bool first_moe = true;
   for (const Row& r : rows) {
@@ -388,8 +473,11 @@ void print_rows(const BenchOptions& o, const std::string& desc, const std::vecto
   }
   std::printf(
       "\nMBU: against the cached `--roofline` read bandwidth. MBU*: against the read bandwidth "
-      "probed before each repetition and after the last (probe GB/s, their mean)%s.\n",
-      o.probe ? "" : "; --no-probe: not measured");
+      "probed before each repetition and after the last (probe GB/s, their mean)%s.%s\n",
+      o.probe ? "" : "; --no-probe: not measured",
+      comm ? " comm ms/step: rank 0's time in messages between ranks a step (waits for slower "
+             "ranks included); predicted: the link model (docs/distributed.md)."
+           : "");
 }
 
 }  // namespace
@@ -417,6 +505,9 @@ void register_bench(CLI::App& app, int& exit_code) {
       "Do not probe the read bandwidth alongside each test (no MBU* column, 512 MiB less memory)");
   cmd->add_option("--output-format", opt->format, "md or json")
       ->check(CLI::IsMember({"md", "json"}));
+  cmd->add_option("--tp", opt->tp, "Tensor-parallel ranks (MPI; see `sluice run --help`)");
+  cmd->add_option("--pp", opt->pp, "Pipeline stages (MPI)");
+  cmd->add_option("--pp-microbatches", opt->pp_micro, "Micro-batches per step with --pp (0: --pp)");
   cmd->add_option("--roofline-file", opt->roofline_file,
                   "The cached ceilings: written by --roofline, read for MBU/MFU (default: " +
                       default_roofline_path() + ")");
@@ -433,6 +524,10 @@ void register_bench(CLI::App& app, int& exit_code) {
           *std::min_element(opt->prompts.begin(), opt->prompts.end()) < 1 ||
           *std::min_element(opt->batches.begin(), opt->batches.end()) < 1) {
         exit_code = report_error("bench", "-p and -b need values >= 1, -r >= 1, -n >= 0");
+        return;
+      }
+      if (auto code = take_rank("bench", opt->model, dist_options(*opt))) {
+        exit_code = *code;  // a worker rank (or mpirun's launcher) has finished
         return;
       }
       std::vector<Row> rows;

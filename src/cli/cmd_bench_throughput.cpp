@@ -155,6 +155,16 @@ Status run_throughput(const ThroughputOptions& o) {
                        {"compute_bound_steps", st.compute_bound_steps},
                        {"mbu", st.mbu()},
                        {"mfu", st.mfu()}};
+      if (r->cost().comm.any()) {
+        const double steps = double(st.memory_bound_steps + st.compute_bound_steps);
+        j["comm"] = {{"tp", r->cost().comm.tp},
+                     {"pp", r->cost().comm.pp},
+                     {"link_gbps", r->cost().comm.link_bytes_per_s / 1e9},
+                     {"link_latency_us", r->cost().comm.link_latency_s * 1e6},
+                     {"measured_ms_per_step", steps > 0 ? st.comm_seconds / steps * 1e3 : 0},
+                     {"predicted_ms_per_step", steps > 0 ? st.comm_predicted / steps * 1e3 : 0},
+                     {"bytes_per_step", steps > 0 ? st.comm_bytes / steps : 0}};
+      }
     }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -189,6 +199,18 @@ Status run_throughput(const ThroughputOptions& o) {
           "compute-bound steps at %.1f%% (MFU)\n",
           (unsigned long long)st.memory_bound_steps, 100 * st.mbu(),
           (unsigned long long)st.compute_bound_steps, 100 * st.mfu());
+      if (r->cost().comm.any()) {
+        const CommSpec& cs = r->cost().comm;
+        const double steps = double(st.memory_bound_steps + st.compute_bound_steps);
+        std::printf(
+            "communication (--tp %d --pp %d; link %.2f GB/s, %.1f us a message): %.3f ms a step "
+            "measured (waits for slower ranks included), %.3f ms predicted, %.1f KB sent by "
+            "rank 0\n",
+            cs.tp, cs.pp, cs.link_bytes_per_s / 1e9, cs.link_latency_s * 1e6,
+            steps > 0 ? st.comm_seconds / steps * 1e3 : 0,
+            steps > 0 ? st.comm_predicted / steps * 1e3 : 0,
+            steps > 0 ? st.comm_bytes / steps / 1e3 : 0);
+      }
     }
   }
   return {};

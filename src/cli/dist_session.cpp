@@ -109,6 +109,19 @@ void set_command_line(int argc, char** argv) {
   g_args.assign(argv, argv + argc);
 }
 
+CommSpec comm_spec(const dist::MpiComm& comm, const ModelConfig& whole, int n_micro) {
+  CommSpec c;
+  c.tp = comm.size();
+  c.pp = comm.n_stages();
+  c.n_micro = n_micro;
+  c.link_bytes_per_s = comm.link_bytes_per_s();
+  c.link_latency_s = comm.link_latency_s();
+  c.n_layer = whole.n_layer;
+  c.n_embd = whole.n_embd;
+  c.n_vocab = whole.n_vocab;
+  return c;
+}
+
 bool interrupt_ranks() {
   dist::MpiComm* c = dist::MpiComm::current();
   if (!c || c->size() == 1) return false;
@@ -159,6 +172,16 @@ Status start_rank0(EngineSession& s, const EngineCliOptions& o, KvType kv_type) 
                         " ranks, pipeline: " + std::to_string(o.pp) + " stages, " +
                         std::to_string(eo.n_threads) + " threads each");
   s.sharded = std::make_unique<dist::ShardedExecutor>(*comm, std::move(exec), o.pp_micro);
+  // The step cost model counts the whole model; the communication term the measured link.
+  ModelOptions whole;
+  whole.n_ctx = s.model.config().n_ctx;
+  whole.allow_context_beyond_trained = true;
+  SLUICE_ASSIGN_OR_RETURN(Model m, Model::load(s.model.file().path(), whole));
+  s.whole_model = std::make_unique<Model>(std::move(m));
+  s.comm = comm_spec(*comm, s.whole_model->config(), s.sharded->n_micro());
+  SLUICE_LOG(kInfo, "link between ranks 0 and 1: " +
+                        std::to_string(comm->link_latency_s() * 1e6).substr(0, 5) + " us, " +
+                        std::to_string(comm->link_bytes_per_s() / 1e9).substr(0, 5) + " GB/s");
   std::atexit([] { dist::MpiComm::finalize(); });
   return {};
 }

@@ -52,7 +52,7 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
                   "Pipeline stages (MPI): layers split over M processes (times --tp ranks each)")
       ->capture_default_str();
   cmd->add_option("--pp-microbatches", o.pp_micro,
-                  "Micro-batches per step with --pp: the stages overlap on them (0: 2 x --pp)")
+                  "Micro-batches per step with --pp: the stages overlap on them (0: --pp)")
       ->capture_default_str();
 }
 
@@ -98,8 +98,17 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   mo.pp_size = o.pp;
   SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, mo));
   SLUICE_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(model.file()));
-  auto s = std::make_unique<EngineSession>(EngineSession{
-      std::move(model), std::move(tok), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, {}});
+  auto s = std::make_unique<EngineSession>(EngineSession{std::move(model),
+                                                         std::move(tok),
+                                                         nullptr,
+                                                         nullptr,
+                                                         nullptr,
+                                                         nullptr,
+                                                         nullptr,
+                                                         nullptr,
+                                                         {},
+                                                         nullptr,
+                                                         {}});
   if (dist) {
     SLUICE_RETURN_IF_ERROR(start_rank0(*s, o, kv_type));
     SLUICE_RETURN_IF_ERROR(create_engine(*s, o, spec, kv_type));
@@ -157,7 +166,9 @@ Status create_engine(EngineSession& session, const EngineCliOptions& o, const Sp
   ec.spec = spec;
   // Step times against the roofline, when this machine's ceilings have been measured.
   if (auto roof = load_roofline(default_roofline_path()); roof.ok()) {
-    ec.cost_model = make_step_cost_model(s->model, *roof, kv_type);
+    ec.cost_model =
+        make_step_cost_model(s->whole_model ? *s->whole_model : s->model, *roof, kv_type);
+    ec.cost_model->comm = s->comm;
   } else {
     SLUICE_LOG(kInfo,
                "no roofline measurements (run `sluice bench --roofline`): step times are "

@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "executor/cpu_executor.h"
 #include "executor/kv_sizing.h"
+#include "executor/step_roofline.h"
 #include "model/model.h"
 
 namespace sluice::cli {
@@ -33,7 +34,7 @@ struct EngineCliOptions {
   std::string model_draft;          // --spec draft: the draft model (path or hf:// spec)
   int tp = 1;                       // tensor-parallel ranks (cli/dist_session.h)
   int pp = 1;                       // pipeline stages
-  int pp_micro = 0;                 // micro-batches per step with stages (0: 2 x stages)
+  int pp_micro = 0;                 // micro-batches per step with stages (0: one per stage)
 };
 
 // Adds --ctx-size, --threads, --kv-cache-gb, --max-seqs, --max-batch-tokens, --prefill-chunk,
@@ -56,6 +57,10 @@ struct EngineSession {
   std::unique_ptr<CpuExecutor> draft_executor;
   std::unique_ptr<Engine> engine;
   KvPlan kv;
+  // --tp / --pp: the whole model's tensors (views of the file, never read) for the step cost
+  // model, and the communication term (the link rank 0 measured).
+  std::unique_ptr<Model> whole_model;
+  CommSpec comm;
 
   Executor& exec() { return sharded ? static_cast<Executor&>(*sharded) : *executor; }
 };

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -158,6 +159,7 @@ Status MpiComm::set_layout(int tp, int n_stages) {
   n_stages_ = n_stages;
   tp_rank_ = rank_ % tp;
   tp_size_ = tp;
+  if (size_ > 1 && link_bytes_per_s_ == 0) measure_link();
   if (n_stages == 1) return {};
   auto* c = new MPI_Comm;
   if (MPI_Comm_split(MPI_COMM_WORLD, stage_, rank_, c) != MPI_SUCCESS) {
@@ -167,6 +169,34 @@ Status MpiComm::set_layout(int tp, int n_stages) {
   MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
   tp_comm_ = c;
   return {};
+}
+
+void MpiComm::measure_link() {
+  if (rank_ > 1) return;
+  const int peer = 1 - rank_;
+  using clock = std::chrono::steady_clock;
+  // Seconds of one round trip of `bytes` (the best of `reps`, after one warm-up).
+  const auto round_trip = [&](size_t bytes, int reps) {
+    std::vector<uint8_t> buf(bytes);
+    double best = 1e9;
+    for (int i = 0; i <= reps; ++i) {
+      const auto t0 = clock::now();
+      if (rank_ == 0) {
+        MPI_Send(buf.data(), int(bytes), MPI_BYTE, peer, 13, MPI_COMM_WORLD);
+        MPI_Recv(buf.data(), int(bytes), MPI_BYTE, peer, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else {
+        MPI_Recv(buf.data(), int(bytes), MPI_BYTE, peer, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(buf.data(), int(bytes), MPI_BYTE, peer, 13, MPI_COMM_WORLD);
+      }
+      if (i > 0) best = std::min(best, std::chrono::duration<double>(clock::now() - t0).count());
+    }
+    return best;
+  };
+  const double small = round_trip(8, 50);
+  const size_t big_bytes = size_t(4) << 20;
+  const double big = round_trip(big_bytes, 5);
+  link_latency_s_ = small / 2;
+  link_bytes_per_s_ = double(big_bytes) / std::max(1e-9, big / 2 - link_latency_s_);
 }
 
 void MpiComm::reap_sends() {

@@ -23,6 +23,7 @@
 
 #include "base/status.h"
 #include "executor/collective.h"
+#include "executor/executor.h"
 
 namespace sluice::dist {
 
@@ -43,6 +44,11 @@ class MpiComm final : public Collective, public StageLink {
   // Splits the world into n_stages pipeline stages of tp ranks each (every rank calls it,
   // with the same sizes; tp * n_stages must be the world's size). Default: one stage.
   Status set_layout(int tp, int n_stages);
+
+  // The link between world ranks 0 and 1, measured by set_layout with a ping-pong (8-byte
+  // messages: latency, one way; 4 MiB: bandwidth); 0 in one process.
+  double link_latency_s() const { return link_latency_s_; }
+  double link_bytes_per_s() const { return link_bytes_per_s_; }
 
   int world_rank() const { return rank_; }
   int world_size() const { return size_; }
@@ -77,11 +83,7 @@ class MpiComm final : public Collective, public StageLink {
   // Collectives of the forward pass (all-reduce, gather) since the process started: how many,
   // the bytes each rank sent, and the seconds spent in them (waiting for the slowest rank
   // included).
-  struct Stats {
-    int64_t n_ops = 0;
-    int64_t bytes = 0;
-    double seconds = 0;
-  };
+  using Stats = CommStats;
   const Stats& stats() const { return stats_; }
 
   // A wait of rank 0 that exceeded the deadline or an MPI error: set once, never cleared.
@@ -116,6 +118,8 @@ class MpiComm final : public Collective, public StageLink {
   int rank_ = 0, size_ = 1;        // world
   int tp_rank_ = 0, tp_size_ = 1;  // within the stage
   int stage_ = 0, n_stages_ = 1;
+  double link_latency_s_ = 0, link_bytes_per_s_ = 0;
+  void measure_link();
   void* tp_comm_ = nullptr;  // MPI_Comm* of the stage's group (null: the world)
   std::vector<Send> sends_;
   std::vector<long> local_pids_;  // [size]: the rank's pid when on this host, else 0

@@ -108,7 +108,7 @@ ShardedExecutor::ShardedExecutor(MpiComm& comm, std::unique_ptr<CpuExecutor> loc
       local_(std::move(local)),
       n_micro_(comm.n_stages() == 1 ? 1
                : n_micro > 0        ? n_micro
-                                    : 2 * comm.n_stages()) {}
+                                    : comm.n_stages()) {}
 
 ShardedExecutor::~ShardedExecutor() {
   if (comm_.failed()) return;

@@ -47,7 +47,7 @@ Status run_step(MpiComm& comm, CpuExecutor& exec, const Batch& batch, int n_micr
 class ShardedExecutor final : public Executor {
  public:
   // Rank 0's executor: `local` runs shard 0 with `comm` as its collective. `n_micro`: the
-  // micro-batches of a step with pipeline stages (0: twice the stages).
+  // micro-batches of a step with pipeline stages (0: one per stage).
   ShardedExecutor(MpiComm& comm, std::unique_ptr<CpuExecutor> local, int n_micro = 0);
   // Tells the workers to stop (they return from run_worker).
   ~ShardedExecutor() override;
@@ -59,9 +59,11 @@ class ShardedExecutor final : public Executor {
   Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const override;
   Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) override;
   int64_t last_step_expert_reads() const override { return local_->last_step_expert_reads(); }
+  // Collectives and stage messages of the last execute(): how many, bytes this rank sent,
+  // seconds in them.
+  CommStats last_step_comm() const override { return last_comm_; }
+  int n_micro() const { return n_micro_; }
 
-  // Collectives of the last execute(): how many, bytes sent by this rank, seconds in them.
-  const MpiComm::Stats& last_step_comm() const { return last_comm_; }
   const CpuExecutor& local() const { return *local_; }
 
  private:

@@ -441,7 +441,8 @@ Result<std::vector<EngineEvent>> Engine::step() {
   const double t_exec = now();
   SLUICE_RETURN_IF_ERROR(executor_.execute(batch_, logits_));
   if (roofline_) {
-    roofline_->record(batch_, now() - t_exec, executor_.last_step_expert_reads());
+    roofline_->record(batch_, now() - t_exec, executor_.last_step_expert_reads(),
+                      executor_.last_step_comm());
   }
 
   // Verify the drafts first: how many each sequence accepted decides its n_computed.

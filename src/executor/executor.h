@@ -38,6 +38,14 @@ struct KvBlockData {
   std::vector<uint8_t> bytes;  // [n_blocks, bytes_per_block], blocks in the order exported
 };
 
+// Messages between ranks during one execute() (tensor/pipeline parallel executors): how many,
+// the bytes this rank sent, and the seconds spent in them (waiting for slower ranks included).
+struct CommStats {
+  int64_t n_ops = 0;
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -60,6 +68,8 @@ class Executor {
   // Mixture of experts: the (layer, expert) FFNs the last execute() ran, each reading its
   // expert's weights once; -1 when the executor does not count them (dense models: 0).
   virtual int64_t last_step_expert_reads() const { return -1; }
+  // Communication of the last execute() (one process: none).
+  virtual CommStats last_step_comm() const { return {}; }
 };
 
 }  // namespace sluice

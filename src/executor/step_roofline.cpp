@@ -98,11 +98,38 @@ double StepRoofline::predict(const Batch& batch, bool* compute_bound, int64_t ex
   return f.seconds();
 }
 
-void StepRoofline::record(const Batch& batch, double seconds, int64_t expert_reads) {
+double StepRoofline::predict_comm(const Batch& batch) const {
+  const CommSpec& c = cost_.comm;
+  if (!c.any()) return 0;
+  const double f = sizeof(float), bw = c.link_bytes_per_s, lat = c.link_latency_s;
+  const double T = batch.n_tokens(), R = batch.n_logit_rows();
+  double s = 0;
+  if (c.tp > 1) {
+    const double stream = (c.tp - 1) * T * double(c.n_embd) * f;  // one all-reduce's sends
+    s += (2.0 * c.n_layer + 1) * (lat + stream / bw);
+    s += lat + (c.tp - 1) * R * double(c.n_vocab) / c.tp * f / bw;  // logits gather
+  }
+  if (c.pp > 1) {
+    const int micro = std::max(1, std::min<int>(c.n_micro, batch.n_seqs()));
+    s += (c.pp - 1) * (micro * lat + T * double(c.n_embd) * f / bw);  // stage boundaries
+    s += micro * lat + R * double(c.n_vocab) * f / bw;                // logits to rank 0
+  }
+  return s;
+}
+
+void StepRoofline::record(const Batch& batch, double seconds, int64_t expert_reads,
+                          const CommStats& comm) {
   bool compute = false;
   const double predicted = predict(batch, &compute, expert_reads);
   stats_.last_seconds = seconds;
   stats_.last_predicted = predicted;
+  if (cost_.comm.any()) {
+    stats_.last_comm_seconds = comm.seconds;
+    stats_.last_comm_predicted = predict_comm(batch);
+    stats_.comm_seconds += comm.seconds;
+    stats_.comm_predicted += stats_.last_comm_predicted;
+    stats_.comm_bytes += double(comm.bytes);
+  }
   if (compute) {
     ++stats_.compute_bound_steps;
     stats_.compute_bound_seconds += seconds;

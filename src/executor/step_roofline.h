@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "executor/batch.h"
+#include "executor/executor.h"
 #include "kernels/attention.h"
 #include "model/model.h"
 #include "perf/hardware.h"
@@ -17,10 +18,26 @@
 namespace sluice {
 
 // The model and machine the predictions are made for.
+// Tensor / pipeline parallel (dist/, docs/distributed.md): what a step sends between ranks,
+// over the link as measured at start-up. One step: 2 all-reduces of the residual stream
+// [tokens, n_embd] f32 per layer plus one for the vocabulary-parallel embedding (each an
+// all-gather: every rank sends its partial sums to the other tp - 1), the logits rows'
+// gather (the vocabulary columns of tp - 1 ranks), and with pp stages the residual stream of
+// every micro-batch across each stage boundary and the logits from the last stage to rank 0.
+struct CommSpec {
+  int tp = 1, pp = 1, n_micro = 1;
+  double link_bytes_per_s = 0;  // 0: no communication term
+  double link_latency_s = 0;    // per message
+  int n_layer = 0;
+  int64_t n_embd = 0, n_vocab = 0;
+  bool any() const { return (tp > 1 || pp > 1) && link_bytes_per_s > 0; }
+};
+
 struct StepCostModel {
   ModelCost model;
   Precision precision;
   HardwareSpec hw;
+  CommSpec comm;
   // Mixture of experts: the stored bytes of one expert's FFN in one layer, so a step whose
   // executor counted its (layer, expert) reads is charged exactly those (0: dense).
   double expert_layer_bytes = 0;
@@ -43,6 +60,13 @@ struct RooflineStats {
   double compute_bound_predicted = 0;
   double last_seconds = 0;
   double last_predicted = 0;
+  // Tensor / pipeline parallel: measured and predicted (CommSpec) communication seconds and the
+  // bytes rank 0 sent, summed over steps.
+  double comm_seconds = 0;
+  double comm_predicted = 0;
+  double comm_bytes = 0;
+  double last_comm_seconds = 0;
+  double last_comm_predicted = 0;
   // Aggregate efficiencies (0 before any such step): predicted / measured time.
   double mbu() const {
     return memory_bound_seconds > 0 ? memory_bound_predicted / memory_bound_seconds : 0;
@@ -59,8 +83,12 @@ class StepRoofline {
   // last_step_expert_reads): the weights read are the shared ones plus exactly those experts;
   // else the expected experts a step of that many tokens touches (roofline.h).
   double predict(const Batch& batch, bool* compute_bound = nullptr, int64_t expert_reads = -1);
-  // Records one step of `batch` that took `seconds`.
-  void record(const Batch& batch, double seconds, int64_t expert_reads = -1);
+  // The communication term of `batch` (CommSpec; 0 in one process): messages x latency +
+  // bytes / link bandwidth, the messages taken one after another.
+  double predict_comm(const Batch& batch) const;
+  // Records one step of `batch` that took `seconds` (of which `comm` between ranks).
+  void record(const Batch& batch, double seconds, int64_t expert_reads = -1,
+              const CommStats& comm = {});
   const RooflineStats& stats() const { return stats_; }
   const StepCostModel& cost() const { return cost_; }
 

@@ -222,6 +222,14 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
     scalar(out, "sluice_engine_last_step_roofline_ratio", "gauge",
            "Roofline time / measured time of the latest forward pass.",
            r.last_seconds > 0 ? r.last_predicted / r.last_seconds : 0);
+    header(out, "sluice_comm_seconds_total", "counter",
+           "Tensor/pipeline parallel: seconds rank 0 spent in messages between ranks (waits for "
+           "slower ranks included), and the link model's prediction for the same steps.");
+    out += "sluice_comm_seconds_total{kind=\"measured\"} " + std::to_string(r.comm_seconds) + "\n";
+    out +=
+        "sluice_comm_seconds_total{kind=\"predicted\"} " + std::to_string(r.comm_predicted) + "\n";
+    scalar(out, "sluice_comm_bytes_total", "counter",
+           "Tensor/pipeline parallel: bytes rank 0 sent to other ranks.", r.comm_bytes);
   }
 
   scalar(out, "sluice_http_connection_threads", "gauge", "Connection threads alive.",

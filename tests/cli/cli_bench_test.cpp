@@ -101,6 +101,27 @@ TEST_F(CliBench, MarkdownTableAndNoProbe) {
   }
 }
 
+// --tp / --pp: the ranks run the test (relaunched under mpirun) and every row reports rank 0's
+// seconds in messages a step beside the link model's prediction.
+TEST_F(CliBench, ParallelRowsReportCommunication) {
+  for (const std::string layout : {"--tp 2", "--pp 2"}) {
+    const auto r = bench("-t 1 -p 8 -n 2 -b 1,3 -r 1 --no-probe --output-format json " + layout);
+    ASSERT_EQ(r.exit_code, 0) << layout << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_NE(j["model"].get<std::string>().find(layout), std::string::npos) << j["model"];
+    const auto& rows = j["results"];
+    ASSERT_EQ(rows.size(), 3u) << r.out;  // pp8, tg2 @8, tg2 b3 @8
+    for (const auto& row : rows) {
+      EXPECT_GT(row["tok_s"].get<double>(), 0) << layout;
+      EXPECT_GE(row["comm_ms_per_step"].get<double>(), 0) << layout;
+      EXPECT_GT(row["comm_predicted_ms_per_step"].get<double>(), 0) << layout;
+    }
+  }
+  const auto md = bench("-t 1 -p 8 -n 2 -r 1 --no-probe --tp 2");
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("| comm ms/step | predicted |"), std::string::npos) << md.out;
+}
+
 TEST_F(CliBench, ClearErrors) {
   const auto none = test::run_sluice("bench");
   EXPECT_EQ(none.exit_code, 1);

@@ -85,6 +85,45 @@ TEST(StepRoofline, CostModelAndPredictions) {
   EXPECT_EQ(st.mbu(), 0.0);
 }
 
+// The communication term of tensor / pipeline parallel steps, by hand: a 3-token prefill
+// chunk and a decode of another sequence (4 tokens, 2 logits rows), 4 layers, n_embd 64,
+// vocabulary 1000, a link of 1 GB/s and 10 us a message.
+TEST(StepRoofline, CommunicationTermOfParallelSteps) {
+  StepCostModel cost;
+  cost.comm.n_layer = 4;
+  cost.comm.n_embd = 64;
+  cost.comm.n_vocab = 1000;
+  cost.comm.link_bytes_per_s = 1e9;
+  cost.comm.link_latency_s = 1e-5;
+  Batch b;
+  std::vector<int32_t> t0 = {0}, t1 = {1};
+  b.add_sequence(std::vector<int32_t>{5, 6, 7}, 0, t0, LogitsMode::kLast);
+  b.add_sequence(std::vector<int32_t>{8}, 9, t1, LogitsMode::kLast);
+  EXPECT_EQ(StepRoofline(cost).predict_comm(b), 0.0);  // one process
+  // --tp 2: 9 all-reduces (2 a layer + the embedding) of 4 x 64 floats sent to 1 other rank,
+  // and the logits gather: 2 rows x 500 columns from the other rank.
+  cost.comm.tp = 2;
+  const double ar = 1e-5 + 4 * 64 * 4 / 1e9;
+  const double gather = 1e-5 + 2 * 500 * 4 / 1e9;
+  EXPECT_NEAR(StepRoofline(cost).predict_comm(b), 9 * ar + gather, 1e-15);
+  // --pp 3 with 4 micro-batches (2 sequences: 2 of them): 2 boundaries x (2 messages + the
+  // whole stream), and the logits to rank 0 in 2 messages.
+  cost.comm.tp = 1;
+  cost.comm.pp = 3;
+  cost.comm.n_micro = 4;
+  const double stages = 2 * (2 * 1e-5 + 4 * 64 * 4 / 1e9);
+  const double logits = 2 * 1e-5 + 2 * 1000 * 4 / 1e9;
+  EXPECT_NEAR(StepRoofline(cost).predict_comm(b), stages + logits, 1e-15);
+  // Recorded beside the measured seconds and bytes.
+  StepRoofline roof(cost);
+  roof.record(b, 0.01, -1, CommStats{6, 4096, 0.002});
+  roof.record(b, 0.01, -1, CommStats{6, 4096, 0.001});
+  EXPECT_DOUBLE_EQ(roof.stats().comm_seconds, 0.003);
+  EXPECT_NEAR(roof.stats().comm_predicted, 2 * (stages + logits), 1e-15);
+  EXPECT_DOUBLE_EQ(roof.stats().comm_bytes, 8192);
+  EXPECT_DOUBLE_EQ(roof.stats().last_comm_seconds, 0.001);
+}
+
 TEST(StepRoofline, EngineTimesEveryForwardPass) {
   SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
   auto model = Model::load(path);
