@@ -114,6 +114,28 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
                     {"tp_comm_bound_shards", r.tp_comm_bound_shards}});
   }
   out["batches"] = rows;
+  if (!plan.layouts.empty()) {
+    json layouts = json::array();
+    for (const LayoutRow& r : plan.layouts) {
+      json t = json::object();
+      for (FfnLayout l : {FfnLayout::k1dWeightStationary, FfnLayout::k2dWeightStationary,
+                          FfnLayout::kWeightGathered}) {
+        const FfnLayoutTimes& x = r.times[int(l)];
+        t[ffn_layout_name(l)] = {{"comm_ms", x.comm_s * 1e3},
+                                 {"weights_ms", x.hbm_s * 1e3},
+                                 {"flops_ms", x.math_s * 1e3}};
+      }
+      layouts.push_back({{"phase", r.phase},
+                         {"tokens", r.tokens},
+                         {"best", ffn_layout_name(r.best)},
+                         {"per_layer", t}});
+    }
+    out["ffn_layouts"] = {
+        {"steps", layouts},
+        {"2d_beats_1d_above_chips", plan.layout_2d_beats_1d_chips},
+        {"weight_gathered_beats_1d_above_tokens", plan.layout_wg_beats_1d_tokens},
+        {"weight_gathered_beats_2d_above_tokens", plan.layout_wg_beats_2d_tokens}};
+  }
   return out;
 }
 
@@ -188,6 +210,29 @@ std::string plan_to_text(const Plan& plan) {
   }
   s += "\nstep = B*KV/BW + max(2*B*params/FLOP/s, weights/BW): the seeds' theoretical minimum; "
        "real steps are slower.\n";
+  if (!plan.layouts.empty()) {
+    s += strf(
+        "\nfeed-forward layouts over %d chips, per layer (comm / weights / FLOPs ms; the "
+        "largest bounds the layer):\n",
+        p.n_chips);
+    s += strf("%8s %8s  %-28s %-28s %-28s %s\n", "step", "tokens", "1D weight-stationary",
+              "2D weight-stationary", "weight-gathered", "best");
+    for (const LayoutRow& r : plan.layouts) {
+      std::string cells[3];
+      for (int l = 0; l < 3; ++l) {
+        const FfnLayoutTimes& x = r.times[l];
+        cells[l] = strf("%.3g / %.3g / %.3g", x.comm_s * 1e3, x.hbm_s * 1e3, x.math_s * 1e3);
+      }
+      s += strf("%8s %8lld  %-28s %-28s %-28s %s\n", r.phase.c_str(), (long long)r.tokens,
+                cells[0].c_str(), cells[1].c_str(), cells[2].c_str(), ffn_layout_name(r.best));
+    }
+    s += strf(
+        "2D weight-stationary communicates less than 1D beyond %.0f chips ((1 + F/D)^2); "
+        "weight-gathering less than 1D beyond %.0f tokens a step and less than 2D beyond %.0f "
+        "(sluice runs 1D: --tp)\n",
+        plan.layout_2d_beats_1d_chips, plan.layout_wg_beats_1d_tokens,
+        plan.layout_wg_beats_2d_tokens);
+  }
   return s;
 }
 

@@ -195,6 +195,33 @@ Result<Plan> make_plan(const PlanParams& params) {
     plan.serving_batch =
         std::clamp<int64_t>(int64_t(std::llround(plan.critical_batch)), 1, plan.max_batch);
   }
+  if (p.n_chips > 1 && p.chip.link_bytes_per_s > 0 && p.model.d_ff > 0) {
+    TpMatmul mm;
+    mm.d_model = p.model.d_model;
+    mm.d_ff = p.model.d_ff;
+    mm.bytes_per_weight = plan.weight_bytes / p.model.n_params;
+    mm.bytes_per_act = p.precision.act_bits / 8.0;
+    const auto row = [&](const char* phase, int64_t tokens) {
+      LayoutRow r;
+      r.phase = phase;
+      r.tokens = tokens;
+      mm.batch = double(tokens);
+      for (FfnLayout l : {FfnLayout::k1dWeightStationary, FfnLayout::k2dWeightStationary,
+                          FfnLayout::kWeightGathered}) {
+        r.times[int(l)] = ffn_layout_times(l, mm, p.n_chips, p.chip);
+        if (r.times[int(l)].bound_s() < r.times[int(r.best)].bound_s()) r.best = l;
+      }
+      plan.layouts.push_back(r);
+    };
+    if (plan.serving_batch) row("decode", *plan.serving_batch);
+    row("prefill", plan.params.prompt_len);
+    plan.layout_2d_beats_1d_chips = std::pow(1 + p.model.d_ff / p.model.d_model, 2);
+    plan.layout_wg_beats_1d_tokens =
+        ffn_layout_crossover(FfnLayout::k1dWeightStationary, mm, p.n_chips);
+    plan.layout_wg_beats_2d_tokens =
+        ffn_layout_crossover(FfnLayout::k2dWeightStationary, mm, p.n_chips);
+  }
+
   if (plan.serving_batch) {
     const double b = double(*plan.serving_batch);
     const GenerateStep s =

@@ -53,6 +53,14 @@ struct PlanRow {
   double tp_comm_bound_shards = 0;  // tensor parallelism beyond this is ICI/NVLink-bound
 };
 
+// The feed-forward layouts over n_chips for one kind of step (roofline.h FfnLayout).
+struct LayoutRow {
+  std::string phase;        // "decode" (the serving batch) or "prefill" (the prompt)
+  int64_t tokens = 0;       // tokens a step
+  FfnLayoutTimes times[3];  // by FfnLayout
+  FfnLayout best = FfnLayout::k1dWeightStationary;  // the smallest bound
+};
+
 struct Plan {
   PlanParams params;
   HardwareSpec total;  // aggregate(chip, n_chips)
@@ -75,6 +83,12 @@ struct Plan {
   double sequences_finished_per_step = 0;
   double kv_tokens_evicted_per_step = 0;
   std::vector<PlanRow> rows;
+  // n_chips > 1 with an interconnect: the layouts compared (1D / 2D weight-stationary,
+  // weight-gathered), the chip count above which 2D communicates less than 1D ((1 + F/D)^2),
+  // and the tokens a step above which weight-gathering communicates less than each.
+  std::vector<LayoutRow> layouts;
+  double layout_2d_beats_1d_chips = 0;
+  double layout_wg_beats_1d_tokens = 0, layout_wg_beats_2d_tokens = 0;
 };
 
 // Batch sizes for a sweep: powers of two up to past max(max_batch, critical batch), plus both.

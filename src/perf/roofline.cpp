@@ -93,6 +93,55 @@ double tp_compute_bound_shards(const TpMatmul& mm, const HardwareSpec& chip) {
          (mm.bytes_per_act * peak_flops(chip, act_bits));
 }
 
+const char* ffn_layout_name(FfnLayout l) {
+  switch (l) {
+    case FfnLayout::k1dWeightStationary:
+      return "1D weight-stationary";
+    case FfnLayout::k2dWeightStationary:
+      return "2D weight-stationary";
+    case FfnLayout::kWeightGathered:
+      return "weight-gathered";
+  }
+  return "?";
+}
+
+namespace {
+
+// Bytes one chip sends for the layer's feed-forward collectives (see roofline.h).
+double ffn_layout_bytes(FfnLayout l, const TpMatmul& mm, int n) {
+  const double T = std::max(mm.batch, 1.0), D = mm.d_model, F = mm.d_ff;
+  switch (l) {
+    case FfnLayout::k1dWeightStationary:
+      return n > 1 ? 2 * T * D * mm.bytes_per_act : 0;
+    case FfnLayout::k2dWeightStationary:
+      return n > 1 ? 2 * T * (D + F) * mm.bytes_per_act / std::sqrt(double(n)) : 0;
+    case FfnLayout::kWeightGathered:
+      return 2 * D * F * mm.bytes_per_weight * double(n - 1) / n;
+  }
+  return 0;
+}
+
+}  // namespace
+
+FfnLayoutTimes ffn_layout_times(FfnLayout l, const TpMatmul& mm, int n, const HardwareSpec& chip) {
+  const double T = std::max(mm.batch, 1.0), D = mm.d_model, F = mm.d_ff;
+  const int act_bits = mm.bytes_per_act <= 1 ? 8 : 16;
+  FfnLayoutTimes t;
+  t.comm_s = chip.link_bytes_per_s > 0 ? ffn_layout_bytes(l, mm, n) / chip.link_bytes_per_s : 0;
+  const double weights = 2 * D * F * mm.bytes_per_weight;
+  t.hbm_s = (l == FfnLayout::kWeightGathered ? weights : weights / n) / chip.hbm_bytes_per_s;
+  t.math_s = 2 * 2 * T * D * F / n / peak_flops(chip, act_bits);
+  return t;
+}
+
+double ffn_layout_crossover(FfnLayout other, const TpMatmul& mm, int n) {
+  if (n < 2 || other == FfnLayout::kWeightGathered) return 0;
+  TpMatmul one = mm;
+  one.batch = 1;
+  const double per_token = ffn_layout_bytes(other, one, n);
+  return ffn_layout_bytes(FfnLayout::kWeightGathered, mm, n) / per_token;
+}
+
 double tp_comm_bound_shards(const TpMatmul& mm, const HardwareSpec& chip) {
   if (chip.link_bytes_per_s <= 0) return 1;
   const double axes = std::max(mm.axes, 1);

@@ -9,6 +9,8 @@
 // Units: bytes, seconds, FLOPs and FLOP/s; decimal prefixes (1 GB = 1e9 B) as in the seeds.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <span>
 #include <string>
@@ -130,6 +132,31 @@ TpTimes tp_matmul_times(const TpMatmul& mm, const HardwareSpec& chip);
 double tp_comm_bound_shards(const TpMatmul& mm, const HardwareSpec& chip);
 // The batch-independent FLOPs bound alone (the seeds' "Y > n_axes * F / 2550" on TPU v5p).
 double tp_compute_bound_shards(const TpMatmul& mm, const HardwareSpec& chip);
+
+// ---- layouts of the feed-forward weights over n chips (paper notes, "Partitioning the
+// feed-forward layer"): per layer and chip, T tokens a step, the two matrices [D, F] and
+// [F, D], a bytes per activation, w per weight, link bandwidth W per chip ----
+//   1D weight-stationary (Megatron: weights split on F, activations whole): an all-gather and a
+//     reduce-scatter of [T, D]:           comm = 2 T D a / W,  weights read 2 D F w / n
+//   2D weight-stationary (E over X, F over Y, X = Y = sqrt(n)): all-gather(y) and
+//     reduce-scatter(y) of [T, D / X], reduce-scatter(x) and all-gather(x) of [T, F / Y]:
+//                                         comm = 2 T (D + F) a / sqrt(n),  weights 2 D F w / n
+//     (the notes' 8 T D / sqrt(n) counts F = 4D as 3 D; this counts each collective's output)
+//   weight-gathered (xyz: the batch split over the chips, the weights all-gathered before use):
+//                                         comm = 2 D F w (n - 1) / n / W,  weights 2 D F w
+//   math = 2 * 2 T D F / n in every layout.
+// 2D beats 1D in communication once sqrt(n) > 1 + F / D; weight-gathered beats a layout once T
+// passes the point where its activation traffic exceeds the weights' (ffn_layout_crossover).
+enum class FfnLayout { k1dWeightStationary, k2dWeightStationary, kWeightGathered };
+const char* ffn_layout_name(FfnLayout l);
+struct FfnLayoutTimes {
+  double comm_s = 0, hbm_s = 0, math_s = 0;
+  double bound_s() const { return std::max(comm_s, std::max(hbm_s, math_s)); }
+};
+FfnLayoutTimes ffn_layout_times(FfnLayout layout, const TpMatmul& mm, int n_chips,
+                                const HardwareSpec& chip);
+// Tokens a step above which weight-gathering communicates less than `other` (inf: never).
+double ffn_layout_crossover(FfnLayout other, const TpMatmul& mm, int n_chips);
 
 // ---- one engine step, exactly (what the engine asks every step) ----
 

@@ -265,3 +265,62 @@ TEST(StepShape, RaggedBatchCountsCausalAttention) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// The feed-forward layouts of the paper notes by hand: D = 1000, F = 4000, 16 chips, 1 GB/s
+// link, bf16 activations and weights.
+TEST(FfnLayouts, CommunicationByHandAndCrossovers) {
+  TpMatmul mm;
+  mm.d_model = 1000;
+  mm.d_ff = 4000;
+  mm.bytes_per_act = 2;
+  mm.bytes_per_weight = 2;
+  mm.batch = 100;
+  HardwareSpec chip;
+  chip.hbm_bytes_per_s = 1e12;
+  chip.flops_bf16 = 1e15;
+  chip.link_bytes_per_s = 1e9;
+  const auto t1 = ffn_layout_times(FfnLayout::k1dWeightStationary, mm, 16, chip);
+  const auto t2 = ffn_layout_times(FfnLayout::k2dWeightStationary, mm, 16, chip);
+  const auto tw = ffn_layout_times(FfnLayout::kWeightGathered, mm, 16, chip);
+  EXPECT_DOUBLE_EQ(t1.comm_s, 2.0 * 100 * 1000 * 2 / 1e9);
+  EXPECT_DOUBLE_EQ(t2.comm_s, 2.0 * 100 * 5000 * 2 / 4 / 1e9);  // sqrt(16) = 4
+  EXPECT_DOUBLE_EQ(tw.comm_s, 2.0 * 1000 * 4000 * 2 * 15 / 16 / 1e9);
+  EXPECT_DOUBLE_EQ(t1.hbm_s, 2.0 * 1000 * 4000 * 2 / 16 / 1e12);
+  EXPECT_DOUBLE_EQ(tw.hbm_s, 2.0 * 1000 * 4000 * 2 / 1e12);
+  EXPECT_DOUBLE_EQ(t1.math_s, 4.0 * 100 * 1000 * 4000 / 16 / 1e15);
+  EXPECT_DOUBLE_EQ(t1.math_s, tw.math_s);
+  // 16 chips < (1 + 4)^2: 2D still communicates more than 1D; 36 chips: less.
+  EXPECT_GT(t2.comm_s, t1.comm_s);
+  EXPECT_LT(ffn_layout_times(FfnLayout::k2dWeightStationary, mm, 36, chip).comm_s,
+            ffn_layout_times(FfnLayout::k1dWeightStationary, mm, 36, chip).comm_s);
+  // Weight-gathering pays off once 2 T D a > 2 D F w (n - 1) / n: T > 3750 against 1D.
+  EXPECT_DOUBLE_EQ(ffn_layout_crossover(FfnLayout::k1dWeightStationary, mm, 16), 3750);
+  EXPECT_DOUBLE_EQ(ffn_layout_crossover(FfnLayout::k2dWeightStationary, mm, 16),
+                   4000.0 * 2 * 15 / 16 * 1000 * 4 / (5000 * 2));
+
+  // The plan: 64 chips of TPU v5p compare the layouts and say where each wins.
+  PlanParams p;
+  p.model = model_cost(*find_planner_model("palm-540b"));
+  p.chip = *find_hardware("TPU v5p");
+  p.n_chips = 64;
+  p.batches = {512};
+  auto plan = make_plan(p);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  ASSERT_EQ(plan->layouts.size(), 2u);  // decode at 512, prefill of the context
+  EXPECT_EQ(plan->layouts[0].best, FfnLayout::k2dWeightStationary);
+  EXPECT_DOUBLE_EQ(plan->layout_2d_beats_1d_chips, 25);  // F = 4D
+  const std::string text = plan_to_text(*plan);
+  EXPECT_NE(text.find("feed-forward layouts over 64 chips"), std::string::npos) << text;
+  EXPECT_NE(text.find("2D weight-stationary communicates less than 1D beyond 25 chips"),
+            std::string::npos)
+      << text;
+  EXPECT_TRUE(plan_to_json(*plan).contains("ffn_layouts"));
+  p.n_chips = 1;
+  EXPECT_TRUE(make_plan(p)->layouts.empty());
+}
+
+}  // namespace
+}  // namespace sluice
