@@ -117,7 +117,7 @@ ShardedExecutor::~ShardedExecutor() {
 }
 
 Status ShardedExecutor::fail() {
-  const std::string msg = "tensor-parallel ranks: " + comm_.error();
+  const std::string msg = "MPI ranks: " + comm_.error();
   if (!failing_) {
     failing_ = true;
     // The step's requests fail with this error now; the job ends shortly after, non-zero, so a
