@@ -45,5 +45,36 @@ TEST(CliTensorParallel, ClearErrors) {
       << deep.err;
 }
 
+// Under mpirun with different model files on the ranks (MPMD): every rank refuses at start-up,
+// naming the rank that differs, and the job exits non-zero instead of computing garbage.
+TEST(CliTensorParallel, RanksThatDisagreeOrCannotStartEndTheJob) {
+  SLUICE_REQUIRE_SHARED(a, "testdata/models/stories260K.gguf");
+  SLUICE_REQUIRE_SHARED(b, "testdata/models/aidreams260K.gguf");
+  test::TempDir dir;
+  const std::string err = dir.path("err");
+  const std::string run = test::sluice_binary() + " run ";
+  const std::string cmd =
+      "timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 1 " + run + a +
+      " -p hi -n 4 -t 1 --tp 2 : -np 1 " + run + b + " -p hi -n 4 -t 1 --tp 2 >/dev/null 2>" + err;
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  EXPECT_NE(WEXITSTATUS(status), 124) << "timed out";
+  const std::string log = test::read_file(err);
+  EXPECT_NE(log.find("rank 1 differs from rank 0"), std::string::npos) << log;
+  // A rank that cannot start (its model is missing): the job ends with its error, no hang.
+  const std::string missing =
+      "timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 1 " + run + a +
+      " -p hi -n 4 -t 1 --tp 2 : -np 1 " + run + "/nonexistent.gguf -p hi -n 4 -t 1 --tp 2 " +
+      ">/dev/null 2>" + err;
+  const int st2 = std::system(missing.c_str());
+  ASSERT_TRUE(WIFEXITED(st2));
+  EXPECT_NE(WEXITSTATUS(st2), 0);
+  EXPECT_NE(WEXITSTATUS(st2), 124) << "timed out";
+  const std::string log2 = test::read_file(err);
+  EXPECT_NE(log2.find("run (rank 1)"), std::string::npos) << log2;
+  EXPECT_NE(log2.find("does not exist"), std::string::npos) << log2;
+}
+
 }  // namespace
 }  // namespace sluice
