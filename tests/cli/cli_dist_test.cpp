@@ -15,7 +15,8 @@ TEST(CliTensorParallel, RunPrintsTheGoldenContinuation) {
   SLUICE_REQUIRE_SHARED(golden_path, "testdata/models/stories260K.once_upon_a_time.json");
   auto golden = nlohmann::json::parse(test::read_file(golden_path));
   const auto want = golden["greedy_tokens"].get<std::vector<int>>();
-  for (const char* layout : {"--tp 2", "--tp 4", "--pp 2", "--tp 2 --pp 2 --pp-microbatches 3"}) {
+  for (const char* layout : {"--tp 2", "--tp 4", "--pp 2", "--tp 2 --pp 2 --pp-microbatches 3",
+                             "--tp 2 --pp 2 --spec ngram"}) {
     auto r = test::run_sluice("run " + model + " -p 'Once upon a time' --temp 0 -c 512 -t 1 -n " +
                               std::to_string(want.size()) + " --output-format json " + layout);
     ASSERT_EQ(r.exit_code, 0) << layout << ": " << r.err;
