@@ -1,5 +1,6 @@
 #include "dist/sharded_executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -11,7 +12,7 @@ namespace sluice::dist {
 namespace {
 
 // The last byte of every message rank 0 broadcasts.
-enum class Op : uint8_t { kExecute = 1, kCopyBlocks = 2, kStop = 3 };
+enum class Op : uint8_t { kExecute = 1, kCopyBlocks = 2, kStop = 3, kExport = 4, kImport = 5 };
 
 uint64_t fnv1a(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
@@ -34,6 +35,82 @@ std::vector<BlockCopy> get_copies(std::span<const uint8_t> msg) {
     copies[i] = {v[0], v[1]};
   }
   return copies;
+}
+
+void put_u64(std::vector<uint8_t>& m, uint64_t v) {
+  m.insert(m.end(), reinterpret_cast<const uint8_t*>(&v), reinterpret_cast<const uint8_t*>(&v) + 8);
+}
+
+// Reads a u64 at `at` (advanced); false past the end.
+bool get_u64(std::span<const uint8_t> m, size_t& at, uint64_t& v) {
+  if (at + 8 > m.size()) return false;
+  std::memcpy(&v, m.data() + at, 8);
+  at += 8;
+  return true;
+}
+
+void put_ids(std::vector<uint8_t>& m, std::span<const int32_t> ids) {
+  put_u64(m, ids.size());
+  const auto* p = reinterpret_cast<const uint8_t*>(ids.data());
+  m.insert(m.end(), p, p + ids.size() * 4);
+}
+
+bool get_ids(std::span<const uint8_t> m, size_t& at, std::vector<int32_t>& ids) {
+  uint64_t n = 0;
+  if (!get_u64(m, at, n) || n > (m.size() - at) / 4) return false;
+  ids.resize(size_t(n));
+  std::memcpy(ids.data(), m.data() + at, size_t(n) * 4);
+  at += size_t(n) * 4;
+  return true;
+}
+
+// This rank's part of an export of `ids`: its layout tag, '\n', then its bytes (or "!" and the
+// error). Every rank sends it to rank 0.
+std::vector<uint8_t> local_export(const CpuExecutor& exec, std::span<const int32_t> ids) {
+  auto d = exec.export_blocks(ids);
+  const std::string head = d.ok() ? d->layout + "\n" : "!" + d.message();
+  std::vector<uint8_t> out(head.begin(), head.end());
+  if (d.ok()) out.insert(out.end(), d->bytes.begin(), d->bytes.end());
+  return out;
+}
+
+// Every rank's status after an operation, at rank 0: the first error, or ok.
+Status agree_status(MpiComm& comm, const Status& mine) {
+  const std::string msg = mine.ok() ? "" : mine.message();
+  std::vector<std::vector<uint8_t>> all;
+  SLUICE_RETURN_IF_ERROR(comm.gather_bytes(std::vector<uint8_t>(msg.begin(), msg.end()), all));
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (!all[r].empty()) {
+      return make_error("rank ", r, ": ", std::string(all[r].begin(), all[r].end()));
+    }
+  }
+  return {};
+}
+
+// This rank's slice of an import message (see ShardedExecutor::import_blocks) into its cache.
+Status local_import(MpiComm& comm, CpuExecutor& exec, std::span<const uint8_t> m) {
+  size_t at = 0;
+  std::vector<int32_t> ids;
+  uint64_t n_ranks = 0;
+  if (!get_ids(m, at, ids) || !get_u64(m, at, n_ranks) || n_ranks != uint64_t(comm.world_size())) {
+    return make_error("a malformed KV import message");
+  }
+  std::vector<uint64_t> sizes(static_cast<size_t>(n_ranks));
+  uint64_t total = 0, offset = 0;
+  for (uint64_t r = 0; r < n_ranks; ++r) {
+    if (!get_u64(m, at, sizes[size_t(r)])) return make_error("a malformed KV import message");
+    if (int(r) < comm.world_rank()) offset += sizes[size_t(r)];
+    total += sizes[size_t(r)];
+  }
+  if (m.size() - at != total * ids.size()) return make_error("a KV import of the wrong size");
+  SLUICE_ASSIGN_OR_RETURN(KvBlockData mine, exec.export_blocks({}));
+  mine.n_blocks = int32_t(ids.size());
+  const size_t part = size_t(sizes[size_t(comm.world_rank())]);
+  mine.bytes.resize(part * ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::memcpy(mine.bytes.data() + i * part, m.data() + at + i * total + offset, part);
+  }
+  return exec.import_blocks(ids, mine);
 }
 
 }  // namespace
@@ -163,18 +240,92 @@ Status ShardedExecutor::copy_blocks(std::span<const BlockCopy> copies) {
   return local_->copy_blocks(copies);
 }
 
-Result<KvBlockData> ShardedExecutor::export_blocks(std::span<const int32_t>) const {
-  return make_error("KV export from a tensor-parallel executor is not supported yet");
+// Every rank exports its part of each block (its KV heads of its layers); rank 0 joins them,
+// block by block in rank order, under a layout tag naming every rank's part:
+//   "mpi 2x1 [f16 L16 H4 D64 B16 ...] [f16 L16 H4 D64 B16 ...]"  (tp x pp, then the parts)
+// so only an executor with the same ranks and shards imports them.
+Result<KvBlockData> ShardedExecutor::export_blocks(std::span<const int32_t> ids) const {
+  if (comm_.failed()) return make_error("MPI ranks: " + comm_.error());
+  std::vector<uint8_t> msg;
+  put_ids(msg, ids);
+  msg.push_back(uint8_t(Op::kExport));
+  SLUICE_RETURN_IF_ERROR(comm_.broadcast(msg));
+  std::vector<std::vector<uint8_t>> all;
+  SLUICE_RETURN_IF_ERROR(comm_.gather_bytes(local_export(*local_, ids), all));
+  KvBlockData d;
+  d.layout = "mpi " + std::to_string(comm_.size()) + "x" + std::to_string(comm_.n_stages());
+  std::vector<std::pair<const uint8_t*, size_t>> parts;  // each rank's bytes, per block
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::vector<uint8_t>& a = all[r];
+    if (!a.empty() && a[0] == '!') {
+      return make_error("rank ", r, ": ", std::string(a.begin() + 1, a.end()));
+    }
+    const auto nl = std::find(a.begin(), a.end(), uint8_t('\n'));
+    if (nl == a.end()) return make_error("rank ", r, " sent a malformed KV export");
+    d.layout += " [" + std::string(a.begin(), nl) + "]";
+    const size_t n = size_t(a.end() - nl - 1);
+    if (ids.empty() ? n != 0 : n % ids.size() != 0) {
+      return make_error("rank ", r, " sent ", n, " bytes for ", ids.size(), " blocks");
+    }
+    parts.push_back({a.data() + (nl - a.begin()) + 1, ids.empty() ? 0 : n / ids.size()});
+    d.bytes_per_block += parts.back().second;
+  }
+  d.n_blocks = int32_t(ids.size());
+  d.bytes.resize(d.bytes_per_block * ids.size());
+  uint8_t* out = d.bytes.data();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (const auto& [p, n] : parts) out = std::copy(p + i * n, p + (i + 1) * n, out);
+  }
+  return d;
 }
 
-Status ShardedExecutor::import_blocks(std::span<const int32_t>, const KvBlockData&) {
-  return make_error("KV import into a tensor-parallel executor is not supported yet");
+// The layout must be this executor's (an export of no blocks gives it with each rank's share of
+// a block); the whole data goes to every rank, which imports its slice of each block.
+Status ShardedExecutor::import_blocks(std::span<const int32_t> ids, const KvBlockData& data) {
+  if (comm_.failed()) return fail();
+  SLUICE_ASSIGN_OR_RETURN(KvBlockData shape, export_blocks({}));
+  if (data.layout != shape.layout) {
+    return make_error("import: blocks of layout '", data.layout, "' do not fit these ranks' '",
+                      shape.layout, "'");
+  }
+  if (int64_t(ids.size()) != data.n_blocks ||
+      data.bytes.size() != size_t(data.n_blocks) * data.bytes_per_block) {
+    return make_error("import: ", ids.size(), " block ids for ", data.n_blocks, " blocks of data (",
+                      data.bytes.size(), " bytes)");
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= capacity().n_blocks) {
+      return make_error("import: block ", ids[i], " at ", i, " is out of range [0, ",
+                        capacity().n_blocks, ")");
+    }
+  }
+  // Each rank's bytes per block: the export of one block (block 0) gives every rank's share.
+  const std::vector<int32_t> probe = {0};
+  std::vector<uint8_t> msg;
+  put_ids(msg, probe);
+  msg.push_back(uint8_t(Op::kExport));
+  if (!comm_.broadcast(msg).ok()) return fail();
+  std::vector<std::vector<uint8_t>> all;
+  if (!comm_.gather_bytes(local_export(*local_, probe), all).ok()) return fail();
+  msg.clear();
+  put_ids(msg, ids);
+  put_u64(msg, all.size());
+  for (const std::vector<uint8_t>& a : all) {
+    const auto nl = std::find(a.begin(), a.end(), uint8_t('\n'));
+    put_u64(msg, uint64_t(a.end() - nl - 1));
+  }
+  msg.insert(msg.end(), data.bytes.begin(), data.bytes.end());
+  msg.push_back(uint8_t(Op::kImport));
+  if (!comm_.broadcast(msg).ok()) return fail();
+  msg.pop_back();
+  return agree_status(comm_, local_import(comm_, *local_, msg));
 }
 
 Status run_worker(MpiComm& comm, CpuExecutor& exec) {
   std::vector<uint8_t> msg;
   Logits out;
   StepBuffers buf;
+  std::vector<std::vector<uint8_t>> dummy;  // gathers answer only at rank 0
   while (true) {
     SLUICE_RETURN_IF_ERROR(comm.broadcast(msg, /*idle=*/true));
     if (msg.empty()) return make_error("an empty message from rank 0");
@@ -195,6 +346,17 @@ Status run_worker(MpiComm& comm, CpuExecutor& exec) {
       }
       case Op::kCopyBlocks:
         SLUICE_RETURN_IF_ERROR(exec.copy_blocks(get_copies(msg)));
+        break;
+      case Op::kExport: {
+        size_t at = 0;
+        std::vector<int32_t> ids;
+        if (!get_ids(msg, at, ids)) return make_error("a malformed KV export message");
+        SLUICE_RETURN_IF_ERROR(comm.gather_bytes(local_export(exec, ids), dummy));
+        break;
+      }
+      case Op::kImport:
+        // A refusal here is reported to rank 0, which fails the import; the worker goes on.
+        SLUICE_RETURN_IF_ERROR(agree_status(comm, local_import(comm, exec, msg)));
         break;
       default:
         return make_error("an unknown message (op ", int(op), ") from rank 0");

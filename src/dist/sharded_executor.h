@@ -55,7 +55,8 @@ class ShardedExecutor final : public Executor {
   ExecutorCapacity capacity() const override { return local_->capacity(); }
   Status execute(const Batch& batch, Logits& out) override;
   Status copy_blocks(std::span<const BlockCopy> copies) override;
-  // Every rank holds a slice of each block's heads: not exported yet (an error says so).
+  // Every rank holds a part of each block (its KV heads of its layers): the parts joined block
+  // by block in rank order, under a layout tag naming the ranks' layouts (sharded_executor.cpp).
   Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const override;
   Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) override;
   int64_t last_step_expert_reads() const override { return local_->last_step_expert_reads(); }

@@ -105,6 +105,22 @@ void check_model(const std::string& path, bool exact, int tp, int pp, int n_micr
     const BlockCopy copy{0, 63};
     ASSERT_TRUE(sharded.copy_blocks({&copy, 1}).ok());
     EXPECT_GT(sharded.last_step_comm().n_ops, 0);
+    // KV blocks out of every rank and back into others: the same bytes, under a layout that
+    // names the ranks' parts; another layout or a count mismatch is refused on every rank.
+    const std::vector<int32_t> from = {0, 1, 2}, to = {60, 61, 62};
+    auto out = sharded.export_blocks(from);
+    ASSERT_TRUE(out.ok()) << out.message();
+    EXPECT_EQ(out->layout.rfind("mpi " + std::to_string(tp) + "x" + std::to_string(pp) + " [", 0),
+              0u)
+        << out->layout;
+    ASSERT_TRUE(sharded.import_blocks(to, *out).ok());
+    auto back = sharded.export_blocks(to);
+    ASSERT_TRUE(back.ok()) << back.message();
+    EXPECT_EQ(back->bytes, out->bytes);
+    KvBlockData other = *out;
+    other.layout = "f16 L5 H4 D8 B16 k-dim-major/v-row-major";
+    EXPECT_FALSE(sharded.import_blocks(to, other).ok());
+    EXPECT_FALSE(sharded.import_blocks({to.data(), 2}, *out).ok());
   }  // the workers stop here
   const double worst = test::expect_rows_match(got, want, !exact);
   EXPECT_LT(worst, exact ? 1e-4 : 1e-2);
