@@ -105,7 +105,11 @@ TEST(ServeTensorParallel, DeadRankFailsTheRequestsAndExitsNonZero) {
   for (const json& e : s.events) {
     if (e.is_object() && e.contains("error")) error = e["error"].dump();
   }
-  EXPECT_NE(error.find("rank 1 (pid " + std::to_string(worker) + ") exited"), std::string::npos)
+  // Rank 0 notices the dead pid within ~0.1 s; on a loaded host mpirun's teardown signal may
+  // come first, and the requests fail with that instead.
+  EXPECT_TRUE(error.find("rank 1 (pid " + std::to_string(worker) + ") exited") !=
+                  std::string::npos ||
+              error.find("the MPI job is being stopped") != std::string::npos)
       << error;
 
   const int code = p->wait_exit(20000);
