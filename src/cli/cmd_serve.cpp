@@ -118,12 +118,12 @@ Status run_serve(const ServeOptions& o) {
   std::fprintf(stderr,
                "sluice serve: shutting down (%lld generations running; waiting up to %.0f s)\n",
                (long long)srv.n_active(), o.shutdown_timeout_s);
-  // Tensor parallel: the signal came through mpirun to every rank, or a rank died; the other
+  // --tp / --pp: the signal came through mpirun to every rank, or a rank died; the other
   // ranks are gone or going, so what runs fails now with that error, and the exit is non-zero.
   const bool ranks_stopped = interrupt_ranks();
   if (ranks_stopped) {
     std::fprintf(stderr,
-                 "sluice serve: the tensor-parallel ranks are stopping: failing the %lld "
+                 "sluice serve: the MPI ranks are stopping: failing the %lld "
                  "generations in flight\n",
                  (long long)srv.n_active());
   }
@@ -139,8 +139,7 @@ Status run_serve(const ServeOptions& o) {
   srv.cancel_all();
   srv.join();
   std::fprintf(stderr, "sluice serve: stopped\n");
-  if (ranks_stopped)
-    return make_error("the tensor-parallel job was stopped (a signal or a dead rank)");
+  if (ranks_stopped) return make_error("the MPI job was stopped (a signal or a dead rank)");
   return {};
 }
 

@@ -98,8 +98,9 @@ Result<Model> load_shard(const std::string& path, const EngineCliOptions& o,
   std::fflush(nullptr);
   ::execvp("mpirun", argv.data());
   std::fprintf(stderr,
-               "sluice: error: --tp %d needs mpirun (Open MPI: apt install openmpi-bin): %s\n", n,
-               std::strerror(errno));
+               "sluice: error: %d ranks (--tp x --pp) need mpirun (Open MPI: apt install "
+               "openmpi-bin): %s\n",
+               n, std::strerror(errno));
   std::_Exit(127);
 }
 
@@ -124,7 +125,7 @@ CommSpec comm_spec(const dist::MpiComm& comm, const ModelConfig& whole, int n_mi
 
 bool interrupt_ranks() {
   dist::MpiComm* c = dist::MpiComm::current();
-  if (!c || c->size() == 1) return false;
+  if (!c || c->world_size() == 1) return false;
   c->interrupt();
   return true;
 }

@@ -24,7 +24,7 @@ void set_command_line(int argc, char** argv);
 std::optional<int> take_rank(const std::string& command, const std::string& model_spec,
                              const EngineCliOptions& o);
 
-// Rank 0 of a tensor-parallel job got SIGTERM/SIGINT: mpirun forwards it to every rank (a
+// Rank 0 of a --tp / --pp job got SIGTERM/SIGINT: mpirun forwards it to every rank (a
 // worker ends at once) and tears the job down when a rank dies, so nothing can finish: the wait
 // in progress and every later one fail, failing the requests in flight with that error. False
 // (nothing done) in a one-process run.

@@ -117,8 +117,40 @@ TEST(ServeTensorParallel, DeadRankFailsTheRequestsAndExitsNonZero) {
   EXPECT_NE(code, 0);
   EXPECT_LT(secs, 15.0);
   const std::string log = p->drain_log();
-  EXPECT_NE(log.find("the tensor-parallel job was stopped"), std::string::npos) << log;
+  EXPECT_NE(log.find("the MPI job was stopped"), std::string::npos) << log;
   std::printf("[ dead rank ] job exited with %d %.1f s after rank 1 was killed\n", code, secs);
+}
+
+// SIGTERM to the job (mpirun forwards it to every rank, so the workers stop at once): rank 0 of a
+// pipeline fails what is running with an error instead of waiting for it, and exits non-zero.
+TEST(ServeTensorParallel, SigtermToAPipelineFailsWhatRunsAndExitsNonZero) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--pp", "2", "--max-seqs", "1"});
+  ASSERT_TRUE(p);
+  const int fd = connect_local(p->port);
+  ASSERT_GE(fd, 0);
+  const json body = {{"prompt", "Once upon a time"},
+                     {"max_tokens", 400},
+                     {"ignore_eos", true},
+                     {"n", 64},
+                     {"stream", true}};
+  send_all(fd, http_request("POST", "/v1/completions", body.dump()));
+  const std::string first = recv_until(fd, "data: ");
+  ASSERT_NE(first.find("200 OK"), std::string::npos) << first;
+  ::kill(p->pid, SIGTERM);  // mpirun
+  const std::string rest = recv_until(fd, "data: [DONE]", 20000);
+  ::close(fd);
+  // The choices that finished before the signal did; the rest end with an error event.
+  const SseResult s = parse_sse(first + rest);
+  int finished = 0;
+  for (int i = 0; i < 64; ++i) finished += streamed_finish(s, i) == "length";
+  EXPECT_LT(finished, 64);
+  bool error = false;
+  for (const json& e : s.events) error = error || (e.is_object() && e.contains("error"));
+  EXPECT_TRUE(error) << rest.substr(rest.size() > 2000 ? rest.size() - 2000 : 0);
+  EXPECT_NE(p->wait_exit(20000), 0);
+  const std::string log = p->drain_log();
+  EXPECT_NE(log.find("the MPI ranks are stopping"), std::string::npos) << log;
 }
 
 }  // namespace
