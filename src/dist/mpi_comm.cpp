@@ -27,6 +27,7 @@ MPI_Comm tp_comm(void* p) {
 // Point-to-point tags: the residual stream between stages, the logits to rank 0.
 constexpr int kHiddenTag = 11;
 constexpr int kLogitsTag = 12;
+constexpr int kLinkProbeTag = 13;  // measure_link's ping-pong
 
 bool env_set(const char* name) {
   const char* v = std::getenv(name);
@@ -182,11 +183,13 @@ void MpiComm::measure_link() {
     for (int i = 0; i <= reps; ++i) {
       const auto t0 = clock::now();
       if (rank_ == 0) {
-        MPI_Send(buf.data(), int(bytes), MPI_BYTE, peer, 13, MPI_COMM_WORLD);
-        MPI_Recv(buf.data(), int(bytes), MPI_BYTE, peer, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(buf.data(), int(bytes), MPI_BYTE, peer, kLinkProbeTag, MPI_COMM_WORLD);
+        MPI_Recv(buf.data(), int(bytes), MPI_BYTE, peer, kLinkProbeTag, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
       } else {
-        MPI_Recv(buf.data(), int(bytes), MPI_BYTE, peer, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Send(buf.data(), int(bytes), MPI_BYTE, peer, 13, MPI_COMM_WORLD);
+        MPI_Recv(buf.data(), int(bytes), MPI_BYTE, peer, kLinkProbeTag, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+        MPI_Send(buf.data(), int(bytes), MPI_BYTE, peer, kLinkProbeTag, MPI_COMM_WORLD);
       }
       if (i > 0) best = std::min(best, std::chrono::duration<double>(clock::now() - t0).count());
     }
@@ -200,34 +203,38 @@ void MpiComm::measure_link() {
 }
 
 void MpiComm::reap_sends() {
-  for (size_t i = 0; i < sends_.size();) {
+  for (Send& s : sends_) {
+    if (!s.busy) continue;
     int done = 0;
-    MPI_Test(static_cast<MPI_Request*>(sends_[i].req), &done, MPI_STATUS_IGNORE);
-    if (!done) {
-      ++i;
-      continue;
-    }
-    delete static_cast<MPI_Request*>(sends_[i].req);
-    sends_.erase(sends_.begin() + long(i));
+    MPI_Test(static_cast<MPI_Request*>(s.req), &done, MPI_STATUS_IGNORE);
+    s.busy = !done;
   }
 }
 
 void MpiComm::send_floats(const float* x, int64_t n, int to, int tag, const char* what) {
   if (failed()) return;
+  if (n > INT_MAX) {
+    error_ = std::string("a send of more than 2^31 floats: ") + what;
+    return;
+  }
   reap_sends();
   ++stats_.n_ops;
   stats_.bytes += n * int64_t(sizeof(float));
-  Send s;
+  auto free_slot =
+      std::find_if(sends_.begin(), sends_.end(), [](const Send& s) { return !s.busy; });
+  if (free_slot == sends_.end()) {
+    // A new slot; moving the others keeps their buffers (and requests) where they are.
+    sends_.push_back({{}, new MPI_Request, false});
+    free_slot = sends_.end() - 1;
+  }
+  Send& s = *free_slot;
   s.data.assign(x, x + n);
-  auto* req = new MPI_Request;
-  if (n > INT_MAX ||
-      MPI_Isend(s.data.data(), int(n), MPI_FLOAT, to, tag, MPI_COMM_WORLD, req) != MPI_SUCCESS) {
-    delete req;
+  if (MPI_Isend(s.data.data(), int(n), MPI_FLOAT, to, tag, MPI_COMM_WORLD,
+                static_cast<MPI_Request*>(s.req)) != MPI_SUCCESS) {
     error_ = std::string("MPI send failed: ") + what;
     return;
   }
-  s.req = req;
-  sends_.push_back(std::move(s));  // moving the vector keeps its heap buffer where it is
+  s.busy = true;
 }
 
 void MpiComm::recv_floats(float* x, int64_t n, int from, int tag, const char* what) {
@@ -262,13 +269,9 @@ void MpiComm::recv_logits(float* x, int64_t n) {
 
 bool MpiComm::finish_sends() {
   const auto t0 = std::chrono::steady_clock::now();
-  for (Send& s : sends_) {
-    if (!failed()) wait(s.req, "a send to another stage", false);
-  }
   // After a failure the requests are left as they are (the job is ending).
-  if (!failed()) {
-    for (Send& s : sends_) delete static_cast<MPI_Request*>(s.req);
-    sends_.clear();
+  for (Send& s : sends_) {
+    if (s.busy && !failed() && wait(s.req, "a send to another stage", false)) s.busy = false;
   }
   stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return !failed();

@@ -80,9 +80,9 @@ class MpiComm final : public Collective, public StageLink {
   // Every rank's bytes to rank 0 (`all` gets them in rank order there).
   Status gather_bytes(const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>& all);
 
-  // Collectives of the forward pass (all-reduce, gather) since the process started: how many,
-  // the bytes each rank sent, and the seconds spent in them (waiting for the slowest rank
-  // included).
+  // Messages of the forward pass (all-reduces, the logits gather, stage-to-stage sends and
+  // receives) since the process started: how many, the bytes this rank sent, and the seconds
+  // spent waiting in them (for the slowest rank included).
   using Stats = CommStats;
   const Stats& stats() const { return stats_; }
 
@@ -105,14 +105,16 @@ class MpiComm final : public Collective, public StageLink {
   // of at the deadline (ranks on other hosts: the deadline, or mpirun's teardown).
   int dead_local_peer() const;
 
-  // A buffered point-to-point send in flight.
+  // A buffer for point-to-point sends, reused once its send completed: the steady state
+  // allocates nothing (a step's sends: one per micro-batch and stage boundary, plus logits).
   struct Send {
     std::vector<float> data;
-    void* req = nullptr;  // MPI_Request*
+    void* req = nullptr;  // MPI_Request* (allocated with the slot, reused)
+    bool busy = false;    // its send is in flight
   };
   void send_floats(const float* x, int64_t n, int to, int tag, const char* what);
   void recv_floats(float* x, int64_t n, int from, int tag, const char* what);
-  // Sends that completed give their buffers back.
+  // Marks the slots whose send completed free.
   void reap_sends();
 
   int rank_ = 0, size_ = 1;        // world

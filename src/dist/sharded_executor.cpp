@@ -19,26 +19,10 @@ uint64_t fnv1a(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) 
   return h;
 }
 
-void put_copies(std::span<const BlockCopy> copies, std::vector<uint8_t>& msg) {
-  msg.resize(copies.size() * 8);
-  for (size_t i = 0; i < copies.size(); ++i) {
-    const int32_t v[2] = {copies[i].src, copies[i].dst};
-    std::memcpy(msg.data() + i * 8, v, 8);
-  }
-}
-
-std::vector<BlockCopy> get_copies(std::span<const uint8_t> msg) {
-  std::vector<BlockCopy> copies(msg.size() / 8);
-  for (size_t i = 0; i < copies.size(); ++i) {
-    int32_t v[2];
-    std::memcpy(v, msg.data() + i * 8, 8);
-    copies[i] = {v[0], v[1]};
-  }
-  return copies;
-}
-
 void put_u64(std::vector<uint8_t>& m, uint64_t v) {
-  m.insert(m.end(), reinterpret_cast<const uint8_t*>(&v), reinterpret_cast<const uint8_t*>(&v) + 8);
+  const size_t at = m.size();
+  m.resize(at + 8);
+  std::memcpy(m.data() + at, &v, 8);
 }
 
 // Reads a u64 at `at` (advanced); false past the end.
@@ -51,8 +35,9 @@ bool get_u64(std::span<const uint8_t> m, size_t& at, uint64_t& v) {
 
 void put_ids(std::vector<uint8_t>& m, std::span<const int32_t> ids) {
   put_u64(m, ids.size());
-  const auto* p = reinterpret_cast<const uint8_t*>(ids.data());
-  m.insert(m.end(), p, p + ids.size() * 4);
+  const size_t at = m.size();
+  m.resize(at + ids.size() * 4);
+  if (!ids.empty()) std::memcpy(m.data() + at, ids.data(), ids.size() * 4);
 }
 
 bool get_ids(std::span<const uint8_t> m, size_t& at, std::vector<int32_t>& ids) {
@@ -64,14 +49,48 @@ bool get_ids(std::span<const uint8_t> m, size_t& at, std::vector<int32_t>& ids) 
   return true;
 }
 
-// This rank's part of an export of `ids`: its layout tag, '\n', then its bytes (or "!" and the
-// error). Every rank sends it to rank 0.
+// This rank's part of an export of `ids`: its layout tag, '\n', its bytes per block, '\n', then
+// its bytes (or "!" and the error). Every rank sends it to rank 0.
 std::vector<uint8_t> local_export(const CpuExecutor& exec, std::span<const int32_t> ids) {
   auto d = exec.export_blocks(ids);
-  const std::string head = d.ok() ? d->layout + "\n" : "!" + d.message();
+  const std::string head =
+      d.ok() ? d->layout + "\n" + std::to_string(d->bytes_per_block) + "\n" : "!" + d.message();
   std::vector<uint8_t> out(head.begin(), head.end());
   if (d.ok()) out.insert(out.end(), d->bytes.begin(), d->bytes.end());
   return out;
+}
+
+// One rank's part of an export, as rank 0 received it.
+struct RankPart {
+  std::string layout;
+  size_t bytes_per_block = 0;
+  const uint8_t* bytes = nullptr;  // [n_blocks, bytes_per_block], into the gathered message
+};
+
+// Every rank exports its part of blocks `ids` (the workers answer Op::kExport); rank 0 gets
+// the parts in rank order (`all` holds the messages they point into).
+Status gather_parts(MpiComm& comm, const CpuExecutor& exec, std::span<const int32_t> ids,
+                    std::vector<std::vector<uint8_t>>& all, std::vector<RankPart>& parts) {
+  SLUICE_RETURN_IF_ERROR(comm.gather_bytes(local_export(exec, ids), all));
+  parts.clear();
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::vector<uint8_t>& a = all[r];
+    if (!a.empty() && a[0] == '!') {
+      return make_error("rank ", r, ": ", std::string(a.begin() + 1, a.end()));
+    }
+    const auto nl1 = std::find(a.begin(), a.end(), uint8_t('\n'));
+    const auto nl2 = nl1 == a.end() ? a.end() : std::find(nl1 + 1, a.end(), uint8_t('\n'));
+    if (nl2 == a.end()) return make_error("rank ", r, " sent a malformed KV export");
+    RankPart part{std::string(a.begin(), nl1),
+                  size_t(std::strtoull(std::string(nl1 + 1, nl2).c_str(), nullptr, 10)),
+                  a.data() + (nl2 - a.begin()) + 1};
+    if (size_t(a.end() - nl2 - 1) != part.bytes_per_block * ids.size()) {
+      return make_error("rank ", r, " sent ", a.end() - nl2 - 1, " bytes for ", ids.size(),
+                        " blocks of ", part.bytes_per_block);
+    }
+    parts.push_back(std::move(part));
+  }
+  return {};
 }
 
 // Every rank's status after an operation, at rank 0: the first error, or ok.
@@ -234,7 +253,10 @@ Status ShardedExecutor::execute(const Batch& batch, Logits& out) {
 Status ShardedExecutor::copy_blocks(std::span<const BlockCopy> copies) {
   if (comm_.failed()) return fail();
   SLUICE_RETURN_IF_ERROR(validate_block_copies(copies, capacity().n_blocks));
-  put_copies(copies, msg_);
+  // The copies travel in the Batch wire form (a batch of no tokens).
+  copies_.clear();
+  copies_.block_copies.assign(copies.begin(), copies.end());
+  serialize_batch(copies_, msg_);
   msg_.push_back(uint8_t(Op::kCopyBlocks));
   if (!comm_.broadcast(msg_).ok()) return fail();
   return local_->copy_blocks(copies);
@@ -245,36 +267,34 @@ Status ShardedExecutor::copy_blocks(std::span<const BlockCopy> copies) {
 //   "mpi 2x1 [f16 L16 H4 D64 B16 ...] [f16 L16 H4 D64 B16 ...]"  (tp x pp, then the parts)
 // so only an executor with the same ranks and shards imports them.
 Result<KvBlockData> ShardedExecutor::export_blocks(std::span<const int32_t> ids) const {
+  return export_parts(ids, nullptr);
+}
+
+Result<KvBlockData> ShardedExecutor::export_parts(std::span<const int32_t> ids,
+                                                  std::vector<size_t>* rank_bytes) const {
   if (comm_.failed()) return make_error("MPI ranks: " + comm_.error());
   std::vector<uint8_t> msg;
   put_ids(msg, ids);
   msg.push_back(uint8_t(Op::kExport));
   SLUICE_RETURN_IF_ERROR(comm_.broadcast(msg));
   std::vector<std::vector<uint8_t>> all;
-  SLUICE_RETURN_IF_ERROR(comm_.gather_bytes(local_export(*local_, ids), all));
+  std::vector<RankPart> parts;
+  SLUICE_RETURN_IF_ERROR(gather_parts(comm_, *local_, ids, all, parts));
   KvBlockData d;
   d.layout = "mpi " + std::to_string(comm_.size()) + "x" + std::to_string(comm_.n_stages());
-  std::vector<std::pair<const uint8_t*, size_t>> parts;  // each rank's bytes, per block
-  for (size_t r = 0; r < all.size(); ++r) {
-    const std::vector<uint8_t>& a = all[r];
-    if (!a.empty() && a[0] == '!') {
-      return make_error("rank ", r, ": ", std::string(a.begin() + 1, a.end()));
-    }
-    const auto nl = std::find(a.begin(), a.end(), uint8_t('\n'));
-    if (nl == a.end()) return make_error("rank ", r, " sent a malformed KV export");
-    d.layout += " [" + std::string(a.begin(), nl) + "]";
-    const size_t n = size_t(a.end() - nl - 1);
-    if (ids.empty() ? n != 0 : n % ids.size() != 0) {
-      return make_error("rank ", r, " sent ", n, " bytes for ", ids.size(), " blocks");
-    }
-    parts.push_back({a.data() + (nl - a.begin()) + 1, ids.empty() ? 0 : n / ids.size()});
-    d.bytes_per_block += parts.back().second;
+  for (const RankPart& p : parts) {
+    d.layout += " [" + p.layout + "]";
+    d.bytes_per_block += p.bytes_per_block;
+    if (rank_bytes) rank_bytes->push_back(p.bytes_per_block);
   }
   d.n_blocks = int32_t(ids.size());
   d.bytes.resize(d.bytes_per_block * ids.size());
-  uint8_t* out = d.bytes.data();
+  size_t at = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
-    for (const auto& [p, n] : parts) out = std::copy(p + i * n, p + (i + 1) * n, out);
+    for (const RankPart& p : parts) {
+      std::memcpy(d.bytes.data() + at, p.bytes + i * p.bytes_per_block, p.bytes_per_block);
+      at += p.bytes_per_block;
+    }
   }
   return d;
 }
@@ -283,12 +303,14 @@ Result<KvBlockData> ShardedExecutor::export_blocks(std::span<const int32_t> ids)
 // a block); the whole data goes to every rank, which imports its slice of each block.
 Status ShardedExecutor::import_blocks(std::span<const int32_t> ids, const KvBlockData& data) {
   if (comm_.failed()) return fail();
-  SLUICE_ASSIGN_OR_RETURN(KvBlockData shape, export_blocks({}));
+  // An export of no blocks: the layout, and each rank's bytes per block.
+  std::vector<size_t> rank_bytes;
+  SLUICE_ASSIGN_OR_RETURN(KvBlockData shape, export_parts({}, &rank_bytes));
   if (data.layout != shape.layout) {
     return make_error("import: blocks of layout '", data.layout, "' do not fit these ranks' '",
                       shape.layout, "'");
   }
-  if (int64_t(ids.size()) != data.n_blocks ||
+  if (int64_t(ids.size()) != data.n_blocks || data.bytes_per_block != shape.bytes_per_block ||
       data.bytes.size() != size_t(data.n_blocks) * data.bytes_per_block) {
     return make_error("import: ", ids.size(), " block ids for ", data.n_blocks, " blocks of data (",
                       data.bytes.size(), " bytes)");
@@ -299,21 +321,10 @@ Status ShardedExecutor::import_blocks(std::span<const int32_t> ids, const KvBloc
                         capacity().n_blocks, ")");
     }
   }
-  // Each rank's bytes per block: the export of one block (block 0) gives every rank's share.
-  const std::vector<int32_t> probe = {0};
   std::vector<uint8_t> msg;
-  put_ids(msg, probe);
-  msg.push_back(uint8_t(Op::kExport));
-  if (!comm_.broadcast(msg).ok()) return fail();
-  std::vector<std::vector<uint8_t>> all;
-  if (!comm_.gather_bytes(local_export(*local_, probe), all).ok()) return fail();
-  msg.clear();
   put_ids(msg, ids);
-  put_u64(msg, all.size());
-  for (const std::vector<uint8_t>& a : all) {
-    const auto nl = std::find(a.begin(), a.end(), uint8_t('\n'));
-    put_u64(msg, uint64_t(a.end() - nl - 1));
-  }
+  put_u64(msg, rank_bytes.size());
+  for (size_t n : rank_bytes) put_u64(msg, n);
   msg.insert(msg.end(), data.bytes.begin(), data.bytes.end());
   msg.push_back(uint8_t(Op::kImport));
   if (!comm_.broadcast(msg).ok()) return fail();
@@ -344,9 +355,11 @@ Status run_worker(MpiComm& comm, CpuExecutor& exec) {
         SLUICE_RETURN_IF_ERROR(run_step(comm, exec, batch, int(n_micro), out, buf));
         break;
       }
-      case Op::kCopyBlocks:
-        SLUICE_RETURN_IF_ERROR(exec.copy_blocks(get_copies(msg)));
+      case Op::kCopyBlocks: {
+        SLUICE_ASSIGN_OR_RETURN(Batch copies, deserialize_batch(msg));
+        SLUICE_RETURN_IF_ERROR(exec.copy_blocks(copies.block_copies));
         break;
+      }
       case Op::kExport: {
         size_t at = 0;
         std::vector<int32_t> ids;

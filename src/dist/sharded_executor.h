@@ -69,10 +69,14 @@ class ShardedExecutor final : public Executor {
 
  private:
   Status fail();
+  // export_blocks, and each rank's bytes per block (when `rank_bytes` is given).
+  Result<KvBlockData> export_parts(std::span<const int32_t> ids,
+                                   std::vector<size_t>* rank_bytes) const;
 
   MpiComm& comm_;
   std::unique_ptr<CpuExecutor> local_;
   std::vector<uint8_t> msg_;
+  Batch copies_;  // copy_blocks's message: a batch of block copies only
   int n_micro_ = 1;
   StepBuffers step_buf_;
   MpiComm::Stats last_comm_;
