@@ -1,6 +1,7 @@
 #include "dist/mpi_comm.h"
 
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -43,9 +44,18 @@ bool launched_by_mpi() {
 Result<MpiComm*> MpiComm::init() {
   if (g_comm) return g_comm;
   int provided = 0;
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-    return make_error("MPI_Init_thread failed");
-  }
+  // Open MPI starts threads of its own here. They must not take SIGINT/SIGTERM: a process-wide
+  // signal goes to any thread that does not block it, and in one of theirs its default action
+  // would end the process before `sluice serve` (which takes them with sigwait) could fail its
+  // requests. They inherit the mask in force while they start; the caller's is restored.
+  sigset_t stop, old;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, &old);
+  const int init = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (init != MPI_SUCCESS) return make_error("MPI_Init_thread failed");
   if (provided < MPI_THREAD_SERIALIZED) {
     return make_error("this MPI cannot be called from a thread other than main's (thread level ",
                       provided, ")");
