@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -198,14 +199,18 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
   SLUICE_ASSIGN_OR_RETURN(std::string path, resolve_model_arg(o.model));
   const int max_b = *std::max_element(o.batches.begin(), o.batches.end());
   const int n_ctx = bench_ctx(o);
-  // The whole model: its shape and weights' bytes for the cost model (with --tp / --pp the
-  // ranks' shards run; this copy's weights are never read).
-  SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, {n_ctx, true}));
+  // The whole model: what one process runs, and with --tp / --pp (the ranks' shards run) its
+  // shape and weights' bytes for the cost model, the session's copy (weights never read).
   const bool dist = o.tp * o.pp > 1;
   std::unique_ptr<EngineSession> session;
+  std::optional<Model> own_model;
   if (dist) {
     SLUICE_ASSIGN_OR_RETURN(session, open_engine_session(path, dist_options(o)));
+  } else {
+    SLUICE_ASSIGN_OR_RETURN(Model m, Model::load(path, {n_ctx, true}));
+    own_model.emplace(std::move(m));
   }
+  const Model& model = dist ? *session->whole_model : *own_model;
   const ModelConfig& c = model.config();
 
   const std::string roof_path = o.roofline_file.empty() ? default_roofline_path() : o.roofline_file;

@@ -98,17 +98,8 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   mo.pp_size = o.pp;
   SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, mo));
   SLUICE_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(model.file()));
-  auto s = std::make_unique<EngineSession>(EngineSession{std::move(model),
-                                                         std::move(tok),
-                                                         nullptr,
-                                                         nullptr,
-                                                         nullptr,
-                                                         nullptr,
-                                                         nullptr,
-                                                         nullptr,
-                                                         {},
-                                                         nullptr,
-                                                         {}});
+  auto s = std::make_unique<EngineSession>(
+      EngineSession{.model = std::move(model), .tokenizer = std::move(tok)});
   if (dist) {
     SLUICE_RETURN_IF_ERROR(start_rank0(*s, o, kv_type));
     SLUICE_RETURN_IF_ERROR(create_engine(*s, o, spec, kv_type));
@@ -154,11 +145,10 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   return s;
 }
 
-Status create_engine(EngineSession& session, const EngineCliOptions& o, const SpecConfig& spec,
+Status create_engine(EngineSession& s, const EngineCliOptions& o, const SpecConfig& spec,
                      KvType kv_type) {
-  EngineSession* s = &session;
   EngineConfig ec;
-  ec.n_ctx = s->model.config().n_ctx;
+  ec.n_ctx = s.model.config().n_ctx;
   ec.scheduler.max_seqs = o.max_seqs;
   ec.scheduler.max_batch_tokens = o.max_batch_tokens;
   ec.scheduler.prefill_chunk = o.prefill_chunk;
@@ -166,15 +156,14 @@ Status create_engine(EngineSession& session, const EngineCliOptions& o, const Sp
   ec.spec = spec;
   // Step times against the roofline, when this machine's ceilings have been measured.
   if (auto roof = load_roofline(default_roofline_path()); roof.ok()) {
-    ec.cost_model =
-        make_step_cost_model(s->whole_model ? *s->whole_model : s->model, *roof, kv_type);
-    ec.cost_model->comm = s->comm;
+    ec.cost_model = make_step_cost_model(s.whole_model ? *s.whole_model : s.model, *roof, kv_type);
+    ec.cost_model->comm = s.comm;
   } else {
     SLUICE_LOG(kInfo,
                "no roofline measurements (run `sluice bench --roofline`): step times are "
                "not compared with the roofline");
   }
-  SLUICE_ASSIGN_OR_RETURN(s->engine, Engine::create(s->tokenizer, s->exec(), ec));
+  SLUICE_ASSIGN_OR_RETURN(s.engine, Engine::create(s.tokenizer, s.exec(), ec));
   return {};
 }
 

@@ -48,19 +48,19 @@ Result<SpecConfig> spec_config_from(const EngineCliOptions& o);
 struct EngineSession {
   Model model;
   Tokenizer tokenizer;
-  std::unique_ptr<CpuExecutor> executor;           // one process
-  std::unique_ptr<dist::ShardedExecutor> sharded;  // --tp N: rank 0's (executor is null)
+  std::unique_ptr<CpuExecutor> executor{};           // one process
+  std::unique_ptr<dist::ShardedExecutor> sharded{};  // --tp/--pp: rank 0's (executor null)
   // --spec draft: the draft model, its tokenizer and executor (declared before the engine,
   // which refers to them).
-  std::unique_ptr<Model> draft_model;
-  std::unique_ptr<Tokenizer> draft_tokenizer;
-  std::unique_ptr<CpuExecutor> draft_executor;
-  std::unique_ptr<Engine> engine;
-  KvPlan kv;
+  std::unique_ptr<Model> draft_model{};
+  std::unique_ptr<Tokenizer> draft_tokenizer{};
+  std::unique_ptr<CpuExecutor> draft_executor{};
+  std::unique_ptr<Engine> engine{};
+  KvPlan kv{};
   // --tp / --pp: the whole model's tensors (views of the file, never read) for the step cost
   // model, and the communication term (the link rank 0 measured).
-  std::unique_ptr<Model> whole_model;
-  CommSpec comm;
+  std::unique_ptr<Model> whole_model{};
+  CommSpec comm{};
 
   Executor& exec() { return sharded ? static_cast<Executor&>(*sharded) : *executor; }
 };

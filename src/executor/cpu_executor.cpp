@@ -334,8 +334,8 @@ class CpuExecutor::Ops final : public ForwardOps {
     const ModelConfig& c = e_.model_.config();
     const int64_t qd = q.cols, kvd = k.cols, hd = c.head_dim;
     const RopeParams rp = c.rope_params(nullptr);
-    void* k_cache = e_.kv_->k(layer - e_.model_.config().layer_begin);
-    void* v_cache = e_.kv_->v(layer - e_.model_.config().layer_begin);
+    void* k_cache = e_.kv_->k(layer - c.layer_begin);  // a pipeline stage: its layers only
+    void* v_cache = e_.kv_->v(layer - c.layer_begin);
     const KvType kv_type = e_.kv_->shape().type;
     const KvLayout layout{e_.block_size(), c.n_kv_head, c.head_dim};
     const float* inv_freq =
@@ -377,8 +377,8 @@ class CpuExecutor::Ops final : public ForwardOps {
       p.n_q = seq.n_new_tokens;
       p.kv_len = seq.context_len;
       p.kv_type = e_.kv_->shape().type;
-      p.k_cache = e_.kv_->k(layer - e_.model_.config().layer_begin);
-      p.v_cache = e_.kv_->v(layer - e_.model_.config().layer_begin);
+      p.k_cache = e_.kv_->k(layer - c.layer_begin);
+      p.v_cache = e_.kv_->v(layer - c.layer_begin);
       p.block_table = b_.block_tables.data() + seq.block_table_start;
       p.block_size = e_.block_size();
       p.n_head = c.n_head;
@@ -503,10 +503,10 @@ class CpuExecutor::Ops final : public ForwardOps {
     for (int64_t i = 0; i < n; ++i) x.data[i] += y.data[i];
   }
 
-  // Logits only for the rows that asked, in token order.
   void stage_input(Act x) override { e_.link_->recv_from_prev(x.data, x.rows * x.cols); }
   void stage_output(Act x) override { e_.link_->send_to_next(x.data, x.rows * x.cols); }
 
+  // Logits only for the rows that asked, in token order.
   Act logit_rows(Act x) override {
     set_logit_rows(b_, out_);
     const int64_t R = out_.n_rows();

@@ -17,7 +17,6 @@
 
 namespace sluice {
 
-// The model and machine the predictions are made for.
 // Tensor / pipeline parallel (dist/, docs/distributed.md): what a step sends between ranks,
 // over the link as measured at start-up. One step: 2 all-reduces of the residual stream
 // [tokens, n_embd] f32 per layer plus one for the vocabulary-parallel embedding (each an
@@ -33,6 +32,7 @@ struct CommSpec {
   bool any() const { return (tp > 1 || pp > 1) && link_bytes_per_s > 0; }
 };
 
+// The model and machine the predictions are made for.
 struct StepCostModel {
   ModelCost model;
   Precision precision;

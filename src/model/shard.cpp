@@ -122,15 +122,13 @@ Result<ShardInfo> shard_model(const ShardSpec& spec, ModelConfig& c, ModelWeight
   info.n_ff = c.n_ff;
   info.pp_rank = spec.pp_rank;
   info.pp_size = spec.pp_size;
-  const Range layers = stage_layers(c.n_layer, spec.pp_rank, spec.pp_size);
-  info.layer_begin = int(layers.begin);
-  info.layer_end = int(layers.end);
   if (spec.pp_size > 1) {
+    const Range layers = stage_layers(c.n_layer, spec.pp_rank, spec.pp_size);
     // The other stages' layers are dropped (their file pages are never touched); the
     // embedding stays on the first stage, the output (a view of the embedding when tied) and
     // its norm on the last.
-    c.layer_begin = info.layer_begin;
-    c.layer_end = info.layer_end;
+    c.layer_begin = int(layers.begin);
+    c.layer_end = int(layers.end);
     for (int il = 0; il < c.n_layer; ++il) {
       if (il < layers.begin || il >= layers.end) w.layers[size_t(il)] = LayerWeights{};
     }

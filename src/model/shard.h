@@ -49,11 +49,10 @@ struct ShardInfo {
   int64_t vocab_begin = 0, vocab_end = 0;  // rows of token_embd / output held here
   // The whole model's shape, before sharding (KV heads and FFN width of one replica).
   int n_head = 0, n_kv_head = 0, n_ff = 0;
-  // Pipeline parallel: stage pp_rank of pp_size holds layers [layer_begin, layer_end) (also in
-  // ModelConfig), token_embd only on the first stage and output only on the last.
+  // Pipeline parallel: stage pp_rank of pp_size holds the layers ModelConfig's layer_begin ..
+  // stage_layer_end() names, token_embd only on the first stage and output only on the last.
   int pp_rank = 0;
   int pp_size = 1;
-  int layer_begin = 0, layer_end = 0;
   bool sharded() const { return tp_size > 1; }
   bool pipelined() const { return pp_size > 1; }
 };

@@ -118,8 +118,7 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
     json layouts = json::array();
     for (const LayoutRow& r : plan.layouts) {
       json t = json::object();
-      for (FfnLayout l : {FfnLayout::k1dWeightStationary, FfnLayout::k2dWeightStationary,
-                          FfnLayout::kWeightGathered}) {
+      for (FfnLayout l : kFfnLayouts) {
         const FfnLayoutTimes& x = r.times[int(l)];
         t[ffn_layout_name(l)] = {{"comm_ms", x.comm_s * 1e3},
                                  {"weights_ms", x.hbm_s * 1e3},

@@ -206,8 +206,7 @@ Result<Plan> make_plan(const PlanParams& params) {
       r.phase = phase;
       r.tokens = tokens;
       mm.batch = double(tokens);
-      for (FfnLayout l : {FfnLayout::k1dWeightStationary, FfnLayout::k2dWeightStationary,
-                          FfnLayout::kWeightGathered}) {
+      for (FfnLayout l : kFfnLayouts) {
         r.times[int(l)] = ffn_layout_times(l, mm, p.n_chips, p.chip);
         if (r.times[int(l)].bound_s() < r.times[int(r.best)].bound_s()) r.best = l;
       }

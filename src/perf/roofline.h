@@ -148,6 +148,8 @@ double tp_compute_bound_shards(const TpMatmul& mm, const HardwareSpec& chip);
 // 2D beats 1D in communication once sqrt(n) > 1 + F / D; weight-gathered beats a layout once T
 // passes the point where its activation traffic exceeds the weights' (ffn_layout_crossover).
 enum class FfnLayout { k1dWeightStationary, k2dWeightStationary, kWeightGathered };
+inline constexpr FfnLayout kFfnLayouts[] = {
+    FfnLayout::k1dWeightStationary, FfnLayout::k2dWeightStationary, FfnLayout::kWeightGathered};
 const char* ffn_layout_name(FfnLayout l);
 struct FfnLayoutTimes {
   double comm_s = 0, hbm_s = 0, math_s = 0;

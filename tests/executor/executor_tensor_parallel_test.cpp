@@ -263,7 +263,7 @@ TEST(PipelineParallel, StagesHoldOnlyTheirLayersAndRefuseBadSizes) {
     const ModelWeights& w = m->weights();
     EXPECT_EQ(c.layer_begin, s == 0 ? 0 : 3);  // 5 layers: 3 + 2
     EXPECT_EQ(c.stage_layer_end(), s == 0 ? 3 : 5);
-    EXPECT_EQ(m->shard().layer_begin, c.layer_begin);
+    EXPECT_EQ(stage_layers(c.n_layer, s, 2).begin, c.layer_begin);
     for (int il = 0; il < c.n_layer; ++il) {
       const bool mine = il >= c.layer_begin && il < c.stage_layer_end();
       EXPECT_EQ(w.layers[size_t(il)].wq.data != nullptr, mine) << "layer " << il;
