@@ -1,0 +1,160 @@
+// Byte-level grammars and the matcher that walks them.
+//
+// lower() turns a GrammarSpec (expr.h) into a Grammar: rules whose alternatives are sequences
+// of byte sets and rule references, in one flat array. Code point classes become UTF-8 byte
+// sequences, repeats become helper rules, so the matcher knows nothing but bytes and rules.
+//
+//   elems_: [B0 R3 B1 END | B2 END | R5 END | ...]      B = byte set, R = rule ref
+//            ^alt 0 of rule 0  ^alt 1   ^alt 0 of rule 1
+//
+// A Matcher is a pushdown automaton over that grammar: its state is a set of stacks, each
+// stack a path of positions (the innermost rule's next element on top). Stacks are persistent
+// linked lists interned in a StackStore, so equal stacks are one id, advancing a stack shares
+// its tail, and a state is a small sorted vector of ids (cheap to copy, compare and roll
+// back). A reference that ends an alternative is a tail call (the frame is replaced, not
+// pushed), so right recursion (`list ::= item list | ""`) runs in constant stack depth.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "grammar/expr.h"
+
+namespace sluice::grammar {
+
+// 256-bit set of byte values.
+struct ByteSet {
+  std::array<uint64_t, 4> w{};
+  bool has(uint8_t b) const { return (w[b >> 6] >> (b & 63)) & 1; }
+  void add(uint8_t b) { w[b >> 6] |= uint64_t(1) << (b & 63); }
+  void add_range(uint32_t lo, uint32_t hi) {
+    for (uint32_t b = lo; b <= hi && b < 256; ++b) add(uint8_t(b));
+  }
+  bool operator==(const ByteSet&) const = default;
+};
+
+// Limits that keep a hostile grammar from exhausting memory or time (compile errors, not
+// crashes). Defaults fit every schema and GBNF file seen in practice.
+struct LowerLimits {
+  int64_t max_elements = 2'000'000;  // flat elements over all rules
+  int32_t max_repeat = 10'000;       // bounded repeat counts ({m,n}, maxLength ...)
+};
+
+// A lowered grammar. Immutable; shared by every matcher (and thread) that uses it.
+class Grammar {
+ public:
+  enum Kind : uint32_t { kBytes = 0, kRule = 1, kEnd = 2 };
+
+  Kind kind(uint32_t pos) const { return Kind(elems_[pos] >> 30); }
+  uint32_t arg(uint32_t pos) const { return elems_[pos] & 0x3FFFFFFF; }
+  const ByteSet& bytes(uint32_t pos) const { return sets_[arg(pos)]; }
+  // First element of each alternative of rule `r`.
+  const std::vector<uint32_t>& alts(uint32_t r) const { return alts_[r]; }
+  uint32_t root() const { return root_; }
+  size_t n_rules() const { return alts_.size(); }
+  size_t n_elems() const { return elems_.size(); }
+  const std::string& rule_name(uint32_t r) const { return names_[r]; }
+  // A readable dump (GBNF-like, bytes as [xx-yy]) for debugging and error messages.
+  std::string dump() const;
+
+ private:
+  friend class Lowering;
+  std::vector<uint32_t> elems_;              // kind << 30 | arg
+  std::vector<ByteSet> sets_;                // distinct byte sets
+  std::vector<std::vector<uint32_t>> alts_;  // [rule] -> alternative starts in elems_
+  std::vector<std::string> names_;           // [rule]
+  uint32_t root_ = 0;
+};
+
+// GrammarSpec -> Grammar. Errors: a reference to an undefined rule, no root rule, left
+// recursion, a repeat with min > max or a bound above the limit, an empty or inverted class
+// range, a grammar too large.
+Result<std::shared_ptr<const Grammar>> lower(const GrammarSpec& spec,
+                                             const LowerLimits& limits = {});
+
+// Interned stack nodes: node id -> (position, parent id). kNoStack is the empty stack (the
+// grammar is complete). Append-only; one store per matcher (not shared between threads).
+class StackStore {
+ public:
+  static constexpr uint32_t kNoStack = 0xFFFFFFFFu;
+  // A parent that stands for "unknown context" in the mask precomputation (token_mask.cpp).
+  static constexpr uint32_t kBottom = 0xFFFFFFFEu;
+
+  uint32_t intern(uint32_t pos, uint32_t parent);
+  uint32_t pos(uint32_t id) const { return nodes_[id].pos; }
+  uint32_t parent(uint32_t id) const { return nodes_[id].parent; }
+  size_t size() const { return nodes_.size(); }
+
+  // Scratch of the closure (matcher.cpp): ids still to expand, the epoch that last visited
+  // each id. Lives here so that a closure allocates nothing once warm and needs no globals.
+  struct Scratch {
+    std::vector<uint32_t> work, stamp;
+    uint32_t epoch = 0;
+    bool saw_none = false, saw_bottom = false;
+  };
+  Scratch& scratch() { return scratch_; }
+
+ private:
+  struct Node {
+    uint32_t pos, parent;
+  };
+  void grow();
+  std::vector<Node> nodes_;
+  std::vector<uint32_t> table_;  // open addressing: node id + 1, 0 = empty
+  Scratch scratch_;
+};
+
+// Sorted, duplicate-free stack ids: what the matcher is after some bytes. Tops are byte-set
+// positions, or kNoStack (the text so far is a complete sentence).
+using StackSet = std::vector<uint32_t>;
+
+// Closure: every stack reachable from `stack` without consuming a byte, whose top is a byte
+// set (or kNoStack / kBottom when frames run out), appended to `out` (not sorted).
+void expand(const Grammar& g, StackStore& store, uint32_t stack, StackSet& out);
+// One byte: the stacks of `in` whose top accepts `b`, advanced and expanded, into `out`
+// (sorted, unique; empty when `b` is rejected). kBottom in `in` is dropped.
+void advance(const Grammar& g, StackStore& store, const StackSet& in, uint8_t b, StackSet& out);
+// The start state of `g`.
+StackSet initial_state(const Grammar& g, StackStore& store);
+
+// A position in one sentence of a grammar, advanced byte by byte, with rollback.
+class Matcher {
+ public:
+  explicit Matcher(std::shared_ptr<const Grammar> g);
+
+  // Consumes `bytes` if the grammar allows all of them from here; else false and no change.
+  // Each successful call is one rollback step.
+  bool accept(std::string_view bytes);
+  // Would accept(bytes) succeed? (no change)
+  bool can_accept(std::string_view bytes);
+  // The text so far is a complete sentence (end of text allowed here).
+  bool can_end() const;
+  // Undo the last `n` successful accept() calls (n <= n_steps()).
+  void rollback(size_t n);
+  size_t n_steps() const { return history_.size() - 1; }
+  void reset();
+
+  const StackSet& state() const { return history_.back(); }
+  StackStore& store() { return store_; }
+  const Grammar& grammar() const { return *g_; }
+  const std::shared_ptr<const Grammar>& grammar_ptr() const { return g_; }
+
+ private:
+  // Advances `from` over `bytes` into `to`; false when rejected.
+  bool run(const StackSet& from, std::string_view bytes, StackSet& to);
+
+  std::shared_ptr<const Grammar> g_;
+  StackStore store_;
+  std::vector<StackSet> history_;  // [0] initial state; back() current
+  StackSet tmp_a_, tmp_b_;
+};
+
+// True when `text` is a complete sentence of `g` (accepted byte by byte, and may end there).
+bool matches(const std::shared_ptr<const Grammar>& g, std::string_view text);
+
+}  // namespace sluice::grammar
