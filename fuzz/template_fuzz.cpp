@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "base/unicode.h"
 #include "tokenizer/detokenize.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode.h"
 
 namespace {
 

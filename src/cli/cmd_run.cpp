@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "cli/dist_session.h"
 #include "cli/engine_session.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace sluice::cli {
 namespace {

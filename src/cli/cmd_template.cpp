@@ -15,7 +15,7 @@
 
 #include "cli/commands.h"
 #include "gguf/gguf.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace sluice::cli {
 

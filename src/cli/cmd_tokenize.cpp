@@ -9,9 +9,9 @@
 #include <sstream>
 #include <string>
 
+#include "base/unicode.h"
 #include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode.h"
 
 namespace sluice::cli {
 

@@ -18,7 +18,7 @@
 
 #include "engine/engine.h"
 #include "server/api_error.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sluice::server {

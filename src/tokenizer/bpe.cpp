@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <bit>
 
-#include "tokenizer/unicode.h"
+#include "base/unicode.h"
 
 namespace sluice {
 

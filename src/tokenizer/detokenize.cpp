@@ -1,6 +1,6 @@
 #include "tokenizer/detokenize.h"
 
-#include "tokenizer/unicode.h"
+#include "base/unicode.h"
 
 namespace sluice {
 

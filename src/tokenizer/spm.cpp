@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "tokenizer/unicode.h"
+#include "base/unicode.h"
 
 namespace sluice {
 

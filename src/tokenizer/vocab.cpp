@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "base/log.h"
+#include "base/unicode.h"
 #include "gguf/gguf.h"
-#include "tokenizer/unicode.h"
 
 namespace sluice {
 

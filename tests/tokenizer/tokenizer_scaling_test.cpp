@@ -8,9 +8,9 @@
 #include <random>
 #include <string>
 
+#include "base/unicode.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode.h"
 
 namespace sluice {
 namespace {

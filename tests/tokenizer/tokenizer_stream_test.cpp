@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "base/unicode.h"
 #include "test_util.h"
 #include "tokenizer/detokenize.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode.h"
 
 namespace sluice {
 namespace {

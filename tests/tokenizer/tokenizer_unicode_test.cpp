@@ -4,7 +4,7 @@
 #include <set>
 #include <string>
 
-#include "tokenizer/unicode.h"
+#include "base/unicode.h"
 
 namespace sluice::unicode {
 namespace {

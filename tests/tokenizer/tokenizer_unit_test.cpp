@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "base/unicode.h"
 #include "tokenizer/detokenize.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode.h"
 
 namespace sluice {
 namespace {

@@ -7,7 +7,7 @@
 #include <ctime>
 #include <string>
 
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace sluice {
 namespace {

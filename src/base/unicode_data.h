@@ -1,7 +1,7 @@
 // Generated Unicode tables for what PCRE2 cannot answer: case mapping and canonical
 // decomposition. Regenerate unicode_data.cpp with (Python 3, stdlib only):
 //   python3 scripts/gen-unicode-data.py | clang-format --assume-filename=x.cpp >ud.cpp
-//   mv ud.cpp src/tokenizer/unicode_data.cpp
+//   mv ud.cpp src/base/unicode_data.cpp
 // The Unicode version is that of the Python used (see the first line of unicode_data.cpp).
 
 #pragma once

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "template/chat_template.h"
 #include "test_util.h"
-#include "tokenizer/chat_template.h"
 
 namespace sluice {
 namespace {

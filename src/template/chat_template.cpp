@@ -1,8 +1,8 @@
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_interp.h"
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_interp.h"
+#include "template/jinja_parser.h"
 
 namespace sluice {
 

@@ -1,6 +1,6 @@
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_parser.h"
 
-#include "tokenizer/jinja_expr_parser.h"
+#include "template/jinja_expr_parser.h"
 
 namespace sluice::jinja {
 namespace {

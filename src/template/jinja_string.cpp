@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_string.h"
+#include "template/jinja_string.h"
 
 #include <algorithm>
 #include <charconv>
@@ -7,8 +7,8 @@
 #include <cstring>
 #include <utility>
 
-#include "tokenizer/unicode.h"
-#include "tokenizer/unicode_data.h"
+#include "base/unicode.h"
+#include "base/unicode_data.h"
 
 namespace sluice::jinja {
 

@@ -1,10 +1,10 @@
-#include "tokenizer/jinja_interp.h"
+#include "template/jinja_interp.h"
 
 #include <algorithm>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_string.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_lexer.h"
+#include "template/jinja_string.h"
 
 namespace sluice::jinja {
 

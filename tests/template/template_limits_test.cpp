@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace sluice {
 namespace {

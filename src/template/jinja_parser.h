@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "base/status.h"
-#include "tokenizer/jinja_ast.h"
+#include "template/jinja_ast.h"
 
 namespace sluice::jinja {
 

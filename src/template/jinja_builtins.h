@@ -9,9 +9,9 @@
 #include <string_view>
 
 #include "base/status.h"
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_interp.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_ast.h"
+#include "template/jinja_interp.h"
+#include "template/jinja_value.h"
 
 namespace sluice::jinja {
 

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_string.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_string.h"
 
 namespace sluice::jinja {
 namespace {

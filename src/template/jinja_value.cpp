@@ -1,11 +1,11 @@
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/jinja_string.h"
+#include "template/jinja_string.h"
 
 namespace sluice::jinja {
 

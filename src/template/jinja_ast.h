@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 namespace sluice::jinja {
 

@@ -6,8 +6,8 @@
 #include <random>
 #include <unordered_map>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_string.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_string.h"
 
 namespace sluice::jinja {
 namespace {

@@ -1,8 +1,8 @@
-#include "tokenizer/unicode.h"
+#include "base/unicode.h"
 
 #include <algorithm>
 
-#include "tokenizer/unicode_data.h"
+#include "base/unicode_data.h"
 
 namespace sluice::unicode {
 

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_expr_parser.h"
+#include "template/jinja_expr_parser.h"
 
 namespace sluice::jinja {
 

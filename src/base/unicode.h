@@ -1,7 +1,8 @@
-// UTF-8 and Unicode helpers for the tokenizers. Character *classes* (letters, numbers,
-// whitespace, punctuation) are never decided here: they come from PCRE2 (UTF + UCP) so that
-// there is one source of truth for Unicode properties. What PCRE2 cannot do (case mapping and
-// canonical decomposition) comes from generated tables in unicode_data.{h,cpp}.
+// UTF-8 and Unicode helpers for the tokenizers and the chat templates. Character *classes*
+// (letters, numbers, whitespace, punctuation) are never decided here: they come from PCRE2
+// (UTF + UCP) so that there is one source of truth for Unicode properties. What PCRE2 cannot
+// do (case mapping and canonical decomposition) comes from generated tables in
+// unicode_data.{h,cpp}.
 #pragma once
 
 #include <array>

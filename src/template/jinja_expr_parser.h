@@ -1,5 +1,5 @@
 // Expression half of the template parser (targets, expressions, filters and tests): a base
-// class the statement parser (jinja_parser.cpp) extends. Internal to the tokenizer library.
+// class the statement parser (jinja_parser.cpp) extends. Internal to the template library.
 #pragma once
 
 #include <algorithm>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_ast.h"
+#include "template/jinja_lexer.h"
 
 namespace sluice::jinja {
 

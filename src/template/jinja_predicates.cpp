@@ -1,6 +1,6 @@
 // Jinja's built-in tests (jinja2/tests.py): `x is defined`, `x is divisibleby 3`, ...
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_string.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_string.h"
 
 namespace sluice::jinja {
 namespace {

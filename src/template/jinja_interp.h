@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_ast.h"
+#include "template/jinja_value.h"
 
 namespace sluice::jinja {
 

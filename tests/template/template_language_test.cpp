@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "tokenizer/chat_template.h"
-#include "tokenizer/jinja_string.h"
-#include "tokenizer/jinja_value.h"
+#include "template/chat_template.h"
+#include "template/jinja_string.h"
+#include "template/jinja_value.h"
 
 namespace sluice {
 namespace {

@@ -1,10 +1,10 @@
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_lexer.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
-#include "tokenizer/jinja_string.h"
+#include "template/jinja_string.h"
 
 namespace sluice::jinja {
 

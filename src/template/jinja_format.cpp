@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_string.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_string.h"
 
 namespace sluice::jinja {
 namespace {
