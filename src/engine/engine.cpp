@@ -17,6 +17,8 @@ const char* finish_reason_name(FinishReason r) {
       return "context";
     case FinishReason::kAbort:
       return "abort";
+    case FinishReason::kError:
+      return "error";
   }
   return "none";
 }
@@ -39,6 +41,17 @@ const char* spec_mode_name(SpecMode m) {
       return "draft";
   }
   return "none";
+}
+
+std::shared_ptr<const grammar::TokenVocab> make_grammar_vocab(const Tokenizer& tokenizer,
+                                                              int32_t n_vocab) {
+  // Output rows past the tokenizer's vocabulary (padding) have no bytes: never allowed.
+  std::vector<std::string> bytes(size_t(std::max(n_vocab, tokenizer.vocab().n_tokens())));
+  for (int32_t t = 0; t < tokenizer.vocab().n_tokens(); ++t)
+    bytes[size_t(t)] = std::string(tokenizer.piece(t, false));
+  const std::vector<TokenId>& eog = tokenizer.vocab().eog_ids();
+  return std::make_shared<grammar::TokenVocab>(std::move(bytes),
+                                               std::vector<int32_t>(eog.begin(), eog.end()));
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Executor& executor,
@@ -106,6 +119,7 @@ Engine::Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfi
   batch_.block_size = executor.capacity().block_size;
   batch_alt_.block_size = batch_.block_size;
   if (config.cost_model) roofline_.emplace(*config.cost_model);
+  grammar_vocab_ = make_grammar_vocab(tokenizer, executor.capacity().n_vocab);
   if (config.spec.mode == SpecMode::kNgram) {
     proposer_ = std::make_unique<NgramProposer>(config.spec.ngram);
   } else if (config.spec.mode == SpecMode::kDraft) {
@@ -212,9 +226,15 @@ void Engine::finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev)
 
 Status Engine::advance(RequestId id, Request& r, const float* logits, EngineEvent& ev) {
   const int32_t n_vocab = executor_.capacity().n_vocab;
-  SLUICE_ASSIGN_OR_RETURN(
-      SampleResult s,
-      r.sampler.sample(std::span<const float>(logits, size_t(n_vocab)), sample_ws_));
+  Result<SampleResult> sampled =
+      r.sampler.sample(std::span<const float>(logits, size_t(n_vocab)), sample_ws_);
+  if (!sampled.ok() && r.sampler.has_grammar()) {
+    // A grammar that allows nothing here is this request's failure, not the engine's.
+    ev.error = sampled.message();
+    finish(id, r, FinishReason::kError, ev);
+    return {};
+  }
+  SLUICE_ASSIGN_OR_RETURN(SampleResult s, std::move(sampled));
   r.sampler.accept(s.token);
   emit(id, r, s, /*append=*/true, ev);
   return {};
@@ -230,6 +250,13 @@ bool Engine::emit(RequestId id, Request& r, const SampleResult& s, bool append, 
   if (r.params.sampling.n_logprobs >= 0) ev.samples.push_back(s);
 
   if (!r.params.ignore_eos && tokenizer_.vocab().is_eog(s.token)) {
+    finish(id, r, FinishReason::kStop, ev);
+    return true;
+  }
+  // The grammar's stop token ends the output even with ignore_eos (nothing may follow it).
+  // Judged by the token, not the sampler's state: after a verification the sampler has
+  // already accepted the tokens emitted after this one.
+  if (r.params.sampling.grammar && r.params.sampling.grammar->vocab->is_stop(s.token)) {
     finish(id, r, FinishReason::kStop, ev);
     return true;
   }
@@ -303,7 +330,19 @@ Status Engine::propose_drafts() {
     SLUICE_RETURN_IF_ERROR(proposer_->propose(slots_));
     stats_.spec_propose_seconds += now() - t0;
   }
-  for (const DraftSlot& slot : slots_) scheduler_.set_draft(slot.id, *slot.draft);
+  for (const DraftSlot& slot : slots_) {
+    // A draft token the grammar refuses would be rejected: cut the draft there.
+    Request& r = requests_.at(slot.id);
+    if (r.sampler.has_grammar() && !slot.draft->empty()) {
+      const size_t keep = size_t(r.sampler.grammar_allowed_prefix(*slot.draft));
+      if (keep < slot.draft->size()) {
+        stats_.spec_grammar_cut_tokens += uint64_t(slot.draft->size() - keep);
+        slot.draft->resize(keep);
+        if (!slot.q->empty()) slot.q->resize(keep * size_t(executor_.capacity().n_vocab));
+      }
+    }
+    scheduler_.set_draft(slot.id, *slot.draft);
+  }
   return {};
 }
 
@@ -376,6 +415,7 @@ Status Engine::verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& 
   const SchedRequest* sr = scheduler_.find(s.id);
   v.samples.clear();
   v.n_accepted = 0;
+  v.error.clear();
   for (int32_t j = 0; j <= s.n_draft; ++j) {
     std::span<const float> logits(logits_.row(row + j), size_t(n_vocab));
     if (j < s.n_draft) {
@@ -384,14 +424,23 @@ Status Engine::verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& 
       if (r.draft_q.size() >= size_t(j + 1) * size_t(n_vocab)) {
         q = std::span<const float>(r.draft_q.data() + size_t(j) * size_t(n_vocab), size_t(n_vocab));
       }
-      SLUICE_ASSIGN_OR_RETURN(VerifyResult vr,
-                              r.sampler.verify(logits, sr->draft[size_t(j)], q, sample_ws_));
+      Result<VerifyResult> verified = r.sampler.verify(logits, sr->draft[size_t(j)], q, sample_ws_);
+      if (!verified.ok() && r.sampler.has_grammar()) {
+        v.error = verified.message();
+        break;
+      }
+      SLUICE_ASSIGN_OR_RETURN(VerifyResult vr, std::move(verified));
       r.sampler.accept(vr.sample.token);
       v.samples.push_back(vr.sample);
       if (!vr.accepted) break;
       ++v.n_accepted;
     } else {
-      SLUICE_ASSIGN_OR_RETURN(SampleResult sr2, r.sampler.sample(logits, sample_ws_));
+      Result<SampleResult> sampled = r.sampler.sample(logits, sample_ws_);
+      if (!sampled.ok() && r.sampler.has_grammar()) {
+        v.error = sampled.message();
+        break;
+      }
+      SLUICE_ASSIGN_OR_RETURN(SampleResult sr2, std::move(sampled));
       r.sampler.accept(sr2.token);
       v.samples.push_back(sr2);
     }
@@ -480,8 +529,14 @@ Result<std::vector<EngineEvent>> Engine::step() {
       EngineEvent ev;
       ev.id = s.id;
       const Verified& v = verified_[i];
-      for (size_t j = 0; j < v.samples.size(); ++j) {
-        if (emit(s.id, it->second, v.samples[j], /*append=*/j + 1 == v.samples.size(), ev)) break;
+      bool done = false;
+      for (size_t j = 0; j < v.samples.size() && !done; ++j) {
+        done = emit(s.id, it->second, v.samples[j],
+                    /*append=*/j + 1 == v.samples.size() && v.error.empty(), ev);
+      }
+      if (!done && !v.error.empty()) {
+        ev.error = v.error;
+        finish(s.id, it->second, FinishReason::kError, ev);
       }
       events.push_back(std::move(ev));
       continue;

@@ -51,8 +51,9 @@ enum class FinishReason {
   kLength,   // max_tokens reached
   kContext,  // the context (or the whole KV cache) is full
   kAbort,
+  kError,  // this request failed (EngineEvent::error says why); the others go on
 };
-const char* finish_reason_name(FinishReason r);  // "stop", "length", "context", "abort"
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "context", "abort", "error"
 
 // Per-request timestamps, seconds since the engine started (steady clock).
 struct RequestTimes {
@@ -71,6 +72,7 @@ struct EngineEvent {
   std::string text;                   // newly emitted text (complete UTF-8, stops removed)
   FinishReason finish = FinishReason::kNone;
   int32_t stop_index = -1;  // which stop string matched, if one did
+  std::string error;        // FinishReason::kError: what went wrong
   bool finished() const { return finish != FinishReason::kNone; }
 };
 
@@ -121,6 +123,7 @@ struct EngineStats {
   uint64_t spec_skipped_steps = 0;   // steps whose drafts the cost model dropped (compute-bound)
   uint64_t spec_cut_steps = 0;       // steps whose drafts the cost model shortened
   double spec_propose_seconds = 0;   // inside the proposer (a draft model's forward passes)
+  uint64_t spec_grammar_cut_tokens = 0;  // draft tokens dropped because the grammar refused them
   // Mean tokens per verifying sequence-step (accepted + the target's own token).
   double spec_mean_accepted_length() const {
     return spec_verify_seqs ? double(spec_emitted_tokens) / double(spec_verify_seqs) : 0.0;
@@ -129,6 +132,12 @@ struct EngineStats {
     return spec_draft_tokens ? double(spec_accepted_tokens) / double(spec_draft_tokens) : 0.0;
   }
 };
+
+// The vocabulary as grammars see it: each of the n_vocab output rows' bytes (a token's text
+// as the detokenizer emits it mid-sequence; control tokens none) and the end-of-generation
+// tokens as stop tokens. About 50 ms at 128k tokens.
+std::shared_ptr<const grammar::TokenVocab> make_grammar_vocab(const Tokenizer& tokenizer,
+                                                              int32_t n_vocab);
 
 class Engine {
  public:
@@ -155,6 +164,12 @@ class Engine {
   bool has_work() const { return scheduler_.has_work() || !pending_events_.empty(); }
   const RequestTimes* times(RequestId id) const;
   const EngineStats& stats() const { return stats_; }
+  // Grammar (structured output) work of the sampling so far.
+  const SampleWorkspace::GrammarStats& grammar_stats() const { return sample_ws_.grammar_stats(); }
+  // The vocabulary as grammars see it ([n_vocab] output rows: each token's bytes; control
+  // tokens none; end-of-generation tokens are the stop tokens). Immutable, built at create():
+  // compile grammars for this engine's requests against it (SamplingParams::grammar).
+  const std::shared_ptr<const grammar::TokenVocab>& grammar_vocab() const { return grammar_vocab_; }
   // Forward passes against the roofline (null without EngineConfig::cost_model).
   const StepRoofline* roofline() const { return roofline_ ? &*roofline_ : nullptr; }
   const KvCacheManager& kv() const { return kv_; }
@@ -181,6 +196,7 @@ class Engine {
   struct Verified {
     std::vector<SampleResult> samples;  // accepted drafts, then the target's own token
     int32_t n_accepted = 0;
+    std::string error;  // the request's sampling failed (its grammar allowed nothing)
   };
   Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfig& config, int32_t n_ctx,
          KvCacheConfig kv_config);
@@ -222,7 +238,8 @@ class Engine {
   std::vector<Verified> verified_;   // per scheduled sequence of the step
   std::vector<int32_t> n_accepted_;  // per scheduled sequence of the step
   std::vector<double> alpha_;        // gate_drafts: acceptance estimate per scheduled sequence
-  SampleWorkspace sample_ws_;        // sampling scratch shared by all requests (engine thread only)
+  std::shared_ptr<const grammar::TokenVocab> grammar_vocab_;
+  SampleWorkspace sample_ws_;  // sampling scratch shared by all requests (engine thread only)
   EngineStats stats_;
   std::optional<StepRoofline> roofline_;
   std::chrono::steady_clock::time_point epoch_;

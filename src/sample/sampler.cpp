@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -56,6 +57,7 @@ Sampler::Sampler(const SamplingParams& params, uint64_t seed)
   if (track_repetition_ && params_.penalty_last_n > 0) {
     window_.resize(static_cast<size_t>(params_.penalty_last_n));
   }
+  if (params_.grammar) grammar_ = std::make_unique<grammar::TokenMatcher>(params_.grammar);
 }
 
 void Sampler::push_context(int32_t token) {
@@ -74,6 +76,7 @@ void Sampler::push_context(int32_t token) {
 
 void Sampler::accept(int32_t token) {
   if (token < 0) return;
+  if (grammar_ && !grammar_violated_ && !grammar_->accept_token(token)) grammar_violated_ = true;
   ++n_generated_;
   push_context(token);
   if (track_generated_) generated_counts_.add(token, 1);
@@ -111,7 +114,58 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits) {
   return sample(logits, *own_ws_);
 }
 
-Status Sampler::prepare(std::span<const float> logits, SampleWorkspace& ws) const {
+bool Sampler::grammar_complete() const {
+  if (!grammar_) return false;
+  if (grammar_->terminated()) return true;
+  if (!grammar_->can_end()) return false;
+  // Complete when no byte can follow: the only allowed tokens are stop tokens.
+  std::vector<uint64_t> m(grammar_->compiled().vocab->n_words());
+  grammar_->fill_mask(m);
+  for (int32_t id : grammar_->compiled().vocab->stop_ids())
+    m[size_t(id) >> 6] &= ~(uint64_t(1) << (id & 63));
+  return std::all_of(m.begin(), m.end(), [](uint64_t w) { return w == 0; });
+}
+
+int32_t Sampler::grammar_allowed_prefix(std::span<const int32_t> draft) {
+  if (!grammar_ || grammar_violated_) return int32_t(draft.size());
+  int32_t n = 0;
+  while (size_t(n) < draft.size() && grammar_->accept_token(draft[size_t(n)])) ++n;
+  grammar_->rollback(size_t(n));
+  return n;
+}
+
+Status Sampler::apply_grammar(SampleWorkspace& ws) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t n_vocab = ws.logits_.size();
+  if (grammar_->compiled().vocab->size() != n_vocab) {
+    return make_error("sample: the grammar was compiled for a vocabulary of ",
+                      grammar_->compiled().vocab->size(), " tokens, the logits have ", n_vocab);
+  }
+  ws.mask_.resize((n_vocab + 63) / 64);
+  grammar_->fill_mask(ws.mask_);
+  float* l = ws.logits_.data();
+  for (size_t w = 0; w < ws.mask_.size(); ++w) {
+    const uint64_t bits = ws.mask_[w];
+    if (bits == ~uint64_t(0)) continue;
+    const size_t end = std::min(n_vocab, (w + 1) * 64);
+    for (size_t i = w * 64; i < end; ++i)
+      if (!((bits >> (i & 63)) & 1)) l[i] = -kInf;
+  }
+  ws.l_max_ = max_of(ws.logits_);
+  ws.grammar_stats_.masks++;
+  ws.grammar_stats_.mask_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (ws.l_max_ == -kInf) {
+    return make_error(
+        grammar_->terminated()
+            ? "sample: the grammar is complete; nothing may follow"
+            : "sample: the grammar allows no token here (no vocabulary entry continues "
+              "the structured output)");
+  }
+  return {};
+}
+
+Status Sampler::prepare(std::span<const float> logits, SampleWorkspace& ws, bool masked) {
   if (logits.empty()) return make_error("sample: the logits row is empty");
   if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return make_error("sample: a logits row of ", logits.size(), " entries exceeds int32 ids");
@@ -133,6 +187,7 @@ Status Sampler::prepare(std::span<const float> logits, SampleWorkspace& ws) cons
   if (ws.l_max_ == -kInf) {
     return make_error("sample: every token is banned (all logits are -inf after logit_bias)");
   }
+  if (grammar_ && masked) return apply_grammar(ws);
   return {};
 }
 
@@ -142,15 +197,36 @@ int32_t Sampler::argmax(const SampleWorkspace& ws) {
                               ws.logits_.begin());
 }
 
+int32_t Sampler::pick(SampleWorkspace& ws) {
+  if (params_.is_greedy()) return argmax(ws);
+  double z = 0.0;
+  return weigh(ws, &z) ? draw_candidates(ws.cand_) : draw_vocab(ws, z);
+}
+
 Result<SampleResult> Sampler::sample(std::span<const float> logits, SampleWorkspace& ws) {
-  SLUICE_RETURN_IF_ERROR(prepare(logits, ws));
   SampleResult r;
-  if (params_.is_greedy()) {
-    r.token = argmax(ws);
+  // With a grammar, first try the token drawn without the mask (llama.cpp's idea): when the
+  // grammar allows it, it is what the masked distribution gives, and the mask is skipped.
+  // Exact only where masking commutes with the sampler: greedy (the argmax of the allowed
+  // tokens), and plain temperature sampling (drawing from p and retrying from p restricted to
+  // the allowed set A gives p(a) + (1 - p(A)) p(a) / p(A) = p(a) / p(A)). With top-k/p, min-p
+  // (which would truncate before the mask) or logprobs (which report the masked ones), always
+  // the full mask.
+  const bool truncates = (params_.top_k > 0 && size_t(params_.top_k) < logits.size()) ||
+                         params_.top_p < 1.0f || params_.min_p > 0.0f;
+  if (grammar_ && !grammar_->terminated() && params_.n_logprobs < 0 &&
+      (params_.is_greedy() || !truncates)) {
+    SLUICE_RETURN_IF_ERROR(prepare(logits, ws, /*masked=*/false));
+    r.token = pick(ws);
+    if (grammar_->is_allowed(r.token)) {
+      ws.grammar_stats_.fast_accepts++;
+      return r;
+    }
+    SLUICE_RETURN_IF_ERROR(apply_grammar(ws));
   } else {
-    double z = 0.0;
-    r.token = weigh(ws, &z) ? draw_candidates(ws.cand_) : draw_vocab(ws, z);
+    SLUICE_RETURN_IF_ERROR(prepare(logits, ws));
   }
+  r.token = pick(ws);
   if (params_.n_logprobs >= 0) fill_logprobs(ws, r);
   return r;
 }

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "grammar/token_mask.h"
 #include "sample/rng.h"
 #include "sample/sample_math.h"
 #include "sample/sampling_params.h"
@@ -85,6 +86,14 @@ class SampleWorkspace {
   // are computed from). Invalidated by the next call.
   std::span<const float> logits() const { return logits_; }
 
+  // Grammar work done through this workspace (for /metrics).
+  struct GrammarStats {
+    uint64_t masks = 0;         // full masks computed
+    double mask_seconds = 0;    // time computing them
+    uint64_t fast_accepts = 0;  // tokens sampled unmasked and found allowed (no mask needed)
+  };
+  const GrammarStats& grammar_stats() const { return grammar_stats_; }
+
  private:
   friend class Sampler;
 
@@ -109,6 +118,8 @@ class SampleWorkspace {
   std::vector<Candidate> tail_;     // top-p radix selection: the bucket holding the cut
   std::vector<double> hist_;        // top-p radix selection: weight per bucket
   std::vector<Candidate> top_;      // logprobs: the n best
+  std::vector<uint64_t> mask_;      // [ceil(n_vocab / 64)] grammar mask, bit per token
+  GrammarStats grammar_stats_;
 };
 
 class Sampler {
@@ -151,8 +162,20 @@ class Sampler {
   int32_t draw(std::span<const float> p);
 
   // Records `token` as generated (appended to the sequence). Ids < 0 are ignored; ids beyond
-  // the vocabulary are kept but never penalized.
+  // the vocabulary are kept but never penalized. With a grammar, also advances it (a token the
+  // grammar refuses, e.g. one forced by the caller, marks the grammar violated).
   void accept(int32_t token);
+
+  // Structured output (SamplingParams::grammar). Without a grammar: false / the whole draft.
+  bool has_grammar() const { return grammar_ != nullptr; }
+  // The grammar is complete and allows nothing more (its stop token was accepted).
+  bool grammar_terminated() const { return grammar_ && grammar_->terminated(); }
+  // The grammar is complete here: nothing but a stop token may follow.
+  bool grammar_complete() const;
+  bool grammar_violated() const { return grammar_violated_; }
+  // How many leading tokens of `draft` the grammar allows in sequence from here (speculative
+  // drafts past that point would be rejected anyway). Leaves the grammar state unchanged.
+  int32_t grammar_allowed_prefix(std::span<const int32_t> draft);
 
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }  // the seed actually used (drawn if params had none)
@@ -170,8 +193,13 @@ class Sampler {
 
   void push_context(int32_t token);                          // into the repetition window
   bool apply_bias_and_penalties(SampleWorkspace& ws) const;  // false: nothing to apply
-  // Checks `logits` and writes the processed logits (bias, penalties) and their max into ws.
-  Status prepare(std::span<const float> logits, SampleWorkspace& ws) const;
+  // Checks `logits` and writes the processed logits (bias, penalties, and the grammar mask
+  // when `masked`) and their max into ws.
+  Status prepare(std::span<const float> logits, SampleWorkspace& ws, bool masked = true);
+  // The grammar mask applied to ws.logits_ (-inf where the grammar refuses).
+  Status apply_grammar(SampleWorkspace& ws);
+  // Picks a token from prepared ws (argmax or a draw).
+  int32_t pick(SampleWorkspace& ws);
   static int32_t argmax(const SampleWorkspace& ws);
   // The non-greedy distribution as softmax weights: true when ws.cand_ holds every token that
   // can be drawn (after top-k/p, min-p); false when it is the whole vocabulary in ws.w_ with
@@ -205,6 +233,9 @@ class Sampler {
   int32_t n_generated_ = 0;
 
   std::unique_ptr<SampleWorkspace> own_ws_;  // for sample(logits) only
+
+  std::unique_ptr<grammar::TokenMatcher> grammar_;  // SamplingParams::grammar's state
+  bool grammar_violated_ = false;
 };
 
 }  // namespace sluice

@@ -5,9 +5,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 
 #include "base/status.h"
+
+namespace sluice::grammar {
+struct CompiledGrammar;
+}
 
 namespace sluice {
 
@@ -56,6 +61,11 @@ struct SamplingParams {
   // get informative values and banned tokens read -inf. (vLLM v1's default reports raw model
   // logprobs before bias/penalties; OpenAI's are independent of temperature, like ours.)
   int32_t n_logprobs = -1;
+
+  // Structured output: only tokens the grammar allows (a mask applied after logit_bias and
+  // penalties, before everything else; stop tokens only where the grammar may end). Compiled
+  // once per schema and shared (grammar/token_mask.h); nullptr = unconstrained.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 
   bool is_greedy() const { return temperature == 0.0f; }
 

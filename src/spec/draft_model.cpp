@@ -18,6 +18,9 @@ Result<std::unique_ptr<Sampler>> DraftModelProposer::make_sampler(const DraftSlo
   // from the prompt only, which changes q, never correctness (q is reported as drawn).
   if (p.seed) p.seed = *p.seed ^ 0x9e3779b97f4a7c15ull;
   p.n_logprobs = -1;
+  // The draft's own sampler starts at its first proposal, not where the request's grammar
+  // stands: unconstrained (the engine cuts drafts at the first token the grammar refuses).
+  p.grammar = nullptr;
   SLUICE_ASSIGN_OR_RETURN(Sampler s, Sampler::create(p, slot.tokens));
   return std::make_unique<Sampler>(std::move(s));
 }
