@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace sluice::grammar {
 
@@ -100,13 +102,28 @@ class Lowering {
     for (const auto& [name, e] : spec_.rules) {
       if (by_name_.count(name)) return make_error("grammar: rule '", name, "' is defined twice");
       by_name_[name] = new_rule(name);
+      bodies_[name] = &e;
     }
     auto root = by_name_.find(spec_.root);
     if (root == by_name_.end()) return make_error("grammar: no rule named '", spec_.root, "'");
+    for (bool changed = true; changed;) {  // which rules can match the empty string
+      changed = false;
+      for (const auto& [name, e] : spec_.rules)
+        if (!nullable_rules_.count(name) && nullable(e, 0))
+          changed = nullable_rules_.insert(name).second;
+    }
     for (size_t i = 0; i < spec_.rules.size(); ++i) {
       std::vector<Seq> alts;
       SLUICE_RETURN_IF_ERROR(alts_of(spec_.rules[i].second, alts, 0));
       rules_[i] = std::move(alts);
+    }
+    // Non-empty variants of rules made by strip_empty(), lowered as they are discovered.
+    while (!pending_.empty()) {
+      auto [r, e] = std::move(pending_.back());
+      pending_.pop_back();
+      std::vector<Seq> alts;
+      SLUICE_RETURN_IF_ERROR(alts_of(*e, alts, 0));
+      rules_[r] = std::move(alts);
     }
     inline_small_rules();
     SLUICE_RETURN_IF_ERROR(check_left_recursion());
@@ -239,6 +256,86 @@ class Lowering {
     return {};
   }
 
+  // Can `e` match the empty string (rules per nullable_rules_, a fixpoint in run())?
+  bool nullable(const Expr& e, int depth) const {
+    if (depth > kMaxDepth) return false;  // seq_of() reports the depth
+    switch (e.kind) {
+      case Expr::Kind::kEmpty:
+        return true;
+      case Expr::Kind::kLiteral:
+        return e.text.empty();
+      case Expr::Kind::kClass:
+      case Expr::Kind::kByteClass:
+        return false;
+      case Expr::Kind::kRef:
+        return nullable_rules_.count(e.text) > 0;
+      case Expr::Kind::kSeq:
+        return std::all_of(e.kids.begin(), e.kids.end(),
+                           [&](const Expr& k) { return nullable(k, depth + 1); });
+      case Expr::Kind::kAlt:
+        return std::any_of(e.kids.begin(), e.kids.end(),
+                           [&](const Expr& k) { return nullable(k, depth + 1); });
+      case Expr::Kind::kRepeat:
+        return e.min == 0 || (!e.kids.empty() && nullable(e.kids[0], depth + 1));
+    }
+    return false;
+  }
+
+  // An expression for L(e) minus the empty string; nullopt when that is empty. A repeat of
+  // something that can be empty is rewritten with it ((x?)+ is ([x])*), because nested such
+  // repeats make the closure explore exponentially many stacks (found by gbnf_fuzz:
+  // `"x" [ ]?++++++++++++++++++`).
+  std::optional<Expr> strip_empty(const Expr& e, int depth) {
+    if (depth > kMaxDepth) return e;
+    if (!nullable(e, depth)) return e;
+    switch (e.kind) {
+      case Expr::Kind::kEmpty:
+      case Expr::Kind::kLiteral:  // nullable only when empty
+        return std::nullopt;
+      case Expr::Kind::kRef: {
+        const std::string name = e.text + "\\e";  // not a name any front end can write
+        if (!by_name_.count(name)) {
+          std::optional<Expr> body = strip_empty(*bodies_.at(e.text), depth + 1);
+          if (!body) return std::nullopt;
+          stripped_.push_back(std::make_unique<Expr>(std::move(*body)));
+          uint32_t r = new_rule(name);
+          by_name_[name] = r;
+          pending_.emplace_back(r, stripped_.back().get());
+        }
+        return Expr::ref(name);
+      }
+      case Expr::Kind::kAlt: {
+        std::vector<Expr> kids;
+        for (const Expr& k : e.kids)
+          if (auto s = strip_empty(k, depth + 1)) kids.push_back(std::move(*s));
+        if (kids.empty()) return std::nullopt;
+        return kids.size() == 1 ? std::move(kids[0]) : Expr::alt(std::move(kids));
+      }
+      case Expr::Kind::kSeq: {
+        // (a rest) minus "" = (a minus "") rest | rest minus ""   (a is nullable here)
+        std::vector<Expr> alts;
+        for (size_t i = 0; i < e.kids.size(); ++i) {
+          auto head = strip_empty(e.kids[i], depth + 1);
+          if (head) {
+            std::vector<Expr> seq{std::move(*head)};
+            seq.insert(seq.end(), e.kids.begin() + ptrdiff_t(i) + 1, e.kids.end());
+            alts.push_back(Expr::seq(std::move(seq)));
+          }
+        }
+        if (alts.empty()) return std::nullopt;
+        return alts.size() == 1 ? std::move(alts[0]) : Expr::alt(std::move(alts));
+      }
+      case Expr::Kind::kRepeat: {
+        if (e.kids.empty() || e.max == 0) return std::nullopt;
+        auto x = strip_empty(e.kids[0], depth + 1);
+        if (!x) return std::nullopt;
+        return Expr::repeat(std::move(*x), 1, e.max);
+      }
+      default:
+        return e;
+    }
+  }
+
   Status repeat_of(const Expr& e, Seq& out, int depth) {
     if (e.kids.size() != 1) return make_error("grammar: a repeat needs exactly one operand");
     int32_t lo = e.min, hi = e.max;
@@ -246,6 +343,12 @@ class Lowering {
       return make_error("grammar: invalid repeat bounds {", lo, ",", hi, "}");
     if (lo > limits_.max_repeat || hi > limits_.max_repeat)
       return make_error("grammar: repeat bound above the limit of ", limits_.max_repeat);
+    if (nullable(e.kids[0], depth + 1)) {
+      // x{lo,hi} with x nullable = (x minus ""){0,hi}.
+      auto stripped = strip_empty(e.kids[0], depth + 1);
+      if (!stripped) return {};
+      return repeat_of(Expr::repeat(std::move(*stripped), 0, hi), out, depth + 1);
+    }
     Seq x;
     SLUICE_RETURN_IF_ERROR(seq_of(e.kids[0], x, depth + 1));
     if (x.empty()) return {};  // a repeat of the empty string is the empty string
@@ -426,6 +529,10 @@ class Lowering {
 
   const GrammarSpec& spec_;
   LowerLimits limits_;
+  std::unordered_map<std::string, const Expr*> bodies_;  // spec rule name -> its expression
+  std::unordered_set<std::string> nullable_rules_;
+  std::vector<std::unique_ptr<Expr>> stripped_;            // bodies of the "minus empty" rules
+  std::vector<std::pair<uint32_t, const Expr*>> pending_;  // such rules still to lower
   std::vector<std::vector<Seq>> rules_;
   std::vector<std::string> names_;
   std::unordered_map<std::string, uint32_t> by_name_;
