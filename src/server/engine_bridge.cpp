@@ -385,6 +385,7 @@ void EngineBridge::poll_hangups(Engine& engine) {
 void EngineBridge::route_events(Engine& engine, std::vector<EngineEvent>& events,
                                 std::vector<Delivery>& out) {
   std::vector<uint64_t> touched;
+  std::vector<std::pair<uint64_t, std::string>> failed;  // a choice failed: its whole job fails
   for (EngineEvent& ev : events) {
     auto rt = routes_.find(ev.id);
     if (rt == routes_.end()) continue;  // aborted by us earlier
@@ -409,8 +410,11 @@ void EngineBridge::route_events(Engine& engine, std::vector<EngineEvent>& events
       --job.n_open;
       routes_.erase(rt);
     }
+    if (ev.finish == FinishReason::kError) failed.emplace_back(route.job_id, ev.error);
     job.outbox.push_back(ChoiceEvent{route.choice, std::move(ev)});
   }
+  for (const auto& [job_id, message] : failed)
+    end_job(engine, job_id, State::kFailed, internal_error(message));
   for (uint64_t id : touched) {
     auto it = live_.find(id);
     if (it == live_.end()) continue;
