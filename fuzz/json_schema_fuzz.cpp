@@ -1,0 +1,45 @@
+// libFuzzer target: parses the input as JSON, compiles it as a JSON Schema, lowers the grammar
+// and matches a few JSON texts against it, and runs the validator on them. Any crash, sanitizer
+// report, hang or unbounded allocation is a bug: hostile schemas must end in an error.
+//
+//   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DSLUICE_FUZZ=ON
+//   -DSLUICE_SANITIZE=address ninja -C build-fuzz json_schema_fuzz
+//   build-fuzz/fuzz/json_schema_fuzz -max_len=4096 -timeout=10 -rss_limit_mb=2048 CORPUS_DIR
+// A good seed corpus: the "schema" values of ../shared/testdata/json_schema_suite/*/*.json.
+#include <cstddef>
+#include <cstdint>
+
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using nlohmann::ordered_json;
+  if (size > 64 * 1024) return 0;
+  ordered_json schema = ordered_json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded()) return 0;
+  sluice::grammar::JsonSchemaOptions opts;
+  opts.max_expr_nodes = 200'000;  // keep one input well under the fuzzer's time and memory
+  auto spec = sluice::grammar::json_schema_to_grammar(schema, opts);
+  if (!spec.ok()) return 0;
+  sluice::grammar::LowerLimits limits;
+  limits.max_elements = 400'000;
+  auto g = sluice::grammar::lower(*spec, limits);
+  if (!g.ok()) return 0;
+  static const char* const kTexts[] = {"null",
+                                       "true",
+                                       "0",
+                                       "-1.5e3",
+                                       "12345678901234567890",
+                                       "\"\"",
+                                       "\"a\\u00e9\\n\"",
+                                       "[]",
+                                       "[1, \"x\", null]",
+                                       "{}",
+                                       "{\"a\": 1, \"b\": [true, {\"c\": \"d\"}]}",
+                                       "{\n  \"a\": 1\n}"};
+  for (const char* text : kTexts) {
+    (void)sluice::grammar::matches(*g, text);
+    (void)sluice::grammar::json_schema_validate(schema, ordered_json::parse(text), opts);
+  }
+  return 0;
+}
