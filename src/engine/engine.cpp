@@ -44,15 +44,24 @@ const char* spec_mode_name(SpecMode m) {
 }
 
 std::shared_ptr<const grammar::TokenVocab> make_grammar_vocab(const Tokenizer& tokenizer,
-                                                              int32_t n_vocab) {
+                                                              int32_t n_vocab,
+                                                              bool render_special) {
   // Output rows past the tokenizer's vocabulary (padding) have no bytes: never allowed.
   std::vector<std::string> bytes(size_t(std::max(n_vocab, tokenizer.vocab().n_tokens())));
   for (int32_t t = 0; t < tokenizer.vocab().n_tokens(); ++t)
-    bytes[size_t(t)] = std::string(tokenizer.piece(t, false));
+    bytes[size_t(t)] = std::string(tokenizer.piece(t, render_special));
   const std::vector<TokenId>& eog = tokenizer.vocab().eog_ids();
   return std::make_shared<grammar::TokenVocab>(std::move(bytes),
                                                std::vector<int32_t>(eog.begin(), eog.end()));
 }
+
+namespace {
+DecodeOptions decode_options(const GenerationParams& p) {
+  DecodeOptions o;
+  o.render_special = p.render_special;
+  return o;
+}
+}  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Executor& executor,
                                                const EngineConfig& config) {
@@ -170,7 +179,7 @@ Result<std::vector<RequestId>> Engine::add_request_group(
     const RequestId id = next_id_++;
     Request r{params[i],
               std::move(samplers[i]),
-              StreamingDecoder(tokenizer_),
+              StreamingDecoder(tokenizer_, decode_options(params[i])),
               StopMatcher(params[i].stop),
               int32_t(prompt.size()),
               0,

@@ -43,6 +43,9 @@ struct GenerationParams {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   int32_t priority = 0;  // lower runs first when the scheduler uses priorities
+  // Control tokens appear in the text as their own text ("[TOOL_CALLS]"): for tool-call parsing.
+  // A grammar for such a request must be compiled against make_grammar_vocab(..., true).
+  bool render_special = false;
 };
 
 enum class FinishReason {
@@ -134,10 +137,12 @@ struct EngineStats {
 };
 
 // The vocabulary as grammars see it: each of the n_vocab output rows' bytes (a token's text
-// as the detokenizer emits it mid-sequence; control tokens none) and the end-of-generation
+// as the detokenizer emits it mid-sequence; control tokens none, or their text when
+// `render_special`, as GenerationParams::render_special emits them) and the end-of-generation
 // tokens as stop tokens. About 50 ms at 128k tokens.
 std::shared_ptr<const grammar::TokenVocab> make_grammar_vocab(const Tokenizer& tokenizer,
-                                                              int32_t n_vocab);
+                                                              int32_t n_vocab,
+                                                              bool render_special = false);
 
 class Engine {
  public:

@@ -1,5 +1,7 @@
 #include "server/openai_request.h"
 
+#include "server/openai_structured.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -234,13 +236,7 @@ void parse_common(Fields& f, CompletionRequest& r, const ModelContext& m) {
       }
     }
   }
-  if (const json* v = f.get("response_format"); v && f.ok()) {
-    const json* type = v->is_object() && v->contains("type") ? &(*v)["type"] : nullptr;
-    if (!type || !type->is_string() || type->get<std::string>() != "text") {
-      f.fail(
-          bad_request("only response_format {\"type\": \"text\"} is supported", "response_format"));
-    }
-  }
+  // response_format and the other output constraints: parse_structured_output().
 }
 
 // max_tokens / max_completion_tokens, checked against each prompt's length. Without one: chat
@@ -363,7 +359,7 @@ std::variant<std::vector<int32_t>, ApiError> render_chat(const ModelContext& m,
         "messages", "no_chat_template");
   }
   ChatTemplateInputs in;
-  in.messages = messages;
+  in.messages = messages_for_template(m.tool_format, messages);
   if (tools && tools->is_array()) in.tools = ojson(*tools);
   in.add_generation_prompt = add_generation_prompt;
   in.bos_token = m.bos_text;
@@ -432,7 +428,8 @@ std::optional<ApiError> check_model(const json& body, const ModelContext& model)
   return e;
 }
 
-ParseResult parse_chat_request(const json& body, const ModelContext& m) {
+ParseResult parse_chat_request(const json& body, const ModelContext& m,
+                               const std::string& raw_body) {
   CompletionRequest r;
   r.kind = ApiKind::kChat;
   Fields f(body);
@@ -451,14 +448,19 @@ ParseResult parse_chat_request(const json& body, const ModelContext& m) {
   bool add_generation_prompt = true;
   if (auto v = f.boolean("add_generation_prompt")) add_generation_prompt = *v;
   if (!f.ok()) return *f.error;
-  auto ids = render_chat(m, std::get<ojson>(messages), f.get("tools"), add_generation_prompt);
+  auto tools = parse_structured_output(body, m, /*chat=*/true, r, raw_body);
+  if (auto* e = std::get_if<ApiError>(&tools)) return *e;
+  const json& tools_json = std::get<json>(tools);
+  auto ids = render_chat(m, std::get<ojson>(messages), tools_json.is_null() ? nullptr : &tools_json,
+                         add_generation_prompt);
   if (auto* e = std::get_if<ApiError>(&ids)) return *e;
   r.prompts.push_back(std::move(std::get<std::vector<int32_t>>(ids)));
   parse_max_tokens(f, r, m, "messages");
   return finish(f, r, m);
 }
 
-ParseResult parse_completion_request(const json& body, const ModelContext& m) {
+ParseResult parse_completion_request(const json& body, const ModelContext& m,
+                                     const std::string& raw_body) {
   CompletionRequest r;
   r.kind = ApiKind::kCompletion;
   Fields f(body);
@@ -476,6 +478,10 @@ ParseResult parse_completion_request(const json& body, const ModelContext& m) {
     f.fail(bad_request("'best_of' other than n is not supported", "best_of"));
   }
   if (!f.ok()) return *f.error;
+  if (auto structured = parse_structured_output(body, m, /*chat=*/false, r, raw_body);
+      auto* e = std::get_if<ApiError>(&structured)) {
+    return *e;
+  }
 
   const json* p = f.get("prompt");
   if (!p) return bad_request("'prompt' is required", "prompt");

@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "grammar/grammar_cache.h"
 #include "server/api_error.h"
 #include "template/chat_template.h"
+#include "template/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sluice::server {
@@ -32,6 +34,11 @@ struct ModelContext {
   int32_t n_ctx = 0;    // longest sequence (prompt + generated)
   int32_t n_vocab = 0;  // rows of the model's output
   std::string name;     // served model name
+  // Structured output: compiled grammars for the plain vocabulary, and for requests that render
+  // special tokens (tool calls; make_grammar_vocab(..., true)). Null: not available.
+  std::shared_ptr<grammar::GrammarCache> grammars;
+  std::shared_ptr<grammar::GrammarCache> special_grammars;
+  ToolCallFormat tool_format = ToolCallFormat::kNone;  // of the chat template
 };
 
 enum class ApiKind { kChat, kCompletion };
@@ -45,6 +52,9 @@ struct CompletionRequest {
   bool include_usage = false;  // stream_options.include_usage
   // Logprobs to return: -1 none; 0 the chosen token only; k also the top k alternatives.
   int n_logprobs = -1;
+  // Tools offered and not refused (tool_choice): each choice's text is parsed for tool calls
+  // written in this format (kNone: plain text).
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
 
   // Choice i of prompt p has index p * n + i; with a seed, each choice gets seed + index so
   // that choices differ but stay reproducible.
@@ -57,8 +67,12 @@ using ParseResult = std::variant<CompletionRequest, ApiError>;
 // recursive processing.
 std::variant<nlohmann::json, ApiError> parse_json_body(const std::string& body);
 
-ParseResult parse_chat_request(const nlohmann::json& body, const ModelContext& model);
-ParseResult parse_completion_request(const nlohmann::json& body, const ModelContext& model);
+// `raw_body`: the body's text, when at hand: JSON schemas in it keep their key order (the
+// order a model is asked to write properties in); `body` has its keys sorted.
+ParseResult parse_chat_request(const nlohmann::json& body, const ModelContext& model,
+                               const std::string& raw_body = "");
+ParseResult parse_completion_request(const nlohmann::json& body, const ModelContext& model,
+                                     const std::string& raw_body = "");
 
 struct TokenizeResult {
   std::vector<int32_t> tokens;

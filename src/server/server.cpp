@@ -130,7 +130,12 @@ Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
     Result<ChatTemplate> t = ChatTemplate::parse(source);
     if (!t.ok()) return make_error("the chat template does not parse: ", t.message());
     ctx.chat_template = std::move(*t);
+    ctx.tool_format = detect_tool_call_format(source);
   }
+  ctx.grammars =
+      std::make_shared<grammar::GrammarCache>(make_grammar_vocab(*m.tokenizer, ctx.n_vocab));
+  ctx.special_grammars = std::make_shared<grammar::GrammarCache>(
+      make_grammar_vocab(*m.tokenizer, ctx.n_vocab, /*render_special=*/true));
   served_ = std::move(m);
   model_ = std::move(ctx);
   return served_.engine;
@@ -260,8 +265,8 @@ void Server::handle_generation(const httplib::Request& req, httplib::Response& r
   if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
   const nlohmann::json& j = std::get<nlohmann::json>(body);
   if (auto e = check_model(j, model_)) return send_error(res, *e);
-  ParseResult parsed =
-      kind == ApiKind::kChat ? parse_chat_request(j, model_) : parse_completion_request(j, model_);
+  ParseResult parsed = kind == ApiKind::kChat ? parse_chat_request(j, model_, req.body)
+                                              : parse_completion_request(j, model_, req.body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   serve_generation(std::move(std::get<CompletionRequest>(parsed)), model_, bridge_, metrics_, res);
 }

@@ -16,11 +16,17 @@ struct ChoiceState {
   int64_t n_tokens = 0;
   const char* finish = nullptr;
   ojson logprobs;  // non-streamed answer: accumulated (chat: content array; completions: object)
+  // Tool calls (CompletionRequest::tool_format): the parser, and what it found so far.
+  std::unique_ptr<ToolCallParser> parser;
+  std::string content;          // text outside tool calls
+  std::vector<ToolCall> calls;  // begun calls, arguments so far
+  int n_complete = 0;           // calls that ended
 };
 
 // A generation in flight, shared by the handler, the content provider and its releaser.
 struct Generation {
   ApiKind kind = ApiKind::kCompletion;
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
   bool include_usage = false;
   int n_logprobs = -1;
   int64_t prompt_tokens = 0;
@@ -52,6 +58,71 @@ std::string sse(const ojson& j) {
   return "data: " + to_wire(j) + "\n\n";
 }
 
+// Tool-call parsing of one choice's new text: content and calls as they become certain
+// (streamed as OpenAI's delta.content / delta.tool_calls[i] chunks). A message with a call
+// finishes with "tool_calls".
+void absorb_tool_calls(Generation& g, int index, ChoiceState& c, const std::string& text,
+                       const char* finish, ojson lp, bool streaming, std::string& out) {
+  std::vector<ToolCallEvent> events = c.parser->feed(text);
+  if (finish) {
+    std::vector<ToolCallEvent> last = c.parser->finish();
+    events.insert(events.end(), std::make_move_iterator(last.begin()),
+                  std::make_move_iterator(last.end()));
+  }
+  std::string content;  // consecutive content events travel in one chunk
+  auto flush_content = [&] {
+    if (content.empty()) return;
+    if (streaming)
+      out += sse(chat_chunk(g.meta, index, ojson::object({{"content", content}}), std::move(lp),
+                            nullptr, g.include_usage));
+    lp = nullptr;
+    content.clear();
+  };
+  for (ToolCallEvent& e : events) {
+    switch (e.kind) {
+      case ToolCallEvent::Kind::kContent:
+        c.content += e.text;
+        content += e.text;
+        continue;
+      case ToolCallEvent::Kind::kCallBegin: {
+        flush_content();
+        c.calls.push_back(ToolCall{e.id, e.name, ""});
+        ojson call = {{"index", e.index},
+                      {"id", e.id},
+                      {"type", "function"},
+                      {"function", {{"name", e.name}, {"arguments", ""}}}};
+        if (streaming)
+          out +=
+              sse(chat_chunk(g.meta, index, ojson::object({{"tool_calls", ojson::array({call})}}),
+                             nullptr, nullptr, g.include_usage));
+        break;
+      }
+      case ToolCallEvent::Kind::kArguments: {
+        flush_content();
+        if (e.index >= 0 && size_t(e.index) < c.calls.size())
+          c.calls[size_t(e.index)].arguments += e.text;
+        ojson call = {{"index", e.index}, {"function", {{"arguments", e.text}}}};
+        if (streaming)
+          out +=
+              sse(chat_chunk(g.meta, index, ojson::object({{"tool_calls", ojson::array({call})}}),
+                             nullptr, nullptr, g.include_usage));
+        break;
+      }
+      case ToolCallEvent::Kind::kCallEnd:
+        ++c.n_complete;
+        break;
+      case ToolCallEvent::Kind::kInvalidCall:
+        // Its text follows as content: the client sees what the model wrote.
+        break;
+    }
+  }
+  flush_content();
+  if (finish && c.n_complete > 0 && std::string_view(finish) == "stop")
+    c.finish = finish = "tool_calls";
+  if (streaming && (finish || !lp.is_null()))
+    out += sse(chat_chunk(g.meta, index, ojson::object(), std::move(lp), finish, g.include_usage));
+}
+
 // Folds one event into its choice. Streaming: appends the chunk to send (if any) to `out`.
 void absorb(Generation& g, ChoiceEvent& ce, bool streaming, std::string& out) {
   ChoiceState& c = g.choices[size_t(ce.choice)];
@@ -77,6 +148,10 @@ void absorb(Generation& g, ChoiceEvent& ce, bool streaming, std::string& out) {
     }
   }
   c.text += ev.text;
+  if (c.parser) {
+    absorb_tool_calls(g, ce.choice, c, ev.text, finish, std::move(lp), streaming, out);
+    return;
+  }
   if (!streaming || (ev.text.empty() && !finish && lp.is_null())) return;
   if (g.kind == ApiKind::kChat) {
     ojson delta = ojson::object();
@@ -107,6 +182,20 @@ void answer_whole(Generation& g, httplib::Response& res) {
   ojson choices = ojson::array();
   for (size_t i = 0; i < g.choices.size(); ++i) {
     ChoiceState& c = g.choices[i];
+    if (c.parser) {
+      ojson choice = chat_choice(int(i), c.content, std::move(c.logprobs), c.finish);
+      if (!c.calls.empty()) {
+        ojson calls = ojson::array();
+        for (const ToolCall& call : c.calls)
+          calls.push_back({{"id", call.id},
+                           {"type", "function"},
+                           {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        if (c.content.empty()) choice["message"]["content"] = nullptr;
+        choice["message"]["tool_calls"] = std::move(calls);
+      }
+      choices.push_back(std::move(choice));
+      continue;
+    }
     choices.push_back(g.kind == ApiKind::kChat
                           ? chat_choice(int(i), c.text, std::move(c.logprobs), c.finish)
                           : completion_choice(int(i), c.text, std::move(c.logprobs), c.finish));
@@ -182,6 +271,10 @@ void serve_generation(CompletionRequest request, const ModelContext& model, Engi
     }
   }
   g->choices.resize(job.prompts.size());
+  g->tool_format = request.tool_format;
+  if (request.kind == ApiKind::kChat && request.tool_format != ToolCallFormat::kNone)
+    for (ChoiceState& c : g->choices)
+      c.parser = std::make_unique<ToolCallParser>(request.tool_format);
 
   auto submitted = bridge.submit(std::move(job));
   if (auto* e = std::get_if<ApiError>(&submitted)) {

@@ -109,7 +109,7 @@ TEST(ServerErrors, WrongTypesAndOutOfRangeValuesName400Params) {
       {{{"top_logprobs", 2}}, "top_logprobs"},  // without logprobs: true
       {{{"logprobs", true}, {"top_logprobs", 25}}, "top_logprobs"},
       {{{"max_completion_tokens", -1}}, "max_completion_tokens"},
-      {{{"response_format", {{"type", "json_object"}}}}, "response_format"},
+      {{{"response_format", {{"type", "xml"}}}}, "response_format"},
   };
   for (const Case& c : chat_cases) {
     json body = chat;

@@ -1,0 +1,335 @@
+#include "server/openai_structured.h"
+
+#include <algorithm>
+
+#include "grammar/gbnf.h"
+#include "grammar/grammar_cache.h"
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
+
+namespace sluice::server {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+using grammar::Expr;
+using grammar::GrammarSpec;
+
+void rename_refs(Expr& e, const std::string& prefix) {
+  if (e.kind == Expr::Kind::kRef) e.text = prefix + e.text;
+  for (Expr& k : e.kids) rename_refs(k, prefix);
+}
+
+// Appends the rules of `from` to `into` under `prefix` (names stay unique); the root's new name.
+std::string merge_rules(GrammarSpec& into, GrammarSpec from, const std::string& prefix) {
+  for (auto& [name, e] : from.rules) {
+    rename_refs(e, prefix);
+    into.rules.emplace_back(prefix + name, std::move(e));
+  }
+  return prefix + from.root;
+}
+
+GrammarSpec one_rule(Expr e) {
+  GrammarSpec s;
+  s.rules.emplace_back("root", std::move(e));
+  return s;
+}
+
+bool valid_tool_name(const std::string& n) {
+  return !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+}
+
+// Schemas as the server compiles them for generation (strict: undeclared properties and items
+// are not allowed unless the schema allows them explicitly, as OpenAI's strict mode; a model
+// otherwise invents keys).
+grammar::JsonSchemaOptions generation_options() {
+  grammar::JsonSchemaOptions o;
+  o.max_indent = 20;
+  return o;
+}
+
+// A constraint named by the request: the cache key and how to build its grammar.
+struct Constraint {
+  std::string field;  // for errors: the request field that asked for it
+  std::string key;
+  std::function<Result<GrammarSpec>()> make;
+};
+
+std::optional<ApiError> schema_constraint(const ojson& schema, const std::string& field,
+                                          Constraint& c) {
+  if (!schema.is_object() && !schema.is_boolean())
+    return bad_request("'" + field + "' must be a JSON schema (an object or a boolean)", field);
+  c.field = field;
+  c.key = "json_schema:" + schema.dump();
+  c.make = [schema] { return grammar::json_schema_to_grammar(schema, generation_options()); };
+  return std::nullopt;
+}
+
+// The constraint fields of `body` (at most one), or nullopt. `body` keeps the schemas' key order.
+std::variant<std::optional<Constraint>, ApiError> read_constraint(const ojson& body) {
+  std::vector<Constraint> found;
+  auto get = [&](const char* key) -> const ojson* {
+    auto it = body.find(key);
+    return it == body.end() || it->is_null() ? nullptr : &*it;
+  };
+  if (const ojson* rf = get("response_format")) {
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+      return bad_request("'response_format' must be an object with a string 'type'",
+                         "response_format");
+    const std::string type = (*rf)["type"];
+    if (type == "json_object") {
+      Constraint c;
+      if (auto s = rf->find("schema"); s != rf->end() && !s->is_null()) {  // llama.cpp's extension
+        if (auto e = schema_constraint(*s, "response_format", c)) return *e;
+      } else {
+        c.field = "response_format";
+        c.key = "json_object";
+        c.make = [] { return Result<GrammarSpec>(grammar::json_object_grammar()); };
+      }
+      found.push_back(std::move(c));
+    } else if (type == "json_schema") {
+      auto js = rf->find("json_schema");
+      if (js == rf->end() || !js->is_object())
+        return bad_request(
+            "response_format 'json_schema' needs a 'json_schema' object with a 'schema'",
+            "response_format");
+      auto schema = js->find("schema");
+      if (schema == js->end() || schema->is_null())
+        return bad_request("response_format.json_schema.schema is required", "response_format");
+      if (auto n = js->find("name"); n != js->end() && !n->is_string())
+        return bad_request("response_format.json_schema.name must be a string", "response_format");
+      Constraint c;
+      if (auto e = schema_constraint(*schema, "response_format", c)) return *e;
+      found.push_back(std::move(c));
+    } else if (type != "text") {
+      return bad_request(
+          "response_format type must be 'text', 'json_object' or 'json_schema' (got '" + type +
+              "')",
+          "response_format");
+    }
+  }
+  for (const char* key : {"json_schema", "guided_json"}) {
+    if (const ojson* s = get(key)) {
+      Constraint c;
+      // vLLM accepts guided_json as a JSON string too.
+      ojson schema = *s;
+      if (s->is_string()) {
+        schema = ojson::parse(s->get<std::string>(), nullptr, false);
+        if (schema.is_discarded())
+          return bad_request(std::string("'") + key + "' is not valid JSON", key);
+      }
+      if (auto e = schema_constraint(schema, key, c)) return *e;
+      found.push_back(std::move(c));
+    }
+  }
+  for (const char* key : {"grammar", "guided_grammar"}) {
+    if (const ojson* g = get(key)) {
+      if (!g->is_string())
+        return bad_request(std::string("'") + key + "' must be a GBNF grammar string", key);
+      std::string src = *g;
+      found.push_back({key, "gbnf:" + src, [src] { return grammar::parse_gbnf(src); }});
+    }
+  }
+  if (const ojson* r = get("guided_regex")) {
+    if (!r->is_string()) return bad_request("'guided_regex' must be a string", "guided_regex");
+    std::string pattern = *r;
+    found.push_back({"guided_regex", "regex:" + pattern, [pattern]() -> Result<GrammarSpec> {
+                       SLUICE_ASSIGN_OR_RETURN(Expr e, grammar::regex_to_expr(pattern));
+                       return one_rule(std::move(e));
+                     }});
+  }
+  if (const ojson* ch = get("guided_choice")) {
+    if (!ch->is_array() || ch->empty() ||
+        !std::all_of(ch->begin(), ch->end(), [](const ojson& x) { return x.is_string(); }))
+      return bad_request("'guided_choice' must be a non-empty list of strings", "guided_choice");
+    std::vector<std::string> choices = *ch;
+    found.push_back({"guided_choice", "choice:" + ch->dump(), [choices] {
+                       std::vector<Expr> alts;
+                       for (const std::string& s : choices) alts.push_back(Expr::lit(s));
+                       return Result<GrammarSpec>(one_rule(Expr::alt(std::move(alts))));
+                     }});
+  }
+  if (found.size() > 1)
+    return bad_request("give at most one output constraint ('" + found[0].field + "' and '" +
+                           found[1].field + "' were both given)",
+                       found[1].field);
+  if (found.empty()) return std::optional<Constraint>();
+  return std::optional<Constraint>(std::move(found[0]));
+}
+
+struct ToolRequest {
+  std::vector<Tool> tools;
+  json for_template;            // the tools as the chat template sees them
+  std::string choice = "auto";  // none | auto | required | named
+  std::string named;
+  bool parallel = true;
+};
+
+std::variant<ToolRequest, ApiError> read_tools(const ojson& body) {
+  ToolRequest t;
+  auto tools = body.find("tools");
+  if (tools == body.end() || tools->is_null()) {
+    if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null() &&
+                                           !(c->is_string() && *c == "none") &&
+                                           !(c->is_string() && *c == "auto"))
+      return bad_request("'tool_choice' needs 'tools'", "tool_choice");
+    t.choice = "none";
+    return t;
+  }
+  if (!tools->is_array()) return bad_request("'tools' must be a list", "tools");
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const ojson& item = (*tools)[i];
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    if (!item.is_object() || item.value("type", "") != "function" || !item.contains("function") ||
+        !item["function"].is_object())
+      return bad_request(where + " must be {\"type\": \"function\", \"function\": {...}}", "tools");
+    const ojson& fn = item["function"];
+    if (!fn.contains("name") || !fn["name"].is_string() || !valid_tool_name(fn["name"]))
+      return bad_request(where + ".function.name must be 1-64 letters, digits, '_' or '-'",
+                         "tools");
+    Tool tool;
+    tool.name = fn["name"];
+    for (const Tool& other : t.tools)
+      if (other.name == tool.name)
+        return bad_request("two tools are named '" + tool.name + "'", "tools");
+    if (auto p = fn.find("parameters"); p != fn.end() && !p->is_null()) {
+      if (!p->is_object())
+        return bad_request(where + ".function.parameters must be a JSON schema object", "tools");
+      tool.parameters = *p;
+    } else {
+      tool.parameters = ojson{{"type", "object"}, {"properties", ojson::object()}};
+    }
+    t.tools.push_back(std::move(tool));
+  }
+  t.for_template = json(*tools);
+  if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
+    if (c->is_string()) {
+      t.choice = *c;
+      if (t.choice != "none" && t.choice != "auto" && t.choice != "required")
+        return bad_request("'tool_choice' must be 'none', 'auto', 'required' or a named function",
+                           "tool_choice");
+    } else if (c->is_object() && c->value("type", "") == "function" && c->contains("function") &&
+               (*c)["function"].is_object() && (*c)["function"].contains("name") &&
+               (*c)["function"]["name"].is_string()) {
+      t.choice = "named";
+      t.named = (*c)["function"]["name"];
+      if (std::none_of(t.tools.begin(), t.tools.end(),
+                       [&](const Tool& x) { return x.name == t.named; }))
+        return bad_request("tool_choice names '" + t.named + "', which is not among the tools",
+                           "tool_choice");
+    } else {
+      return bad_request(
+          "'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", "
+          "\"function\": {\"name\": ...}}",
+          "tool_choice");
+    }
+  }
+  if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
+    if (!p->is_boolean())
+      return bad_request("'parallel_tool_calls' must be a boolean", "parallel_tool_calls");
+    t.parallel = *p;
+  }
+  if (t.tools.empty() && t.choice != "none" && t.choice != "auto")
+    return bad_request("tool_choice '" + t.choice + "' needs at least one tool", "tool_choice");
+  return t;
+}
+
+}  // namespace
+
+Result<GrammarSpec> tool_call_grammar(const ToolCallSyntax& syntax, const std::vector<Tool>& tools,
+                                      bool parallel) {
+  if (tools.empty()) return make_error("no tools to call");
+  GrammarSpec out;
+  out.rules.emplace_back("ws", Expr::opt(Expr::lit(" ")));
+  std::vector<Expr> calls;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    Result<GrammarSpec> args =
+        grammar::json_schema_to_grammar(tools[i].parameters, generation_options());
+    if (!args.ok()) return make_error("tool '", tools[i].name, "': parameters: ", args.message());
+    const std::string root = merge_rules(out, std::move(*args), "t" + std::to_string(i) + "-");
+    auto ws = Expr::ref("ws");
+    calls.push_back(Expr::seq({Expr::lit("{"), ws, Expr::lit(json(syntax.name_key).dump()), ws,
+                               Expr::lit(":"), ws, Expr::lit(json(tools[i].name).dump()), ws,
+                               Expr::lit(","), ws, Expr::lit(json(syntax.args_key).dump()), ws,
+                               Expr::lit(":"), ws, Expr::ref(root), ws, Expr::lit("}")}));
+  }
+  out.rules.emplace_back("call",
+                         calls.size() == 1 ? std::move(calls[0]) : Expr::alt(std::move(calls)));
+  auto block =
+      Expr::seq({Expr::lit(syntax.call_open), Expr::ref("call"), Expr::lit(syntax.call_close)});
+  std::vector<Expr> root{Expr::lit(syntax.prefix), block};
+  if (parallel && syntax.parallel)
+    root.push_back(Expr::star(Expr::seq({Expr::lit(syntax.separator), block})));
+  root.push_back(Expr::lit(syntax.suffix));
+  out.rules.emplace_back("root", Expr::seq(std::move(root)));
+  return out;
+}
+
+std::variant<json, ApiError> parse_structured_output(const json& body, const ModelContext& m,
+                                                     bool chat, CompletionRequest& r,
+                                                     const std::string& raw_body) {
+  ojson ordered;
+  bool has_schema = false;
+  for (const char* key : {"response_format", "json_schema", "guided_json", "tools"})
+    has_schema |= body.contains(key);
+  if (has_schema && !raw_body.empty()) ordered = ojson::parse(raw_body, nullptr, false);
+  if (!ordered.is_object()) ordered = ojson(body);
+  auto constraint = read_constraint(ordered);
+  if (auto* e = std::get_if<ApiError>(&constraint)) return *e;
+  std::optional<Constraint> c = std::move(std::get<std::optional<Constraint>>(constraint));
+
+  json tools_for_template;
+  if (chat) {
+    auto tr = read_tools(ordered);
+    if (auto* e = std::get_if<ApiError>(&tr)) return *e;
+    ToolRequest& t = std::get<ToolRequest>(tr);
+    if (!t.tools.empty()) tools_for_template = t.for_template;
+    if (!t.tools.empty() && t.choice != "none") {
+      const bool forced = t.choice == "required" || t.choice == "named";
+      if (m.tool_format == ToolCallFormat::kNone) {
+        if (forced)
+          return bad_request(
+              "this model's chat template has no tool-call format sluice knows (Llama 3.x JSON, "
+              "Hermes/Qwen <tool_call>, Mistral [TOOL_CALLS]); tool_choice '" +
+                  t.choice + "' cannot be honoured",
+              "tool_choice");
+      } else {
+        r.tool_format = m.tool_format;
+        r.params.render_special = true;  // the family's markers may be special tokens
+        if (forced) {
+          if (c)
+            return bad_request(
+                "tool_choice '" + t.choice + "' and '" + c->field + "' cannot be combined",
+                c->field);
+          std::vector<Tool> allowed;
+          for (const Tool& tool : t.tools)
+            if (t.choice != "named" || tool.name == t.named) allowed.push_back(tool);
+          const ToolCallSyntax syntax = tool_call_syntax(m.tool_format);
+          json key_tools = json::array();
+          for (const Tool& tool : allowed) key_tools.push_back({tool.name, json(tool.parameters)});
+          Constraint tc;
+          tc.field = "tools";
+          tc.key = "tools:" + std::string(tool_call_format_name(m.tool_format)) +
+                   (t.parallel ? ":parallel:" : ":one:") + key_tools.dump();
+          tc.make = [syntax, allowed, parallel = t.parallel] {
+            return tool_call_grammar(syntax, allowed, parallel);
+          };
+          c = std::move(tc);
+        }
+      }
+    }
+  }
+  if (c) {
+    const auto& cache = r.params.render_special ? m.special_grammars : m.grammars;
+    if (!cache) return bad_request("structured output is not available on this server", c->field);
+    auto cg = cache->get(c->key, c->make);
+    if (!cg.ok()) return bad_request("'" + c->field + "': " + cg.message(), c->field);
+    r.params.sampling.grammar = *cg;
+  }
+  return tools_for_template;
+}
+
+}  // namespace sluice::server

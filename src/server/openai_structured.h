@@ -1,0 +1,52 @@
+// Structured output and tools in OpenAI requests: the fields that constrain what a model may
+// write, compiled into the request's grammar (SamplingParams::grammar), and the tools that
+// make the server parse tool calls out of its text.
+//
+//   response_format {"type": "json_object"} | {"type": "json_schema", "json_schema":
+//                   {"name", "schema", "strict"}} | {"type": "text"}       OpenAI
+//   json_schema {...}, grammar "GBNF"                                     llama.cpp
+//   guided_json, guided_regex, guided_choice, guided_grammar              vLLM
+//   tools [{"type": "function", "function": {"name", "description", "parameters", "strict"}}],
+//   tool_choice "none" | "auto" | "required" | {"type": "function", "function": {"name"}},
+//   parallel_tool_calls                                                   OpenAI (chat only)
+//
+// At most one constraint per request. tool_choice "required" or a named function constrain
+// the output to calls in the model's own format (ToolCallSyntax) whose arguments match each
+// tool's "parameters" schema; "auto" lets the model choose and parses what it wrote.
+// Compiled grammars are cached by their canonical source (grammar_cache.h).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "grammar/expr.h"
+#include "server/api_error.h"
+#include "server/openai_request.h"
+#include "template/tool_calls.h"
+
+namespace sluice::server {
+
+// One function a client offered.
+struct Tool {
+  std::string name;
+  nlohmann::ordered_json parameters =
+      nlohmann::ordered_json::object();  // JSON schema of its arguments
+};
+
+// Reads the constraint and tool fields of `body` into `r` (params.sampling.grammar,
+// params.render_special, tool_format) and returns the tools for the chat template (null when
+// none). `chat`: tools are a chat-only feature.
+// `raw_body` (may be empty): the body's text, re-read with key order kept when a schema is given.
+std::variant<nlohmann::json, ApiError> parse_structured_output(const nlohmann::json& body,
+                                                               const ModelContext& m, bool chat,
+                                                               CompletionRequest& r,
+                                                               const std::string& raw_body = "");
+
+// The grammar of tool calls in `syntax`: one call (or, `parallel`, one or more) to one of
+// `tools`, with arguments valid under its parameters schema.
+Result<grammar::GrammarSpec> tool_call_grammar(const ToolCallSyntax& syntax,
+                                               const std::vector<Tool>& tools, bool parallel);
+
+}  // namespace sluice::server
