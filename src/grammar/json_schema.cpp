@@ -158,12 +158,13 @@ Result<Decimal> decimal_of(const ojson& v) {
 }
 
 bool is_trivial_object(const Constraints& c) {
-  return c.props.empty() && c.additional.empty() && c.required.empty() && c.min_props == 0 &&
-         c.max_props < 0 && c.dep_required.empty() && !c.no_keys && c.prop_names.empty();
+  return c.props.empty() && c.additional.empty() && !c.closed_props && c.required.empty() &&
+         c.min_props == 0 && c.max_props < 0 && c.dep_required.empty() && !c.no_keys &&
+         c.prop_names.empty();
 }
 bool is_trivial_array(const Constraints& c) {
-  return c.prefix.empty() && c.items.empty() && c.min_items == 0 && c.max_items < 0 &&
-         !c.unique_items && c.contains.empty();
+  return c.prefix.empty() && c.items.empty() && !c.closed_items && c.min_items == 0 &&
+         c.max_items < 0 && !c.unique_items && c.contains.empty();
 }
 bool is_trivial_string(const Constraints& c) {
   return c.min_len == 0 && c.max_len < 0 && c.patterns.empty();
@@ -174,6 +175,19 @@ bool is_trivial_number(const Constraints& c) {
 bool is_pure_type(const Constraints& c) {
   return !c.enums && is_trivial_object(c) && is_trivial_array(c) && is_trivial_string(c) &&
          is_trivial_number(c) && c.groups.empty() && c.refused.empty();
+}
+
+namespace {
+const ojson kFalseSchema = false;
+}  // namespace
+
+Conj extra_props(const Constraints& c) {
+  if (c.closed_props && c.additional.empty()) return {Sub{&kFalseSchema, c.ptr}};
+  return c.additional;
+}
+Conj extra_items(const Constraints& c) {
+  if (c.closed_items && c.items.empty()) return {Sub{&kFalseSchema, c.ptr}};
+  return c.items;
 }
 
 Constraints merge(Constraints a, const Constraints& b) {
@@ -221,6 +235,7 @@ Constraints merge(Constraints a, const Constraints& b) {
   }
   a.prefix = std::move(prefix);
   a.items.insert(a.items.end(), b.items.begin(), b.items.end());
+  a.closed_items |= b.closed_items;
   a.min_items = std::max(a.min_items, b.min_items);
   a.max_items = min_opt(a.max_items, b.max_items);
   a.unique_items |= b.unique_items;
@@ -242,6 +257,7 @@ Constraints merge(Constraints a, const Constraints& b) {
     a.props.push_back({bk, std::move(conj)});
   }
   a.additional.insert(a.additional.end(), b.additional.begin(), b.additional.end());
+  a.closed_props |= b.closed_props;
   for (const auto& r : b.required)
     if (std::find(a.required.begin(), a.required.end(), r) == a.required.end())
       a.required.push_back(r);
@@ -584,6 +600,16 @@ Result<Constraints> Reader::read(const Sub& sub, int depth) const {
       SLUICE_ASSIGN_OR_RETURN(Sub x, schema_at(*it, child_ptr(ptr, "additionalItems")));
       c.items.push_back(x);
     }
+  }
+  if (opts_.strict) {
+    // Absent means "nothing else" (json_schema.h). The flags, not false schemas: what this
+    // schema's $ref / allOf / anyOf branches declare is declared here too.
+    if (s.contains("properties") && !s.contains("additionalProperties") &&
+        !s.contains("unevaluatedProperties"))
+      c.closed_props = true;
+    bool tail = (s.contains("items") && !items_array) ||
+                (items_array && s.contains("additionalItems")) || s.contains("unevaluatedItems");
+    if ((s.contains("prefixItems") || items_array) && !tail) c.closed_items = true;
   }
   for (const Constraints& a : applied) c = merge(std::move(c), a);
   c.ptr = ptr;

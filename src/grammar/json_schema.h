@@ -49,6 +49,19 @@
 // $dynamicRef, remote and relative-URI refs, $id below the root, custom $schema meta-schemas,
 // and the cases above that cannot be exact.
 //
+// STRICT MODE (JsonSchemaOptions::strict, for generation; OpenAI's strict structured outputs
+// and XGrammar's strict_mode read schemas the same way): a schema object that declares
+// `properties` but says nothing about other keys (no additionalProperties, no
+// unevaluatedProperties) allows no other keys, and one with prefixItems (or a draft-07 items
+// array) but nothing about later items (no items / additionalItems / unevaluatedItems) allows
+// no later items. "Declared" is over the merged schema: properties and prefixItems of its
+// $ref / allOf subschemas count, and so do those of the anyOf / oneOf branch the instance is
+// read through, so {"allOf": [{"$ref": "#/$defs/base"}, {"properties": {"extra": {}}}]}
+// accepts base's keys and "extra". An explicit additionalProperties / items /
+// unevaluated* anywhere in the merged schema wins (`true` reopens it). {"type": "object"}
+// and {"type": "array"} (nothing declared) stay open: any object / array. The validator
+// reads schemas the same way under the same options.
+//
 // Cost: compilation is linear in the schema except order-free objects (2^n rules for n
 // tracked properties) and anyOf/oneOf next to other keywords (the context is copied into each
 // branch). A 5000-value string enum compiles to about 470k lowered elements in ~0.15 s.
@@ -75,6 +88,10 @@ struct JsonSchemaOptions {
   int64_t max_expr_nodes = 1'000'000;
   // Refuse schemas nested deeper than this (subschemas, $ref chains, allOf merges).
   int32_t max_depth = 64;
+  // Generation mode (see "Strict mode" above): an object's undeclared keys and an array's
+  // items past its prefixItems are refused unless the schema says what they may be. Off:
+  // JSON Schema's reading (absent means anything).
+  bool strict = false;
 };
 
 // Errors: unsupported keywords (named, with their JSON pointer), malformed schemas, a schema

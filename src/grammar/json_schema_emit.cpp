@@ -333,7 +333,7 @@ class Compiler {
     }
     Expr item = never();
     if (max < 0 || max > k) {
-      SLUICE_ASSIGN_OR_RETURN(item, compile_conj(c.items, depth));
+      SLUICE_ASSIGN_OR_RETURN(item, compile_conj(extra_items(c), depth));
     }
     // tail(i): what may follow once i elements are written (i >= 1).
     Expr tail = is_never(item) ? (min <= k ? Expr::empty() : never())
@@ -378,16 +378,17 @@ class Compiler {
     if (!c.prefix.empty()) return refuse(" (with prefixItems)");
     if (c.max_items >= 0 || c.min_items > ct.min) return refuse(" (with minItems/maxItems)");
     if (ct.max >= 0 && ct.max < ct.min) return never();
-    Conj hit_conj = c.items;
+    const Conj items = extra_items(c);
+    Conj hit_conj = items;
     hit_conj.push_back(ct.s);
     SLUICE_ASSIGN_OR_RETURN(Expr hit, compile_conj(hit_conj, depth));
     Expr other;
     if (ct.max < 0) {
-      SLUICE_ASSIGN_OR_RETURN(other, compile_conj(c.items, depth));
+      SLUICE_ASSIGN_OR_RETURN(other, compile_conj(items, depth));
     } else {
       SLUICE_ASSIGN_OR_RETURN(Constraints s, reader_.read(ct.s, depth + 1));
       if (!is_pure_type(s)) return refuse(" (maxContains with a schema other than a type set)");
-      SLUICE_ASSIGN_OR_RETURN(Constraints o, reader_.read_conj(c.items, depth + 1));
+      SLUICE_ASSIGN_OR_RETURN(Constraints o, reader_.read_conj(items, depth + 1));
       o.types &= uint8_t(~s.types) & kAllTypes;
       SLUICE_ASSIGN_OR_RETURN(other, compile(std::move(o), depth + 1));
     }
@@ -415,7 +416,7 @@ class Compiler {
                         why);
     };
     if (!c.prefix.empty() || !c.contains.empty()) return refuse(" (with prefixItems/contains)");
-    SLUICE_ASSIGN_OR_RETURN(Constraints items, reader_.read_conj(c.items, depth + 1));
+    SLUICE_ASSIGN_OR_RETURN(Constraints items, reader_.read_conj(extra_items(c), depth + 1));
     static const ojson kBools[] = {false, true, nullptr};
     std::vector<const ojson*> candidates;
     if (items.enums) {
@@ -482,7 +483,7 @@ class Compiler {
     }
     Expr extra_value = never();
     if (!c.no_keys) {
-      SLUICE_ASSIGN_OR_RETURN(extra_value, compile_conj(c.additional, depth));
+      SLUICE_ASSIGN_OR_RETURN(extra_value, compile_conj(extra_props(c), depth));
     }
     // propertyNames: every key is a string valid under it.
     std::optional<Constraints> key_c;

@@ -88,6 +88,9 @@ struct Constraints {
   // arrays: element i is constrained by prefix[i], later ones by items
   std::vector<Conj> prefix;
   Conj items;
+  // Strict mode: no items past prefix unless `items` is given (a flag, not a false schema:
+  // a merged-in longer prefixItems lengthens what is allowed). extra_items() reads both.
+  bool closed_items = false;
   int64_t min_items = 0, max_items = -1;
   bool unique_items = false;
   std::string unique_ptr;
@@ -95,6 +98,8 @@ struct Constraints {
   // objects: key k by props[k], or additional when k is not declared
   std::vector<std::pair<std::string, Conj>> props;  // schema order
   Conj additional;
+  // Strict mode: no keys but props unless `additional` is given (as closed_items).
+  bool closed_props = false;
   std::vector<std::string> required;
   int64_t min_props = 0, max_props = -1;
   std::vector<std::pair<std::string, std::vector<std::string>>> dep_required;
@@ -121,6 +126,11 @@ inline constexpr int kMaxJsonDepth = 512;
 // JSON Schema equality: numbers by exact decimal value (1 == 1.0), objects regardless of key
 // order (nlohmann::ordered_json's == compares key order too).
 bool json_equal(const ojson& a, const ojson& b);
+
+// What keys other than props / items past prefix must satisfy: `additional` / `items`, or
+// the false schema when the strict-mode flag closes them.
+Conj extra_props(const Constraints& c);
+Conj extra_items(const Constraints& c);
 
 // a AND b. Never fails: conflicts become an empty type set or empty ranges.
 Constraints merge(Constraints a, const Constraints& b);
@@ -168,6 +178,11 @@ class Reader {
   };
   Status collect_evaluated(const Sub& s, Evaluated& e, std::vector<std::string>& seen,
                            int depth) const;
+  // Strict mode's anyOf/oneOf: `v` against context AND branch, merged (so that the branch's
+  // properties count as declared), group by group. Nested groups multiply: `work` counts the
+  // merges for one instance value, and too many end in an error (as the compiler's kMaxWork).
+  Result<bool> validate_merged_groups(const ojson& v, const Constraints& c, int depth,
+                                      int64_t& work) const;
   Result<bool> pattern_matches(const std::string& pattern, const std::string& text,
                                const std::string& ptr) const;
 

@@ -53,6 +53,8 @@ bool json_equal(const ojson& a, const ojson& b) {
 
 namespace {
 
+constexpr int64_t kMaxGroupWork = 200'000;  // as the compiler's kMaxWork
+
 uint8_t type_bit(const ojson& v) {
   switch (v.type()) {
     case ojson::value_t::null:
@@ -123,6 +125,26 @@ Result<bool> Reader::validate_conj(const ojson& v, const Conj& conj, int depth) 
   return true;
 }
 
+Result<bool> Reader::validate_merged_groups(const ojson& v, const Constraints& c, int depth,
+                                            int64_t& work) const {
+  if (c.groups.empty()) return validate(v, c, depth);
+  if (depth > opts_.max_depth)
+    return make_error("json_schema: instance nested deeper than ", opts_.max_depth, " levels");
+  Constraints rest = c;
+  Group g = std::move(rest.groups.front());
+  rest.groups.erase(rest.groups.begin());
+  int n = 0;
+  for (const Sub& b : g.branches) {
+    if (++work > kMaxGroupWork)
+      return make_error("json_schema: the schema is too complex to validate in strict mode ",
+                        "(anyOf/oneOf combinations)");
+    SLUICE_ASSIGN_OR_RETURN(Constraints x, read(b, depth + 1));
+    SLUICE_ASSIGN_OR_RETURN(bool ok, validate_merged_groups(v, merge(rest, x), depth + 1, work));
+    n += ok;
+  }
+  return g.one_of ? n == 1 : n > 0;
+}
+
 Result<bool> Reader::validate(const ojson& v, const Constraints& c, int depth) const {
   if (depth > opts_.max_depth)
     return make_error("json_schema: instance nested deeper than ", opts_.max_depth, " levels");
@@ -133,6 +155,10 @@ Result<bool> Reader::validate(const ojson& v, const Constraints& c, int depth) c
     bool found = false;
     for (const ojson* e : *c.enums) found |= json_equal(*e, v);
     if (!found) return false;
+  }
+  if (opts_.strict && !c.groups.empty()) {
+    int64_t work = 0;
+    return validate_merged_groups(v, c, depth, work);
   }
   for (const Group& g : c.groups) {
     int n = 0;
@@ -177,8 +203,9 @@ Result<bool> Reader::validate(const ojson& v, const Constraints& c, int depth) c
       }
       if (hits < ct.min || (ct.max >= 0 && hits > ct.max)) return false;
     }
+    const Conj items = extra_items(c);
     for (size_t i = 0; i < v.size(); ++i) {
-      const Conj& conj = i < c.prefix.size() ? c.prefix[i] : c.items;
+      const Conj& conj = i < c.prefix.size() ? c.prefix[i] : items;
       SLUICE_ASSIGN_OR_RETURN(bool ok, validate_conj(v[i], conj, depth));
       if (!ok) return false;
     }
@@ -192,12 +219,13 @@ Result<bool> Reader::validate(const ojson& v, const Constraints& c, int depth) c
       if (v.contains(k))
         for (const auto& d : deps)
           if (!v.contains(d)) return false;
+    const Conj additional = extra_props(c);
     for (const auto& [k, x] : v.items()) {
       if (!c.prop_names.empty()) {
         SLUICE_ASSIGN_OR_RETURN(bool ok, validate_conj(ojson(k), c.prop_names, depth));
         if (!ok) return false;
       }
-      const Conj* conj = &c.additional;
+      const Conj* conj = &additional;
       for (const auto& [pk, pc] : c.props)
         if (pk == k) conj = &pc;
       SLUICE_ASSIGN_OR_RETURN(bool ok, validate_conj(x, *conj, depth));
@@ -243,10 +271,10 @@ bool Reader::disjoint(const Constraints& a, const Constraints& b, int depth) con
   }
   // Objects only: a property both require with disjoint values, or one the other forbids.
   if (((ta | tb) & ~kObject) == 0) {
-    auto value_conj = [](const Constraints& c, const std::string& k) -> const Conj& {
+    auto value_conj = [](const Constraints& c, const std::string& k) -> Conj {
       for (const auto& [pk, pc] : c.props)
         if (pk == k) return pc;
-      return c.additional;
+      return extra_props(c);
     };
     for (auto [x, y] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
       for (const std::string& k : x->required) {

@@ -849,5 +849,181 @@ TEST(JsonSchemaRandom, GeneratedInstancesAreAcceptedAndGrammarEqualsValidator) {
   EXPECT_GT(instances, 1000);
 }
 
+// --- strict mode (JsonSchemaOptions::strict) ---
+
+// Each instance against the schema without and with strict: the grammar (compact and pretty)
+// and the validator both give the expected answer.
+TEST(JsonSchemaStrict, AbsentMeansNothingElseExplicitWins) {
+  struct Case {
+    const char* schema;
+    const char* instance;
+    bool loose, strict;
+  };
+  const Case cases[] = {
+      // declared properties only
+      {R"({"type": "object", "properties": {"a": {"type": "integer"}}})", R"({"a": 1})", true,
+       true},
+      {R"({"type": "object", "properties": {"a": {"type": "integer"}}})", R"({"a": 1, "b": 2})",
+       true, false},
+      {R"({"type": "object", "properties": {"a": {"type": "integer"}}})", R"({})", true, true},
+      {R"({"properties": {"p": {"properties": {"q": {}}}}})", R"({"p": {"q": 1, "r": 2}})", true,
+       false},
+      {R"({"type": "object", "properties": {}})", R"({"z": 1})", true, false},
+      {R"({"type": "object", "properties": {}})", R"({})", true, true},
+      // nothing declared: open either way
+      {R"({"type": "object"})", R"({"z": 1})", true, true},
+      {R"({"type": "array"})", R"([1, "x"])", true, true},
+      // explicit values win
+      {R"({"properties": {"a": {}}, "additionalProperties": true})", R"({"b": 1})", true, true},
+      {R"({"properties": {"a": {}}, "additionalProperties": {"type": "string"}})", R"({"b": "x"})",
+       true, true},
+      {R"({"properties": {"a": {}}, "additionalProperties": {"type": "string"}})", R"({"b": 1})",
+       false, false},
+      {R"({"properties": {"a": {}}, "unevaluatedProperties": {"type": "integer"}})", R"({"b": 1})",
+       true, true},
+      {R"({"properties": {"a": {}}, "unevaluatedProperties": {"type": "integer"}})",
+       R"({"b": "x"})", false, false},
+      {R"({"properties": {"a": {}}, "allOf": [{"additionalProperties": false}]})", R"({"a": 1})",
+       false, false},
+      // declared over $ref / allOf: composition keeps working
+      {R"({"allOf": [{"$ref": "#/$defs/base"}, {"properties": {"extra": {"type": "boolean"}}}],
+           "$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}},
+                              "required": ["id"]}}})",
+       R"({"id": 1, "extra": true})", true, true},
+      {R"({"allOf": [{"$ref": "#/$defs/base"}, {"properties": {"extra": {"type": "boolean"}}}],
+           "$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}},
+                              "required": ["id"]}}})",
+       R"({"id": 1, "other": 0})", true, false},
+      // ... and over the anyOf branch the instance is read through
+      {R"({"type": "object", "properties": {"kind": {"type": "string"}},
+           "anyOf": [{"properties": {"x": {"type": "integer"}}, "required": ["x"]},
+                     {"properties": {"y": {"type": "integer"}}, "required": ["y"]}]})",
+       R"({"kind": "a", "x": 1})", true, true},
+      {R"({"type": "object", "properties": {"kind": {"type": "string"}},
+           "anyOf": [{"properties": {"x": {"type": "integer"}}, "required": ["x"]},
+                     {"properties": {"y": {"type": "integer"}}, "required": ["y"]}]})",
+       R"({"kind": "a", "x": 1, "y": 2})", true, false},
+      {R"({"type": "object", "properties": {"kind": {"type": "string"}},
+           "anyOf": [{"properties": {"x": {"type": "integer"}}, "required": ["x"]},
+                     {"properties": {"y": {"type": "integer"}}, "required": ["y"]}]})",
+       R"({"y": 1, "z": 0})", true, false},
+      // arrays: nothing after prefixItems unless items / unevaluatedItems say so
+      {R"({"prefixItems": [{"type": "integer"}, {"type": "string"}]})", R"([1, "a"])", true, true},
+      {R"({"prefixItems": [{"type": "integer"}, {"type": "string"}]})", R"([1])", true, true},
+      {R"({"prefixItems": [{"type": "integer"}, {"type": "string"}]})", R"([1, "a", null])", true,
+       false},
+      {R"({"prefixItems": [{"type": "integer"}], "items": {"type": "boolean"}})",
+       R"([1, true, false])", true, true},
+      {R"({"prefixItems": [{"type": "integer"}], "unevaluatedItems": {"type": "string"}})",
+       R"([1, "a"])", true, true},
+      {R"({"prefixItems": [{"type": "integer"}], "unevaluatedItems": {"type": "string"}})",
+       R"([1, 2])", false, false},
+      {R"({"allOf": [{"prefixItems": [{"type": "integer"}]}, {"prefixItems": [{}, {}]}]})",
+       R"([1, 2])", true, true},
+      {R"({"allOf": [{"prefixItems": [{"type": "integer"}]}, {"prefixItems": [{}, {}]}]})",
+       R"([1, 2, 3])", true, false},
+      {R"({"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "integer"}]})",
+       R"([1, 2])", true, false},
+      {R"({"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "integer"}],
+           "additionalItems": {"type": "integer"}})",
+       R"([1, 2])", true, true},
+      {R"({"type": "array", "items": {"type": "integer"}})", R"([1, 2, 3])", true, true},
+  };
+  for (const Case& c : cases) {
+    const ojson schema = ojson::parse(c.schema);
+    const ojson instance = ojson::parse(c.instance);
+    for (bool strict : {false, true}) {
+      JsonSchemaOptions opts;
+      opts.strict = strict;
+      const bool want = strict ? c.strict : c.loose;
+      auto g = compile(schema, opts);
+      ASSERT_TRUE(g) << c.schema;
+      EXPECT_EQ(matches(g, instance.dump()), want)
+          << c.schema << " " << c.instance << " strict " << strict;
+      EXPECT_EQ(matches(g, instance.dump(2)), want) << c.schema << " " << c.instance;
+      auto v = json_schema_validate(schema, instance, opts);
+      ASSERT_TRUE(v.ok()) << v.message();
+      EXPECT_EQ(*v, want) << "validator: " << c.schema << " " << c.instance << " strict " << strict;
+    }
+  }
+}
+
+// Closed objects make oneOf branches with different required keys provably disjoint.
+TEST(JsonSchemaStrict, ClosedObjectsMakeOneOfDisjoint) {
+  const char* schema = R"({"oneOf": [
+      {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+      {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]}]})";
+  EXPECT_NE(refusal(schema).find("unsupported keyword 'oneOf'"), std::string::npos);
+  JsonSchemaOptions opts;
+  opts.strict = true;
+  auto g = compile(schema, opts);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(matches(g, R"({"a":1})"));
+  EXPECT_TRUE(matches(g, R"({"b":2})"));
+  EXPECT_FALSE(matches(g, R"({"a":1,"b":2})"));
+  EXPECT_FALSE(matches(g, R"({})"));
+}
+
+// Strict validation merges context and branch for each anyOf branch, so nested groups
+// multiply (10^8 combinations here): the validator ends with an error, as the compiler does
+// (its kMaxWork; not run here: it takes ~2 s to get there).
+TEST(JsonSchemaStrict, GroupCombinationsAreBounded) {
+  ojson any = {{"anyOf", ojson::array()}};
+  for (int i = 0; i < 10; ++i) any["anyOf"].push_back({{"minimum", i}});
+  ojson schema = {{"allOf", ojson::array()}};
+  for (int i = 0; i < 8; ++i) schema["allOf"].push_back(any);
+  JsonSchemaOptions opts;
+  opts.strict = true;
+  auto v = json_schema_validate(schema, ojson(-1), opts);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.message().find("too complex"), std::string::npos) << v.message();
+  auto loose = json_schema_validate(schema, ojson(-1));  // not merged: 80 checks
+  ASSERT_TRUE(loose.ok());
+  EXPECT_FALSE(*loose);
+}
+
+// The random schema family of JsonSchemaRandom in strict mode: grammar == validator on
+// random values, and generated instances the strict validator accepts are sentences.
+TEST(JsonSchemaStrict, RandomSchemasGrammarEqualsValidator) {
+  Gen gen{std::mt19937_64(77)};
+  JsonSchemaOptions opts;
+  opts.strict = true;
+  int compiled = 0, accepted = 0, checked = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    gen.defs = ojson::object();
+    ojson schema = gen.schema(0);
+    if (!gen.defs.empty()) schema["$defs"] = gen.defs;
+    auto spec = json_schema_to_grammar(schema, opts);
+    if (!spec.ok()) {
+      EXPECT_NE(spec.message().find("accepts no JSON value"), std::string::npos)
+          << schema.dump() << ": " << spec.message();
+      continue;
+    }
+    auto g = lower(*spec);
+    ASSERT_TRUE(g.ok()) << schema.dump() << ": " << g.message();
+    ++compiled;
+    for (int k = 0; k < 16; ++k) {
+      ojson v;
+      if (k < 8) {
+        v = gen.instance(schema);
+      } else {
+        Gen other{std::mt19937_64(gen.rng())};
+        ojson s2 = other.schema(1);
+        v = other.instance(s2);
+      }
+      auto valid = json_schema_validate(schema, v, opts);
+      ASSERT_TRUE(valid.ok()) << valid.message();
+      ++checked;
+      accepted += *valid;
+      ASSERT_EQ(matches(*g, v.dump()), *valid) << schema.dump() << "\n" << v.dump();
+      ASSERT_EQ(matches(*g, v.dump(2)), *valid) << schema.dump() << "\n" << v.dump(2);
+    }
+  }
+  std::printf("strict: random schemas compiled: %d, checks: %d (valid: %d)\n", compiled, checked,
+              accepted);
+  EXPECT_GT(compiled, 200);
+  EXPECT_GT(accepted, 500);
+}
+
 }  // namespace
 }  // namespace sluice::grammar
