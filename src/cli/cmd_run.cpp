@@ -13,6 +13,9 @@
 #include "cli/commands.h"
 #include "cli/dist_session.h"
 #include "cli/engine_session.h"
+#include "grammar/gbnf.h"
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
 #include "template/chat_template.h"
 
 namespace sluice::cli {
@@ -38,7 +41,48 @@ struct RunOptions {
   bool chat = false;
   bool no_bos = false;
   std::string output_format = "text";
+  std::string json_schema_file;  // constrain the output (structured output)
+  std::string grammar_file;
+  std::string regex;
 };
+
+Result<std::string> slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return make_error("cannot read '", path, "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// --json-schema / --grammar / --regex: the output constraint, compiled for this engine's
+// vocabulary.
+Status apply_constraint(const RunOptions& o, const Engine& engine, GenerationParams& g) {
+  const int given = !o.json_schema_file.empty() + !o.grammar_file.empty() + !o.regex.empty();
+  if (given == 0) return {};
+  if (given > 1) return make_error("give at most one of --json-schema, --grammar and --regex");
+  Result<grammar::GrammarSpec> spec = make_error("no constraint");
+  if (!o.json_schema_file.empty()) {
+    SLUICE_ASSIGN_OR_RETURN(std::string text, slurp(o.json_schema_file));
+    const auto schema = nlohmann::ordered_json::parse(text, nullptr, false);
+    if (schema.is_discarded()) return make_error("'", o.json_schema_file, "' is not valid JSON");
+    grammar::JsonSchemaOptions opts;
+    opts.strict = true;
+    spec = grammar::json_schema_to_grammar(schema, opts);
+  } else if (!o.grammar_file.empty()) {
+    SLUICE_ASSIGN_OR_RETURN(std::string text, slurp(o.grammar_file));
+    spec = grammar::parse_gbnf(text);
+  } else {
+    Result<grammar::Expr> e = grammar::regex_to_expr(o.regex);
+    if (!e.ok()) return e.status();
+    grammar::GrammarSpec one;
+    one.rules.emplace_back("root", std::move(*e));
+    spec = std::move(one);
+  }
+  if (!spec.ok()) return spec.status();
+  SLUICE_ASSIGN_OR_RETURN(auto lowered, grammar::lower(*spec));
+  g.sampling.grammar = grammar::CompiledGrammar::make(lowered, engine.grammar_vocab());
+  return {};
+}
 
 GenerationParams generation_params(const RunOptions& o) {
   GenerationParams g;
@@ -125,8 +169,9 @@ Status run_once(const RunOptions& o) {
     std::fwrite(t.data(), 1, t.size(), stdout);
     std::fflush(stdout);
   };
-  SLUICE_ASSIGN_OR_RETURN(Generation g,
-                          generate(*s->engine, std::move(ids), generation_params(o), on_text));
+  GenerationParams params = generation_params(o);
+  SLUICE_RETURN_IF_ERROR(apply_constraint(o, *s->engine, params));
+  SLUICE_ASSIGN_OR_RETURN(Generation g, generate(*s->engine, std::move(ids), params, on_text));
   if (json) {
     nlohmann::ordered_json j;
     j["prompt_tokens"] = prompt_ids;
@@ -176,6 +221,7 @@ Status run_chat(const RunOptions& o) {
   in.add_generation_prompt = true;
   if (!o.prompt.empty()) in.messages.push_back({{"role", "system"}, {"content", o.prompt}});
   GenerationParams g = generation_params(o);
+  SLUICE_RETURN_IF_ERROR(apply_constraint(o, *s->engine, g));
   std::string line;
   std::fprintf(stderr, "chat: type a message, an empty line or Ctrl-D ends\n");
   while (true) {
@@ -228,6 +274,12 @@ void register_run(CLI::App& app, int& exit_code) {
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");
   cmd->add_flag("--no-bos", o->no_bos, "Do not add BOS to the prompt");
   add_engine_options(cmd, o->engine);
+  cmd->add_option("--json-schema", o->json_schema_file,
+                  "Constrain the output to JSON valid under this JSON Schema file (strict: no "
+                  "undeclared keys)");
+  cmd->add_option("--grammar", o->grammar_file,
+                  "Constrain the output to this GBNF grammar file (llama.cpp syntax)");
+  cmd->add_option("--regex", o->regex, "Constrain the output to match this regular expression");
   cmd->add_flag("--chat", o->chat, "Interactive chat with the model's chat template");
   cmd->add_option("--output-format", o->output_format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))

@@ -469,6 +469,10 @@ void EngineBridge::publish(const Engine& engine) {
   s.spec_emitted_tokens = st.spec_emitted_tokens;
   s.spec_skipped_steps = st.spec_skipped_steps;
   s.spec_cut_steps = st.spec_cut_steps;
+  s.spec_grammar_cut_tokens = st.spec_grammar_cut_tokens;
+  s.grammar_masks = engine.grammar_stats().masks;
+  s.grammar_mask_seconds = engine.grammar_stats().mask_seconds;
+  s.grammar_fast_accepts = engine.grammar_stats().fast_accepts;
   if (const StepRoofline* r = engine.roofline()) {
     s.has_roofline = true;
     s.roofline = r->stats();

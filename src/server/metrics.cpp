@@ -108,6 +108,12 @@ EngineSnapshot ServerMetrics::engine() const {
   return engine_;
 }
 
+void ServerMetrics::set_grammar_caches(
+    std::vector<std::shared_ptr<const grammar::GrammarCache>> caches) {
+  std::lock_guard<std::mutex> lock(mu_);
+  grammar_caches_ = std::move(caches);
+}
+
 std::string ServerMetrics::render(const ConnectionStats& conn) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
@@ -197,6 +203,38 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
          "Steps whose drafts the roofline cost model shortened (the longest drafts cost more than "
          "they were expected to return).",
          double(e.spec_cut_steps));
+  scalar(out, "sluice_spec_grammar_cut_tokens_total", "counter",
+         "Draft tokens dropped before verification because the request's grammar refused them.",
+         double(e.spec_grammar_cut_tokens));
+  grammar::GrammarCacheStats gs;
+  for (const auto& c : grammar_caches_) {
+    const grammar::GrammarCacheStats one = c->stats();
+    gs.hits += one.hits;
+    gs.misses += one.misses;
+    gs.errors += one.errors;
+    gs.compile_seconds += one.compile_seconds;
+    gs.compile_seconds_max = std::max(gs.compile_seconds_max, one.compile_seconds_max);
+    gs.entries += one.entries;
+  }
+  scalar(out, "sluice_grammar_compiles_total", "counter",
+         "Grammars compiled (schemas, GBNF, regex, tool calls): cache misses, failures included.",
+         double(gs.misses));
+  scalar(out, "sluice_grammar_compile_errors_total", "counter",
+         "Grammar compiles that failed (400s).", double(gs.errors));
+  scalar(out, "sluice_grammar_cache_hits_total", "counter",
+         "Requests whose grammar was already compiled.", double(gs.hits));
+  scalar(out, "sluice_grammar_compile_seconds_total", "counter", "Time compiling grammars.",
+         gs.compile_seconds);
+  scalar(out, "sluice_grammar_compile_seconds_max", "gauge", "The slowest grammar compile.",
+         gs.compile_seconds_max);
+  scalar(out, "sluice_grammar_masks_total", "counter",
+         "Token masks computed for constrained requests.", double(e.grammar_masks));
+  scalar(out, "sluice_grammar_mask_seconds_total", "counter",
+         "Time computing token masks (mean per mask: divide by sluice_grammar_masks_total).",
+         e.grammar_mask_seconds);
+  scalar(out, "sluice_grammar_fast_accepts_total", "counter",
+         "Constrained tokens sampled without a mask (the unmasked choice was allowed).",
+         double(e.grammar_fast_accepts));
   if (e.has_roofline) {
     const RooflineStats& r = e.roofline;
     header(out, "sluice_engine_forward_seconds_total", "counter",

@@ -10,12 +10,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/engine.h"
+#include "grammar/grammar_cache.h"
 #include "server/http_transport.h"
 
 namespace sluice::server {
@@ -59,6 +61,11 @@ struct EngineSnapshot {
   uint64_t spec_emitted_tokens = 0;
   uint64_t spec_skipped_steps = 0;
   uint64_t spec_cut_steps = 0;
+  uint64_t spec_grammar_cut_tokens = 0;
+  // Structured output (Engine::grammar_stats).
+  uint64_t grammar_masks = 0;
+  double grammar_mask_seconds = 0;
+  uint64_t grammar_fast_accepts = 0;
   // Forward passes against the roofline (executor/step_roofline.h); has_roofline false when this
   // machine's ceilings were never measured.
   bool has_roofline = false;
@@ -79,12 +86,15 @@ class ServerMetrics {
   void count_prompt_tokens(uint64_t n);
   void set_queue_depth(int64_t n);  // admitted, not yet scheduled (the --max-queue count)
   void set_ready(bool ready);
+  // The compiled-grammar caches whose counters /metrics reports (set once the model loaded).
+  void set_grammar_caches(std::vector<std::shared_ptr<const grammar::GrammarCache>> caches);
 
   EngineSnapshot engine() const;
   std::string render(const ConnectionStats& conn) const;
 
  private:
   mutable std::mutex mu_;
+  std::vector<std::shared_ptr<const grammar::GrammarCache>> grammar_caches_;
   Histogram ttft_, itl_, e2e_, queue_, step_;
   EngineSnapshot engine_;
   std::map<std::string, uint64_t> finished_;              // finish reason -> count

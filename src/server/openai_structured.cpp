@@ -48,6 +48,7 @@ bool valid_tool_name(const std::string& n) {
 grammar::JsonSchemaOptions generation_options() {
   grammar::JsonSchemaOptions o;
   o.max_indent = 20;
+  o.strict = true;
   return o;
 }
 

@@ -136,6 +136,7 @@ Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
       std::make_shared<grammar::GrammarCache>(make_grammar_vocab(*m.tokenizer, ctx.n_vocab));
   ctx.special_grammars = std::make_shared<grammar::GrammarCache>(
       make_grammar_vocab(*m.tokenizer, ctx.n_vocab, /*render_special=*/true));
+  metrics_.set_grammar_caches({ctx.grammars, ctx.special_grammars});
   served_ = std::move(m);
   model_ = std::move(ctx);
   return served_.engine;
