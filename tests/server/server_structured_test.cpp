@@ -244,5 +244,49 @@ TEST(ServerStructured, RequiredAndNamedToolCallsInTheHermesFormat) {
   EXPECT_TRUE(r.j()["choices"][0]["message"]["content"].is_string()) << r.body;
 }
 
+// The other two families: Llama 3.x JSON (the whole message is the call) and Mistral
+// ([TOOL_CALLS][...], 9-character ids).
+TEST(ServerStructured, RequiredToolCallsInTheLlama3AndMistralFormats) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  for (const char* name : {"meta-llama-Llama-3.2-3B-Instruct", "mistralai-Mistral-Nemo-Instruct-2407"}) {
+    SLUICE_REQUIRE_SHARED(tmpl, std::string("testdata/chat_templates/") + name + ".jinja");
+    ServerConfig cfg;
+    cfg.chat_template = read_file(tmpl);
+    EngineKnobs knobs;
+    knobs.n_ctx = 2048;
+    knobs.n_blocks = 1024;
+    auto s = TestServer::start(model, cfg, knobs);
+    ASSERT_TRUE(s);
+    for (int seed = 0; seed < 3; ++seed) {
+      json body = {{"messages", {{{"role", "user"}, {"content", "What time is it in zone 3?"}}}},
+                   {"tools", kWeatherTools},
+                   {"tool_choice", "required"},
+                   {"parallel_tool_calls", false},
+                   {"max_tokens", 300},
+                   {"temperature", 1},
+                   {"seed", seed}};
+      HttpResult r = post(s->port, "/v1/chat/completions", body);
+      ASSERT_EQ(r.status, 200) << r.body;
+      const json& c = r.j()["choices"][0];
+      EXPECT_EQ(c["finish_reason"], "tool_calls") << name << " " << r.body;
+      ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << name << " " << r.body;
+      EXPECT_TRUE(c["message"]["content"].is_null()) << r.body;
+      const json& call = c["message"]["tool_calls"][0];
+      const std::string fn = call["function"]["name"];
+      expect_valid(fn == "get_weather" ? kWeatherTools[0]["function"]["parameters"]
+                                       : kWeatherTools[1]["function"]["parameters"],
+                   call["function"]["arguments"]);
+      if (std::string(name).find("Mistral") != std::string::npos) {
+        EXPECT_EQ(call["id"].get<std::string>().size(), 9u);
+      }
+      body["stream"] = true;
+      SseResult st = stream(s->port, "/v1/chat/completions", body);
+      json merged = streamed_calls(st);
+      ASSERT_EQ(merged.size(), 1u) << name;
+      EXPECT_EQ(merged[0]["function"]["arguments"], call["function"]["arguments"]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice::test
