@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (schema.is_discarded()) return 0;
   sluice::grammar::JsonSchemaOptions opts;
   opts.max_expr_nodes = 200'000;  // keep one input well under the fuzzer's time and memory
-  opts.strict = size % 2 == 1;  // both readings of undeclared properties and items
+  opts.strict = size % 2 == 1;    // both readings of undeclared properties and items
   auto spec = sluice::grammar::json_schema_to_grammar(schema, opts);
   if (!spec.ok()) return 0;
   sluice::grammar::LowerLimits limits;

@@ -248,7 +248,8 @@ TEST(ServerStructured, RequiredAndNamedToolCallsInTheHermesFormat) {
 // ([TOOL_CALLS][...], 9-character ids).
 TEST(ServerStructured, RequiredToolCallsInTheLlama3AndMistralFormats) {
   SLUICE_REQUIRE_SHARED(model, kStoriesModel);
-  for (const char* name : {"meta-llama-Llama-3.2-3B-Instruct", "mistralai-Mistral-Nemo-Instruct-2407"}) {
+  for (const char* name :
+       {"meta-llama-Llama-3.2-3B-Instruct", "mistralai-Mistral-Nemo-Instruct-2407"}) {
     SLUICE_REQUIRE_SHARED(tmpl, std::string("testdata/chat_templates/") + name + ".jinja");
     ServerConfig cfg;
     cfg.chat_template = read_file(tmpl);
