@@ -407,18 +407,26 @@ Result<Expr> spell_string(std::string_view utf8) {
   return seq_of(std::move(parts));
 }
 
+// One level of a trie over `here`: whether one of them ends at `depth`, and the others grouped
+// by their code point there.
+std::pair<bool, std::map<uint32_t, std::vector<const std::u32string*>>> trie_level(
+    const std::vector<const std::u32string*>& here, size_t depth) {
+  bool terminal = false;
+  std::map<uint32_t, std::vector<const std::u32string*>> kids;
+  for (const std::u32string* s : here) {
+    if (s->size() == depth) {
+      terminal = true;
+    } else {
+      kids[uint32_t((*s)[depth])].push_back(s);
+    }
+  }
+  return {terminal, std::move(kids)};
+}
+
 Expr spell_one_of(const std::vector<std::u32string>& values) {
   std::function<Expr(const std::vector<const std::u32string*>&, size_t)> node =
       [&](const std::vector<const std::u32string*>& here, size_t depth) -> Expr {
-    bool terminal = false;
-    std::map<uint32_t, std::vector<const std::u32string*>> kids;
-    for (const std::u32string* s : here) {
-      if (s->size() == depth) {
-        terminal = true;
-      } else {
-        kids[uint32_t((*s)[depth])].push_back(s);
-      }
-    }
+    auto [terminal, kids] = trie_level(here, depth);
     std::vector<Expr> alts;
     if (terminal) alts.push_back(Expr::empty());
     for (const auto& [cp, sub] : kids) alts.push_back(seq2(spell_char(cp), node(sub, depth + 1)));
@@ -435,15 +443,7 @@ Expr spell_not_in(const std::vector<std::u32string>& names, const Expr& any_char
   // spells a name), continue into a child, or leave the trie with any other code point.
   std::function<Expr(const std::vector<const std::u32string*>&, size_t)> node =
       [&](const std::vector<const std::u32string*>& here, size_t depth) -> Expr {
-    bool terminal = false;
-    std::map<uint32_t, std::vector<const std::u32string*>> kids;
-    for (const std::u32string* s : here) {
-      if (s->size() == depth) {
-        terminal = true;
-      } else {
-        kids[uint32_t((*s)[depth])].push_back(s);
-      }
-    }
+    auto [terminal, kids] = trie_level(here, depth);
     std::vector<Expr> alts;
     if (!terminal) alts.push_back(Expr::empty());
     Ranges taken;
