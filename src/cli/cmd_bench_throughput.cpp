@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/dist_session.h"
 #include "cli/engine_session.h"
+#include "grammar/json_schema.h"
 
 namespace sluice::cli {
 namespace {
@@ -29,6 +31,9 @@ struct ThroughputOptions {
   int shared_prefix = 0;
   uint64_t seed = 0;
   std::string output_format = "md";
+  std::string json_schema;  // constrain every output (structured output) to this schema file
+  float temp = 0;
+  int top_k = 0;
   EngineCliOptions engine;
 };
 
@@ -87,9 +92,22 @@ Status run_throughput(const ThroughputOptions& o) {
     prompts.push_back(std::move(p));
   }
   GenerationParams g;
-  g.sampling.temperature = 0;
+  g.sampling.temperature = o.temp;
+  g.sampling.top_k = o.top_k;
+  g.sampling.seed = o.seed;
   g.max_tokens = o.output_len;
   g.ignore_eos = true;
+  if (!o.json_schema.empty()) {
+    std::ifstream f(o.json_schema);
+    if (!f) return make_error("cannot read '", o.json_schema, "'");
+    const auto schema = nlohmann::ordered_json::parse(f, nullptr, false);
+    if (schema.is_discarded()) return make_error("'", o.json_schema, "' is not valid JSON");
+    grammar::JsonSchemaOptions jo;
+    jo.strict = true;
+    SLUICE_ASSIGN_OR_RETURN(grammar::GrammarSpec spec, grammar::json_schema_to_grammar(schema, jo));
+    SLUICE_ASSIGN_OR_RETURN(auto lowered, grammar::lower(spec));
+    g.sampling.grammar = grammar::CompiledGrammar::make(lowered, engine.grammar_vocab());
+  }
 
   const int concurrency = o.concurrency > 0 ? o.concurrency : o.requests;
   std::vector<RequestId> ids;
@@ -141,6 +159,15 @@ Status run_throughput(const ThroughputOptions& o) {
         {"preemptions", engine.scheduler().n_preemptions()},
         {"steps", engine.stats().steps}};
     const EngineStats& es = engine.stats();
+    if (g.sampling.grammar) {
+      const auto& gs = engine.grammar_stats();
+      j["grammar"] = {{"masks", gs.masks},
+                      {"mask_ms_total", gs.mask_seconds * 1e3},
+                      {"mask_us_mean", gs.masks ? gs.mask_seconds / double(gs.masks) * 1e6 : 0.0},
+                      {"fast_accepts", gs.fast_accepts},
+                      {"mask_cache_entries", g.sampling.grammar->cache->n_entries()},
+                      {"mask_cache_build_ms", g.sampling.grammar->cache->build_seconds() * 1e3}};
+    }
     if (o.engine.spec != "none") {
       j["spec"] = {{"mode", o.engine.spec},
                    {"draft_tokens", es.spec_draft_tokens},
@@ -184,6 +211,17 @@ Status run_throughput(const ThroughputOptions& o) {
                 (unsigned long long)engine.scheduler().n_preemptions(),
                 (unsigned long long)engine.stats().steps);
     const EngineStats& es = engine.stats();
+    if (g.sampling.grammar) {
+      const auto& gs = engine.grammar_stats();
+      std::printf(
+          "grammar: %llu masks, %.1f ms in masks (%.1f us each; %.1f ms building the mask cache, "
+          "%zu "
+          "entries), %llu tokens needed no mask\n",
+          (unsigned long long)gs.masks, gs.mask_seconds * 1e3,
+          gs.masks ? gs.mask_seconds / double(gs.masks) * 1e6 : 0.0,
+          g.sampling.grammar->cache->build_seconds() * 1e3, g.sampling.grammar->cache->n_entries(),
+          (unsigned long long)gs.fast_accepts);
+    }
     if (o.engine.spec != "none") {
       std::printf(
           "speculative (%s): %llu draft tokens, %.1f%% accepted, %.2f tokens per "
@@ -234,6 +272,14 @@ void register_bench_throughput(CLI::App& app, int& exit_code) {
                   "Leading prompt tokens shared by every request")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
+  cmd->add_option(
+      "--json-schema", o->json_schema,
+      "Constrain every output to this JSON Schema file (structured output; a schema that cannot "
+      "end within --output-len keeps the token counts equal)");
+  cmd->add_option("--temp", o->temp, "Sampling temperature (0: greedy)")->capture_default_str();
+  cmd->add_option("--top-k", o->top_k,
+                  "Top-k (0: off; with a schema, top-k takes the full-mask path)")
+      ->capture_default_str();
   cmd->add_option("--output-format", o->output_format, "md or json")
       ->check(CLI::IsMember({"md", "json"}))
       ->capture_default_str();
