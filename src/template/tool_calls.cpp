@@ -460,7 +460,9 @@ void ToolCallParser::fail(const std::string& why) {
                     : "tool call: " + why;
     out_.push_back(std::move(e));
   }  // else a Llama 3 message that was not a call: its text is content, nothing failed
-  emit_content(raw_);
+  // A call that began was already reported (its name and arguments so far, streamed): its text
+  // is not repeated as content. One that never began (a marker, then no call) is content.
+  if (!begun_) emit_content(raw_);
   raw_.clear();
   begun_ = false;
   mode_ = Mode::kPlain;

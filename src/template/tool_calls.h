@@ -83,8 +83,9 @@ struct ToolCallEvent {
     kCallBegin,    // index, id, name
     kArguments,    // index, text: the next fragment of the arguments JSON
     kCallEnd,      // index
-    kInvalidCall,  // index (-1 when the call never began), text: why; the call's text follows as
-                   // kContent, and no more calls are recognized in this message
+    kInvalidCall,  // index (-1 when the call never began), text: why; a call that never began
+                   // has its text follow as kContent (one that began keeps what was reported of
+                   // it: its name and arguments so far); no more calls are recognized after
   };
   Kind kind = Kind::kContent;
   int index = -1;    // the call's position in this message: 0, 1, ...
@@ -105,8 +106,10 @@ struct ToolCallEvent {
 //     the JSON goes wrong before that (or never names a function), the held text is content,
 //   - whitespace right after a call, dropped when only more calls or the end follow it.
 // A call whose JSON is broken after it began (or, for the marker families, anywhere after the
-// marker) gives kInvalidCall; the text since the last complete call (the marker included) comes
-// back as content, and so does the rest of the message: the parser then stops looking for calls.
+// marker) gives kInvalidCall; if the call had not begun yet, the text since the last complete
+// call (the marker included) comes back as content; one that began stays what was reported
+// (streamed clients already have its name and partial arguments: a call cut off by max_tokens
+// reads as OpenAI's do). The rest of the message is content: the parser stops looking for calls.
 // Call objects may carry other keys (e.g. "type", or Mistral's "id": ignored; ids are always
 // generated); with a marker, a call without arguments gets "{}". Forgiven: a missing
 // </tool_call> or closing ']'. Llama 3 calls may follow each other, separated by whitespace

@@ -202,7 +202,8 @@ TEST(ServerStructured, RequiredAndNamedToolCallsInTheHermesFormat) {
       ASSERT_EQ(r.status, 200) << r.body;
       const json& choice0 = r.j()["choices"][0];
       // One call: the grammar ends after it. Parallel calls: a random-weight model may go on
-      // calling until max_tokens (the unfinished last call then comes back as content).
+      // calling until max_tokens (the last call is then cut off: its arguments do not parse, as
+      // OpenAI reports a truncated call).
       if (seed % 2 == 1) {
         EXPECT_EQ(choice0["finish_reason"], "tool_calls") << r.body;
       }
@@ -211,7 +212,9 @@ TEST(ServerStructured, RequiredAndNamedToolCallsInTheHermesFormat) {
       if (seed % 2 == 1) {
         EXPECT_EQ(calls.size(), 1u);
       }
-      for (const json& call : calls) {
+      for (size_t k = 0; k < calls.size(); ++k) {
+        const json& call = calls[k];
+        if (k + 1 == calls.size() && choice0["finish_reason"] == "length") break;
         EXPECT_EQ(call["type"], "function");
         EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
         const std::string name = call["function"]["name"];

@@ -298,19 +298,11 @@ TEST(TemplateToolCalls, Llama3Json) {
        R"(Answer: {"name": "f", "parameters": {}})",
        {}},
       {R"({"name": "a", "parameters": {}}; {"oops": 1})", R"(; {"oops": 1})", {{"a", "{}"}}},
-      // Calls that went wrong after they began: invalid, and the text is kept.
-      {R"({"name": "f", "parameters": {"a": tru}})",
-       R"({"name": "f", "parameters": {"a": tru}})",
-       {},
-       true},
-      {R"({"name": "f", "parameters": {"a": 1)",
-       R"({"name": "f", "parameters": {"a": 1)",
-       {},
-       true},
-      {R"({"name": "f", "parameters": {}, "name": "g"})",
-       R"({"name": "f", "parameters": {}, "name": "g"})",
-       {},
-       true},
+      // Calls that went wrong after they began: invalid; what was reported of them (name,
+      // arguments so far) stands, their text is not repeated as content, the rest is content.
+      {R"({"name": "f", "parameters": {"a": tru}})", "}", {}, true},
+      {R"({"name": "f", "parameters": {"a": 1)", "", {}, true},
+      {R"({"name": "f", "parameters": {}, "name": "g"})", R"(: "g"})", {}, true},
   };
   for (const Case& c : kCases) check(ToolCallFormat::kLlama3Json, c);
 }
@@ -339,18 +331,19 @@ TEST(TemplateToolCalls, Hermes) {
        "",
        {{"a", R"({"s": "</tool_call>"})"}, {"b", "{}"}}},
       {"<tool_call>{\"id\": 7, \"name\": \"now\"}</tool_call>", "", {{"now", "{}"}}},
-      // Broken calls: invalid, their text returned as content, nothing recognized after.
+      // Broken calls: invalid; one that never began comes back as content, one that began keeps
+      // what was reported; nothing is recognized after.
       {"<tool_call>\n{'name': 'f'}\n</tool_call>",
        "<tool_call>\n{'name': 'f'}\n</tool_call>",
        {},
        true},
       {"Hi <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1,}}</tool_call> bye <tool_call>",
-       "Hi <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1,}}</tool_call> bye <tool_call>",
+       "Hi }</tool_call> bye <tool_call>",
        {},
        true},
       {"<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"b\", "
        "\"arguments\": {\"x\"",
-       "<tool_call>{\"name\": \"b\", \"arguments\": {\"x\"",
+       "",
        {{"a", "{}"}},
        true},
       {"<tool_call>", "<tool_call>", {}, true},
