@@ -17,6 +17,8 @@ void register_bench(CLI::App& app, int& exit_code);
 void register_bench_throughput(CLI::App& app, int& exit_code);
 // Adds `bench serve` (a load generator for OpenAI-compatible servers) to `bench`.
 void register_bench_serve(CLI::App& app, int& exit_code);
+// Adds `bench grammar` (schema compile and token-mask times, no model) to `bench`.
+void register_bench_grammar(CLI::App& app, int& exit_code);
 void register_run(CLI::App& app, int& exit_code);
 void register_plan(CLI::App& app, int& exit_code);
 void register_serve(CLI::App& app, int& exit_code);

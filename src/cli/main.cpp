@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   sluice::cli::register_bench(app, exit_code);
   sluice::cli::register_bench_throughput(app, exit_code);
   sluice::cli::register_bench_serve(app, exit_code);
+  sluice::cli::register_bench_grammar(app, exit_code);
   sluice::cli::register_plan(app, exit_code);
   sluice::cli::register_serve(app, exit_code);
   CLI11_PARSE(app, argc, argv);

@@ -194,8 +194,16 @@ class Lowering {
       }
     }
     if (seqs.empty()) return make_error("grammar: a character class that matches nothing");
+    // The one-byte sequences (ASCII) as one byte set: one alternative, not one per range, so
+    // that a class like JSON's string character [ -!#-[\]-\x7F] is a single element that
+    // later inlining can put into the enclosing loop's frame.
     std::vector<Seq> alts;
+    ByteSet ascii;
+    for (const auto& s : seqs)
+      if (s.size() == 1) ascii.add_range(s[0].first, s[0].second);
+    if (ascii != ByteSet{}) alts.push_back({set_elem(ascii)});
     for (const auto& s : seqs) {
+      if (s.size() == 1) continue;
       Seq q;
       for (auto [lo, hi] : s) {
         ByteSet set;
@@ -354,25 +362,46 @@ class Lowering {
     if (x.empty()) return {};  // a repeat of the empty string is the empty string
     // Copies of a long operand share one rule.
     if (x.size() > 4 && (lo > 1 || hi != lo)) x = {make_elem(Grammar::kRule, helper_rule({x}))};
-    for (int32_t i = 0; i < lo; ++i) out.insert(out.end(), x.begin(), x.end());
-    SLUICE_RETURN_IF_ERROR(count(int64_t(lo) * int64_t(x.size())));
+    // What may follow the lo required copies: S ::= x S | "" (unbounded), or hi - lo optional
+    // copies O_1 ::= x | "", O_k ::= x O_(k-1) | "".
+    Seq tail;
     if (hi == kUnbounded) {
       uint32_t s = new_rule("_h" + std::to_string(rules_.size()));
       Seq loop = x;
       loop.push_back(make_elem(Grammar::kRule, s));
       rules_[s] = {loop, Seq{}};
-      out.push_back(make_elem(Grammar::kRule, s));
-      return count(int64_t(x.size()) + 2);
-    }
-    // hi - lo optional copies: O_1 ::= x | "", O_k ::= x O_(k-1) | "".
-    uint32_t prev = 0;
-    for (int32_t k = 1; k <= hi - lo; ++k) {
-      Seq body = x;
-      if (k > 1) body.push_back(make_elem(Grammar::kRule, prev));
-      prev = helper_rule({body, Seq{}});
+      tail.push_back(make_elem(Grammar::kRule, s));
       SLUICE_RETURN_IF_ERROR(count(int64_t(x.size()) + 2));
+    } else if (hi > lo) {
+      uint32_t prev = 0;
+      for (int32_t k = 1; k <= hi - lo; ++k) {
+        Seq body = x;
+        if (k > 1) body.push_back(make_elem(Grammar::kRule, prev));
+        prev = helper_rule({body, Seq{}});
+        SLUICE_RETURN_IF_ERROR(count(int64_t(x.size()) + 2));
+      }
+      tail.push_back(make_elem(Grammar::kRule, prev));
     }
-    if (hi > lo) out.push_back(make_elem(Grammar::kRule, prev));
+    SLUICE_RETURN_IF_ERROR(count(int64_t(lo) * int64_t(x.size() + 1)));
+    if (lo >= 1 && elem_kind(x[0]) == Grammar::kRule && (lo > 1 || !tail.empty())) {
+      // x starts with a rule: the required copies as a chain C_1 ::= x tail, C_k ::= x C_(k-1)
+      // whose rules all start with x, so that inlining (inline_small_rules) puts x's bytes in
+      // one frame with the rest of the repeat. Inline copies (`char char O_k`) would each be
+      // a frame of one character, and the mask cache would leave every longer token to the
+      // run-time sweep.
+      Seq body = x;
+      body.insert(body.end(), tail.begin(), tail.end());
+      uint32_t c = helper_rule({body});
+      for (int32_t k = 2; k <= lo; ++k) {
+        body = x;
+        body.push_back(make_elem(Grammar::kRule, c));
+        c = helper_rule({body});
+      }
+      out.push_back(make_elem(Grammar::kRule, c));
+      return {};
+    }
+    for (int32_t i = 0; i < lo; ++i) out.insert(out.end(), x.begin(), x.end());
+    out.insert(out.end(), tail.begin(), tail.end());
     return {};
   }
 
@@ -391,38 +420,61 @@ class Lowering {
   // A small rule referenced first in an alternative is substituted there: the matcher's
   // top frame then spans the enclosing loop (`S ::= char S | ""` becomes `S ::= [a-z] S |
   // [xC3][x80-xBF] S | ... | ""`), which is what makes the per-position token-mask cache
-  // (token_mask.h) decide most tokens without knowing the context below. One level, once.
+  // (token_mask.h) decide most tokens without knowing the context below. Repeated (up to
+  // kInlineRounds) so that a small rule that itself starts with one (JSON's `char` starts with
+  // the UTF-8 sequences of `char-high`) is flattened all the way.
   void inline_small_rules() {
+    constexpr int kInlineRounds = 4;
     const size_t n = rules_.size();
+    const uint32_t root = by_name_[spec_.root];
     std::vector<bool> small(n);
-    for (size_t r = 0; r < n; ++r) {
-      size_t elems = 0;
-      bool self = false;
-      for (const Seq& a : rules_[r]) {
-        elems += a.size();
-        for (Elem e : a) self |= elem_kind(e) == Grammar::kRule && elem_arg(e) == r;
-      }
-      small[r] = !self && !rules_[r].empty() && rules_[r].size() <= 16 && elems <= 48 &&
-                 r != by_name_[spec_.root];
-    }
-    const std::vector<std::vector<Seq>> before = rules_;
-    for (size_t r = 0; r < n; ++r) {
-      std::vector<Seq> out;
-      bool changed = false;
-      for (const Seq& a : before[r]) {
-        if (!a.empty() && elem_kind(a[0]) == Grammar::kRule && small[elem_arg(a[0])] &&
-            elem_arg(a[0]) != r) {
-          for (const Seq& sub : before[elem_arg(a[0])]) {
-            Seq q = sub;
-            q.insert(q.end(), a.begin() + 1, a.end());
-            out.push_back(std::move(q));
-          }
-          changed = true;
-        } else {
-          out.push_back(a);
+    std::vector<std::vector<Seq>> small_body(n);  // the small rules as the round began
+    for (int round = 0; round < kInlineRounds; ++round) {
+      int64_t total = 0;
+      for (size_t r = 0; r < n; ++r) {
+        size_t elems = 0;
+        bool self = false;
+        for (const Seq& a : rules_[r]) {
+          elems += a.size() + 1;
+          for (Elem e : a) self |= elem_kind(e) == Grammar::kRule && elem_arg(e) == r;
         }
+        total += int64_t(elems);
+        small[r] =
+            !self && !rules_[r].empty() && rules_[r].size() <= 16 && elems <= 112 && r != root;
+        small_body[r] = small[r] ? rules_[r] : std::vector<Seq>{};
       }
-      if (changed) rules_[r] = std::move(out);
+      // Inlining copies elements: it stops where the grammar would outgrow the limit.
+      int64_t budget = limits_.max_elements - total;
+      auto inlined_here = [&](const Seq& a, uint32_t r) {
+        return !a.empty() && elem_kind(a[0]) == Grammar::kRule && small[elem_arg(a[0])] &&
+               elem_arg(a[0]) != r;
+      };
+      bool any = false;
+      for (uint32_t r = 0; r < n; ++r) {
+        if (std::none_of(rules_[r].begin(), rules_[r].end(),
+                         [&](const Seq& a) { return inlined_here(a, r); }))
+          continue;
+        std::vector<Seq> out;
+        for (Seq& a : rules_[r]) {
+          const std::vector<Seq>* sub = inlined_here(a, r) ? &small_body[elem_arg(a[0])] : nullptr;
+          int64_t cost = 0;
+          if (sub)
+            for (const Seq& q : *sub) cost += int64_t(q.size() + a.size());
+          if (!sub || cost > budget) {
+            out.push_back(std::move(a));
+            continue;
+          }
+          budget -= cost;
+          for (const Seq& q : *sub) {
+            Seq x = q;
+            x.insert(x.end(), a.begin() + 1, a.end());
+            out.push_back(std::move(x));
+          }
+          any = true;
+        }
+        rules_[r] = std::move(out);
+      }
+      if (!any) break;
     }
   }
 

@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -118,7 +119,8 @@ using StackSet = std::vector<uint32_t>;
 void expand(const Grammar& g, StackStore& store, uint32_t stack, StackSet& out);
 // One byte: the stacks of `in` whose top accepts `b`, advanced and expanded, into `out`
 // (sorted, unique; empty when `b` is rejected). kBottom in `in` is dropped.
-void advance(const Grammar& g, StackStore& store, const StackSet& in, uint8_t b, StackSet& out);
+void advance(const Grammar& g, StackStore& store, std::span<const uint32_t> in, uint8_t b,
+             StackSet& out);
 // The start state of `g`.
 StackSet initial_state(const Grammar& g, StackStore& store);
 

@@ -90,7 +90,8 @@ void expand(const Grammar& g, StackStore& store, uint32_t stack, StackSet& out) 
   expand_session(g, store, stack, out, c);
 }
 
-void advance(const Grammar& g, StackStore& store, const StackSet& in, uint8_t b, StackSet& out) {
+void advance(const Grammar& g, StackStore& store, std::span<const uint32_t> in, uint8_t b,
+             StackSet& out) {
   out.clear();
   Closure& c = store.scratch();
   begin(c, store.size());

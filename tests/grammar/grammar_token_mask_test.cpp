@@ -4,7 +4,11 @@
 
 #include <random>
 
+#include "grammar/json_schema.h"
+#include "grammar/schema_instances.h"
 #include "grammar/token_mask.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace sluice::grammar {
 namespace {
@@ -87,6 +91,16 @@ std::shared_ptr<const TokenVocab> random_vocab(std::mt19937& rng, int n) {
       toks, std::vector<int32_t>{int32_t(toks.size() - 2), int32_t(toks.size() - 1)});
 }
 
+// The mask of `m`'s current state against is_allowed() for every token.
+void expect_brute_force(TokenMatcher& m, const TokenVocab& vocab, std::vector<uint64_t>& mask,
+                        const std::string& where) {
+  m.fill_mask(mask);
+  for (int32_t t = 0; t < int32_t(vocab.size()); ++t) {
+    bool bit = (mask[size_t(t) >> 6] >> (t & 63)) & 1;
+    ASSERT_EQ(bit, m.is_allowed(t)) << where << " token " << t << " '" << vocab.bytes(t) << "'";
+  }
+}
+
 void check_walks(const GrammarSpec& spec, int n_vocab, int walks, int steps, uint32_t seed) {
   std::mt19937 rng(seed);
   auto g = lower(spec);
@@ -130,6 +144,81 @@ TEST(TokenMask, NestedRepeatsAndAlternativesMatchBruteForce) {
                   Expr::seq({Expr::lit("["), Expr::star(Expr::ref("item")), Expr::lit("]")}),
                   Expr::plus(Expr::cls({{'0', '9'}}))})});
   check_walks(s, 400, 12, 40, 2);
+}
+
+// Repeats of rules with several alternatives, with lower bounds above one (lowered as chains
+// of rules that start with the repeated rule, then inlined) and a repeat at the end.
+TEST(TokenMask, RequiredRepeatsOfRulesMatchBruteForce) {
+  GrammarSpec s;
+  s.rules.push_back(
+      {"root", Expr::seq({Expr::lit("\""), Expr::repeat(Expr::ref("ch"), 3, 6), Expr::lit("\""),
+                          Expr::opt(Expr::seq(
+                              {Expr::lit(":"), Expr::repeat(Expr::ref("key"), 2, kUnbounded)}))})});
+  s.rules.push_back(
+      {"ch", Expr::alt({Expr::cls({{'a', 'c'}, {'0', '1'}, {0xE9, 0xE9}}),
+                        Expr::seq({Expr::lit("\\"), Expr::cls({{'n', 'n'}, {'"', '"'}})})})});
+  s.rules.push_back(
+      {"key", Expr::alt({Expr::cls({{'0', '9'}}), Expr::seq({Expr::lit("x"), Expr::ref("ch")})})});
+  check_walks(s, 500, 16, 30, 4);
+}
+
+// `sluice bench grammar`'s schema on the real Llama 3 vocabulary (128256 tokens, byte-level
+// BPE: long runs of spaces, quotes glued to words, multi-byte UTF-8 pieces): masks equal
+// brute force along tokenized random instances (the path a model takes), compact and pretty,
+// and along random allowed tokens.
+TEST(TokenMask, RealVocabularyNestedSchemaMatchesBruteForce) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/tokenizer/ggml-vocab-llama-bpe.gguf");
+  Result<Tokenizer> tok = Tokenizer::load(path);
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  // As engine/make_grammar_vocab builds it (grammar tests do not link the engine).
+  std::vector<std::string> bytes(size_t(tok->vocab().n_tokens()));
+  for (int32_t t = 0; t < tok->vocab().n_tokens(); ++t)
+    bytes[size_t(t)] = std::string(tok->piece(t, false));
+  const std::vector<TokenId>& eog = tok->vocab().eog_ids();
+  auto vocab =
+      std::make_shared<TokenVocab>(std::move(bytes), std::vector<int32_t>(eog.begin(), eog.end()));
+  const auto schema = nlohmann::ordered_json::parse(nested_bench_schema());
+  Result<GrammarSpec> spec = json_schema_to_grammar(schema);
+  ASSERT_TRUE(spec.ok()) << spec.message();
+  auto g = lower(*spec);
+  ASSERT_TRUE(g.ok()) << g.message();
+  auto cg = CompiledGrammar::make(*g, vocab);
+  std::vector<uint64_t> mask(vocab->n_words());
+  std::mt19937_64 rng(3);
+  EncodeOptions eo;
+  eo.add_special = false;
+  // Two instances, each checked at about 20 steps spread over the whole document.
+  for (bool pretty : {false, true}) {
+    std::optional<nlohmann::ordered_json> v = random_instance(schema, rng);
+    ASSERT_TRUE(v.has_value());
+    const std::string text = instance_text(*v, pretty);
+    Result<std::vector<TokenId>> ids = tok->encode(text, eo);
+    ASSERT_TRUE(ids.ok());
+    TokenMatcher m(cg);
+    const size_t stride = std::max<size_t>(1, ids->size() / 20);
+    for (size_t i = 0; i < ids->size(); ++i) {
+      if (i % stride == 0) {
+        expect_brute_force(m, *vocab, mask, "instance step " + std::to_string(i));
+        if (HasFatalFailure()) return;
+      }
+      ASSERT_TRUE(m.accept_token((*ids)[i])) << text << "\ntoken " << i;
+    }
+    expect_brute_force(m, *vocab, mask, "instance end");
+    if (HasFatalFailure()) return;
+    for (int32_t stop : vocab->stop_ids())
+      EXPECT_TRUE((mask[size_t(stop) >> 6] >> (stop & 63)) & 1);
+  }
+  // Random allowed tokens (mostly odd ones: inside strings nearly anything goes).
+  TokenMatcher m(cg);
+  for (int step = 0; step < 16 && !m.terminated(); ++step) {
+    expect_brute_force(m, *vocab, mask, "random step " + std::to_string(step));
+    if (HasFatalFailure()) return;
+    std::vector<int32_t> allowed;
+    for (int32_t t = 0; t < int32_t(vocab->size()); ++t)
+      if (((mask[size_t(t) >> 6] >> (t & 63)) & 1) && !vocab->is_stop(t)) allowed.push_back(t);
+    ASSERT_FALSE(allowed.empty());
+    ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
+  }
 }
 
 TEST(TokenMask, StopTokensOnlyWhereTheGrammarMayEnd) {
