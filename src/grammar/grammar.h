@@ -148,7 +148,8 @@ class Matcher {
 
  private:
   // Advances `from` over `bytes` into `to`; false when rejected.
-  bool run(const StackSet& from, std::string_view bytes, StackSet& to);
+  // `to` may be null (only the verdict is wanted).
+  bool run(const StackSet& from, std::string_view bytes, StackSet* to);
 
   std::shared_ptr<const Grammar> g_;
   StackStore store_;

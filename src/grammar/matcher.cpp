@@ -125,9 +125,9 @@ void Matcher::reset() {
   history_.push_back(initial_state(*g_, store_));
 }
 
-bool Matcher::run(const StackSet& from, std::string_view bytes, StackSet& to) {
+bool Matcher::run(const StackSet& from, std::string_view bytes, StackSet* to) {
   if (bytes.empty()) {
-    to = from;
+    if (to) *to = from;
     return true;
   }
   const StackSet* cur = &from;
@@ -137,20 +137,19 @@ bool Matcher::run(const StackSet& from, std::string_view bytes, StackSet& to) {
     if (next.empty()) return false;
     cur = &next;
   }
-  to = *cur;
+  if (to) *to = *cur;
   return true;
 }
 
 bool Matcher::accept(std::string_view bytes) {
   StackSet to;
-  if (!run(history_.back(), bytes, to)) return false;
+  if (!run(history_.back(), bytes, &to)) return false;
   history_.push_back(std::move(to));
   return true;
 }
 
 bool Matcher::can_accept(std::string_view bytes) {
-  StackSet to;
-  return run(history_.back(), bytes, to);
+  return run(history_.back(), bytes, nullptr);  // per token on the sampler's fast path: no copy
 }
 
 bool Matcher::can_end() const {
