@@ -21,7 +21,9 @@ set(allowed_engine "base;gguf;tokenizer;kernels;model;kv;sched;grammar;sample;pe
 set(allowed_server "base;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;spec;engine")
 set(allowed_hub "base")
 set(allowed_loadgen "base;gguf;tokenizer")
-set(allowed_cli "base;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;dist;spec;engine;server;hub;loadgen")
+set(allowed_router "base;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;spec;engine;server;loadgen")
+set(allowed_sim "base;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;spec;engine;server;loadgen;router")
+set(allowed_cli "base;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;dist;spec;engine;server;hub;loadgen;router;sim")
 
 file(GLOB modules RELATIVE ${SRC} ${SRC}/*)
 set(errors "")
