@@ -63,10 +63,24 @@ std::string endpoint_path(const BaseUrl& base, ApiKind kind) {
   return p + (has_v1 ? "" : "/v1") + leaf;
 }
 
+ApiKind api_kind(const ClientConfig& config, const RequestSpec& spec) {
+  switch (spec.send_as) {
+    case SendAs::kTokenIds:
+      return ApiKind::kCompletions;
+    case SendAs::kChat:
+      return ApiKind::kChat;
+    case SendAs::kEndpoint:
+      break;
+  }
+  return config.endpoint;
+}
+
 nlohmann::json request_body(const ClientConfig& config, const RequestSpec& spec) {
   nlohmann::json j;
   if (!config.model.empty()) j["model"] = config.model;
-  if (config.endpoint == ApiKind::kChat) {
+  if (spec.send_as == SendAs::kTokenIds) {
+    j["prompt"] = spec.prompt_ids;
+  } else if (api_kind(config, spec) == ApiKind::kChat) {
     j["messages"] = spec.messages.is_null()
                         ? nlohmann::json::array({{{"role", "user"}, {"content", spec.prompt}}})
                         : spec.messages;
@@ -195,7 +209,7 @@ RequestRecord send_request(const ClientConfig& config, const RequestSpec& spec,
 
   httplib::Request req;
   req.method = "POST";
-  req.path = endpoint_path(*base, config.endpoint);
+  req.path = endpoint_path(*base, api_kind(config, spec));
   req.headers = {{"Content-Type", "application/json"},
                  {"Accept", "text/event-stream"},
                  // Compressed SSE is deflated in buffers, which would delay and merge chunks.

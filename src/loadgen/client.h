@@ -45,7 +45,11 @@ Result<BaseUrl> parse_base_url(const std::string& url);
 // not doubled).
 std::string endpoint_path(const BaseUrl& base, ApiKind kind);
 
-// The JSON body of one streaming request: max_tokens = spec.output_tokens, temperature 0,
+// The endpoint a request goes to: spec.send_as when it names one, else config.endpoint.
+ApiKind api_kind(const ClientConfig& config, const RequestSpec& spec);
+
+// The JSON body of one streaming request (its prompt or messages as api_kind says; kTokenIds:
+// "prompt" is the list spec.prompt_ids): max_tokens = spec.output_tokens, temperature 0,
 // ignore_eos (vLLM/sluice extension; other servers ignore unknown fields),
 // stream_options.include_usage.
 nlohmann::json request_body(const ClientConfig& config, const RequestSpec& spec);

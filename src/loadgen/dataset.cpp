@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <optional>
+#include <random>
 
 #include "tokenizer/tokenizer.h"
 
@@ -62,6 +65,25 @@ Result<int64_t> fit_tokens(const Tokenizer& tok, std::string& text, int64_t n,
     }
   }
   return count_tokens(tok, text);
+}
+
+// splitmix64: a stateless, well-mixed step (Steele et al.); the replays' only generator, so
+// their ids never depend on a standard library's distribution code.
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+int64_t scaled(int64_t n, double x) {
+  return std::max<int64_t>(1, int64_t(std::llround(double(n) * x)));
 }
 
 }  // namespace
@@ -181,6 +203,221 @@ Result<Dataset> load_jsonl(const std::string& path, int n_prompts, int default_o
   for (int i = 0; i < n_prompts; ++i) d.requests.push_back(lines[size_t(i) % lines.size()]);
   d.description = "jsonl: " + path + " (" + std::to_string(lines.size()) + " lines, " +
                   std::to_string(n_prompts) + " requests)";
+  return d;
+}
+
+// ---- Replays ----
+
+Result<TokenIdSpace> make_token_id_space(int32_t vocab_size, const Tokenizer* tokenizer) {
+  if (vocab_size < 0) return make_error("--vocab-size must be >= 0 (got ", vocab_size, ")");
+  if (vocab_size == 0 && tokenizer) vocab_size = tokenizer->vocab().n_tokens();
+  if (vocab_size == 0) {
+    return make_error("token ids need a vocabulary: give --vocab-size V or --tokenizer MODEL.gguf");
+  }
+  if (tokenizer && vocab_size > tokenizer->vocab().n_tokens()) {
+    return make_error("--vocab-size ", vocab_size, " exceeds the tokenizer's ",
+                      tokenizer->vocab().n_tokens(), " tokens");
+  }
+  TokenIdSpace space;
+  space.vocab_size = vocab_size;
+  const int32_t margin = vocab_size / 16;
+  for (int32_t id = margin; id < vocab_size - margin; ++id) {
+    if (tokenizer) {
+      const uint32_t a = tokenizer->vocab().attr(id);
+      if ((a & (kAttrNormal | kAttrByte)) == 0 ||
+          (a & (kAttrControl | kAttrUnknown | kAttrUnused | kAttrUserDefined)) != 0) {
+        continue;
+      }
+    }
+    space.ids.push_back(id);
+  }
+  if (space.ids.empty()) {
+    return make_error("no drawable token ids in a vocabulary of ", vocab_size, " tokens");
+  }
+  return space;
+}
+
+std::vector<int32_t> mooncake_block(int64_t hash_id, uint64_t seed, size_t n,
+                                    const TokenIdSpace& space) {
+  uint64_t state = uint64_t(hash_id) * 0xD1B54A32D192ED03ull ^ seed;
+  std::vector<int32_t> ids(n);
+  for (int32_t& id : ids) id = space.at(splitmix64(state));
+  return ids;
+}
+
+Result<Dataset> load_mooncake(const MooncakeParams& p, const Tokenizer* tokenizer) {
+  if (p.start < 0 || p.n_prompts < 0)
+    return make_error("--trace-start and --num-prompts must be >= 0");
+  if (!(p.scale_tokens > 0) || !std::isfinite(p.scale_tokens)) {
+    return make_error("--scale-tokens must be > 0 (got ", p.scale_tokens, ")");
+  }
+  if (!(p.scale_time > 0) || !std::isfinite(p.scale_time)) {
+    return make_error("--scale-time must be > 0 (got ", p.scale_time, ")");
+  }
+  if (p.trace_block_size < 1) return make_error("the trace's block size must be >= 1");
+  SLUICE_ASSIGN_OR_RETURN(TokenIdSpace space, make_token_id_space(p.vocab_size, tokenizer));
+  std::ifstream f(p.path);
+  if (!f) return make_error("cannot open trace '", p.path, "'");
+  const int64_t block = scaled(p.trace_block_size, p.scale_tokens);
+
+  Dataset d;
+  d.exact_token_counts = true;  // token ids: the server counts exactly these (it adds no BOS)
+  std::vector<double> stamps_ms;
+  std::string line;
+  int line_no = 0, index = -1;
+  while (std::getline(f, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++index;
+    if (index < p.start) continue;
+    if (p.n_prompts > 0 && index >= p.start + p.n_prompts) break;
+    const std::string where = p.path + ":" + std::to_string(line_no) + ": ";
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return make_error(where, "not a JSON object");
+    auto integer = [&](const char* key, int64_t min) -> Result<int64_t> {
+      auto it = j.find(key);
+      if (it == j.end()) return make_error(where, "missing '", key, "'");
+      if (!it->is_number_integer() || it->get<int64_t>() < min) {
+        return make_error(where, "'", key, "' must be an integer >= ", min, " (got ", it->dump(),
+                          ")");
+      }
+      return it->get<int64_t>();
+    };
+    auto ts = j.find("timestamp");
+    if (ts == j.end()) return make_error(where, "missing 'timestamp'");
+    if (!ts->is_number() || ts->get<double>() < 0) {
+      return make_error(where, "'timestamp' must be a number >= 0 (ms; got ", ts->dump(), ")");
+    }
+    SLUICE_ASSIGN_OR_RETURN(int64_t in_len, integer("input_length", 1));
+    SLUICE_ASSIGN_OR_RETURN(int64_t out_len, integer("output_length", 1));
+    auto h = j.find("hash_ids");
+    if (h == j.end()) return make_error(where, "missing 'hash_ids'");
+    if (!h->is_array()) return make_error(where, "'hash_ids' must be an array of integers");
+    const int64_t need = (in_len + p.trace_block_size - 1) / p.trace_block_size;
+    if (int64_t(h->size()) != need) {
+      return make_error(where, "'hash_ids' has ", h->size(), " ids, input_length ", in_len,
+                        " needs ", need, " (one per ", p.trace_block_size, " tokens)");
+    }
+    RequestSpec r;
+    r.input_tokens = std::min(scaled(in_len, p.scale_tokens), need * block);
+    r.output_tokens = scaled(out_len, p.scale_tokens);
+    r.prompt_ids.reserve(size_t(r.input_tokens));
+    for (const nlohmann::json& id : *h) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+        return make_error(where, "'hash_ids' must hold integers >= 0 (got ", id.dump(), ")");
+      }
+      const int64_t left = r.input_tokens - int64_t(r.prompt_ids.size());
+      if (left <= 0) continue;  // validate the rest, use none of it
+      const std::vector<int32_t> ids =
+          mooncake_block(id.get<int64_t>(), p.seed, size_t(block), space);
+      r.prompt_ids.insert(r.prompt_ids.end(), ids.begin(),
+                          ids.begin() + std::min<int64_t>(left, block));
+    }
+    r.send_as = SendAs::kTokenIds;
+    stamps_ms.push_back(ts->get<double>());
+    d.requests.push_back(std::move(r));
+  }
+  if (d.requests.empty()) {
+    return make_error("trace '", p.path, "' has no requests from line index ", p.start);
+  }
+  const double t0 = *std::min_element(stamps_ms.begin(), stamps_ms.end());
+  for (size_t i = 0; i < d.requests.size(); ++i) {
+    d.requests[i].arrival_s = (stamps_ms[i] - t0) / 1000.0 * p.scale_time;
+  }
+  std::stable_sort(
+      d.requests.begin(), d.requests.end(),
+      [](const RequestSpec& a, const RequestSpec& b) { return a.arrival_s < b.arrival_s; });
+  char scale[96];
+  std::snprintf(scale, sizeof scale, "tokens x%g (block %lld), time x%g", p.scale_tokens,
+                static_cast<long long>(block), p.scale_time);
+  d.description = "mooncake: " + p.path + " (" + std::to_string(d.requests.size()) +
+                  " requests from #" + std::to_string(p.start) + ", " + scale + ")";
+  return d;
+}
+
+Result<Dataset> make_multiturn(const MultiturnParams& p, const Tokenizer* tokenizer) {
+  if (p.n_conversations < 1 || p.n_turns < 1) {
+    return make_error("need --mt-conversations and --mt-turns >= 1");
+  }
+  if (p.system_len < 0 || p.user_len < 1 || p.output_len < 1) {
+    return make_error("need --mt-system-len >= 0, --mt-user-len and --mt-output-len >= 1");
+  }
+  if (!(p.rate > 0)) return make_error("the conversation rate must be > 0 or inf");
+  if (p.think_time_s < 0 || p.turn_time_s < 0) {
+    return make_error("--mt-think-time and --mt-turn-time must be >= 0");
+  }
+  std::optional<TokenIdSpace> space;
+  if (p.vocab_size > 0 || tokenizer) {
+    SLUICE_ASSIGN_OR_RETURN(TokenIdSpace s, make_token_id_space(p.vocab_size, tokenizer));
+    space.emplace(std::move(s));
+  }
+  // Appends the stand-in ids of `text`'s words.
+  auto append_ids = [&space](const std::string& text, std::vector<int32_t>& ids) {
+    if (!space) return;
+    size_t i = 0;
+    while (i < text.size()) {
+      const size_t j = std::min(text.find(' ', i), text.size());
+      if (j > i) ids.push_back(space->at(fnv1a(std::string_view(text).substr(i, j - i))));
+      i = j + 1;
+    }
+  };
+
+  std::mt19937_64 rng(p.seed);
+  const std::string system = random_words(p.system_len, rng);
+  // A fixed reply: the same words every turn (what it says does not matter, only its length).
+  const std::string reply = random_words(p.output_len, rng);
+  const std::vector<double> starts = [&] {
+    std::vector<double> t(size_t(p.n_conversations), 0.0);
+    if (std::isinf(p.rate)) return t;
+    std::exponential_distribution<double> gap(p.rate);
+    for (size_t c = 1; c < t.size(); ++c) t[c] = t[c - 1] + gap(rng);
+    return t;
+  }();
+
+  Dataset d;
+  for (int c = 0; c < p.n_conversations; ++c) {
+    std::mt19937_64 conv_rng(p.seed ^ (0x9E3779B97F4A7C15ull * uint64_t(c + 1)));
+    nlohmann::json messages = nlohmann::json::array();
+    std::vector<int32_t> ids;
+    int64_t words = 0;
+    if (p.system_len > 0) {
+      messages.push_back({{"role", "system"}, {"content", system}});
+      append_ids(system, ids);
+      words += p.system_len;
+    }
+    for (int t = 0; t < p.n_turns; ++t) {
+      if (t > 0) {
+        messages.push_back({{"role", "assistant"}, {"content", reply}});
+        append_ids(reply, ids);
+        words += p.output_len;
+      }
+      const std::string user = random_words(p.user_len, conv_rng);
+      messages.push_back({{"role", "user"}, {"content", user}});
+      append_ids(user, ids);
+      words += p.user_len;
+      RequestSpec r;
+      r.messages = messages;
+      r.prompt = user;
+      r.prompt_ids = ids;
+      r.input_tokens = words;
+      r.output_tokens = p.output_len;
+      r.send_as = SendAs::kChat;
+      r.arrival_s = starts[size_t(c)] + double(t) * (p.think_time_s + p.turn_time_s);
+      d.requests.push_back(std::move(r));
+    }
+  }
+  std::stable_sort(
+      d.requests.begin(), d.requests.end(),
+      [](const RequestSpec& a, const RequestSpec& b) { return a.arrival_s < b.arrival_s; });
+  d.exact_token_counts = false;  // words, and the server's chat template adds its own tokens
+  char rate[32] = "all at 0", desc[256];
+  if (!std::isinf(p.rate)) std::snprintf(rate, sizeof rate, "%g conv/s", p.rate);
+  std::snprintf(desc, sizeof desc,
+                "multiturn: %d conversations x %d turns, system %d + user %d + reply %d words, "
+                "starts %s, turns every %g s",
+                p.n_conversations, p.n_turns, p.system_len, p.user_len, p.output_len, rate,
+                p.think_time_s + p.turn_time_s);
+  d.description = desc;
   return d;
 }
 

@@ -1,9 +1,11 @@
 #include "loadgen/runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <system_error>
 #include <thread>
@@ -20,13 +22,30 @@ std::vector<double> arrival_schedule(size_t n, double rate, double burstiness, u
   return t;
 }
 
+bool has_dataset_arrivals(const std::vector<RequestSpec>& requests) {
+  return std::any_of(requests.begin(), requests.end(),
+                     [](const RequestSpec& r) { return r.arrival_s >= 0; });
+}
+
+std::vector<double> send_schedule(const std::vector<RequestSpec>& requests,
+                                  const LoadParams& params) {
+  if (!has_dataset_arrivals(requests))
+    return arrival_schedule(requests.size(), params.rate, params.burstiness, params.seed);
+  std::vector<double> t(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) t[i] = std::max(0.0, requests[i].arrival_s);
+  return t;
+}
+
 std::vector<RequestRecord> run_load(const std::vector<RequestSpec>& requests,
                                     const LoadParams& params, const SendFn& send,
                                     const ProgressFn& progress) {
   using clock = std::chrono::steady_clock;
   const size_t n = requests.size();
-  const std::vector<double> schedule =
-      arrival_schedule(n, params.rate, params.burstiness, params.seed);
+  const std::vector<double> schedule = send_schedule(requests, params);
+  std::vector<size_t> order(n);  // dispatch order: by send time, ties in request order
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return schedule[a] < schedule[b]; });
   std::vector<RequestRecord> records(n);
   std::vector<std::thread> threads(n);
 
@@ -49,7 +68,7 @@ std::vector<RequestRecord> run_load(const std::vector<RequestSpec>& requests,
   };
 
   const clock::time_point t0 = clock::now();
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i : order) {
     const auto due = t0 + std::chrono::duration_cast<clock::duration>(
                               std::chrono::duration<double>(schedule[i]));
     std::unique_lock<std::mutex> lk(mu);

@@ -38,13 +38,23 @@ struct LoadParams {
   uint64_t seed = 0;        // of the arrival schedule
 };
 
+// Whether any request carries a dataset-given send time (RequestSpec::arrival_s >= 0).
+bool has_dataset_arrivals(const std::vector<RequestSpec>& requests);
+
+// When each request is sent, in request order: the requests' own arrival_s when any has one
+// (max(arrival_s, 0) for each: a request without one goes at 0; rate, burstiness and seed are
+// then unused), else arrival_schedule(n, rate, burstiness, seed).
+std::vector<double> send_schedule(const std::vector<RequestSpec>& requests,
+                                  const LoadParams& params);
+
 // Sends one request, measured against the run start `t0` (send_request, or a fake in tests).
 using SendFn =
     std::function<RequestRecord(const RequestSpec&, std::chrono::steady_clock::time_point t0)>;
 // Called on the dispatching thread after each request finished: (finished, total).
 using ProgressFn = std::function<void(size_t, size_t)>;
 
-// Runs every request of `requests` on the schedule and returns their records, in request
+// Runs every request of `requests` at its send_schedule() time (dispatched in time order, the
+// same open-loop rule and in-flight cap either way) and returns their records, in request
 // order. Never throws; a thread that cannot be started becomes a failed record.
 std::vector<RequestRecord> run_load(const std::vector<RequestSpec>& requests,
                                     const LoadParams& params, const SendFn& send,
