@@ -11,73 +11,13 @@
 
 #include "cli/commands.h"
 #include "cli/model_arg.h"
+#include "cli/model_cost.h"
 #include "gguf/gguf.h"
 #include "perf/hardware.h"
 #include "perf/planner.h"
 
 namespace sluice::cli {
 namespace {
-
-// Integer hyperparameter `<arch>.<name>` for every layer: a scalar repeated, or a per-layer
-// array as some converters write (head_count_kv, feed_forward_length). Empty when absent.
-std::vector<int64_t> per_layer(const GgufFile& f, const std::string& key, int64_t n_layers) {
-  if (auto v = f.get_int(key); v.ok()) return std::vector<int64_t>(size_t(n_layers), *v);
-  if (auto a = f.get_int_array(key); a.ok() && !a->empty()) {
-    std::vector<int64_t> out = *a;
-    out.resize(size_t(n_layers), out.back());
-    return out;
-  }
-  return {};
-}
-
-// The roofline's view of a GGUF file: hyperparameters from the metadata, parameters and stored
-// bytes counted from the tensor directory (norms and biases included, as loaded).
-Result<ModelCost> model_from_gguf(const GgufFile& f) {
-  auto arch = f.get<std::string>("general.architecture");
-  if (!arch.ok()) return Error{arch.message()};
-  const std::string a = *arch;
-  auto get = [&](const char* name) -> Result<int64_t> {
-    auto v = f.get_int(a + "." + name);
-    if (!v.ok() || *v <= 0) {
-      return make_error("'", f.path(), "': cannot plan without '", a, ".", name, "'");
-    }
-    return *v;
-  };
-  SLUICE_ASSIGN_OR_RETURN(const int64_t n_layers, get("block_count"));
-  SLUICE_ASSIGN_OR_RETURN(const int64_t d_model, get("embedding_length"));
-  SLUICE_ASSIGN_OR_RETURN(const int64_t n_heads, get("attention.head_count"));
-  std::vector<int64_t> kv_heads = per_layer(f, a + ".attention.head_count_kv", n_layers);
-  if (kv_heads.empty()) kv_heads.assign(size_t(n_layers), n_heads);
-  const int64_t k_len = f.get_int(a + ".attention.key_length").value_or(d_model / n_heads);
-  const int64_t v_len = f.get_int(a + ".attention.value_length").value_or(k_len);
-  std::vector<int64_t> ff = per_layer(f, a + ".feed_forward_length", n_layers);
-
-  ModelCost m;
-  m.name =
-      f.get<std::string>("general.name").value_or(std::filesystem::path(f.path()).stem().string());
-  m.d_model = double(d_model);
-  m.d_ff = ff.empty() ? 0.0 : double(*std::max_element(ff.begin(), ff.end()));
-  for (int64_t k : kv_heads) m.kv_elems_per_token += double(k * (k_len + v_len));
-  m.attn_flops_per_pair = 2.0 * double(n_layers * n_heads * (k_len + v_len));
-
-  double expert_params = 0;
-  for (const GgufTensorInfo& t : f.tensors()) {
-    m.n_params += double(t.n_elements());
-    m.stored_weight_bytes += double(t.n_bytes);
-    if (t.name.find("_exps.") != std::string::npos) expert_params += double(t.n_elements());
-  }
-  if (m.n_params <= 0) return make_error("'", f.path(), "' has no tensors to plan with");
-  m.n_params_active = m.n_params;
-  const int64_t n_experts = f.get_int(a + ".expert_count").value_or(0);
-  const int64_t n_used = f.get_int(a + ".expert_used_count").value_or(0);
-  if (n_experts > 0 && n_used > 0 && expert_params > 0) {
-    m.n_experts = int(n_experts);
-    m.n_experts_used = int(n_used);
-    m.n_params_per_expert = expert_params / double(n_experts);
-    m.n_params_active = m.n_params - expert_params + m.n_params_per_expert * double(n_used);
-  }
-  return m;
-}
 
 struct Options {
   std::string model;
@@ -112,7 +52,7 @@ Result<PlanParams> build_params(const Options& o) {
     }
     SLUICE_ASSIGN_OR_RETURN(const std::string path, resolve_model_arg(o.model));
     SLUICE_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
-    SLUICE_ASSIGN_OR_RETURN(p.model, model_from_gguf(f));
+    SLUICE_ASSIGN_OR_RETURN(p.model, model_cost_from_gguf(f));
     p.precision.weight_bits = o.weight_bits < 0 ? 0 : o.weight_bits;
   }
   if (o.hw == "local") {

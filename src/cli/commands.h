@@ -22,6 +22,7 @@ void register_bench_grammar(CLI::App& app, int& exit_code);
 void register_run(CLI::App& app, int& exit_code);
 void register_plan(CLI::App& app, int& exit_code);
 void register_serve(CLI::App& app, int& exit_code);
+void register_sim(CLI::App& app, int& exit_code);
 
 // Prints "sluice <cmd>: error: <message>" to stderr and returns 1 (the exit code to set).
 int report_error(std::string_view command, std::string_view message);

@@ -137,6 +137,7 @@ Engine::Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfi
 }
 
 double Engine::now() const {
+  if (config_.clock) return config_.clock->now();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
 }
 

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "executor/batch.h"
 #include "executor/executor.h"
@@ -109,6 +110,10 @@ struct EngineConfig {
   // batch (step_roofline.h); stats in Engine::roofline().
   std::optional<StepCostModel> cost_model;
   SpecConfig spec;
+  // Where the engine's time comes from (request timestamps, busy time, the roofline's measured
+  // step times); null: the steady clock since create(). A simulation passes the VirtualClock
+  // its executor advances. Not owned; outlives the engine.
+  const Clock* clock = nullptr;
 };
 
 // Counters since start.
@@ -180,7 +185,7 @@ class Engine {
   const KvCacheManager& kv() const { return kv_; }
   const Scheduler& scheduler() const { return scheduler_; }
   int32_t n_ctx() const { return n_ctx_; }
-  double now() const;  // seconds since the engine started
+  double now() const;  // seconds since the engine started (EngineConfig::clock when set)
 
  private:
   struct Request {

@@ -144,28 +144,14 @@ class FakeExecutor final : public Executor {
 
 }  // namespace sluice::test
 
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/synthetic.h"
 
 namespace sluice::test {
 
-// A small SPM vocabulary for the fake executor: <unk>, <s>, </s> (end of generation), then
-// "▁w3" ... "▁w<n-1>".
+// The fake executor's vocabulary: <unk>, <s>, </s> (end of generation), then "▁w3" ...
+// "▁w<n-1>" (tokenizer/synthetic.h).
 inline Tokenizer fake_tokenizer(int32_t n_vocab) {
-  VocabSpec s;
-  s.model = "llama";
-  s.tokens = {"<unk>", "<s>", "</s>"};
-  s.token_types = {int32_t(GgufTokenType::kUnknown), int32_t(GgufTokenType::kControl),
-                   int32_t(GgufTokenType::kControl)};
-  for (int32_t i = 3; i < n_vocab; ++i) {
-    s.tokens.push_back("\xe2\x96\x81w" + std::to_string(i));
-    s.token_types.push_back(int32_t(GgufTokenType::kNormal));
-  }
-  s.unk_id = 0;
-  s.bos_id = 1;
-  s.eos_id = 2;
-  auto v = Vocab::from_spec(std::move(s));
-  auto t = Tokenizer::create(std::move(v).value());
-  return std::move(t).value();
+  return std::move(make_synthetic_tokenizer(n_vocab)).value();
 }
 
 }  // namespace sluice::test

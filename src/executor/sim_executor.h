@@ -1,0 +1,84 @@
+// The simulated executor (`sluice sim`): no kernels and no K/V, only time. Each execute()
+// advances a VirtualClock by the roofline cost of exactly that batch (perf/roofline.h: weight and
+// KV bytes over bandwidth, FLOPs over peak, on the tensor-parallel chips of one stage), the
+// pipeline fill of its micro-batches, the communication between ranks (StepRoofline's CommSpec
+// term) and a calibrated per-step overhead, so the production engine, scheduler, KV manager and
+// prefix cache run on virtual hardware at simulation speed.
+//
+// Logits: every requested row puts all its mass on one ordinary token, so a request generates
+// exactly what its max_tokens (with ignore_eos) asks: output lengths come from the workload.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/clock.h"
+#include "executor/executor.h"
+#include "executor/step_roofline.h"
+
+namespace sluice {
+
+// How the real machine departs from its roofline (fitted by `sluice sim --calibrate`, or 1/0 for
+// an ideal machine):
+//   step = overhead + per_seq * seqs + per_row * logits rows
+//          + max(bytes_s / mem_efficiency, flops_s / compute_efficiency)
+struct SimCalibration {
+  double mem_efficiency = 1.0;  // achieved share of the bandwidth floor (MBU) on memory-bound steps
+  double compute_efficiency =
+      1.0;                       // achieved share of the FLOPs floor (MFU) on compute-bound steps
+  double step_overhead_s = 0;    // fixed cost of a step (scheduling, batch, launch)
+  double per_seq_s = 0;          // per sequence of the batch
+  double per_row_s = 0;          // per logits row (sampling, detokenizing, streaming)
+  std::string source = "ideal";  // where the numbers come from (reports)
+};
+
+struct SimExecutorConfig {
+  ExecutorCapacity capacity;
+  // The model, precision and ONE chip's roofline (cost.hw); cost.comm: tp/pp/micro-batches and
+  // the link between ranks.
+  StepCostModel cost;
+  SimCalibration calibration;
+};
+
+// The breakdown of one simulated step.
+struct SimStepCost {
+  double compute_s = 0;  // the roofline part (pipeline fill included), after the efficiencies
+  double comm_s = 0;     // between ranks
+  double overhead_s = 0;
+  bool compute_bound = false;
+  double seconds() const { return compute_s + comm_s + overhead_s; }
+};
+
+class SimulatedExecutor final : public Executor {
+ public:
+  // `clock` (not owned) is advanced by every execute(); it outlives the executor.
+  SimulatedExecutor(SimExecutorConfig config, VirtualClock& clock);
+
+  ExecutorCapacity capacity() const override { return config_.capacity; }
+  Status execute(const Batch& batch, Logits& out) override;
+  Status copy_blocks(std::span<const BlockCopy> copies) override;
+  Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const override;
+  Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) override;
+  CommStats last_step_comm() const override { return last_comm_; }
+
+  // The modelled time of `batch` (what execute() advances the clock by).
+  SimStepCost step_cost(const Batch& batch);
+  const SimExecutorConfig& config() const { return config_; }
+  // The token every logits row points at.
+  static constexpr int32_t kOutputToken = 3;
+  uint64_t steps() const { return steps_; }
+  double busy_seconds() const { return busy_s_; }
+
+ private:
+  SimExecutorConfig config_;
+  VirtualClock& clock_;
+  HardwareSpec stage_hw_;  // the tp chips of one pipeline stage
+  StepRoofline comm_model_;
+  std::vector<Batch> micro_;
+  std::vector<SeqWork> work_;
+  CommStats last_comm_;
+  uint64_t steps_ = 0;
+  double busy_s_ = 0;
+};
+
+}  // namespace sluice

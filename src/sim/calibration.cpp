@@ -1,0 +1,197 @@
+#include "sim/calibration.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engine/engine.h"
+#include "perf/machine.h"
+
+namespace sluice::sim {
+
+std::string default_calibration_path() {
+  return (std::filesystem::path(default_roofline_path()).parent_path() / "sim_calibration.json")
+      .string();
+}
+
+Status save_calibration(const SimCalibration& c, const std::string& path) {
+  nlohmann::ordered_json j;
+  j["mem_efficiency"] = c.mem_efficiency;
+  j["compute_efficiency"] = c.compute_efficiency;
+  j["step_overhead_ms"] = c.step_overhead_s * 1e3;
+  j["per_seq_us"] = c.per_seq_s * 1e6;
+  j["per_row_us"] = c.per_row_s * 1e6;
+  j["source"] = c.source;
+  std::error_code ec;
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  std::ofstream f(path, std::ios::binary);
+  f << j.dump(2) << "\n";
+  f.close();
+  if (!f) return make_error("cannot write the calibration to '", path, "'");
+  return {};
+}
+
+Result<SimCalibration> load_calibration(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return make_error("cannot read calibration '", path, "'");
+  const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (!j.is_object()) return make_error("calibration '", path, "' is not a JSON object");
+  SimCalibration c;
+  auto num = [&](const char* key, double& dst, double scale, double lo, double hi) -> Status {
+    if (!j.contains(key)) return {};
+    if (!j[key].is_number())
+      return make_error("calibration '", path, "': '", key, "' not a number");
+    const double v = j[key].get<double>();
+    if (!(v >= lo && v <= hi)) {
+      return make_error("calibration '", path, "': '", key, "' = ", v, " outside [", lo, ", ", hi,
+                        "]");
+    }
+    dst = v * scale;
+    return {};
+  };
+  SLUICE_RETURN_IF_ERROR(num("mem_efficiency", c.mem_efficiency, 1, 1e-3, 1));
+  SLUICE_RETURN_IF_ERROR(num("compute_efficiency", c.compute_efficiency, 1, 1e-3, 1));
+  SLUICE_RETURN_IF_ERROR(num("step_overhead_ms", c.step_overhead_s, 1e-3, 0, 1e4));
+  SLUICE_RETURN_IF_ERROR(num("per_seq_us", c.per_seq_s, 1e-6, 0, 1e7));
+  SLUICE_RETURN_IF_ERROR(num("per_row_us", c.per_row_s, 1e-6, 0, 1e7));
+  c.source = j.value("source", std::string("file ") + path);
+  return c;
+}
+
+namespace {
+
+// Solves the least-squares problem min |A x - b| over the columns in `use` (normal equations,
+// Gaussian elimination with partial pivoting); unused columns get 0. False when singular.
+bool least_squares(const std::vector<std::vector<double>>& a, const std::vector<double>& b,
+                   const std::vector<bool>& use, std::vector<double>& x) {
+  const size_t n = use.size();
+  std::vector<size_t> cols;
+  for (size_t j = 0; j < n; ++j)
+    if (use[j]) cols.push_back(j);
+  const size_t m = cols.size();
+  std::vector<std::vector<double>> ata(m, std::vector<double>(m + 1, 0));
+  for (size_t r = 0; r < a.size(); ++r) {
+    for (size_t i = 0; i < m; ++i) {
+      for (size_t k = 0; k < m; ++k) ata[i][k] += a[r][cols[i]] * a[r][cols[k]];
+      ata[i][m] += a[r][cols[i]] * b[r];
+    }
+  }
+  for (size_t i = 0; i < m; ++i) {
+    size_t p = i;
+    for (size_t k = i + 1; k < m; ++k)
+      if (std::fabs(ata[k][i]) > std::fabs(ata[p][i])) p = k;
+    if (std::fabs(ata[p][i]) < 1e-300) return false;
+    std::swap(ata[i], ata[p]);
+    for (size_t k = 0; k < m; ++k) {
+      if (k == i) continue;
+      const double f = ata[k][i] / ata[i][i];
+      for (size_t c = i; c <= m; ++c) ata[k][c] -= f * ata[i][c];
+    }
+  }
+  x.assign(n, 0);
+  for (size_t i = 0; i < m; ++i) x[cols[i]] = ata[i][m] / ata[i][i];
+  return true;
+}
+
+}  // namespace
+
+Result<SimCalibration> fit_calibration(const std::vector<StepSample>& samples) {
+  // Columns: 1, seqs, memory-bound floor, compute-bound floor. (Rows == seqs in every step
+  // without speculative decoding, so per-row costs fold into per_seq.)
+  std::vector<std::vector<double>> a;
+  std::vector<double> b;
+  int n_mem = 0, n_comp = 0;
+  for (const StepSample& s : samples) {
+    const bool comp = s.flops_s > s.bytes_s;
+    (comp ? n_comp : n_mem)++;
+    a.push_back({1.0, double(s.n_seqs), comp ? 0.0 : s.bytes_s, comp ? s.flops_s : 0.0});
+    b.push_back(s.measured_s);
+  }
+  if (n_mem < 3 || n_comp < 3) {
+    return make_error("calibration needs at least 3 memory-bound and 3 compute-bound steps (got ",
+                      n_mem, " and ", n_comp, ")");
+  }
+  // Non-negative least squares by elimination: a negative overhead term is dropped and the rest
+  // refitted (at most twice); an efficiency above 1 (faster than the roofline) is clamped.
+  std::vector<bool> use = {true, true, true, true};
+  std::vector<double> x;
+  for (int it = 0; it < 3; ++it) {
+    if (!least_squares(a, b, use, x)) return make_error("calibration: singular fit");
+    bool changed = false;
+    for (size_t j = 0; j < 2; ++j) {
+      if (use[j] && x[j] < 0) {
+        use[j] = false;
+        changed = true;
+      }
+    }
+    if (!changed) break;
+  }
+  SimCalibration c;
+  c.step_overhead_s = std::max(x[0], 0.0);
+  c.per_seq_s = std::max(x[1], 0.0);
+  c.mem_efficiency = x[2] > 1 ? 1 / x[2] : 1.0;
+  c.compute_efficiency = x[3] > 1 ? 1 / x[3] : 1.0;
+  return c;
+}
+
+Result<std::vector<StepSample>> measure_engine_steps(Engine& engine, const RecordingExecutor& rec,
+                                                     const StepCostModel& cost, int max_seqs,
+                                                     int max_batch_tokens, int32_t n_vocab_words) {
+  std::vector<StepSample> out;
+  std::mt19937_64 rng(7);
+  const int32_t first = 3;
+  std::uniform_int_distribution<int32_t> word(first, std::max(first, n_vocab_words - 1));
+  auto prompt = [&](int n) {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    for (int32_t& t : p) t = word(rng);
+    return p;
+  };
+  auto run_step = [&]() -> Status {
+    const auto t0 = std::chrono::steady_clock::now();
+    SLUICE_ASSIGN_OR_RETURN(std::vector<EngineEvent> ev, engine.step());
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    (void)ev;
+    if (rec.last_work().empty()) return {};
+    const StepShape shape = make_step_shape(cost.model, cost.precision, rec.last_work());
+    const StepFloors f = step_floors(shape, cost.hw);
+    StepSample s;
+    s.bytes_s = f.bytes_s;
+    s.flops_s = f.flops_s;
+    s.n_seqs = int(rec.last_work().size());
+    s.n_rows = rec.last_rows();
+    s.measured_s = dt;
+    out.push_back(s);
+    return {};
+  };
+  GenerationParams gp;
+  gp.sampling.temperature = 0;
+  gp.ignore_eos = true;
+  // Decode: b sequences of a short prompt, timed once all are decoding.
+  for (int b = 1; b <= max_seqs; b *= 2) {
+    gp.max_tokens = 12;
+    for (int i = 0; i < b; ++i) SLUICE_RETURN_IF_ERROR(engine.add_request(prompt(32), gp).status());
+    int steps = 0;
+    while (engine.has_work()) {
+      const size_t before = out.size();
+      SLUICE_RETURN_IF_ERROR(run_step());
+      // The first step prefills; keep decode steps of the full batch only.
+      if (++steps <= 2 && out.size() > before) out.pop_back();
+    }
+  }
+  // Prefill: one prompt in chunks (compute-bound on a CPU from a few dozen tokens).
+  for (int n = 32; n <= max_batch_tokens; n *= 2) {
+    gp.max_tokens = 1;
+    SLUICE_RETURN_IF_ERROR(engine.add_request(prompt(n), gp).status());
+    while (engine.has_work()) SLUICE_RETURN_IF_ERROR(run_step());
+    SLUICE_RETURN_IF_ERROR(engine.add_request(prompt(n), gp).status());
+    while (engine.has_work()) SLUICE_RETURN_IF_ERROR(run_step());
+  }
+  return out;
+}
+
+}  // namespace sluice::sim

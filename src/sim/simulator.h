@@ -1,0 +1,97 @@
+// `sluice sim`: a serving deployment simulated on virtual hardware. Every replica is the
+// production Engine (scheduler, KV manager, prefix cache, sampler) over a SimulatedExecutor
+// whose VirtualClock the steps advance; a discrete-event loop delivers the workload's arrivals
+// at their times, routes each to a replica (the router's policies) and always steps the
+// replica whose clock is earliest, so replicas run concurrently in virtual time.
+//
+// What is modelled and what is not (docs/sim.md): compute, memory traffic, communication and a
+// calibrated per-step overhead; queues, batching, chunked prefill, preemption and prefix hits
+// exactly as the engine does them. Not modelled: HTTP and tokenization time outside the engine
+// step, speculative decoding, network between router and replicas.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "executor/sim_executor.h"
+#include "loadgen/metrics.h"
+
+namespace sluice::sim {
+
+// One request of the workload: when it arrives, its prompt (token ids of the simulated
+// vocabulary) and how many tokens it generates.
+struct WorkItem {
+  double arrival_s = 0;
+  std::vector<int32_t> prompt;
+  int32_t output_tokens = 1;
+};
+
+// What a routing policy sees of one replica when a request arrives.
+struct ReplicaLoad {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0;
+};
+
+// Chooses a replica for each arrival (router/ policies behind an adapter; tests use their own).
+class RoutePicker {
+ public:
+  virtual ~RoutePicker() = default;
+  // The replica (index into loads) for `item`.
+  virtual int pick(const WorkItem& item, const std::vector<ReplicaLoad>& loads) = 0;
+  // A request of replica `replica` finished (for policies that count their own in-flight load).
+  virtual void finished(int /*replica*/, const WorkItem& /*item*/) {}
+  virtual std::string name() const = 0;
+};
+// Round robin, and least load (running + waiting, then the lowest index).
+std::unique_ptr<RoutePicker> make_round_robin_picker();
+std::unique_ptr<RoutePicker> make_least_load_picker();
+
+struct ServiceConfig {
+  int replicas = 1;
+  SimExecutorConfig executor;  // every replica's (its capacity sizes the KV cache)
+  // The engine of each replica; its clock is set by the simulator. Speculative decoding is not
+  // simulated (refused).
+  EngineConfig engine;
+};
+
+struct ReplicaReport {
+  int64_t requests = 0;
+  uint64_t steps = 0;
+  double busy_s = 0;  // virtual seconds inside steps
+  uint64_t prefix_queried_blocks = 0, prefix_hit_blocks = 0, prefix_hit_tokens = 0;
+  uint64_t prompt_tokens_computed = 0;
+  uint64_t generated_tokens = 0;
+  uint64_t preemptions = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t peak_running = 0;
+};
+
+struct ServiceReport {
+  // One per work item, in the order given (start_s = arrival; times in virtual seconds).
+  std::vector<loadgen::RequestRecord> records;
+  std::vector<ReplicaReport> replicas;
+  double virtual_s = 0;  // last finish
+  double wall_s = 0;     // the simulation's own run time
+  uint64_t steps = 0;
+  // Summed over replicas.
+  uint64_t prefix_queried_blocks = 0, prefix_hit_blocks = 0, prefix_hit_tokens = 0;
+  uint64_t prompt_tokens = 0;  // of all requests
+  double prefix_hit_rate() const {
+    return prefix_queried_blocks ? double(prefix_hit_blocks) / double(prefix_queried_blocks) : 0;
+  }
+};
+
+// Runs `work` (any order; arrivals are sorted) to completion. Deterministic: the same inputs give
+// the same report (wall_s aside). `tokenizer` is the simulated vocabulary
+// (make_synthetic_tokenizer(executor.capacity.n_vocab)).
+Result<ServiceReport> simulate_service(const ServiceConfig& config, const Tokenizer& tokenizer,
+                                       std::vector<WorkItem> work, RoutePicker& picker);
+
+}  // namespace sluice::sim
