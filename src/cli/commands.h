@@ -22,6 +22,8 @@ void register_bench_grammar(CLI::App& app, int& exit_code);
 void register_run(CLI::App& app, int& exit_code);
 void register_plan(CLI::App& app, int& exit_code);
 void register_serve(CLI::App& app, int& exit_code);
+// `sluice router`: one endpoint in front of several OpenAI-compatible backends (src/router).
+void register_router(CLI::App& app, int& exit_code);
 void register_sim(CLI::App& app, int& exit_code);
 
 // Prints "sluice <cmd>: error: <message>" to stderr and returns 1 (the exit code to set).

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   sluice::cli::register_bench_grammar(app, exit_code);
   sluice::cli::register_plan(app, exit_code);
   sluice::cli::register_serve(app, exit_code);
+  sluice::cli::register_router(app, exit_code);
   sluice::cli::register_sim(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -1,0 +1,393 @@
+#include "router/proxy.h"
+
+#include <algorithm>
+#include <cctype>
+#include <csignal>
+#include <cstring>
+
+#include "base/log.h"
+#include "router/routing_key.h"
+#include "server/api_error.h"
+
+namespace sluice::router {
+namespace {
+
+using HandlerResponse = httplib::Server::HandlerResponse;
+using server::ApiError;
+using server::send_error;
+using server::send_json;
+
+ApiError api_error(int status, std::string message, std::string type, std::string code) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// Headers that describe one hop, not the message (RFC 9110 7.6.1), plus what httplib adds to a
+// parsed request and the router's own tag.
+bool hop_by_hop(std::string_view name) {
+  static constexpr const char* kNames[] = {
+      "Connection",      "Keep-Alive",       "Transfer-Encoding", "TE",
+      "Upgrade",         "Proxy-Connection", "Content-Length",    "Host",
+      "Accept-Encoding", "REMOTE_ADDR",      "REMOTE_PORT",       "LOCAL_ADDR",
+      "LOCAL_PORT",      "X-Sluice-Route-Id"};
+  for (const char* n : kNames)
+    if (iequals(name, n)) return true;
+  return false;
+}
+
+// The last "key": <integer> in a stream of JSON text, across chunk boundaries.
+class UsageScanner {
+ public:
+  void feed(std::string_view data) {
+    text_.append(data);
+    scan("\"prompt_tokens\":", prompt_tokens);
+    scan("\"cached_tokens\":", cached_tokens);
+    if (text_.size() > 64) text_.erase(0, text_.size() - 64);
+  }
+  int64_t prompt_tokens = -1;
+  int64_t cached_tokens = -1;
+
+ private:
+  void scan(std::string_view key, int64_t& out) {
+    size_t at = text_.rfind(key);
+    if (at == std::string::npos) return;
+    at += key.size();
+    while (at < text_.size() && text_[at] == ' ') ++at;
+    size_t end = at;
+    while (end < text_.size() && std::isdigit(static_cast<unsigned char>(text_[end]))) ++end;
+    if (end == at || end == text_.size()) return;  // no number, or it may continue
+    out = std::stoll(text_.substr(at, end - at));
+  }
+  std::string text_;
+};
+
+// usage of a whole JSON answer: prompt_tokens and prompt_tokens_details.cached_tokens.
+std::pair<int64_t, int64_t> usage_of(const std::string& body) {
+  const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("usage") || !j["usage"].is_object()) return {-1, -1};
+  const nlohmann::json& u = j["usage"];
+  const int64_t prompt = u.value("prompt_tokens", int64_t(-1));
+  int64_t cached = -1;
+  if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object())
+    cached = u["prompt_tokens_details"].value("cached_tokens", int64_t(-1));
+  return {prompt, cached};
+}
+
+// Keeps a picked backend's load counted until the answer is over (also for streams, whose
+// last piece is sent after the handler returned).
+struct InFlight {
+  Backends* backends;
+  int backend;
+  ~InFlight() { backends->finish(backend); }
+};
+
+// One streamed answer being passed on (owned by the response's content provider).
+struct StreamState {
+  std::unique_ptr<InFlight> in_flight;
+  std::unique_ptr<Connection> conn;
+  Wait wait;
+  bool sse = false;
+  bool complete = false;
+  std::string last2;  // the last two bytes forwarded (does an SSE event end there?)
+  UsageScanner usage;
+};
+
+}  // namespace
+
+RouterServer::RouterServer(RouterConfig config) : config_(std::move(config)), http_(config_.http) {
+  register_routes();
+}
+
+RouterServer::~RouterServer() {
+  shutdown();
+}
+
+Result<int> RouterServer::start() {
+  if (config_.backends.empty()) return make_error("no backend (give --backend URL at least once)");
+  std::vector<Endpoint> eps;
+  for (const std::string& url : config_.backends) {
+    SLUICE_ASSIGN_OR_RETURN(Endpoint ep, parse_backend_url(url));
+    eps.push_back(std::move(ep));
+  }
+  backends_ = std::make_unique<Backends>(std::move(eps), config_.policy, config_.backends_options);
+  std::signal(SIGPIPE, SIG_IGN);
+  backends_->poll_once(&stop_);
+  SLUICE_ASSIGN_OR_RETURN(port_, http_.bind_port(config_.host, config_.port));
+  listener_ = std::thread([this] { http_.serve(); });
+  health_ = std::thread([this] { health_loop(); });
+  started_ = true;
+  return port_;
+}
+
+void RouterServer::health_loop() {
+  const auto interval = std::chrono::duration<double>(config_.health_interval_s);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, interval, [this] { return stop_.load(); });
+    if (stop_) break;
+    lock.unlock();
+    backends_->poll_once(&stop_);
+    lock.lock();
+  }
+}
+
+void RouterServer::shutdown() {
+  if (stopped_ || !started_) return;
+  stopped_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (int i = 0; i < 2000 && !http_.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  http_.stop();
+  if (listener_.joinable()) listener_.join();
+  if (health_.joinable()) health_.join();
+}
+
+void RouterServer::register_routes() {
+  http_.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return HandlerResponse::Unhandled;
+        if (res.status == 404) {
+          send_error(res, api_error(404, "no route for " + req.method + " " + req.path,
+                                    "not_found_error", "not_found"));
+        } else {
+          send_error(res, api_error(res.status, "the HTTP request is malformed",
+                                    "invalid_request_error", "bad_request"));
+        }
+        return HandlerResponse::Handled;
+      }));
+  http_.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SLUICE_LOG(kError, "router: handler failed: " + what);
+        send_error(res, server::internal_error("internal error: " + what));
+      });
+  http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const int n = backends_->n_healthy();
+    if (n > 0) {
+      send_json(res, 200, {{"status", "ok"}, {"healthy_backends", n}});
+      return;
+    }
+    ApiError e = api_error(503, "no healthy backend", "service_unavailable", "no_backend");
+    e.retry_after_s = 1;
+    send_error(res, e);
+  });
+  http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(backends_->render_metrics(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, backends_->models_json());
+  });
+  http_.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (auto card = backends_->model_card(id)) return send_json(res, 200, *card);
+    ApiError e = api_error(404, "the model '" + id + "' does not exist", "invalid_request_error",
+                           "model_not_found");
+    e.param = "model";
+    send_error(res, e);
+  });
+  http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    forward(req, res, Kind::kChat);
+  });
+  http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    forward(req, res, Kind::kCompletion);
+  });
+  http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    forward(req, res, Kind::kOther);
+  });
+  http_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    forward(req, res, Kind::kOther);
+  });
+}
+
+void RouterServer::forward(const httplib::Request& req, httplib::Response& res, Kind kind) {
+  const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) {
+    return send_error(res, server::bad_request("the request body is not a JSON object"));
+  }
+  const bool generation = kind != Kind::kOther;
+  const RequestInfo info = describe_request(body, kind == Kind::kChat);
+  const int client_fd = server::current_connection_socket();
+  Wait wait;
+  wait.timeout_ms = config_.upstream_timeout_s * 1000;
+  wait.client_fd = client_fd;
+  wait.stop = &stop_;
+
+  // The request as the backend gets it, but for the route tag.
+  std::string head_common = " HTTP/1.1\r\n";
+  for (const auto& [k, v] : req.headers) {
+    if (!hop_by_hop(k)) head_common += k + ": " + v + "\r\n";
+  }
+  head_common += "Content-Length: " + std::to_string(req.body.size()) + "\r\n";
+
+  std::vector<int> tried;
+  std::string last_error;
+  std::optional<std::pair<ResponseHead, std::string>> last_5xx;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto picked = backends_->pick(info.model, generation ? info.key : "", tried, generation);
+    if (auto* e = std::get_if<ApiError>(&picked)) {
+      if (attempt == 0) return send_error(res, *e);
+      break;  // nowhere to retry
+    }
+    const Pick p = std::get<Pick>(picked);
+    std::unique_ptr<InFlight> in_flight(new InFlight{backends_.get(), p.backend});
+    tried.push_back(p.backend);
+    if (attempt > 0) backends_->record_retry(p.backend);
+    ConnectionPool& pool = backends_->pool(p.backend);
+    const std::string& url = pool.endpoint().url;
+
+    Result<std::unique_ptr<Connection>> conn = pool.acquire(config_.connect_timeout_ms);
+    if (!conn.ok()) {
+      last_error = conn.message();
+      backends_->record_failure(p.backend, /*take_out=*/true, last_error);
+      continue;
+    }
+    std::string request = req.method + " " + req.target + head_common +
+                          "Host: " + pool.endpoint().host + ":" +
+                          std::to_string(pool.endpoint().port) + "\r\n";
+    if (p.route_id) request += "X-Sluice-Route-Id: " + std::to_string(p.route_id) + "\r\n";
+    request += "\r\n";
+    request += req.body;
+    if (Status st = (*conn)->write_request(request, config_.connect_timeout_ms); !st.ok()) {
+      last_error = url + ": " + st.message();
+      backends_->record_failure(p.backend, false, last_error);
+      continue;
+    }
+    ReadResult why = ReadResult::kError;
+    Result<ResponseHead> head = (*conn)->read_head(wait, &why);
+    if (!head.ok()) {
+      if (why == ReadResult::kClientGone) {
+        backends_->record_client_gone();
+        return;  // closing the connection tells the backend
+      }
+      last_error = url + ": " + head.message();
+      backends_->record_failure(p.backend, false, last_error);
+      if (why == ReadResult::kTimeout || stop_) break;  // not retried: it may still be working
+      continue;
+    }
+    if (head->status >= 500) {
+      std::string err_body;
+      (*conn)->read_all(err_body, wait, size_t(1) << 20);
+      last_error = url + " answered " + std::to_string(head->status);
+      backends_->record_failure(p.backend, false, last_error);
+      last_5xx.emplace(std::move(*head), std::move(err_body));
+      continue;
+    }
+
+    // The answer starts: from here on it is this backend's.
+    res.status = head->status;
+    std::string content_type = head->header("Content-Type");
+    for (const auto& [k, v] : head->headers) {
+      if (!hop_by_hop(k) && !iequals(k, "Content-Type")) res.set_header(k, v);
+    }
+    const bool sized = !head->header("Content-Length").empty() &&
+                       head->header("Transfer-Encoding").find("chunked") == std::string::npos;
+    if (sized) {
+      std::string out;
+      const ReadResult r = (*conn)->read_all(out, wait, config_.http.max_body_bytes);
+      if (r == ReadResult::kClientGone) {
+        backends_->record_client_gone();
+        return;
+      }
+      if (r != ReadResult::kEnd) {
+        backends_->record_stream_error(p.backend);
+        res.headers.clear();
+        return send_error(res, api_error(502, "the backend " + url + " broke off its answer",
+                                         "server_error", "backend_error"));
+      }
+      if (generation) {
+        const auto [prompt, cached] = usage_of(out);
+        backends_->record_usage(p.backend, prompt, cached);
+      }
+      pool.release(std::move(*conn));
+      res.set_content(std::move(out), content_type.empty() ? "application/json" : content_type);
+      return;
+    }
+    auto st = std::make_shared<StreamState>();
+    st->in_flight = std::move(in_flight);
+    st->conn = std::move(*conn);
+    st->wait = wait;
+    st->sse = content_type.find("text/event-stream") != std::string::npos;
+    Backends* backends = backends_.get();
+    const int b = p.backend;
+    res.set_chunked_content_provider(
+        content_type.empty() ? "application/octet-stream" : content_type,
+        [st, backends, b, url, generation](size_t, httplib::DataSink& sink) {
+          std::string data;
+          while (true) {
+            data.clear();
+            const ReadResult r = st->conn->read_body(data, st->wait);
+            if (r == ReadResult::kData) {
+              if (generation) st->usage.feed(data);
+              st->last2.append(data, data.size() - std::min<size_t>(data.size(), 2));
+              if (st->last2.size() > 2) st->last2.erase(0, st->last2.size() - 2);
+              if (!sink.write(data.data(), data.size())) return false;
+              continue;
+            }
+            if (r == ReadResult::kEnd) {
+              st->complete = true;
+              sink.done();
+              return true;
+            }
+            if (r == ReadResult::kClientGone) {
+              backends->record_client_gone();
+              return false;
+            }
+            backends->record_stream_error(b);
+            if (!st->sse) return false;  // cut without the last chunk: visibly incomplete
+            ApiError e = api_error(502,
+                                   r == ReadResult::kTimeout
+                                       ? "the backend " + url + " stopped answering"
+                                       : "the backend " + url + " broke off its answer",
+                                   "server_error", "backend_error");
+            std::string ev = st->last2 == "\n\n" || st->last2.empty() ? "" : "\n\n";
+            ev += "data: " + server::to_wire(e.to_json()) + "\n\ndata: [DONE]\n\n";
+            sink.write(ev.data(), ev.size());
+            sink.done();
+            return true;
+          }
+        },
+        [st, backends, b, generation, pool = &pool](bool) {
+          if (generation)
+            backends->record_usage(b, st->usage.prompt_tokens, st->usage.cached_tokens);
+          if (st->complete) pool->release(std::move(st->conn));
+          st->conn.reset();  // closes an unfinished backend connection: the backend aborts
+          st->in_flight.reset();
+        });
+    return;
+  }
+  if (last_5xx) {
+    res.status = last_5xx->first.status;
+    for (const auto& [k, v] : last_5xx->first.headers) {
+      if (!hop_by_hop(k) && !iequals(k, "Content-Type")) res.set_header(k, v);
+    }
+    const std::string ct = last_5xx->first.header("Content-Type");
+    res.set_content(std::move(last_5xx->second), ct.empty() ? "application/json" : ct);
+    return;
+  }
+  send_error(res, api_error(502, "no backend could answer: " + last_error, "server_error",
+                            "backend_unavailable"));
+}
+
+}  // namespace sluice::router

@@ -1,0 +1,91 @@
+// `sluice router`: one OpenAI-compatible endpoint in front of many backends (sluice serve,
+// llama-server, vLLM, ...). docs/router.md.
+//
+//   RouterServer r(config);
+//   Result<int> port = r.start();  // one health round first, then listening
+//   ...
+//   r.shutdown();
+//
+// Routes: the same as sluice serve's. /v1/chat/completions, /v1/completions: routed by the
+// policy (policy.h); /tokenize, /detokenize: to a backend serving the named model; /v1/models:
+// the union of the backends'; /health: 200 while some backend is healthy; /metrics: the
+// router's own counters (backends.h).
+//
+// A proxied request, on its connection thread:
+//
+//   pick backend --> send --> read head ---------> 2xx-4xx: answer with it; the body follows
+//        ^                        |                  as it arrives (SSE event by event)
+//        |  (once, another one)   | connect error,
+//        +------------------------+ closed before the head, 5xx
+//
+// Bodies pass through unchanged (streams are re-chunked, their bytes are the backend's). A
+// backend that breaks off after the head: a stream ends with an SSE error event and
+// `data: [DONE]`, a whole answer becomes a 502 in OpenAI's error shape; a non-SSE stream is cut
+// without its last chunk, so the client sees an incomplete body. A client that hangs up closes
+// the backend connection (sluice serve then aborts the generation).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "router/backends.h"
+#include "router/policy.h"
+#include "server/http_transport.h"
+
+namespace sluice::router {
+
+struct RouterConfig {
+  std::vector<std::string> backends;  // http://HOST:PORT each
+  std::string host = "127.0.0.1";
+  int port = 8000;  // 0: an ephemeral port
+  PolicyConfig policy;
+  double health_interval_s = 1.0;
+  int connect_timeout_ms = 2000;
+  int upstream_timeout_s = 600;  // longest silence of a backend within one answer
+  BackendsOptions backends_options;
+  server::HttpLimits http;
+};
+
+class RouterServer {
+ public:
+  explicit RouterServer(RouterConfig config);
+  ~RouterServer();  // shutdown()
+  RouterServer(const RouterServer&) = delete;
+  RouterServer& operator=(const RouterServer&) = delete;
+
+  // Checks the backend URLs, polls every backend once, binds and starts serving and polling.
+  // Returns the bound port.
+  Result<int> start();
+  // Stops accepting and polling; answers still streaming end with an error event. Idempotent.
+  void shutdown();
+  int port() const { return port_; }
+  Backends& backends() { return *backends_; }
+  // One health round now (tests; the background thread keeps its own schedule).
+  void poll_now() { backends_->poll_once(&stop_); }
+
+ private:
+  enum class Kind { kChat, kCompletion, kOther };
+  void register_routes();
+  void forward(const httplib::Request& req, httplib::Response& res, Kind kind);
+  void health_loop();
+
+  const RouterConfig config_;
+  std::unique_ptr<Backends> backends_;
+  server::HttpServer http_;
+  std::thread listener_;
+  std::thread health_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int port_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace sluice::router
