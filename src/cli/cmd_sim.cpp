@@ -49,7 +49,8 @@ struct Options {
   bool ideal = false;       // no calibration: the bare roofline
   int tp = 1, pp = 1, pp_micro = 0;
   int replicas = 1;
-  std::string router = "round_robin";
+  std::string router = "cache_aware";
+  router::PolicyConfig policy;
   int weight_bits = -1, kv_bits = 16, act_bits = -1;
   double mem_util = 0.9;
   double kv_cache_gb = 0;
@@ -62,6 +63,9 @@ struct Options {
   int num_prompts = 200;
   int input_len = 128, output_len = 128, prefix_len = 0;
   double range_ratio = 0;
+  double scale_tokens = 1, scale_time = 1;
+  int trace_start = 0;
+  loadgen::MultiturnParams mt;
   std::string rate = "inf";
   std::vector<std::string> sweep;
   double burstiness = 1.0;
@@ -290,12 +294,37 @@ Result<Workload> build_workload(const Options& o, const Deployment& d, double ra
     for (size_t i = 0; i < w.items.size(); ++i) w.items[i].arrival_s = t[i];
     return w;
   }
-  return make_error("--dataset must be 'synthetic' (got '", o.dataset, "')");
-}
-
-std::unique_ptr<sim::RoutePicker> make_picker(const std::string& name) {
-  if (name == "least_load") return sim::make_least_load_picker();
-  return sim::make_round_robin_picker();
+  loadgen::Dataset ds;
+  if (o.dataset.rfind("mooncake:", 0) == 0) {
+    loadgen::MooncakeParams p;
+    p.path = o.dataset.substr(9);
+    p.start = o.trace_start;
+    p.n_prompts = o.num_prompts;
+    p.scale_tokens = o.scale_tokens;
+    p.scale_time = o.scale_time;
+    p.vocab_size = kSimVocab;
+    p.seed = o.seed;
+    SLUICE_ASSIGN_OR_RETURN(ds, loadgen::load_mooncake(p, nullptr));
+  } else if (o.dataset == "multiturn") {
+    loadgen::MultiturnParams p = o.mt;
+    p.rate = rate;
+    p.vocab_size = kSimVocab;
+    p.seed = o.seed;
+    SLUICE_ASSIGN_OR_RETURN(ds, loadgen::make_multiturn(p, nullptr));
+  } else {
+    return make_error("--dataset must be synthetic, mooncake:FILE or multiturn (got '", o.dataset,
+                      "')");
+  }
+  w.description = ds.description;
+  w.exact = true;
+  for (loadgen::RequestSpec& r : ds.requests) {
+    sim::WorkItem it;
+    it.arrival_s = r.arrival_s;
+    it.prompt = std::move(r.prompt_ids);
+    it.output_tokens = int32_t(std::max<int64_t>(r.output_tokens, 1));
+    w.items.push_back(std::move(it));
+  }
+  return w;
 }
 
 struct SimRun {
@@ -308,7 +337,7 @@ Result<SimRun> run_once(const Options& o, const Deployment& d, const Layout& l, 
   SLUICE_ASSIGN_OR_RETURN(sim::ServiceConfig sc, service_config(o, d, l));
   SLUICE_ASSIGN_OR_RETURN(Workload w, build_workload(o, d, rate));
   SLUICE_ASSIGN_OR_RETURN(Tokenizer tok, make_synthetic_tokenizer(kSimVocab));
-  std::unique_ptr<sim::RoutePicker> picker = make_picker(o.router);
+  std::unique_ptr<sim::RoutePicker> picker = sim::make_router_picker(o.policy, l.replicas);
   const size_t n = w.items.size();
   SimRun r;
   SLUICE_ASSIGN_OR_RETURN(r.report, sim::simulate_service(sc, tok, std::move(w.items), *picker));
@@ -323,6 +352,15 @@ Result<SimRun> run_once(const Options& o, const Deployment& d, const Layout& l, 
   info.exact_token_counts = w.exact;
   info.num_prompts = int(n);
   info.rate = rate;
+  if (o.dataset != "synthetic" && n > 1) {
+    // Replays bring their own arrival times: report the rate they offered.
+    double first = r.run.records.front().start_s, last = first;
+    for (const loadgen::RequestRecord& x : r.run.records) {
+      first = std::min(first, x.start_s);
+      last = std::max(last, x.start_s);
+    }
+    info.rate = last > first ? double(n - 1) / (last - first) : loadgen::kInfiniteRate;
+  }
   info.burstiness = o.burstiness;
   info.seed = o.seed;
   return r;
@@ -473,18 +511,17 @@ Status run_sim(const Options& o) {
     SLUICE_ASSIGN_OR_RETURN(double r, parse_rate_arg(s));
     rates.push_back(r);
   }
-  if (o.router != "round_robin" && o.router != "least_load") {
-    return make_error("--router must be round_robin or least_load (got '", o.router, "')");
-  }
+  Options opts = o;
+  SLUICE_ASSIGN_OR_RETURN(opts.policy.policy, router::parse_policy(o.router));
   if (!o.find.empty()) {
     if (o.find != "min-chips") return make_error("--find takes 'min-chips'");
-    return find_min_chips(o, d, rates.front(), slo);
+    return find_min_chips(opts, d, rates.front(), slo);
   }
   const Layout l{o.tp, o.pp, o.replicas};
   std::vector<loadgen::RunResult> runs;
   std::string details;
   for (double rate : rates) {
-    SLUICE_ASSIGN_OR_RETURN(SimRun r, run_once(o, d, l, rate, slo));
+    SLUICE_ASSIGN_OR_RETURN(SimRun r, run_once(opts, d, l, rate, slo));
     details += "\n### rate " + loadgen::rate_label(rate) + "\n" + sim_details(d, l, r);
     runs.push_back(std::move(r.run));
   }
@@ -528,7 +565,17 @@ void register_sim(CLI::App& app, int& exit_code) {
   cmd->add_option("--replicas", o->replicas, "Replicas behind the router")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--router", o->router, "round_robin or least_load")->capture_default_str();
+  cmd->add_option("--router", o->router, "cache_aware, least_load or round_robin (sluice router's)")
+      ->capture_default_str();
+  cmd->add_option("--cache-threshold", o->policy.cache_threshold,
+                  "cache_aware: prefix match / prompt needed to route by affinity")
+      ->capture_default_str();
+  cmd->add_option("--balance-abs-threshold", o->policy.balance_abs_threshold,
+                  "cache_aware: load imbalance (max - min) that routes to the least loaded")
+      ->capture_default_str();
+  cmd->add_option("--balance-rel-threshold", o->policy.balance_rel_threshold,
+                  "cache_aware: ... when also max > this x min")
+      ->capture_default_str();
   cmd->add_option("--weight-bits", o->weight_bits, "16, 8 or 4 (default: 16, or as stored)");
   cmd->add_option("--kv-bits", o->kv_bits, "KV element bits")->capture_default_str();
   cmd->add_option("--act-bits", o->act_bits, "16 (bf16 FLOPs) or 8 (int8)");
@@ -547,8 +594,27 @@ void register_sim(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--block-size", o->block_size, "Tokens per KV block")->capture_default_str();
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "Do not reuse KV of repeated prefixes");
-  cmd->add_option("--dataset", o->dataset, "synthetic")->capture_default_str();
-  cmd->add_option("--num-prompts", o->num_prompts, "Requests")->capture_default_str();
+  cmd->add_option("--dataset", o->dataset, "synthetic, mooncake:FILE or multiturn")
+      ->capture_default_str();
+  cmd->add_option("--scale-tokens", o->scale_tokens, "mooncake: lengths and block size times X")
+      ->capture_default_str();
+  cmd->add_option("--scale-time", o->scale_time, "mooncake: inter-arrival times times Y")
+      ->capture_default_str();
+  cmd->add_option("--trace-start", o->trace_start, "mooncake: first line used")
+      ->capture_default_str();
+  cmd->add_option("--mt-conversations", o->mt.n_conversations, "multiturn: conversations")
+      ->capture_default_str();
+  cmd->add_option("--mt-turns", o->mt.n_turns, "multiturn: turns each")->capture_default_str();
+  cmd->add_option("--mt-system-len", o->mt.system_len, "multiturn: shared system prompt words")
+      ->capture_default_str();
+  cmd->add_option("--mt-user-len", o->mt.user_len, "multiturn: words per user turn")
+      ->capture_default_str();
+  cmd->add_option("--mt-output-len", o->mt.output_len, "multiturn: tokens per reply")
+      ->capture_default_str();
+  cmd->add_option("--mt-think-time", o->mt.think_time_s, "multiturn: seconds between turns")
+      ->capture_default_str();
+  cmd->add_option("--num-prompts", o->num_prompts, "Requests (mooncake: 0 = the whole trace)")
+      ->capture_default_str();
   cmd->add_option("--input-len", o->input_len, "Synthetic prompt tokens")->capture_default_str();
   cmd->add_option("--output-len", o->output_len, "Tokens generated")->capture_default_str();
   cmd->add_option("--prefix-len", o->prefix_len, "Leading prompt tokens shared by every request")

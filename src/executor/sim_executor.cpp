@@ -55,6 +55,7 @@ SimStepCost SimulatedExecutor::step_cost(const Batch& batch) {
 Status SimulatedExecutor::execute(const Batch& batch, Logits& out) {
   SLUICE_RETURN_IF_ERROR(validate_batch(batch, config_.capacity));
   SLUICE_RETURN_IF_ERROR(validate_block_copies(batch.block_copies, config_.capacity.n_blocks));
+  if (observer_) observer_(batch);
   const SimStepCost c = step_cost(batch);
   clock_.advance(c.seconds());
   busy_s_ += c.seconds();

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "base/clock.h"
@@ -64,6 +65,8 @@ class SimulatedExecutor final : public Executor {
   // The modelled time of `batch` (what execute() advances the clock by).
   SimStepCost step_cost(const Batch& batch);
   const SimExecutorConfig& config() const { return config_; }
+  // Called with every batch execute() accepts, before the clock moves (traces, tests).
+  void set_observer(std::function<void(const Batch&)> f) { observer_ = std::move(f); }
   // The token every logits row points at.
   static constexpr int32_t kOutputToken = 3;
   uint64_t steps() const { return steps_; }
@@ -77,6 +80,7 @@ class SimulatedExecutor final : public Executor {
   std::vector<Batch> micro_;
   std::vector<SeqWork> work_;
   CommStats last_comm_;
+  std::function<void(const Batch&)> observer_;
   uint64_t steps_ = 0;
   double busy_s_ = 0;
 };

@@ -171,18 +171,21 @@ Result<std::vector<StepSample>> measure_engine_steps(Engine& engine, const Recor
   GenerationParams gp;
   gp.sampling.temperature = 0;
   gp.ignore_eos = true;
-  // Decode: b sequences of a short prompt, timed once all are decoding.
-  for (int b = 1; b <= max_seqs; b *= 2) {
-    gp.max_tokens = 12;
-    for (int i = 0; i < b; ++i) SLUICE_RETURN_IF_ERROR(engine.add_request(prompt(32), gp).status());
-    int steps = 0;
-    while (engine.has_work()) {
-      const size_t before = out.size();
-      SLUICE_RETURN_IF_ERROR(run_step());
-      // The first step prefills; keep decode steps of the full batch only.
-      if (++steps <= 2 && out.size() > before) out.pop_back();
+  // Decode: b sequences of a short prompt, and a few batches of a longer one (KV bytes then vary
+  // apart from the batch size, so the fit can tell per-sequence costs from bandwidth). Every step
+  // is a sample, the prefill of each batch included.
+  auto decode_runs = [&](int prompt_len, int max_b, int step_b) -> Status {
+    for (int b = 1; b <= std::min(max_b, max_seqs); b *= step_b) {
+      gp.max_tokens = 16;
+      for (int i = 0; i < b; ++i) {
+        SLUICE_RETURN_IF_ERROR(engine.add_request(prompt(prompt_len), gp).status());
+      }
+      while (engine.has_work()) SLUICE_RETURN_IF_ERROR(run_step());
     }
-  }
+    return {};
+  };
+  SLUICE_RETURN_IF_ERROR(decode_runs(32, 32, 2));
+  SLUICE_RETURN_IF_ERROR(decode_runs(256, 16, 4));
   // Prefill: one prompt in chunks (compute-bound on a CPU from a few dozen tokens).
   for (int n = 32; n <= max_batch_tokens; n *= 2) {
     gp.max_tokens = 1;

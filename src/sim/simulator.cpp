@@ -10,30 +10,37 @@ namespace sluice::sim {
 
 namespace {
 
-class RoundRobinPicker final : public RoutePicker {
+class RouterPicker final : public RoutePicker {
  public:
-  int pick(const WorkItem&, const std::vector<ReplicaLoad>& loads) override {
-    return int(next_++ % loads.size());
+  RouterPicker(const router::PolicyConfig& config, int replicas)
+      : router_(config, replicas), in_flight_(size_t(replicas), 0) {}
+  int pick(const WorkItem& item, const std::vector<ReplicaLoad>& loads) override {
+    backends_.resize(loads.size());
+    for (size_t i = 0; i < loads.size(); ++i) {
+      backends_[i].eligible = true;
+      backends_[i].in_flight = in_flight_[i];
+      backends_[i].running = loads[i].running;
+      backends_[i].waiting = loads[i].waiting;
+    }
+    const std::string_view key = key_of(item);
+    const router::RouteDecision d = router_.choose(key, backends_);
+    if (d.backend >= 0) {
+      router_.insert(d.backend, key);
+      ++in_flight_[size_t(d.backend)];
+    }
+    return d.backend;
   }
-  std::string name() const override { return "round_robin"; }
+  void finished(int replica, const WorkItem&) override { --in_flight_[size_t(replica)]; }
+  std::string name() const override { return router::policy_name(router_.config().policy); }
 
  private:
-  uint64_t next_ = 0;
-};
-
-class LeastLoadPicker final : public RoutePicker {
- public:
-  int pick(const WorkItem&, const std::vector<ReplicaLoad>& loads) override {
-    int best = 0;
-    for (int i = 1; i < int(loads.size()); ++i) {
-      if (loads[size_t(i)].running + loads[size_t(i)].waiting <
-          loads[size_t(best)].running + loads[size_t(best)].waiting) {
-        best = i;
-      }
-    }
-    return best;
+  static std::string_view key_of(const WorkItem& item) {
+    return {reinterpret_cast<const char*>(item.prompt.data()),
+            item.prompt.size() * sizeof(int32_t)};
   }
-  std::string name() const override { return "least_load"; }
+  router::Router router_;
+  std::vector<int64_t> in_flight_;
+  std::vector<router::BackendLoad> backends_;
 };
 
 struct Replica {
@@ -65,11 +72,8 @@ loadgen::RequestRecord record_of(const RequestTimes& t, const EngineEvent& ev, i
 
 }  // namespace
 
-std::unique_ptr<RoutePicker> make_round_robin_picker() {
-  return std::make_unique<RoundRobinPicker>();
-}
-std::unique_ptr<RoutePicker> make_least_load_picker() {
-  return std::make_unique<LeastLoadPicker>();
+std::unique_ptr<RoutePicker> make_router_picker(const router::PolicyConfig& config, int replicas) {
+  return std::make_unique<RouterPicker>(config, replicas);
 }
 
 Result<ServiceReport> simulate_service(const ServiceConfig& config, const Tokenizer& tokenizer,
@@ -80,8 +84,13 @@ Result<ServiceReport> simulate_service(const ServiceConfig& config, const Tokeni
     return make_error("sim: speculative decoding is not simulated");
   }
   std::vector<Replica> reps(size_t(config.replicas));
-  for (Replica& r : reps) {
+  for (size_t i = 0; i < reps.size(); ++i) {
+    Replica& r = reps[i];
     r.executor = std::make_unique<SimulatedExecutor>(config.executor, r.clock);
+    if (config.on_step) {
+      r.executor->set_observer(
+          [&config, &r, i](const Batch& b) { config.on_step(int(i), b, r.clock.now()); });
+    }
     EngineConfig ec = config.engine;
     ec.clock = &r.clock;
     ec.cost_model.reset();

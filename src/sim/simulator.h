@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "executor/sim_executor.h"
 #include "loadgen/metrics.h"
+#include "router/policy.h"
 
 namespace sluice::sim {
 
@@ -49,9 +50,10 @@ class RoutePicker {
   virtual void finished(int /*replica*/, const WorkItem& /*item*/) {}
   virtual std::string name() const = 0;
 };
-// Round robin, and least load (running + waiting, then the lowest index).
-std::unique_ptr<RoutePicker> make_round_robin_picker();
-std::unique_ptr<RoutePicker> make_least_load_picker();
+// The policies of `sluice router` (router/policy.h: cache_aware, least_load, round_robin), the
+// same code deciding on virtual replicas. The routing key is the prompt's token ids as bytes;
+// the load of a replica is max(requests routed there and not finished, its running + waiting).
+std::unique_ptr<RoutePicker> make_router_picker(const router::PolicyConfig& config, int replicas);
 
 struct ServiceConfig {
   int replicas = 1;
@@ -59,6 +61,8 @@ struct ServiceConfig {
   // The engine of each replica; its clock is set by the simulator. Speculative decoding is not
   // simulated (refused).
   EngineConfig engine;
+  // Observes every step: (replica, its batch, the virtual time the step starts).
+  std::function<void(int, const Batch&, double)> on_step;
 };
 
 struct ReplicaReport {
