@@ -2,7 +2,9 @@
 // (src/loadgen). Sends streaming requests on an open-loop arrival schedule (Poisson or gamma,
 // optionally capped in flight), measures TTFT, TPOT, ITL and E2EL from the event streams, and
 // reports throughput, latency percentiles and goodput as markdown or JSON; `--sweep` runs one
-// benchmark per rate and plots the latency-throughput curve (docs/perf.md).
+// benchmark per rate and plots the latency-throughput curve (docs/perf.md). Replays a Mooncake
+// trace or multi-turn chats at their own arrival times, and reports the servers' prefix-cache
+// hit rate from their /metrics.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -23,6 +25,7 @@
 #include "loadgen/metrics.h"
 #include "loadgen/report.h"
 #include "loadgen/runner.h"
+#include "loadgen/server_metrics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sluice::cli {
@@ -52,6 +55,13 @@ struct ServeBenchOptions {
   std::string tokenizer;
   double timeout_s = 600;
   bool quiet = false;
+  // Replays (--dataset mooncake:FILE / multiturn).
+  double scale_tokens = 1;
+  double scale_time = 1;
+  int trace_start = 0;
+  int32_t vocab_size = 0;
+  loadgen::MultiturnParams mt;
+  std::vector<std::string> metrics_urls;
 };
 
 // "finished/total requests" redrawn in place on stderr; silent unless stderr is a terminal.
@@ -152,8 +162,27 @@ Status run_bench_serve(const ServeBenchOptions& o) {
     tokenizer.emplace(std::move(t));
   }
   const Tokenizer* tok = tokenizer ? &*tokenizer : nullptr;
+  const bool mooncake = o.dataset.rfind("mooncake:", 0) == 0;
+  const bool multiturn = o.dataset == "multiturn";
+  if (mooncake && !o.sweep.empty()) {
+    return make_error(
+        "--sweep does not apply to a trace replay (it has its own arrival times; "
+        "use --scale-time)");
+  }
   loadgen::Dataset dataset;
-  if (o.dataset == "synthetic") {
+  if (mooncake) {
+    loadgen::MooncakeParams p;
+    p.path = o.dataset.substr(9);
+    p.start = o.trace_start;
+    p.n_prompts = o.num_prompts;
+    p.scale_tokens = o.scale_tokens;
+    p.scale_time = o.scale_time;
+    p.vocab_size = o.vocab_size;
+    p.seed = o.seed;
+    SLUICE_ASSIGN_OR_RETURN(dataset, loadgen::load_mooncake(p, tok));
+  } else if (multiturn) {
+    // Built per rate below (the rate is the conversations' arrival rate).
+  } else if (o.dataset == "synthetic") {
     loadgen::SyntheticParams p;
     p.n_prompts = o.num_prompts;
     p.input_len = o.input_len;
@@ -172,7 +201,9 @@ Status run_bench_serve(const ServeBenchOptions& o) {
     SLUICE_ASSIGN_OR_RETURN(
         dataset, loadgen::load_jsonl(o.dataset.substr(6), o.num_prompts, o.output_len, tok));
   } else {
-    return make_error("--dataset must be 'synthetic' or 'jsonl:FILE' (got '", o.dataset, "')");
+    return make_error(
+        "--dataset must be 'synthetic', 'jsonl:FILE', 'mooncake:FILE' or 'multiturn' (got '",
+        o.dataset, "')");
   }
 
   loadgen::ClientConfig client;
@@ -186,6 +217,12 @@ Status run_bench_serve(const ServeBenchOptions& o) {
   client.model = o.model.empty() ? discover_model(base, client.api_key) : o.model;
   raise_fd_limit();
 
+  std::vector<std::string> metrics_urls = o.metrics_urls;
+  if (metrics_urls.empty()) metrics_urls.push_back(loadgen::default_metrics_url(o.url));
+  for (const std::string& u : metrics_urls) {
+    SLUICE_RETURN_IF_ERROR(loadgen::parse_base_url(u));  // a typo fails now, not after the run
+  }
+
   loadgen::Slo slo;
   slo.ttft_ms = o.slo_ttft_ms;
   slo.tpot_ms = o.slo_tpot_ms;
@@ -196,18 +233,42 @@ Status run_bench_serve(const ServeBenchOptions& o) {
     lp.burstiness = o.burstiness;
     lp.max_concurrency = o.concurrency;
     lp.seed = o.seed;
-    RequestProgress bar("rate " + loadgen::rate_label(rate), !o.quiet);
+    if (multiturn) {
+      loadgen::MultiturnParams p = o.mt;
+      p.rate = rate;
+      p.vocab_size = o.vocab_size;
+      p.seed = o.seed;
+      SLUICE_ASSIGN_OR_RETURN(dataset, loadgen::make_multiturn(p, tok));
+    }
+    RequestProgress bar(mooncake ? std::string("trace") : "rate " + loadgen::rate_label(rate),
+                        !o.quiet);
     loadgen::RunResult run;
+    Result<loadgen::PrefixCacheCounters> before = loadgen::scrape_prefix_cache(metrics_urls);
     run.records = loadgen::run_load(dataset.requests, lp, client,
                                     [&bar](size_t done, size_t total) { bar.update(done, total); });
+    Result<loadgen::PrefixCacheCounters> after =
+        before.ok() ? loadgen::scrape_prefix_cache(metrics_urls) : before;
+    if (!after.ok()) {
+      run.prefix_cache_note = after.message();
+    } else if (const loadgen::PrefixCacheCounters d = *after - *before;
+               d.queried_blocks < 0 || d.hit_blocks < 0 || d.hit_tokens < 0) {
+      run.prefix_cache_note = "the counters went backwards during the run (a server restarted?)";
+    } else {
+      run.prefix_cache = d;
+    }
+    if (!run.prefix_cache) {
+      std::fprintf(stderr, "sluice bench serve: note: prefix cache hit rate n/a: %s\n",
+                   run.prefix_cache_note.c_str());
+    }
     run.summary = loadgen::summarize(run.records, slo);
     run.info.url = o.url;
-    run.info.endpoint = o.endpoint;
+    run.info.endpoint = mooncake ? "completions" : multiturn ? "chat" : o.endpoint;
     run.info.model = client.model;
     run.info.dataset = dataset.description;
     run.info.exact_token_counts = dataset.exact_token_counts;
     run.info.num_prompts = int(dataset.requests.size());
-    run.info.rate = rate;
+    run.info.rate = mooncake ? loadgen::kInfiniteRate : rate;
+    run.info.dataset_arrivals = loadgen::has_dataset_arrivals(dataset.requests);
     run.info.burstiness = o.burstiness;
     run.info.max_concurrency = o.concurrency;
     run.info.seed = o.seed;
@@ -251,14 +312,18 @@ void register_bench_serve(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"completions", "chat"}))
       ->capture_default_str();
   cmd->add_option("--api-key", o->api_key, "Bearer token (default: $OPENAI_API_KEY)");
-  cmd->add_option("--rate", o->rate, "Offered requests/s, or inf (all at once)")
+  cmd->add_option("--rate", o->rate,
+                  "Offered requests/s, or inf (all at once); multiturn: conversations/s")
       ->capture_default_str();
   cmd->add_option("--burstiness", o->burstiness, "Gamma shape of the arrival gaps (1: Poisson)")
       ->capture_default_str();
   cmd->add_option("--concurrency", o->concurrency, "Most requests in flight (0: no cap)")
       ->capture_default_str();
-  cmd->add_option("--num-prompts", o->num_prompts, "Requests per run")->capture_default_str();
-  cmd->add_option("--dataset", o->dataset, "synthetic or jsonl:FILE")->capture_default_str();
+  cmd->add_option("--num-prompts", o->num_prompts,
+                  "Requests per run (mooncake: trace lines, 0: all)")
+      ->capture_default_str();
+  cmd->add_option("--dataset", o->dataset, "synthetic, jsonl:FILE, mooncake:FILE or multiturn")
+      ->capture_default_str();
   cmd->add_option("--input-len", o->input_len, "Synthetic prompt tokens")->capture_default_str();
   cmd->add_option("--output-len", o->output_len, "Tokens to generate (max_tokens, ignore_eos)")
       ->capture_default_str();
@@ -280,6 +345,39 @@ void register_bench_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--timeout", o->timeout_s, "Connect/read timeout per request (s)")
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", o->quiet, "No progress bar");
+  cmd->add_option("--scale-tokens", o->scale_tokens,
+                  "mooncake: multiply input/output lengths and the 512-token block size")
+      ->capture_default_str();
+  cmd->add_option("--scale-time", o->scale_time,
+                  "mooncake: multiply inter-arrival times (10: ten times slower)")
+      ->capture_default_str();
+  cmd->add_option("--trace-start", o->trace_start,
+                  "mooncake: first trace line used (0-based; --num-prompts lines from there)")
+      ->capture_default_str();
+  cmd->add_option("--vocab-size", o->vocab_size,
+                  "mooncake/multiturn: token ids drawn from [V/16, V - V/16) (default: the "
+                  "--tokenizer's vocabulary, control tokens skipped)");
+  cmd->add_option("--mt-conversations", o->mt.n_conversations, "multiturn: conversations")
+      ->capture_default_str();
+  cmd->add_option("--mt-turns", o->mt.n_turns, "multiturn: user turns per conversation")
+      ->capture_default_str();
+  cmd->add_option("--mt-system-len", o->mt.system_len,
+                  "multiturn: words of the system prompt every conversation shares")
+      ->capture_default_str();
+  cmd->add_option("--mt-user-len", o->mt.user_len, "multiturn: words per user turn")
+      ->capture_default_str();
+  cmd->add_option("--mt-output-len", o->mt.output_len,
+                  "multiturn: max_tokens, and words of each synthetic assistant reply")
+      ->capture_default_str();
+  cmd->add_option("--mt-think-time", o->mt.think_time_s,
+                  "multiturn: seconds between a reply and the next user turn")
+      ->capture_default_str();
+  cmd->add_option("--mt-turn-time", o->mt.turn_time_s,
+                  "multiturn: nominal seconds a reply takes (turns are think + turn time apart)")
+      ->capture_default_str();
+  cmd->add_option("--metrics-url", o->metrics_urls,
+                  "A server's Prometheus /metrics for the prefix hit rate (repeat for replicas; "
+                  "counters are summed; default: URL/metrics)");
   cmd->callback([o, &exit_code] {
     Status st = run_bench_serve(*o);
     if (!st.ok()) exit_code = report_error("bench serve", st.message());

@@ -58,7 +58,11 @@ std::string markdown_report(const std::vector<RunResult>& runs, size_t max_error
   auto num = [](const char* f, auto get) {
     return [f, get](const RunResult& r) { return fmt(f, double(get(r))); };
   };
-  row("Request rate (req/s)", [](const RunResult& r) { return rate_label(r.info.rate); });
+  row("Request rate (req/s)", [](const RunResult& r) {
+    if (!r.info.dataset_arrivals) return rate_label(r.info.rate);
+    return "dataset times" +
+           (std::isinf(r.info.rate) ? std::string() : ", " + rate_label(r.info.rate) + " conv/s");
+  });
   row("Burstiness", num("%g", [](const RunResult& r) { return r.info.burstiness; }));
   row("Max concurrency", [](const RunResult& r) {
     return r.info.max_concurrency > 0 ? std::to_string(r.info.max_concurrency) : std::string("-");
@@ -93,6 +97,20 @@ std::string markdown_report(const std::vector<RunResult>& runs, size_t max_error
     row("Requests within SLO (%)",
         num("%.1f", [](const RunResult& r) { return r.summary.good_percent; }));
   }
+  auto percent = [](std::optional<double> v, double num, double den) {
+    return v ? fmt("%.1f", *v * 100) + " (" + fmt("%.0f", num) + " / " + fmt("%.0f", den) + ")"
+             : std::string("n/a");
+  };
+  row("Prefix cache hit rate, blocks (%)", [&](const RunResult& r) {
+    if (!r.prefix_cache) return std::string("n/a");
+    const PrefixCacheCounters& c = *r.prefix_cache;
+    return percent(c.block_hit_rate(), c.hit_blocks, c.queried_blocks);
+  });
+  row("Prefix cache hit rate, tokens (%)", [&](const RunResult& r) {
+    if (!r.prefix_cache) return std::string("n/a");
+    const PrefixCacheCounters& c = *r.prefix_cache;
+    return percent(c.token_hit_rate(), c.hit_tokens, c.prompt_tokens);
+  });
   struct Metric {
     const char* name;
     const Distribution RunSummary::*field;
@@ -109,6 +127,12 @@ std::string markdown_report(const std::vector<RunResult>& runs, size_t max_error
     row("P90 " + n + " (ms)", [f](const RunResult& r) { return fmt("%.2f", (r.summary.*f).p90); });
     row("P99 " + n + " (ms)", [f](const RunResult& r) { return fmt("%.2f", (r.summary.*f).p99); });
     row("Std " + n + " (ms)", [f](const RunResult& r) { return fmt("%.2f", (r.summary.*f).std); });
+  }
+  for (const RunResult& r : runs) {
+    if (r.prefix_cache || r.prefix_cache_note.empty()) continue;
+    s += "\nPrefix cache" +
+         (runs.size() > 1 ? " at rate " + rate_label(r.info.rate) : std::string()) + ": n/a (" +
+         r.prefix_cache_note + ")\n";
   }
   for (const RunResult& r : runs) {
     if (r.summary.errors.empty()) continue;
@@ -140,6 +164,7 @@ nlohmann::ordered_json json_report(const std::vector<RunResult>& runs, bool with
     j["token_counts"] = i.exact_token_counts ? "exact" : "approximate";
     j["num_prompts"] = i.num_prompts;
     j["request_rate"] = rate_json(i.rate);
+    j["arrivals"] = i.dataset_arrivals ? "dataset" : "rate";
     j["burstiness"] = i.burstiness;
     j["max_concurrency"] =
         i.max_concurrency > 0 ? nlohmann::ordered_json(i.max_concurrency) : nullptr;
@@ -165,6 +190,22 @@ nlohmann::ordered_json json_report(const std::vector<RunResult>& runs, bool with
       j["good_requests"] = s.good_requests;
       j["request_goodput"] = s.request_goodput;
       j["good_percent"] = s.good_percent;
+    }
+    if (r.prefix_cache) {
+      const PrefixCacheCounters& c = *r.prefix_cache;
+      auto rate = [](std::optional<double> v) {
+        return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+      };
+      j["prefix_cache"] = {{"queried_blocks", c.queried_blocks},
+                           {"hit_blocks", c.hit_blocks},
+                           {"hit_tokens", c.hit_tokens},
+                           {"prompt_tokens", c.prompt_tokens},
+                           {"prompt_tokens_computed", c.prompt_tokens_computed},
+                           {"block_hit_rate", rate(c.block_hit_rate())},
+                           {"token_hit_rate", rate(c.token_hit_rate())}};
+    } else {
+      j["prefix_cache"] = nullptr;
+      if (!r.prefix_cache_note.empty()) j["prefix_cache_note"] = r.prefix_cache_note;
     }
     j["errors"] = nlohmann::ordered_json::array();
     for (const auto& [message, count] : s.errors)

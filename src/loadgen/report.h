@@ -4,10 +4,12 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "loadgen/metrics.h"
+#include "loadgen/server_metrics.h"
 
 namespace sluice::loadgen {
 
@@ -19,7 +21,8 @@ struct RunInfo {
   std::string dataset;  // Dataset::description
   bool exact_token_counts = false;
   int num_prompts = 0;
-  double rate = 0;  // requests/s; +inf: all at once
+  double rate = 0;                // requests/s (multiturn: conversations/s); +inf: all at once
+  bool dataset_arrivals = false;  // sent at the dataset's times (mooncake, multiturn)
   double burstiness = 1;
   int max_concurrency = 0;  // 0: none
   uint64_t seed = 0;
@@ -30,6 +33,10 @@ struct RunResult {
   RunInfo info;
   RunSummary summary;
   std::vector<RequestRecord> records;
+  // The servers' prefix-cache counters over the run (after - before, summed over the metrics
+  // URLs); nullopt: not available, and prefix_cache_note says why.
+  std::optional<PrefixCacheCounters> prefix_cache;
+  std::string prefix_cache_note;
 };
 
 // "inf" or "%g".

@@ -52,7 +52,9 @@ TEST(BenchServe, CompletesEveryRequestAgainstSluiceServe) {
   EXPECT_EQ(run["failed"], 0);
   EXPECT_EQ(run["total_output_tokens"], 8 * 16);
   EXPECT_EQ(run["request_rate"], "inf");
-  EXPECT_EQ(run["model"], model);  // discovered from GET /v1/models
+  // Discovered from GET /v1/models: the file's path, or its stem where the server lists that.
+  const std::string listed = run["model"];
+  EXPECT_TRUE(listed == model || model.ends_with("/" + listed + ".gguf")) << listed;
   EXPECT_EQ(run["token_counts"], "approximate");
   EXPECT_NE(r.err.find("prompt lengths are approximate"), std::string::npos) << r.err;
   EXPECT_GT(run["total_input_tokens"].get<int64_t>(),
@@ -159,6 +161,65 @@ TEST(BenchServe, SweepWritesSvgAndJson) {
   EXPECT_EQ(polylines, series.size());
   EXPECT_EQ(circles, points);
   EXPECT_NE(s.find("rate inf"), std::string::npos);
+}
+
+TEST(BenchServe, MooncakeReplayReportsPrefixHits) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  SLUICE_REQUIRE_SHARED(trace, "testdata/traces/mooncake_conversation_trace.jsonl");
+  auto p = start_stories(model);
+  ASSERT_TRUE(p);
+  // The first 6 lines share hash id 0 only (block 0.04 x 512 = 20 ids): one at a time, each
+  // request after the first finds one 16-token server block of it in the cache.
+  const CommandResult r = run_sluice(
+      "bench serve --url " + url(p->port) + " --dataset mooncake:" + trace +
+      " --num-prompts 6 --scale-tokens 0.04 --scale-time 0.01 --concurrency 1 --tokenizer " +
+      model + " --output-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const json run = json::parse(r.out)["runs"][0];
+  EXPECT_EQ(run["completed"], 6) << run["errors"].dump();
+  EXPECT_EQ(run["arrivals"], "dataset");
+  // Token ids are sent as they are (no BOS): round(0.04 x input_length) each.
+  EXPECT_EQ(run["total_input_tokens"], 270 + 293 + 289 + 92 + 270 + 193);
+  EXPECT_EQ(run["total_output_tokens"], 20 + 20 + 32 + 13 + 1 + 7);
+  const json& pc = run["prefix_cache"];
+  ASSERT_TRUE(pc.is_object()) << r.out;
+  EXPECT_EQ(pc["hit_blocks"], 5.0);
+  EXPECT_EQ(pc["hit_tokens"], 80.0);
+  EXPECT_EQ(pc["prompt_tokens"], 1407.0);
+  EXPECT_GT(pc["queried_blocks"].get<double>(), 5);
+}
+
+TEST(BenchServe, MultiturnReusesConversationsAndNaWithoutMetrics) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  TempDir tmp;
+  const std::string tmpl = tmp.path("plain.jinja");
+  std::ofstream(tmpl) << kPlainTemplate;
+  auto p = start_stories(model, {"--chat-template", tmpl});
+  ASSERT_TRUE(p);
+  const std::string args = "bench serve --url " + url(p->port) +
+                           " --dataset multiturn --mt-turns 3"
+                           " --mt-system-len 40 --mt-user-len 10 --mt-output-len 8"
+                           " --mt-think-time 0.2 --mt-turn-time 0.1 --rate 5";
+  CommandResult r = run_sluice(args + " --mt-conversations 3 --output-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  json run = json::parse(r.out)["runs"][0];
+  EXPECT_EQ(run["completed"], 9) << run["errors"].dump();
+  EXPECT_EQ(run["endpoint"], "chat");
+  EXPECT_EQ(run["total_output_tokens"], 9 * 8);
+  EXPECT_GE(run["duration_s"].get<double>(), 0.6);  // the last turns are sent at >= 0.6 s
+  const json& pc = run["prefix_cache"];
+  ASSERT_TRUE(pc.is_object()) << r.out;
+  // The shared system prompt and each conversation's earlier turns come from the cache.
+  EXPECT_GT(pc["block_hit_rate"].get<double>(), 0.3) << pc.dump();
+  EXPECT_GT(pc["token_hit_rate"].get<double>(), 0.3) << pc.dump();
+
+  r = run_sluice(args + " --mt-conversations 1 --metrics-url " + url(p->port) + "/nothing");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("| Prefix cache hit rate, blocks (%) | n/a |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Prefix cache: n/a (GET " + url(p->port) + "/nothing: HTTP 404)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("/v1/chat/completions"), std::string::npos) << r.out;
 }
 
 TEST(BenchServe, UnreachableServerCountsFailuresAndExitsNonZero) {

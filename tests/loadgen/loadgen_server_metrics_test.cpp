@@ -1,0 +1,178 @@
+// The servers' prefix-cache counters: the Prometheus text parser on crafted expositions, sums
+// over replicas and before/after deltas, scraping fake /metrics endpoints over HTTP, and the
+// hit-rate rows of the reports.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <thread>
+
+#include "loadgen/report.h"
+#include "loadgen/server_metrics.h"
+
+namespace sluice::loadgen {
+namespace {
+
+// What `sluice serve` writes (src/server/metrics.cpp), with other metrics around it.
+std::string sluice_metrics(int queries, int hits, int hit_tokens, int prompt, int computed) {
+  return "# HELP sluice_prefix_cache_queries_total Full prompt blocks looked up.\n"
+         "# TYPE sluice_prefix_cache_queries_total counter\n"
+         "sluice_prefix_cache_queries_total " +
+         std::to_string(queries) +
+         "\n"
+         "sluice_prefix_cache_hits_total " +
+         std::to_string(hits) +
+         "\n"
+         "sluice_prefix_cache_hit_tokens_total " +
+         std::to_string(hit_tokens) +
+         "\n"
+         "sluice_prefix_cache_hit_ratio 0.5\n"
+         "sluice_prompt_tokens_total " +
+         std::to_string(prompt) +
+         "\n"
+         "sluice_prompt_tokens_computed_total " +
+         std::to_string(computed) +
+         "\n"
+         "sluice_request_latency_seconds_bucket{le=\"0.1\"} 3\n";
+}
+
+TEST(LoadgenServerMetrics, PrometheusSumMatchesExactNamesAndSumsLabels) {
+  const std::string text =
+      "# HELP x_total help text x_total 99\n"
+      "x_total 1\n"
+      "x_total_more 100\n"
+      "x_total{backend=\"a\"} 2.5\n"
+      "x_total{backend=\"b}\\\"c\"} 4 1700000000000\n"
+      "x_total{broken=\"\n"
+      "x_total notanumber\n"
+      "x_totalx 7\r\n"
+      "y 3\r\n";
+  EXPECT_DOUBLE_EQ(*prometheus_sum(text, "x_total"), 7.5);
+  EXPECT_DOUBLE_EQ(*prometheus_sum(text, "y"), 3);
+  EXPECT_FALSE(prometheus_sum(text, "z").has_value());
+  EXPECT_FALSE(prometheus_sum("", "x_total").has_value());
+}
+
+TEST(LoadgenServerMetrics, CountersSumsAndDeltas) {
+  const auto a = parse_prefix_cache_counters(sluice_metrics(10, 4, 64, 200, 136));
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->queried_blocks, 10);
+  EXPECT_EQ(a->hit_blocks, 4);
+  EXPECT_EQ(a->hit_tokens, 64);
+  EXPECT_EQ(a->prompt_tokens, 200);  // not sluice_prompt_tokens_computed_total
+  EXPECT_EQ(a->prompt_tokens_computed, 136);
+  EXPECT_DOUBLE_EQ(*a->block_hit_rate(), 0.4);
+  EXPECT_DOUBLE_EQ(*a->token_hit_rate(), 0.32);
+  const auto b = parse_prefix_cache_counters(sluice_metrics(30, 6, 96, 300, 204));
+  const PrefixCacheCounters sum = *a + *b;
+  EXPECT_EQ(sum.queried_blocks, 40);
+  EXPECT_EQ(sum.hit_tokens, 160);
+  const PrefixCacheCounters d = *b - *a;
+  EXPECT_EQ(d.queried_blocks, 20);
+  EXPECT_EQ(d.hit_blocks, 2);
+  EXPECT_DOUBLE_EQ(*d.block_hit_rate(), 0.1);
+  EXPECT_FALSE(PrefixCacheCounters{}.block_hit_rate().has_value());
+  EXPECT_FALSE(PrefixCacheCounters{}.token_hit_rate().has_value());
+  // A server without them (llama-server's names).
+  EXPECT_FALSE(parse_prefix_cache_counters("llamacpp:prompt_tokens_total 5\n").has_value());
+}
+
+TEST(LoadgenServerMetrics, DefaultMetricsUrl) {
+  EXPECT_EQ(default_metrics_url("http://h:8080"), "http://h:8080/metrics");
+  EXPECT_EQ(default_metrics_url("http://h:8080/"), "http://h:8080/metrics");
+  EXPECT_EQ(default_metrics_url("http://h:8080/v1"), "http://h:8080/metrics");
+  EXPECT_EQ(default_metrics_url("http://h:8080/metrics"), "http://h:8080/metrics");
+  EXPECT_EQ(default_metrics_url("http://h/api"), "http://h/api/metrics");
+}
+
+// Two fake replicas on one port: /a/metrics and /b/metrics with sluice counters, /c/metrics
+// without them.
+class FakeMetrics {
+ public:
+  FakeMetrics() {
+    svr_.Get(R"(/(\w)/metrics)", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string who = req.matches[1];
+      if (who == "a")
+        res.set_content(sluice_metrics(10 * calls_a_++, 1, 16, 100, 84), "text/plain");
+      if (who == "b") res.set_content(sluice_metrics(4, 2, 32, 50, 18), "text/plain");
+      if (who == "c") res.set_content("vllm:num_requests_running 0\n", "text/plain");
+    });
+    port_ = svr_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { svr_.listen_after_bind(); });
+  }
+  ~FakeMetrics() {
+    svr_.stop();
+    thread_.join();
+  }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+
+ private:
+  httplib::Server svr_;
+  std::thread thread_;
+  int port_ = 0;
+  int calls_a_ = 1;
+};
+
+TEST(LoadgenServerMetrics, ScrapesAndSumsReplicas) {
+  FakeMetrics f;
+  auto first = scrape_prefix_cache({f.url("/a/metrics"), f.url("/b/metrics")});
+  ASSERT_TRUE(first.ok()) << first.message();
+  EXPECT_EQ(first->queried_blocks, 10 + 4);
+  EXPECT_EQ(first->hit_tokens, 16 + 32);
+  EXPECT_EQ(first->prompt_tokens, 150);
+  auto second = scrape_prefix_cache({f.url("/a/metrics"), f.url("/b/metrics")});
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ((*second - *first).queried_blocks, 10);  // replica a served more
+
+  auto missing = scrape_prefix_cache({f.url("/a/metrics"), f.url("/c/metrics")});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find(f.url("/c/metrics") + " has no sluice_prefix_cache_"),
+            std::string::npos)
+      << missing.message();
+  auto not_found = scrape_prefix_cache({f.url("/x/y")});
+  ASSERT_FALSE(not_found.ok());
+  EXPECT_NE(not_found.message().find("HTTP 404"), std::string::npos) << not_found.message();
+}
+
+TEST(LoadgenServerMetrics, ReportsShowTheHitRateOrNa) {
+  RunResult hit;
+  hit.info.url = "http://h";
+  hit.info.rate = 2;
+  hit.info.dataset_arrivals = true;
+  hit.prefix_cache = PrefixCacheCounters{40, 10, 160, 800, 640};
+  RunResult none = hit;
+  none.info.rate = 4;
+  none.prefix_cache.reset();
+  none.prefix_cache_note = "http://h/metrics has no sluice_prefix_cache_* counters";
+
+  const std::string one = markdown_report({hit});
+  EXPECT_NE(one.find("| Prefix cache hit rate, blocks (%) | 25.0 (10 / 40) |"), std::string::npos)
+      << one;
+  EXPECT_NE(one.find("| Prefix cache hit rate, tokens (%) | 20.0 (160 / 800) |"), std::string::npos)
+      << one;
+  EXPECT_NE(one.find("| Request rate (req/s) | dataset times, 2 conv/s |"), std::string::npos)
+      << one;
+  // TTFT and the hit rate in one table.
+  EXPECT_NE(one.find("| Median TTFT (ms) |"), std::string::npos);
+
+  const std::string two = markdown_report({hit, none});
+  EXPECT_NE(two.find("| Prefix cache hit rate, blocks (%) | 25.0 (10 / 40) | n/a |"),
+            std::string::npos)
+      << two;
+  EXPECT_NE(two.find("Prefix cache at rate 4: n/a (http://h/metrics has no"), std::string::npos)
+      << two;
+
+  const nlohmann::ordered_json j = json_report({hit, none}, false);
+  const auto& pc = j["runs"][0]["prefix_cache"];
+  EXPECT_EQ(pc["queried_blocks"], 40.0);
+  EXPECT_EQ(pc["hit_tokens"], 160.0);
+  EXPECT_DOUBLE_EQ(pc["block_hit_rate"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(pc["token_hit_rate"].get<double>(), 0.2);
+  EXPECT_EQ(j["runs"][0]["arrivals"], "dataset");
+  EXPECT_TRUE(j["runs"][1]["prefix_cache"].is_null());
+  EXPECT_EQ(j["runs"][1]["prefix_cache_note"], none.prefix_cache_note);
+}
+
+}  // namespace
+}  // namespace sluice::loadgen
