@@ -25,7 +25,7 @@ SimStepCost SimulatedExecutor::step_cost(const Batch& batch) {
     const double mem = f.bytes_s / cal.mem_efficiency;
     const double flops = f.flops_s / cal.compute_efficiency;
     if (compute_bound) *compute_bound = flops > mem;
-    return std::max(mem, flops);
+    return cal.additive ? mem + flops : std::max(mem, flops);
   };
   SimStepCost c;
   const int n_micro = pp > 1 ? std::max(1, std::min<int>(comm.n_micro, batch.n_seqs())) : 1;

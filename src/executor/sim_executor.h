@@ -22,7 +22,10 @@ namespace sluice {
 // How the real machine departs from its roofline (fitted by `sluice sim --calibrate`, or 1/0 for
 // an ideal machine):
 //   step = overhead + per_seq * seqs + per_row * logits rows
-//          + max(bytes_s / mem_efficiency, flops_s / compute_efficiency)
+//          + max(bytes_s / mem_efficiency, flops_s / compute_efficiency)    (overlapped)
+//          +     bytes_s / mem_efficiency + flops_s / compute_efficiency    (additive)
+// The roofline assumes loads and math overlap perfectly (max); a CPU running matmuls a few
+// tokens wide does neither at its peak and is often better described by the sum.
 struct SimCalibration {
   double mem_efficiency = 1.0;  // achieved share of the bandwidth floor (MBU) on memory-bound steps
   double compute_efficiency =
@@ -30,6 +33,7 @@ struct SimCalibration {
   double step_overhead_s = 0;    // fixed cost of a step (scheduling, batch, launch)
   double per_seq_s = 0;          // per sequence of the batch
   double per_row_s = 0;          // per logits row (sampling, detokenizing, streaming)
+  bool additive = false;         // sum the two floors instead of taking the larger
   std::string source = "ideal";  // where the numbers come from (reports)
 };
 

@@ -25,6 +25,7 @@ Status save_calibration(const SimCalibration& c, const std::string& path) {
   j["step_overhead_ms"] = c.step_overhead_s * 1e3;
   j["per_seq_us"] = c.per_seq_s * 1e6;
   j["per_row_us"] = c.per_row_s * 1e6;
+  j["combine"] = c.additive ? "sum" : "max";
   j["source"] = c.source;
   std::error_code ec;
   const std::filesystem::path p(path);
@@ -59,6 +60,13 @@ Result<SimCalibration> load_calibration(const std::string& path) {
   SLUICE_RETURN_IF_ERROR(num("step_overhead_ms", c.step_overhead_s, 1e-3, 0, 1e4));
   SLUICE_RETURN_IF_ERROR(num("per_seq_us", c.per_seq_s, 1e-6, 0, 1e7));
   SLUICE_RETURN_IF_ERROR(num("per_row_us", c.per_row_s, 1e-6, 0, 1e7));
+  if (j.contains("combine")) {
+    if (j["combine"] == "sum") {
+      c.additive = true;
+    } else if (j["combine"] != "max") {
+      return make_error("calibration '", path, "': 'combine' must be \"max\" or \"sum\"");
+    }
+  }
   c.source = j.value("source", std::string("file ") + path);
   return c;
 }
@@ -100,30 +108,43 @@ bool least_squares(const std::vector<std::vector<double>>& a, const std::vector<
 
 }  // namespace
 
-Result<SimCalibration> fit_calibration(const std::vector<StepSample>& samples) {
-  // Columns: 1, seqs, memory-bound floor, compute-bound floor. (Rows == seqs in every step
-  // without speculative decoding, so per-row costs fold into per_seq.)
+double calibrated_seconds(const SimCalibration& c, const StepSample& s) {
+  const double mem = s.bytes_s / c.mem_efficiency, flops = s.flops_s / c.compute_efficiency;
+  return c.step_overhead_s + c.per_seq_s * s.n_seqs + c.per_row_s * s.n_rows +
+         (c.additive ? mem + flops : std::max(mem, flops));
+}
+
+double rms_relative_error(const SimCalibration& c, const std::vector<StepSample>& samples) {
+  double sum = 0;
+  for (const StepSample& s : samples) {
+    const double e = calibrated_seconds(c, s) / s.measured_s - 1;
+    sum += e * e;
+  }
+  return samples.empty() ? 0 : std::sqrt(sum / double(samples.size()));
+}
+
+namespace {
+
+// One form of the fit (see the header); columns 1, seqs, memory term, compute term, each row
+// divided by its measured time (relative errors).
+Result<SimCalibration> fit_form(const std::vector<StepSample>& samples, bool additive) {
   std::vector<std::vector<double>> a;
   std::vector<double> b;
-  int n_mem = 0, n_comp = 0;
   for (const StepSample& s : samples) {
     const bool comp = s.flops_s > s.bytes_s;
-    (comp ? n_comp : n_mem)++;
-    a.push_back({1.0, double(s.n_seqs), comp ? 0.0 : s.bytes_s, comp ? s.flops_s : 0.0});
-    b.push_back(s.measured_s);
+    const double w = 1 / s.measured_s;
+    const double mem = additive || !comp ? s.bytes_s : 0.0;
+    const double flops = additive || comp ? s.flops_s : 0.0;
+    a.push_back({w, double(s.n_seqs) * w, mem * w, flops * w});
+    b.push_back(1.0);
   }
-  if (n_mem < 3 || n_comp < 3) {
-    return make_error("calibration needs at least 3 memory-bound and 3 compute-bound steps (got ",
-                      n_mem, " and ", n_comp, ")");
-  }
-  // Non-negative least squares by elimination: a negative overhead term is dropped and the rest
-  // refitted (at most twice); an efficiency above 1 (faster than the roofline) is clamped.
+  // Non-negative least squares by elimination: a negative term is dropped and the rest refitted.
   std::vector<bool> use = {true, true, true, true};
   std::vector<double> x;
-  for (int it = 0; it < 3; ++it) {
+  for (int it = 0; it < 4; ++it) {
     if (!least_squares(a, b, use, x)) return make_error("calibration: singular fit");
     bool changed = false;
-    for (size_t j = 0; j < 2; ++j) {
+    for (size_t j = 0; j < 4; ++j) {
       if (use[j] && x[j] < 0) {
         use[j] = false;
         changed = true;
@@ -132,11 +153,31 @@ Result<SimCalibration> fit_calibration(const std::vector<StepSample>& samples) {
     if (!changed) break;
   }
   SimCalibration c;
+  c.additive = additive;
   c.step_overhead_s = std::max(x[0], 0.0);
   c.per_seq_s = std::max(x[1], 0.0);
   c.mem_efficiency = x[2] > 1 ? 1 / x[2] : 1.0;
   c.compute_efficiency = x[3] > 1 ? 1 / x[3] : 1.0;
   return c;
+}
+
+}  // namespace
+
+Result<SimCalibration> fit_calibration(const std::vector<StepSample>& samples) {
+  int n_mem = 0, n_comp = 0;
+  for (const StepSample& s : samples) {
+    if (!(s.measured_s > 0)) return make_error("calibration: a step measured ", s.measured_s, " s");
+    (s.flops_s > s.bytes_s ? n_comp : n_mem)++;
+  }
+  if (n_mem < 3 || n_comp < 3) {
+    return make_error("calibration needs at least 3 memory-bound and 3 compute-bound steps (got ",
+                      n_mem, " and ", n_comp, ")");
+  }
+  SLUICE_ASSIGN_OR_RETURN(SimCalibration overlapped, fit_form(samples, false));
+  SLUICE_ASSIGN_OR_RETURN(SimCalibration additive, fit_form(samples, true));
+  return rms_relative_error(additive, samples) < rms_relative_error(overlapped, samples)
+             ? additive
+             : overlapped;
 }
 
 Result<std::vector<StepSample>> measure_engine_steps(Engine& engine, const RecordingExecutor& rec,
@@ -164,6 +205,7 @@ Result<std::vector<StepSample>> measure_engine_steps(Engine& engine, const Recor
     s.flops_s = f.flops_s;
     s.n_seqs = int(rec.last_work().size());
     s.n_rows = rec.last_rows();
+    for (const SeqWork& w : rec.last_work()) s.n_tokens += int(w.n_new_tokens);
     s.measured_s = dt;
     out.push_back(s);
     return {};

@@ -21,16 +21,26 @@ struct StepSample {
   double bytes_s = 0;  // bytes / bandwidth
   double flops_s = 0;  // FLOPs / peak
   int n_seqs = 0;
-  int n_rows = 0;  // logits rows sampled
+  int n_rows = 0;    // logits rows sampled
+  int n_tokens = 0;  // new tokens computed
   double measured_s = 0;
 };
 
-// Least-squares fit of SimCalibration to `samples`:
-//   measured = overhead + per_seq * seqs + per_row * rows + bytes_s / e_mem   (memory-bound)
-//   measured = overhead + per_seq * seqs + per_row * rows + flops_s / e_comp  (compute-bound)
-// where a step's bound is the larger floor. Efficiencies are clamped to (0, 1]; the overheads to
-// >= 0. Needs samples of both kinds and several batch sizes.
+// Least-squares fit of SimCalibration to `samples`, on relative errors (a 10 ms decode step weighs
+// as much as a 5 s prefill chunk), both forms:
+//   overlapped: measured = overhead + per_seq * seqs + bytes_s / e_mem    (memory-bound steps)
+//               measured = overhead + per_seq * seqs + flops_s / e_comp   (compute-bound steps)
+//               a step's bound being its larger floor;
+//   additive:   measured = overhead + per_seq * seqs + bytes_s / e_mem + flops_s / e_comp;
+// the one with the smaller RMS relative error wins. (Rows equal sequences without speculative
+// decoding: per-row costs fold into per_seq.) Efficiencies are clamped to (0, 1], overheads to
+// >= 0. Needs samples of both bounds and several batch sizes.
 Result<SimCalibration> fit_calibration(const std::vector<StepSample>& samples);
+
+// The step time `c` predicts for `s` (what the simulated executor charges).
+double calibrated_seconds(const SimCalibration& c, const StepSample& s);
+// RMS of (predicted / measured - 1) over `samples`.
+double rms_relative_error(const SimCalibration& c, const std::vector<StepSample>& samples);
 
 }  // namespace sluice::sim
 
