@@ -52,6 +52,19 @@ int wait_signal(const sigset_t& sigs, int ms) {
   return sig > 0 ? sig : 0;
 }
 
+// The name a client types for MODEL: its file stem ("stories260K" for
+// /models/stories260K.gguf or hf://owner/repo/stories260K.gguf; the first shard of a split
+// "m-00001-of-00003.gguf" is "m").
+std::string model_stem(const std::string& model) {
+  std::string s = model.substr(model.find_last_of('/') + 1);  // npos + 1 == 0
+  if (s.size() > 5 && s.compare(s.size() - 5, 5, ".gguf") == 0) s.resize(s.size() - 5);
+  const size_t of = s.rfind("-of-");
+  if (of != std::string::npos && of >= 6 && s[of - 6] == '-' && s.size() - of == 9) {
+    s.resize(of - 6);
+  }
+  return s.empty() ? model : s;
+}
+
 Result<server::ServedModel> load_model(const ServeOptions& o) {
   SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<EngineSession> session,
                           open_engine_session(o.model, o.engine));
@@ -64,7 +77,7 @@ Result<server::ServedModel> load_model(const ServeOptions& o) {
   if (f.has("tokenizer.chat_template")) {
     SLUICE_ASSIGN_OR_RETURN(m.chat_template, f.get<std::string>("tokenizer.chat_template"));
   }
-  m.name = o.model;
+  m.name = model_stem(o.model);
   m.owner = std::move(s);
   return m;
 }
@@ -109,8 +122,11 @@ Status run_serve(const ServeOptions& o) {
         srv.shutdown(0);
         return make_error("cannot load '", o.model, "': ", st->message());
       }
-      std::fprintf(stderr, "sluice serve: ready, serving '%s'\n",
-                   cfg.served_model_name.empty() ? o.model.c_str() : cfg.served_model_name.c_str());
+      std::string names;
+      for (const std::string& n : cfg.served_model_names)
+        names += (names.empty() ? "'" : ", '") + n + "'";
+      std::fprintf(stderr, "sluice serve: ready, serving %s\n",
+                   names.empty() ? ("'" + model_stem(o.model) + "'").c_str() : names.c_str());
       announced = true;
     }
   }
@@ -157,8 +173,9 @@ void register_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-queue", o->server.max_queue,
                   "Generations waiting for the scheduler at most; more get 429 (0: unbounded)")
       ->capture_default_str();
-  cmd->add_option("--served-model-name", o->server.served_model_name,
-                  "Model name in the API (default: the MODEL argument)");
+  cmd->add_option("--served-model-name", o->server.served_model_names,
+                  "Model names requests may give (answers carry the first; default: the file "
+                  "stem of MODEL, e.g. stories260K)");
   cmd->add_option("--chat-template", o->chat_template_file,
                   "Jinja chat template file (default: the model's tokenizer.chat_template)");
   cmd->add_option("--http-threads", o->http_threads,

@@ -51,6 +51,21 @@ PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens) {
   return hit;
 }
 
+int32_t KvCacheManager::n_cached_prefix_tokens(std::span<const int32_t> tokens) const {
+  if (!config_.enable_prefix_cache) return 0;
+  const int32_t bs = block_size();
+  const int32_t n_blocks = int32_t(tokens.size() / size_t(bs));
+  BlockHash parent = 0;
+  int32_t b = 0;
+  for (; b < n_blocks; ++b) {
+    auto block_tokens = tokens.subspan(size_t(b) * size_t(bs), size_t(bs));
+    const BlockHash h = hash_block(parent, block_tokens);
+    if (!pool_.find_cached(h, block_tokens)) break;
+    parent = h;
+  }
+  return b * bs;
+}
+
 bool KvCacheManager::allocate_slots(RequestId id, int32_t n_computed, int32_t n_new_tokens,
                                     const PrefixHit* prefix) {
   auto it = tables_.find(id);

@@ -72,6 +72,10 @@ class KvCacheManager {
   // Longest run of cached full blocks that prefixes `tokens`, leaving at least one token to
   // compute (its logits are needed). Counts a lookup in the stats.
   PrefixHit find_prefix(std::span<const int32_t> tokens);
+  // Tokens of the longest run of cached full blocks that prefixes `tokens` (every full block
+  // may match; find_prefix leaves one token). A read-only probe: no stats, no references, no
+  // LRU change. Costs one block hash per matched block.
+  int32_t n_cached_prefix_tokens(std::span<const int32_t> tokens) const;
 
   // Makes request `id` hold blocks for tokens [0, n_computed + n_new_tokens), of which
   // [n_computed, n_computed + n_new_tokens) are written next: a block there that another table

@@ -216,9 +216,36 @@ void EngineBridge::run(const std::function<Result<Engine*>()>& load) {
   metrics_.set_ready(false);
 }
 
+bool EngineBridge::call(std::function<void(const Engine&)> fn, int timeout_ms) {
+  struct Done {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+    bool ran = false;
+  };
+  auto done = std::make_shared<Done>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ready() || stop_) return false;
+    // `fn` lives in the queued closure, which outlives a caller that timed out.
+    calls_.push_back([done, fn = std::move(fn)](const Engine* engine) {
+      if (engine) fn(*engine);
+      std::lock_guard<std::mutex> l(done->mu);
+      done->finished = true;
+      done->ran = engine != nullptr;
+      done->cv.notify_all();
+    });
+  }
+  cv_.notify_all();
+  std::unique_lock<std::mutex> l(done->mu);
+  done->cv.wait_for(l, std::chrono::milliseconds(timeout_ms), [&] { return done->finished; });
+  return done->ran;
+}
+
 void EngineBridge::loop(Engine& engine) {
   std::vector<Pending> incoming;
   std::vector<uint64_t> cancels;
+  std::vector<std::function<void(const Engine*)>> calls;
   while (true) {
     bool cancel_all = false;
     bool stop = false;
@@ -227,7 +254,7 @@ void EngineBridge::loop(Engine& engine) {
       std::unique_lock<std::mutex> lock(mu_);
       if (!engine.has_work()) {
         const bool woke = cv_.wait_for(lock, std::chrono::seconds(1), [&] {
-          return !inbox_.empty() || !cancels_.empty() || cancel_all_ || stop_;
+          return !inbox_.empty() || !cancels_.empty() || !calls_.empty() || cancel_all_ || stop_;
         });
         if (!woke) {
           lock.unlock();
@@ -237,6 +264,7 @@ void EngineBridge::loop(Engine& engine) {
       }
       incoming.swap(inbox_);
       cancels.swap(cancels_);
+      calls.swap(calls_);
       cancel_all = cancel_all_ || stop_;
       cancel_all_ = false;
       reason = stop_ ? "the server is shutting down" : cancel_all_reason_;
@@ -258,11 +286,14 @@ void EngineBridge::loop(Engine& engine) {
         incoming.clear();
       }
       if (stop) {
+        for (auto& c : calls) c(nullptr);
         publish(engine);
         break;
       }
       for (Pending& p : incoming) admit(engine, p);
       incoming.clear();
+      for (auto& c : calls) c(&engine);
+      calls.clear();
       poll_hangups(engine);
       if (engine.has_work()) {
         const auto t0 = Clock::now();
@@ -314,9 +345,17 @@ void EngineBridge::admit(Engine& engine, Pending& p) {
   job.n_open = int(n);
   // Consecutive choices over one prompt (n > 1) form one engine group: the prompt is computed
   // once and its KV blocks are shared.
+  int64_t cached = 0;
+  const int32_t block_size = engine.kv().block_size();
   for (size_t c = 0; c < n;) {
     size_t end = c + 1;
     while (end < n && p.job.prompts[end] == p.job.prompts[c]) ++end;
+    // What the scheduler's lookup will find if nothing changes before it runs (it leaves the
+    // last token to compute).
+    const auto& prompt = p.job.prompts[c];
+    const int32_t reusable =
+        prompt.empty() ? 0 : int32_t((prompt.size() - 1) / size_t(block_size)) * block_size;
+    cached += std::min(reusable, engine.kv().n_cached_prefix_tokens(prompt));
     std::vector<GenerationParams> params(p.job.params.begin() + std::ptrdiff_t(c),
                                          p.job.params.begin() + std::ptrdiff_t(end));
     Result<std::vector<RequestId>> ids =
@@ -338,6 +377,7 @@ void EngineBridge::admit(Engine& engine, Pending& p) {
     }
     c = end;
   }
+  p.channel->cached_tokens_.store(cached, std::memory_order_release);
   p.channel->deliver({}, State::kRunning);
   live_.emplace(job_id, std::move(job));
 }

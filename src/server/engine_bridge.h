@@ -66,6 +66,9 @@ class RequestChannel {
   State wait_terminal();
   State state() const;
   ApiError error() const;
+  // Prompt tokens found in the prefix cache when the job was admitted (each distinct prompt
+  // once, as usage.prompt_tokens counts them); set before the state leaves kPending.
+  int64_t cached_tokens() const { return cached_tokens_.load(std::memory_order_acquire); }
 
  private:
   friend class EngineBridge;
@@ -77,6 +80,7 @@ class RequestChannel {
   State state_ = State::kPending;
   ApiError error_;
   uint64_t job_id_ = 0;  // set before the channel is shared
+  std::atomic<int64_t> cached_tokens_{0};
 };
 
 // One HTTP request's generations.
@@ -111,6 +115,10 @@ class EngineBridge {
   std::variant<std::shared_ptr<RequestChannel>, ApiError> submit(GenerationJob job);
   // Aborts the job at the next step boundary; its channel then ends kCancelled.
   void cancel(const RequestChannel& channel);
+  // Runs `fn` on the engine thread between steps (read-only queries of engine state, e.g. KV
+  // cache probes) and waits for it. False, without running it, if the engine is not running
+  // or does not get to it within `timeout_ms`.
+  bool call(std::function<void(const Engine&)> fn, int timeout_ms);
   // Aborts every job (end of the shutdown grace period); new submissions get 503.
   void cancel_all(const std::string& reason);
   // Stops admitting new jobs (503) while running ones continue.
@@ -172,6 +180,8 @@ class EngineBridge {
   std::condition_variable loaded_cv_;  // wait_loaded() waits for the loader
   std::vector<Pending> inbox_;
   std::vector<uint64_t> cancels_;
+  // call(): run with the engine, or with nullptr when dropped (stop).
+  std::vector<std::function<void(const Engine*)>> calls_;
   std::string cancel_all_reason_;
   bool cancel_all_ = false;
   bool admission_closed_ = false;

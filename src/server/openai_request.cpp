@@ -418,11 +418,16 @@ std::optional<ApiError> check_model(const json& body, const ModelContext& model)
   auto it = body.find("model");
   if (it == body.end() || it->is_null()) return std::nullopt;
   if (!it->is_string()) return bad_request("'model' must be a string", "model");
-  if (it->get<std::string>() == model.name) return std::nullopt;
+  const std::string& given = it->get_ref<const std::string&>();
+  if (given == model.name) return std::nullopt;
+  for (const std::string& a : model.aliases)
+    if (given == a) return std::nullopt;
+  std::string served = "'" + model.name + "'";
+  for (const std::string& a : model.aliases)
+    if (a != model.name) served += ", '" + a + "'";
   ApiError e;
   e.status = 404;
-  e.message = "the model '" + it->get<std::string>() + "' does not exist; this server serves '" +
-              model.name + "'";
+  e.message = "the model '" + given + "' does not exist; this server serves " + served;
   e.param = "model";
   e.code = "model_not_found";
   return e;

@@ -31,9 +31,10 @@ struct ModelContext {
   std::optional<ChatTemplate> chat_template;
   std::string bos_text;  // BOS piece as the template sees it ("" if none)
   std::string eos_text;
-  int32_t n_ctx = 0;    // longest sequence (prompt + generated)
-  int32_t n_vocab = 0;  // rows of the model's output
-  std::string name;     // served model name
+  int32_t n_ctx = 0;                 // longest sequence (prompt + generated)
+  int32_t n_vocab = 0;               // rows of the model's output
+  std::string name;                  // served model name (answers carry it)
+  std::vector<std::string> aliases;  // every name requests may give (name first); empty: name
   // Structured output: compiled grammars for the plain vocabulary, and for requests that render
   // special tokens (tool calls; make_grammar_vocab(..., true)). Null: not available.
   std::shared_ptr<grammar::GrammarCache> grammars;
@@ -84,7 +85,7 @@ std::variant<TokenizeResult, ApiError> parse_tokenize_request(const nlohmann::js
 std::variant<std::string, ApiError> parse_detokenize_request(const nlohmann::json& body,
                                                              const ModelContext& model);
 
-// 404 model_not_found unless `body.model` is absent, null or the served name.
+// 404 model_not_found unless `body.model` is absent, null or one of the served names.
 std::optional<ApiError> check_model(const nlohmann::json& body, const ModelContext& model);
 
 }  // namespace sluice::server

@@ -64,11 +64,12 @@ const char* finish_reason_text(FinishReason r) {
   }
 }
 
-ojson usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+ojson usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   ojson u;
   u["prompt_tokens"] = prompt_tokens;
   u["completion_tokens"] = completion_tokens;
   u["total_tokens"] = prompt_tokens + completion_tokens;
+  if (cached_tokens >= 0) u["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
   return u;
 }
 
@@ -141,10 +142,11 @@ ojson completion_chunk(const ResponseMeta& meta, int index, const std::string& t
   return j;
 }
 
-ojson usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t completion_tokens) {
+ojson usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t completion_tokens,
+                  int64_t cached_tokens) {
   ojson j = chunk_base(meta);
   j["choices"] = ojson::array();
-  j["usage"] = usage_json(prompt_tokens, completion_tokens);
+  j["usage"] = usage_json(prompt_tokens, completion_tokens, cached_tokens);
   return j;
 }
 
@@ -170,14 +172,14 @@ ojson completion_choice(int index, const std::string& text, ojson logprobs, cons
 }
 
 ojson full_response(const ResponseMeta& meta, ojson choices, int64_t prompt_tokens,
-                    int64_t completion_tokens) {
+                    int64_t completion_tokens, int64_t cached_tokens) {
   ojson j;
   j["id"] = meta.id;
   j["object"] = meta.kind == ApiKind::kChat ? "chat.completion" : "text_completion";
   j["created"] = meta.created;
   j["model"] = meta.model;
   j["choices"] = std::move(choices);
-  j["usage"] = usage_json(prompt_tokens, completion_tokens);
+  j["usage"] = usage_json(prompt_tokens, completion_tokens, cached_tokens);
   return j;
 }
 

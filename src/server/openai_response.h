@@ -25,7 +25,8 @@ ResponseMeta make_response_meta(ApiKind kind, const std::string& model);
 // "stop" or "length" (the context filling up is reported as "length", as OpenAI does).
 const char* finish_reason_text(FinishReason r);
 
-ojson usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// `cached_tokens` >= 0: also prompt_tokens_details.cached_tokens (OpenAI's and vLLM's field).
+ojson usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens = -1);
 
 // Logprobs of the tokens of one engine event.
 //   chat:        [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]
@@ -42,12 +43,13 @@ ojson chat_chunk(const ResponseMeta& meta, int index, ojson delta, ojson logprob
 ojson completion_chunk(const ResponseMeta& meta, int index, const std::string& text, ojson logprobs,
                        const char* finish, bool include_usage);
 // The final usage chunk of a stream: "choices": [] and the totals.
-ojson usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t completion_tokens);
+ojson usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t completion_tokens,
+                  int64_t cached_tokens = -1);
 
 // A whole (non-streamed) choice and response.
 ojson chat_choice(int index, const std::string& text, ojson logprobs, const char* finish);
 ojson completion_choice(int index, const std::string& text, ojson logprobs, const char* finish);
 ojson full_response(const ResponseMeta& meta, ojson choices, int64_t prompt_tokens,
-                    int64_t completion_tokens);
+                    int64_t completion_tokens, int64_t cached_tokens = -1);
 
 }  // namespace sluice::server

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 
@@ -30,6 +32,8 @@ constexpr RouteSpec kRoutes[] = {
     {"/v1/completions", false, "POST", true, true},
     {"/tokenize", false, "POST", true, true},
     {"/detokenize", false, "POST", true, true},
+    // For `sluice router` (docs/router.md): counts only, no text, so no key, like /metrics.
+    {"/v1/cache/routes", false, "GET", false, true},
 };
 
 const RouteSpec* find_route(const std::string& path) {
@@ -120,7 +124,9 @@ Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
   ctx.tokenizer = m.tokenizer;
   ctx.n_ctx = m.engine->n_ctx();
   ctx.n_vocab = m.n_vocab > 0 ? m.n_vocab : m.tokenizer->vocab().n_tokens();
-  ctx.name = config_.served_model_name.empty() ? m.name : config_.served_model_name;
+  ctx.aliases = config_.served_model_names;
+  if (ctx.aliases.empty()) ctx.aliases.push_back(m.name);
+  ctx.name = ctx.aliases.front();
   const Vocab& v = m.tokenizer->vocab();
   ctx.bos_text = v.bos() >= 0 ? std::string(m.tokenizer->piece(v.bos(), true)) : "";
   ctx.eos_text = v.eos() >= 0 ? std::string(m.tokenizer->piece(v.eos(), true)) : "";
@@ -150,9 +156,9 @@ bool Server::authorized(const httplib::Request& req) const {
   return constant_time_equal(given, config_.api_key);
 }
 
-nlohmann::ordered_json Server::model_card() const {
+nlohmann::ordered_json Server::model_card(const std::string& id) const {
   nlohmann::ordered_json m;
-  m["id"] = model_.name;
+  m["id"] = id;
   m["object"] = "model";
   m["created"] = make_response_meta(ApiKind::kCompletion, "").created;
   m["owned_by"] = "sluice";
@@ -235,23 +241,28 @@ void Server::register_routes() {
     res.set_content(metrics_.render(http_.stats()), "text/plain; version=0.0.4; charset=utf-8");
   });
   http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200,
-              {{"object", "list"}, {"data", nlohmann::ordered_json::array({model_card()})}});
+    nlohmann::ordered_json data = nlohmann::ordered_json::array();
+    for (const std::string& name : model_.aliases) data.push_back(model_card(name));
+    send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
   });
   http_.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-    if (req.matches[1] != model_.name) {
+    const std::string id = req.matches[1];
+    if (std::find(model_.aliases.begin(), model_.aliases.end(), id) == model_.aliases.end()) {
       send_error(res,
                  status_error(404, "the model '" + std::string(req.matches[1]) + "' does not exist",
                               "invalid_request_error", "model_not_found"));
       return;
     }
-    send_json(res, 200, model_card());
+    send_json(res, 200, model_card(id));
   });
   http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_generation(req, res, ApiKind::kChat);
   });
   http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_generation(req, res, ApiKind::kCompletion);
+  });
+  http_.Get("/v1/cache/routes", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_cache_routes(req, res);
   });
   http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     handle_tokenize(req, res);
@@ -269,6 +280,14 @@ void Server::handle_generation(const httplib::Request& req, httplib::Response& r
   ParseResult parsed = kind == ApiKind::kChat ? parse_chat_request(j, model_, req.body)
                                               : parse_completion_request(j, model_, req.body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  if (const std::string tag = req.get_header_value("X-Sluice-Route-Id"); !tag.empty()) {
+    uint64_t id = 0;
+    const auto [end, ec] = std::from_chars(tag.data(), tag.data() + tag.size(), id);
+    const auto& prompts = std::get<CompletionRequest>(parsed).prompts;
+    if (ec == std::errc() && end == tag.data() + tag.size() && !prompts.empty()) {
+      routes_.record(id, prompts.front());
+    }
+  }
   serve_generation(std::move(std::get<CompletionRequest>(parsed)), model_, bridge_, metrics_, res);
 }
 
@@ -296,6 +315,59 @@ void Server::handle_detokenize(const httplib::Request& req, httplib::Response& r
   auto result = parse_detokenize_request(j, model_);
   if (auto* e = std::get_if<ApiError>(&result)) return send_error(res, *e);
   send_json(res, 200, {{"prompt", std::get<std::string>(result)}});
+}
+
+// GET /v1/cache/routes?ids=1,2,3 ->
+//   {"routes": [{"id": 1, "prompt_tokens": 812, "cached_tokens": 800}, ...]}
+// For each id this server remembers (RouteLog), how many leading tokens of its prompt are
+// still in the prefix cache now (full blocks). Ids it does not know are left out.
+void Server::handle_cache_routes(const httplib::Request& req, httplib::Response& res) {
+  std::vector<uint64_t> ids;
+  const std::string list = req.get_param_value("ids");
+  for (size_t at = 0; at < list.size() && ids.size() < 4096;) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    uint64_t id = 0;
+    const auto [end, ec] = std::from_chars(list.data() + at, list.data() + comma, id);
+    if (ec != std::errc() || end != list.data() + comma) {
+      return send_error(res,
+                        bad_request("'ids' must be a comma-separated list of integers", "ids"));
+    }
+    ids.push_back(id);
+    at = comma + 1;
+  }
+  // Shared with the probe: a probe that runs after we gave up must not write into our frame.
+  struct Probe {
+    std::vector<std::pair<uint64_t, RouteLog::Prompt>> prompts;
+    std::vector<int32_t> cached;
+  };
+  auto probe = std::make_shared<Probe>();
+  probe->prompts = routes_.find(ids);
+  probe->cached.assign(probe->prompts.size(), 0);
+  const bool ran = probe->prompts.empty() ||
+                   bridge_.call(
+                       [probe](const Engine& engine) {
+                         for (size_t i = 0; i < probe->prompts.size(); ++i) {
+                           probe->cached[i] =
+                               engine.kv().n_cached_prefix_tokens(*probe->prompts[i].second);
+                         }
+                       },
+                       10000);
+  const auto& prompts = probe->prompts;
+  const auto& cached = probe->cached;
+  if (!ran) {
+    ApiError e =
+        status_error(503, "the engine did not answer", "service_unavailable", "engine_busy");
+    e.retry_after_s = 1;
+    return send_error(res, e);
+  }
+  nlohmann::ordered_json routes = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    routes.push_back({{"id", prompts[i].first},
+                      {"prompt_tokens", prompts[i].second->size()},
+                      {"cached_tokens", cached[i]}});
+  }
+  send_json(res, 200, {{"routes", std::move(routes)}});
 }
 
 void Server::stop_accepting() {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/engine.h"
@@ -23,6 +24,7 @@
 #include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/route_log.h"
 
 namespace sluice::server {
 
@@ -40,11 +42,13 @@ using ModelLoader = std::function<Result<ServedModel>()>;
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  int port = 8080;                // 0: an ephemeral port (start() returns it)
-  std::string api_key;            // non-empty: /v1/*, /tokenize, /detokenize need "Bearer KEY"
-  int max_queue = 4096;           // generations waiting for the scheduler; more: 429
-  std::string served_model_name;  // "" -> ServedModel::name
-  std::string chat_template;      // template source overriding the model's ("" -> the model's)
+  int port = 8080;       // 0: an ephemeral port (start() returns it)
+  std::string api_key;   // non-empty: /v1/*, /tokenize, /detokenize need "Bearer KEY"
+  int max_queue = 4096;  // generations waiting for the scheduler; more: 429
+  // Names requests may give in "model" (any of them) and /v1/models lists; answers carry the
+  // first. Empty: ServedModel::name alone.
+  std::vector<std::string> served_model_names;
+  std::string chat_template;  // template source overriding the model's ("" -> the model's)
   HttpLimits http;
 };
 
@@ -80,7 +84,8 @@ class Server {
   void handle_generation(const httplib::Request& req, httplib::Response& res, ApiKind kind);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
-  nlohmann::ordered_json model_card() const;
+  void handle_cache_routes(const httplib::Request& req, httplib::Response& res);
+  nlohmann::ordered_json model_card(const std::string& id) const;
 
   const ServerConfig config_;
   ServerMetrics metrics_;
@@ -88,6 +93,7 @@ class Server {
   ServedModel served_;
   ModelContext model_;
   EngineBridge bridge_;
+  RouteLog routes_;  // prompts of router-tagged requests (GET /v1/cache/routes)
   HttpServer http_;
   std::thread listener_;
   int port_ = 0;

@@ -30,6 +30,7 @@ struct Generation {
   bool include_usage = false;
   int n_logprobs = -1;
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // of them, found in the prefix cache at admission
   ResponseMeta meta;
   const Tokenizer* tokenizer = nullptr;
   EngineBridge* bridge = nullptr;
@@ -201,7 +202,8 @@ void answer_whole(Generation& g, httplib::Response& res) {
                           : completion_choice(int(i), c.text, std::move(c.logprobs), c.finish));
   }
   send_json(res, 200,
-            full_response(g.meta, std::move(choices), g.prompt_tokens, g.completion_tokens()));
+            full_response(g.meta, std::move(choices), g.prompt_tokens, g.completion_tokens(),
+                          g.cached_tokens));
 }
 
 // The single provider call that writes the whole stream (see streaming.h).
@@ -235,7 +237,7 @@ bool write_stream(Generation& g, httplib::DataSink& sink) {
       g.ended = true;
       if (state == State::kDone) {
         if (g.include_usage)
-          out += sse(usage_chunk(g.meta, g.prompt_tokens, g.completion_tokens()));
+          out += sse(usage_chunk(g.meta, g.prompt_tokens, g.completion_tokens(), g.cached_tokens));
       } else {
         out += sse(g.channel->error().to_json());
       }
@@ -290,6 +292,7 @@ void serve_generation(CompletionRequest request, const ModelContext& model, Engi
     return;
   }
   metrics.count_prompt_tokens(uint64_t(generation_prompt_tokens));
+  g->cached_tokens = g->channel->cached_tokens();
 
   if (!request.stream) {
     answer_whole(*g, res);
