@@ -616,6 +616,8 @@ void register_sim(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--mt-think-time", o->mt.think_time_s, "multiturn: seconds between turns")
       ->capture_default_str();
+  cmd->add_option("--mt-turn-time", o->mt.turn_time_s, "multiturn: nominal seconds of a reply")
+      ->capture_default_str();
   cmd->add_option("--num-prompts", o->num_prompts, "Requests (mooncake: 0 = the whole trace)")
       ->capture_default_str();
   cmd->add_option("--input-len", o->input_len, "Synthetic prompt tokens")->capture_default_str();
