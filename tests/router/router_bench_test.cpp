@@ -84,7 +84,7 @@ double throughput(int port, int clients, double seconds) {
 TEST(RouterBench, DISABLED_OverheadAndThroughputAgainstAFakeBackend) {
   set_log_level(LogLevel::kWarn);
   FakeBackend a("a");
-  a.generate = [](const httplib::Request& req, httplib::Response& res) {
+  a.set_generate([](const httplib::Request& req, httplib::Response& res) {
     if (req.body.find("\"stream\":true") == std::string::npos) {
       res.set_content(R"({"backend":"a","usage":{"prompt_tokens":1}})", "application/json");
       return;
@@ -95,7 +95,7 @@ TEST(RouterBench, DISABLED_OverheadAndThroughputAgainstAFakeBackend) {
       sink.done();
       return true;
     });
-  };
+  });
   auto r = start_router({&a}, router::Policy::kCacheAware, /*interval_s=*/1);
   ASSERT_TRUE(r);
   ttft(a.port, 200);  // warm up

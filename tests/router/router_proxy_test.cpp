@@ -46,11 +46,11 @@ FakeBackend::Handler sse_handler(int n, std::chrono::milliseconds gap, bool then
 TEST(RouterProxy, WholeAnswersPassThroughByteForByte) {
   FakeBackend a("a");
   const std::string body = "{ \"odd\" :  [1,2 ,3], \"text\": \"caf\\u00e9 \xe2\x82\xac\" }\n";
-  a.generate = [&](const httplib::Request& req, httplib::Response& res) {
+  a.set_generate([&](const httplib::Request& req, httplib::Response& res) {
     res.status = 201;
     res.set_header("X-Backend-Header", req.get_header_value("Authorization"));
     res.set_content(body, "application/x-test");
-  };
+  });
   auto r = start_router({&a});
   ASSERT_TRUE(r);
   HttpResult got = http_call(r->port(), "POST", "/v1/completions", R"({"prompt":"hi"})",
@@ -74,7 +74,7 @@ TEST(RouterProxy, SseStreamsPassThroughByteForByteAsEventsArrive) {
   std::mutex mu;
   std::condition_variable cv;
   bool client_saw_first = false;
-  a.generate = [&](const httplib::Request&, httplib::Response& res) {
+  a.set_generate([&](const httplib::Request&, httplib::Response& res) {
     auto i = std::make_shared<int>(0);
     res.set_chunked_content_provider("text/event-stream", [&, i](size_t, httplib::DataSink& sink) {
       if (*i == 1) {
@@ -93,7 +93,7 @@ TEST(RouterProxy, SseStreamsPassThroughByteForByteAsEventsArrive) {
       sink.write(ev.data(), ev.size());
       return true;
     });
-  };
+  });
   auto r = start_router({&a});
   ASSERT_TRUE(r);
   const int fd = connect_local(r->port());
@@ -125,10 +125,10 @@ TEST(RouterProxy, SseStreamsPassThroughByteForByteAsEventsArrive) {
 
 TEST(RouterProxy, BackendFailingBeforeTheFirstByteIsRetriedOnceElsewhere) {
   FakeBackend a("a"), b("b");
-  a.generate = [](const httplib::Request&, httplib::Response& res) {
+  a.set_generate([](const httplib::Request&, httplib::Response& res) {
     res.status = 503;
     res.set_content(R"({"error":{"message":"loading"}})", "application/json");
-  };
+  });
   auto r = start_router({&a, &b});  // round robin: a first
   ASSERT_TRUE(r);
   HttpResult got = post(r->port(), "/v1/chat/completions", kChat);
@@ -161,11 +161,11 @@ TEST(RouterProxy, UnreachableBackendIsTakenOutAndTheRequestRetried) {
 TEST(RouterProxy, RetriesOnlyOnceThenAnswersWithTheLastError) {
   FakeBackend a("a"), b("b"), c("c");
   for (FakeBackend* f : {&a, &b, &c}) {
-    f->generate = [f](const httplib::Request&, httplib::Response& res) {
+    f->set_generate([f](const httplib::Request&, httplib::Response& res) {
       res.status = 500;
       res.set_content(R"({"error":{"message":"boom from )" + f->name + R"("}})",
                       "application/json");
-    };
+    });
   }
   auto r = start_router({&a, &b, &c});
   ASSERT_TRUE(r);
@@ -192,11 +192,11 @@ TEST(RouterProxy, RetriesOnlyOnceThenAnswersWithTheLastError) {
 TEST(RouterProxy, ClientErrorsPassThroughWithoutRetry) {
   FakeBackend a("a"), b("b");
   for (FakeBackend* f : {&a, &b}) {
-    f->generate = [](const httplib::Request&, httplib::Response& res) {
+    f->set_generate([](const httplib::Request&, httplib::Response& res) {
       res.status = 400;
       res.set_content(R"({"error":{"message":"bad temperature","param":"temperature"}})",
                       "application/json");
-    };
+    });
   }
   auto r = start_router({&a, &b});
   ASSERT_TRUE(r);
@@ -212,7 +212,7 @@ TEST(RouterProxy, ClientErrorsPassThroughWithoutRetry) {
 
 TEST(RouterProxy, StreamBrokenMidwayEndsWithAnErrorEvent) {
   FakeBackend a("a");
-  a.generate = sse_handler(2, std::chrono::milliseconds(1), /*then_fail=*/true);
+  a.set_generate(sse_handler(2, std::chrono::milliseconds(1), /*then_fail=*/true));
   auto r = start_router({&a});
   ASSERT_TRUE(r);
   SseResult s =
@@ -230,12 +230,12 @@ TEST(RouterProxy, StreamBrokenMidwayEndsWithAnErrorEvent) {
 
 TEST(RouterProxy, WholeAnswerBrokenMidwayIsA502) {
   FakeBackend a("a");
-  a.generate = [](const httplib::Request&, httplib::Response& res) {
+  a.set_generate([](const httplib::Request&, httplib::Response& res) {
     res.set_content_provider(1000, "application/json", [](size_t, size_t, httplib::DataSink& sink) {
       sink.write("{\"partial\":", 11);
       return false;
     });
-  };
+  });
   auto r = start_router({&a});
   ASSERT_TRUE(r);
   HttpResult got = post(r->port(), "/v1/completions", {{"prompt", "x"}});
@@ -268,7 +268,7 @@ TEST(RouterProxy, ClientHangUpClosesTheBackendConnection) {
   for (const bool streaming : {true, false}) {
     FakeBackend a("a");
     std::atomic<bool> saw{false};
-    a.generate = wait_for_hangup(saw, streaming);
+    a.set_generate(wait_for_hangup(saw, streaming));
     auto r = start_router({&a});
     ASSERT_TRUE(r);
     const int fd = connect_local(r->port());
@@ -374,7 +374,7 @@ TEST(RouterProxy, MetricsCountRoutedRequestsAndReportedHits) {
   const std::string key(400, 'p');
   post(r->port(), "/v1/completions", {{"prompt", key}});
   post(r->port(), "/v1/completions", {{"prompt", key}});
-  a.generate = sse_handler(1, std::chrono::milliseconds(0));
+  a.set_generate(sse_handler(1, std::chrono::milliseconds(0)));
   SseResult s = stream(r->port(), "/v1/completions", {{"prompt", key}, {"stream", true}});
   EXPECT_TRUE(s.done);
   const std::string m = metrics_text(r->port());

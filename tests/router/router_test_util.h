@@ -60,13 +60,15 @@ struct FakeBackend {
     });
     auto gen = [this](const httplib::Request& req, httplib::Response& res) {
       ++calls;
+      Handler handler;
       {
         std::lock_guard<std::mutex> lock(mu);
         bodies.push_back(req.body);
         const std::string id = req.get_header_value("X-Sluice-Route-Id");
         if (!id.empty()) route_ids.push_back(id);
+        handler = generate;
       }
-      if (generate) return generate(req, res);
+      if (handler) return handler(req, res);
       res.set_content(json{{"backend", name},
                            {"usage",
                             {{"prompt_tokens", 10},
@@ -91,6 +93,11 @@ struct FakeBackend {
     http.stop();
     thread.join();
   }
+  // Sets the generation answer (under the lock the connection threads read it with).
+  void set_generate(Handler h) {
+    std::lock_guard<std::mutex> lock(mu);
+    generate = std::move(h);
+  }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
 
   static std::vector<std::string> split(const std::string& s) {
@@ -109,7 +116,7 @@ struct FakeBackend {
   server::HttpServer http;
   std::thread thread;
   int port = 0;
-  Handler generate;
+  Handler generate;  // guarded by mu: use set_generate()
   std::atomic<int> calls{0};
   std::atomic<int> health_status{200};
   std::atomic<int> running{0}, waiting{0};
