@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <future>
 #include <random>
 #include <sstream>
 
@@ -194,10 +195,14 @@ void Backends::record_usage(int b, int64_t prompt_tokens, int64_t cached_tokens)
 }
 
 void Backends::poll_once(const std::atomic<bool>* stop) {
-  for (int b = 0; b < size(); ++b) {
-    if (stop && stop->load()) return;
-    poll_backend(b, stop);
+  // In parallel: a backend that accepts connections but never answers costs its own poll the
+  // timeout, not everyone's.
+  std::vector<std::future<void>> polls;
+  for (int b = 1; b < size(); ++b) {
+    polls.push_back(std::async(std::launch::async, [this, b, stop] { poll_backend(b, stop); }));
   }
+  if (size() > 0) poll_backend(0, stop);
+  for (auto& p : polls) p.wait();
 }
 
 void Backends::poll_backend(int i, const std::atomic<bool>* stop) {

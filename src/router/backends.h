@@ -78,7 +78,8 @@ class Backends {
   // usage of a response from `b` (prompt_tokens_details.cached_tokens; -1 where absent).
   void record_usage(int b, int64_t prompt_tokens, int64_t cached_tokens);
 
-  // One round of health, load, model and cache polls over every backend (sequential).
+  // One round of health, load, model and cache polls over every backend (in parallel; returns
+  // when all are done).
   void poll_once(const std::atomic<bool>* stop);
 
   bool any_healthy() const;

@@ -309,6 +309,24 @@ TEST(RouterProxy, HealthChecksTakeBackendsOutAndPutThemBack) {
       1);
 }
 
+TEST(RouterProxy, ABackendThatHangsCostsOnlyItsOwnPoll) {
+  FakeBackend a("a"), b("b"), c("c");
+  auto r = start_router({&a, &b, &c}, Policy::kRoundRobin, 60, [](router::RouterConfig& cfg) {
+    cfg.backends_options.poll_timeout_ms = 300;
+  });
+  ASSERT_TRUE(r);
+  a.health_delay_ms = 1000;  // accepts, then says nothing for longer than the poll timeout
+  b.health_status = 503;
+  const auto t0 = std::chrono::steady_clock::now();
+  r->poll_now();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 0.9);
+  EXPECT_FALSE(r->backends().healthy(0));
+  EXPECT_FALSE(r->backends().healthy(1));
+  EXPECT_TRUE(r->backends().healthy(2));
+  a.health_delay_ms = 0;
+}
+
 TEST(RouterProxy, TheBackgroundPollerNoticesOnItsOwn) {
   FakeBackend a("a"), b("b");
   auto r = start_router({&a, &b}, Policy::kRoundRobin, /*interval_s=*/0.05);

@@ -27,6 +27,7 @@ struct FakeBackend {
   explicit FakeBackend(std::string name_, std::vector<std::string> models_ = {"fake-model"})
       : name(std::move(name_)), models(std::move(models_)), http(server::HttpLimits{}) {
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(health_delay_ms.load()));
       res.status = health_status.load();
       res.set_content(R"({"status":"ok"})", "application/json");
     });
@@ -119,6 +120,7 @@ struct FakeBackend {
   Handler generate;  // guarded by mu: use set_generate()
   std::atomic<int> calls{0};
   std::atomic<int> health_status{200};
+  std::atomic<int> health_delay_ms{0};
   std::atomic<int> running{0}, waiting{0};
   std::atomic<bool> cache_routes{false};
   std::atomic<int> cached_tokens{100};
