@@ -36,11 +36,21 @@ bool iequals(std::string_view a, std::string_view b) {
 // Headers that describe one hop, not the message (RFC 9110 7.6.1), plus what httplib adds to a
 // parsed request and the router's own tag.
 bool hop_by_hop(std::string_view name) {
-  static constexpr const char* kNames[] = {
-      "Connection",      "Keep-Alive",       "Transfer-Encoding", "TE",
-      "Upgrade",         "Proxy-Connection", "Content-Length",    "Host",
-      "Accept-Encoding", "REMOTE_ADDR",      "REMOTE_PORT",       "LOCAL_ADDR",
-      "LOCAL_PORT",      "X-Sluice-Route-Id"};
+  static constexpr const char* kNames[] = {"Connection",
+                                           "Keep-Alive",
+                                           "Transfer-Encoding",
+                                           "TE",
+                                           "Upgrade",
+                                           "Proxy-Connection",
+                                           "Content-Length",
+                                           "Host",
+                                           "Accept-Encoding",
+                                           "REMOTE_ADDR",
+                                           "REMOTE_PORT",
+                                           "LOCAL_ADDR",
+                                           "LOCAL_PORT",
+                                           "X-Sluice-Route-Id",
+                                           "Expect"};
   for (const char* n : kNames)
     if (iequals(name, n)) return true;
   return false;

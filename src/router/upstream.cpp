@@ -194,6 +194,14 @@ bool Connection::take_line(std::string& line) {
 }
 
 Result<ResponseHead> Connection::read_head(const Wait& wait, ReadResult* result) {
+  while (true) {
+    Result<ResponseHead> head = read_one_head(wait, result);
+    // Interim answers (100 Continue, 103 Early Hints) precede the real one.
+    if (!head.ok() || head->status >= 200) return head;
+  }
+}
+
+Result<ResponseHead> Connection::read_one_head(const Wait& wait, ReadResult* result) {
   if (result) *result = ReadResult::kError;
   size_t end;
   while ((end = buf_.find("\r\n\r\n", pos_)) == std::string::npos) {

@@ -91,6 +91,7 @@ class Connection {
     kTrailers,
     kDone
   };
+  Result<ResponseHead> read_one_head(const Wait& wait, ReadResult* result);
   // Waits until the socket is readable and reads into the buffer.
   ReadResult fill(const Wait& wait);
   // Takes one line (without CR LF) from the buffer; false if no full line is buffered.

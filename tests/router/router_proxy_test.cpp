@@ -67,6 +67,19 @@ TEST(RouterProxy, WholeAnswersPassThroughByteForByte) {
   EXPECT_EQ(a.bodies[0], R"({"prompt":"hi"})");
 }
 
+TEST(RouterProxy, ExpectContinueIsAnsweredByTheRouterNotForwarded) {
+  FakeBackend a("a");
+  auto r = start_router({&a});
+  ASSERT_TRUE(r);
+  const int fd = connect_local(r->port());
+  ASSERT_TRUE(send_all(fd, http_request("POST", "/v1/completions", R"({"prompt":"x"})",
+                                        "Expect: 100-continue\r\n")));
+  const std::string got = recv_until(fd, "\"backend\":\"a\"", 5000);
+  ::close(fd);
+  EXPECT_NE(got.find("HTTP/1.1 200"), std::string::npos) << got;
+  EXPECT_NE(got.find("\"backend\":\"a\""), std::string::npos) << got;
+}
+
 TEST(RouterProxy, SseStreamsPassThroughByteForByteAsEventsArrive) {
   FakeBackend a("a");
   // The backend sends its second event only after the client saw the first one through the
