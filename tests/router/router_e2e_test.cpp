@@ -78,6 +78,50 @@ TEST(RouterEndToEnd, ReplicasBehindTheRouterGiveTheSameGreedyTextAsOneServer) {
   EXPECT_GE(reported, 0) << m;  // prompts this short have no full 16-token block to reuse
 }
 
+// Growing conversations (token-id prompts, each turn extending the last by 48 tokens) over two
+// replicas: cache_aware keeps each on one replica, which then computes only the new tokens of a
+// turn; round robin alternates every conversation between the two, so each turn also recomputes
+// the turn before it (about twice the prompt tokens computed).
+TEST(RouterEndToEnd, CacheAwareFindsMorePrefixHitsThanRoundRobin) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  double hit_rate[2] = {0, 0}, computed[2] = {0, 0};
+  for (const router::Policy policy : {router::Policy::kCacheAware, router::Policy::kRoundRobin}) {
+    std::vector<std::unique_ptr<ServeProcess>> replicas;
+    for (int i = 0; i < 2; ++i) {
+      replicas.push_back(
+          ServeProcess::start({model, "-c", "512", "-t", "1", "--kv-cache-gb", "0.01"}));
+      ASSERT_TRUE(replicas.back());
+    }
+    auto r = router_over(replicas, policy);
+    ASSERT_TRUE(r);
+    std::vector<json> convos(3, json::array());
+    for (int turn = 0; turn < 5; ++turn) {
+      for (size_t c = 0; c < convos.size(); ++c) {
+        for (int i = 0; i < 48; ++i) convos[c].push_back(10 + (int(c) * 97 + turn * 31 + i) % 400);
+        HttpResult got = post(r->port(), "/v1/completions",
+                              {{"prompt", convos[c]}, {"max_tokens", 1}, {"temperature", 0}});
+        ASSERT_EQ(got.status, 200) << got.body;
+      }
+    }
+    const std::string m = metrics_text(r->port());
+    double prompt = 0, hit = 0;
+    for (const auto& rep : replicas) {
+      const std::string l = "{backend=\"http://127.0.0.1:" + std::to_string(rep->port) + "\"}";
+      prompt += metric(m, "sluice_router_reported_prompt_tokens_total" + l);
+      hit += metric(m, "sluice_router_reported_hit_tokens_total" + l);
+    }
+    const int k = policy == router::Policy::kCacheAware ? 0 : 1;
+    hit_rate[k] = hit / prompt;
+    computed[k] = prompt - hit;
+  }
+  std::printf(
+      "[ prefix hits ] cache_aware %.2f (%.0f prompt tokens computed), round_robin %.2f "
+      "(%.0f)\n",
+      hit_rate[0], computed[0], hit_rate[1], computed[1]);
+  EXPECT_GT(hit_rate[0], hit_rate[1]);
+  EXPECT_GE(computed[1], 1.5 * computed[0]);
+}
+
 // One client's streamed request: how it ended.
 struct Outcome {
   int status = -1;
