@@ -141,6 +141,48 @@ double Engine::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
 }
 
+Result<int32_t> Engine::import_prefix(std::span<const int32_t> tokens, const KvBlockData& blocks) {
+  const int32_t bs = kv_.block_size();
+  const int32_t n_full = int32_t(tokens.size() / size_t(bs));
+  if (blocks.n_blocks != n_full ||
+      blocks.bytes.size() != size_t(blocks.n_blocks) * blocks.bytes_per_block) {
+    return make_error("import_prefix: ", blocks.n_blocks, " blocks of data for ", n_full,
+                      " full blocks of ", tokens.size(), " tokens");
+  }
+  // The layout check first (an export of no blocks names this executor's layout), so that
+  // nothing is cached that would not be written.
+  SLUICE_ASSIGN_OR_RETURN(const KvBlockData mine, executor_.export_blocks({}));
+  if (mine.layout != blocks.layout) {
+    return make_error("import_prefix: blocks of layout '", blocks.layout, "', this executor's is '",
+                      mine.layout, "'");
+  }
+  const std::vector<KvCacheManager::ImportedBlock> got = kv_.import_prefix(tokens);
+  if (!got.empty()) {
+    KvBlockData sub;
+    sub.layout = blocks.layout;
+    sub.bytes_per_block = blocks.bytes_per_block;
+    sub.n_blocks = int32_t(got.size());
+    std::vector<int32_t> ids;
+    for (const KvCacheManager::ImportedBlock& b : got) {
+      ids.push_back(b.id);
+      const uint8_t* src = blocks.bytes.data() + size_t(b.index) * blocks.bytes_per_block;
+      sub.bytes.insert(sub.bytes.end(), src, src + blocks.bytes_per_block);
+    }
+    SLUICE_RETURN_IF_ERROR(executor_.import_blocks(ids, sub));
+  }
+  return kv_.n_cached_prefix_tokens(tokens);
+}
+
+Result<KvBlockData> Engine::export_prefix(std::span<const int32_t> tokens) const {
+  const std::vector<BlockId> ids = kv_.cached_prefix_blocks(tokens);
+  const size_t n_full = tokens.size() / size_t(kv_.block_size());
+  if (ids.size() != n_full) {
+    return make_error("export_prefix: ", ids.size(), " of the ", n_full,
+                      " full blocks of the prefix are cached");
+  }
+  return executor_.export_blocks(ids);
+}
+
 Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const GenerationParams& params) {
   SLUICE_ASSIGN_OR_RETURN(std::vector<RequestId> ids,
                           add_request_group(std::move(prompt), {params}));

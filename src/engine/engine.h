@@ -166,6 +166,16 @@ class Engine {
   // scheduled at params[0].priority.
   Result<std::vector<RequestId>> add_request_group(std::vector<int32_t> prompt,
                                                    const std::vector<GenerationParams>& params);
+  // Disaggregated serving: K/V computed elsewhere enters this engine's prefix cache, so a
+  // request whose prompt starts with `tokens` computes only the rest. `blocks` holds every full
+  // block of `tokens`, in order, as another executor exported them (same layout); the ones not
+  // cached here are written into fresh blocks (KvCacheManager::import_prefix), then cached and
+  // evictable like a finished request's. Returns the tokens of `tokens` now cached (fewer when
+  // the pool is short). Fails, importing nothing, on a layout or count mismatch.
+  Result<int32_t> import_prefix(std::span<const int32_t> tokens, const KvBlockData& blocks);
+  // The other side: the K/V of every full block of `tokens`, which must all be in this engine's
+  // prefix cache (a request computed them), for import_prefix elsewhere.
+  Result<KvBlockData> export_prefix(std::span<const int32_t> tokens) const;
   // Ends a request at the next step boundary; its final event has FinishReason::kAbort.
   void abort(RequestId id);
   // Runs one step. Returns the events of every request that progressed or finished.

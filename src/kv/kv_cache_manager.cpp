@@ -52,18 +52,53 @@ PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens) {
 }
 
 int32_t KvCacheManager::n_cached_prefix_tokens(std::span<const int32_t> tokens) const {
-  if (!config_.enable_prefix_cache) return 0;
+  return int32_t(cached_prefix_blocks(tokens).size()) * block_size();
+}
+
+std::vector<BlockId> KvCacheManager::cached_prefix_blocks(std::span<const int32_t> tokens) const {
+  std::vector<BlockId> out;
+  if (!config_.enable_prefix_cache) return out;
   const int32_t bs = block_size();
   const int32_t n_blocks = int32_t(tokens.size() / size_t(bs));
   BlockHash parent = 0;
-  int32_t b = 0;
-  for (; b < n_blocks; ++b) {
+  for (int32_t b = 0; b < n_blocks; ++b) {
     auto block_tokens = tokens.subspan(size_t(b) * size_t(bs), size_t(bs));
     const BlockHash h = hash_block(parent, block_tokens);
-    if (!pool_.find_cached(h, block_tokens)) break;
+    const std::optional<BlockId> id = pool_.find_cached(h, block_tokens);
+    if (!id) break;
+    out.push_back(*id);
     parent = h;
   }
-  return b * bs;
+  return out;
+}
+
+std::vector<KvCacheManager::ImportedBlock> KvCacheManager::import_prefix(
+    std::span<const int32_t> tokens) {
+  std::vector<ImportedBlock> out;
+  if (!config_.enable_prefix_cache) return out;
+  const int32_t bs = block_size();
+  const int32_t n_full = int32_t(tokens.size() / size_t(bs));
+  // Each block is referenced while the import runs, so allocating the next cannot evict it.
+  std::vector<BlockId> held;
+  BlockHash parent = 0;
+  for (int32_t b = 0; b < n_full; ++b) {
+    auto block_tokens = tokens.subspan(size_t(b) * size_t(bs), size_t(bs));
+    const BlockHash h = hash_block(parent, block_tokens);
+    if (std::optional<BlockId> cached = pool_.find_cached(h, block_tokens)) {
+      pool_.retain(*cached);
+      held.push_back(*cached);
+    } else {
+      if (!pool_.can_allocate(1)) break;
+      const BlockId id = pool_.allocate(1)[0];
+      pool_.cache(id, h, block_tokens);
+      held.push_back(id);
+      out.push_back({b, id});
+    }
+    parent = h;
+  }
+  std::reverse(held.begin(), held.end());  // tail-first: the last blocks are evicted first
+  pool_.release(held);
+  return out;
 }
 
 bool KvCacheManager::allocate_slots(RequestId id, int32_t n_computed, int32_t n_new_tokens,

@@ -76,6 +76,20 @@ class KvCacheManager {
   // may match; find_prefix leaves one token). A read-only probe: no stats, no references, no
   // LRU change. Costs one block hash per matched block.
   int32_t n_cached_prefix_tokens(std::span<const int32_t> tokens) const;
+  // The blocks of that run, in order (the same read-only probe).
+  std::vector<BlockId> cached_prefix_blocks(std::span<const int32_t> tokens) const;
+
+  // Disaggregated serving (a prefill elsewhere, a KV transfer, a disk tier): the full blocks of
+  // `tokens` enter the prefix cache as if a finished request had computed them. Blocks already
+  // cached are kept; each missing one is allocated and cached (then evictable, last blocks
+  // first, as a finished request's). Stops early when the pool is short. Returns the blocks it
+  // allocated, whose contents the caller must now write: (index of the block in `tokens`, id).
+  // Nothing when the prefix cache is off.
+  struct ImportedBlock {
+    int32_t index = 0;
+    BlockId id = kNoBlock;
+  };
+  std::vector<ImportedBlock> import_prefix(std::span<const int32_t> tokens);
 
   // Makes request `id` hold blocks for tokens [0, n_computed + n_new_tokens), of which
   // [n_computed, n_computed + n_new_tokens) are written next: a block there that another table

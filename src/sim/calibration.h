@@ -33,8 +33,9 @@ struct StepSample {
 //               a step's bound being its larger floor;
 //   additive:   measured = overhead + per_seq * seqs + bytes_s / e_mem + flops_s / e_comp;
 // the one with the smaller RMS relative error wins. (Rows equal sequences without speculative
-// decoding: per-row costs fold into per_seq.) Efficiencies are clamped to (0, 1], overheads to
-// >= 0. Needs samples of both bounds and several batch sizes.
+// decoding: per-row costs fold into per_seq.) Efficiencies are clamped to (0, 2] (the cached
+// roofline can be below what the engine reaches), overheads to >= 0. Needs samples of both bounds
+// and several batch sizes.
 Result<SimCalibration> fit_calibration(const std::vector<StepSample>& samples);
 
 // The step time `c` predicts for `s` (what the simulated executor charges).

@@ -271,3 +271,45 @@ TEST(KvCacheManager, SlidingWindowReleasesBlocksOutsideTheWindow) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST(KvCacheManager, ImportPrefixCachesMissingFullBlocksOnly) {
+  KvCacheManager kv({.n_blocks = 8, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
+  // Block 0 of the prompt is already cached here (an earlier request).
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 4));
+  kv.commit_computed(1, iota_tokens(4), 4);
+  kv.free(1);
+  const auto prompt = iota_tokens(14);  // 3 full blocks + 2 tokens
+  const auto got = kv.import_prefix(prompt);
+  ASSERT_EQ(got.size(), 2u);  // blocks 1 and 2; the partial tail is not imported
+  EXPECT_EQ(got[0].index, 1);
+  EXPECT_EQ(got[1].index, 2);
+  EXPECT_EQ(kv.n_cached_prefix_tokens(prompt), 12);
+  const std::vector<BlockId> ids = kv.cached_prefix_blocks(prompt);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[1], got[0].id);
+  EXPECT_EQ(ids[2], got[1].id);
+  // Imported blocks are evictable, held by nobody.
+  EXPECT_EQ(kv.n_free_blocks(), 8);
+  for (BlockId id : ids) EXPECT_EQ(kv.ref_count(id), 0);
+  // A request with that prompt hits all 3 blocks (one token left to compute... 14 - 12 = 2).
+  EXPECT_EQ(kv.find_prefix(prompt).n_tokens, 12);
+  // Importing again allocates nothing.
+  EXPECT_TRUE(kv.import_prefix(prompt).empty());
+}
+
+TEST(KvCacheManager, ImportPrefixStopsWhenThePoolIsShortAndNeverEvictsItself) {
+  KvCacheManager kv({.n_blocks = 3, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 4));                 // one block held by a running request
+  const auto got = kv.import_prefix(iota_tokens(20, 50));  // 5 full blocks, 2 free
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(kv.n_cached_prefix_tokens(iota_tokens(20, 50)), 8);
+  // Off: nothing.
+  KvCacheManager off({.n_blocks = 4, .block_size = 4, .enable_prefix_cache = false, .salt = 0});
+  EXPECT_TRUE(off.import_prefix(iota_tokens(8)).empty());
+}
+
+}  // namespace
+}  // namespace sluice

@@ -473,7 +473,7 @@ TEST(SimCalibrationTest, SaveLoadRoundTripAndBadFiles) {
   EXPECT_EQ(l->source, "test");
   {
     std::ofstream f(path);
-    f << R"({"mem_efficiency": 1.5})";
+    f << R"({"mem_efficiency": 2.5})";
   }
   auto bad = sim::load_calibration(path);
   ASSERT_FALSE(bad.ok());
