@@ -75,6 +75,7 @@ struct Options {
   int max_chips = 64;
   double slo_attainment = 90;
   std::string out, plot, output_format = "md";
+  double tie_gap_us = 100;
   bool calibrate = false;
   int threads = 0;
 };
@@ -235,6 +236,7 @@ Result<sim::ServiceConfig> service_config(const Options& o, const Deployment& d,
   sc.engine.scheduler.max_batch_tokens = o.max_batch_tokens;
   sc.engine.scheduler.prefill_chunk = o.prefill_chunk;
   sc.engine.enable_prefix_cache = !o.no_prefix_cache;
+  sc.tie_gap_s = o.tie_gap_us * 1e-6;
   return sc;
 }
 
@@ -628,6 +630,9 @@ void register_sim(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--rate", o->rate, "Offered requests/s, or inf")->capture_default_str();
   cmd->add_option("--sweep", o->sweep, "Rates, e.g. 1,2,4,inf")->delimiter(',');
+  cmd->add_option("--tie-gap-us", o->tie_gap_us,
+                  "Requests arriving at the same instant reach the server this far apart")
+      ->capture_default_str();
   cmd->add_option("--burstiness", o->burstiness, "Gamma shape of arrival gaps (1: Poisson)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of prompts and arrivals")->capture_default_str();

@@ -103,6 +103,13 @@ Result<ServiceReport> simulate_service(const ServiceConfig& config, const Tokeni
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return work[a].arrival_s < work[b].arrival_s; });
 
+  if (config.tie_gap_s > 0) {
+    for (size_t i = 1; i < order.size(); ++i) {
+      WorkItem& prev = work[order[i - 1]];
+      WorkItem& cur = work[order[i]];
+      if (cur.arrival_s <= prev.arrival_s) cur.arrival_s = prev.arrival_s + config.tie_gap_s;
+    }
+  }
   ServiceReport out;
   out.records.resize(work.size());
   std::vector<int64_t> n_prompt(work.size(), 0);

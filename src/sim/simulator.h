@@ -61,6 +61,11 @@ struct ServiceConfig {
   // The engine of each replica; its clock is set by the simulator. Speculative decoding is not
   // simulated (refused).
   EngineConfig engine;
+  // Requests whose arrival times are equal reach a replica this far apart, in order: a front end
+  // receives them one by one (bench serve's dispatcher sends tied requests ~0.1 ms apart, and a
+  // trace's millisecond timestamps tie often), so an idle engine starts a step on the first
+  // before the rest arrive. 0: all at once.
+  double tie_gap_s = 0;
   // Observes every step: (replica, its batch, the virtual time the step starts).
   std::function<void(int, const Batch&, double)> on_step;
 };
