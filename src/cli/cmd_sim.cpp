@@ -49,6 +49,8 @@ struct Options {
   bool ideal = false;       // no calibration: the bare roofline
   int tp = 1, pp = 1, pp_micro = 0;
   int replicas = 1;
+  int prefill_replicas = 0, decode_replicas = 0;
+  double kv_link_gbps = 50, kv_link_latency_us = 10;
   std::string router = "cache_aware";
   router::PolicyConfig policy;
   int weight_bits = -1, kv_bits = 16, act_bits = -1;
@@ -190,12 +192,25 @@ Result<Deployment> build_deployment(const Options& o) {
 // One layout of the service: tp x pp chips per replica, `replicas` of them.
 struct Layout {
   int tp = 1, pp = 1, replicas = 1;
-  int chips() const { return tp * pp * replicas; }
+  int prefill = 0, decode = 0;  // disaggregated (then replicas is unused)
+  bool disaggregated() const { return prefill > 0; }
+  int chips() const { return tp * pp * (disaggregated() ? prefill + decode : replicas); }
+  std::string name() const {
+    std::string s = disaggregated()
+                        ? std::to_string(prefill) + "P + " + std::to_string(decode) + "D"
+                        : std::to_string(replicas);
+    return s + " x tp" + std::to_string(tp) + (pp > 1 ? " pp" + std::to_string(pp) : "");
+  }
 };
 
 Result<sim::ServiceConfig> service_config(const Options& o, const Deployment& d, const Layout& l) {
   sim::ServiceConfig sc;
   sc.replicas = l.replicas;
+  sc.prefill_replicas = l.prefill;
+  sc.decode_replicas = l.decode;
+  sc.kv_link_bytes_per_s = o.kv_link_gbps * 1e9;
+  sc.kv_link_latency_s = o.kv_link_latency_us * 1e-6;
+  sc.kv_bytes_per_token = d.kv_bytes_per_token;
   SimExecutorConfig& ex = sc.executor;
   ex.cost = d.cost;
   ex.calibration = d.calibration;
@@ -339,15 +354,21 @@ Result<SimRun> run_once(const Options& o, const Deployment& d, const Layout& l, 
   SLUICE_ASSIGN_OR_RETURN(sim::ServiceConfig sc, service_config(o, d, l));
   SLUICE_ASSIGN_OR_RETURN(Workload w, build_workload(o, d, rate));
   SLUICE_ASSIGN_OR_RETURN(Tokenizer tok, make_synthetic_tokenizer(kSimVocab));
-  std::unique_ptr<sim::RoutePicker> picker = sim::make_router_picker(o.policy, l.replicas);
+  const int first_pool = l.disaggregated() ? l.prefill : l.replicas;
+  std::unique_ptr<sim::RoutePicker> picker = sim::make_router_picker(o.policy, first_pool);
+  // Disaggregated: prefilled requests go to the decode replica with the least load.
+  router::PolicyConfig decode_policy = o.policy;
+  decode_policy.policy = router::Policy::kLeastLoad;
+  std::unique_ptr<sim::RoutePicker> decode_picker =
+      l.disaggregated() ? sim::make_router_picker(decode_policy, l.decode) : nullptr;
   const size_t n = w.items.size();
   SimRun r;
-  SLUICE_ASSIGN_OR_RETURN(r.report, sim::simulate_service(sc, tok, std::move(w.items), *picker));
+  SLUICE_ASSIGN_OR_RETURN(
+      r.report, sim::simulate_service(sc, tok, std::move(w.items), *picker, decode_picker.get()));
   r.run.records = r.report.records;
   r.run.summary = loadgen::summarize(r.run.records, slo);
   loadgen::RunInfo& info = r.run.info;
-  info.url = "sim: " + std::to_string(l.replicas) + " x (" + std::to_string(l.tp) + " tp x " +
-             std::to_string(l.pp) + " pp) " + d.cost.hw.name + ", router " + picker->name();
+  info.url = "sim: " + l.name() + " of " + d.cost.hw.name + ", router " + picker->name();
   info.endpoint = "completions";
   info.model = o.model;
   info.dataset = w.description;
@@ -386,12 +407,18 @@ std::string sim_details(const Deployment& d, const Layout& l, const SimRun& r) {
                 d.calibration.compute_efficiency, d.calibration.step_overhead_s * 1e3,
                 d.calibration.per_seq_s * 1e6, d.calibration.per_row_s * 1e6);
   out += buf;
-  out += "| replica | requests | steps | busy % | prefix hit % | preemptions | KV blocks |\n";
-  out += "|---|---|---|---|---|---|---|\n";
+  if (s.kv_transfers > 0) {
+    std::snprintf(buf, sizeof buf, "KV transfers: %llu prompts, %.2f GB over the link\n",
+                  (unsigned long long)s.kv_transfers, s.kv_transfer_bytes / 1e9);
+    out += buf;
+  }
+  out +=
+      "| replica | role | requests | steps | busy % | prefix hit % | preemptions | KV blocks |\n";
+  out += "|---|---|---|---|---|---|---|---|\n";
   for (size_t i = 0; i < s.replicas.size(); ++i) {
     const sim::ReplicaReport& rr = s.replicas[i];
-    std::snprintf(buf, sizeof buf, "| %zu | %lld | %llu | %.1f | %.1f | %llu | %lld |\n", i,
-                  (long long)rr.requests, (unsigned long long)rr.steps,
+    std::snprintf(buf, sizeof buf, "| %zu | %s | %lld | %llu | %.1f | %.1f | %llu | %lld |\n", i,
+                  rr.role.c_str(), (long long)rr.requests, (unsigned long long)rr.steps,
                   s.virtual_s > 0 ? 100 * rr.busy_s / s.virtual_s : 0.0,
                   rr.prefix_queried_blocks
                       ? 100.0 * double(rr.prefix_hit_blocks) / double(rr.prefix_queried_blocks)
@@ -414,9 +441,16 @@ Status write_text(const std::string& path, const std::string& text) {
 // --find min-chips: the layouts by chip count, the first meeting the SLO at the rate.
 Status find_min_chips(const Options& o, const Deployment& d, double rate, const loadgen::Slo& slo) {
   if (!slo.any()) return make_error("--find min-chips needs --slo-ttft-ms and/or --slo-tpot-ms");
+  // Colocated: tp x replicas. With --prefill-replicas/--decode-replicas given, disaggregated
+  // splits P + D too.
+  const bool disagg = o.prefill_replicas > 0 || o.decode_replicas > 0;
   std::vector<Layout> layouts;
   for (int tp = 1; tp <= o.max_chips; tp *= 2) {
-    for (int rep = 1; tp * rep <= o.max_chips; ++rep) layouts.push_back({tp, 1, rep});
+    for (int rep = 1; tp * rep <= o.max_chips; ++rep) {
+      layouts.push_back({tp, 1, rep, 0, 0});
+      if (!disagg) continue;
+      for (int p = 1; p < rep; ++p) layouts.push_back({tp, 1, 0, p, rep - p});
+    }
   }
   std::stable_sort(layouts.begin(), layouts.end(), [](const Layout& a, const Layout& b) {
     return a.chips() != b.chips() ? a.chips() < b.chips() : a.tp < b.tp;
@@ -425,8 +459,8 @@ Status find_min_chips(const Options& o, const Deployment& d, double rate, const 
       "| chips | layout | fits | SLO met %% | TTFT p99 ms | TPOT p99 ms | output tok/s |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const Layout& l : layouts) {
-    char name[64];
-    std::snprintf(name, sizeof name, "%d x tp%d", l.replicas, l.tp);
+    const std::string name_s = l.name();
+    const char* name = name_s.c_str();
     Result<SimRun> r = run_once(o, d, l, rate, slo);
     if (!r.ok()) {
       std::printf("| %d | %s | no: %s | | | | |\n", l.chips(), name, r.message().c_str());
@@ -522,7 +556,10 @@ Status run_sim(const Options& o) {
     if (o.find != "min-chips") return make_error("--find takes 'min-chips'");
     return find_min_chips(opts, d, rates.front(), slo);
   }
-  const Layout l{o.tp, o.pp, o.replicas};
+  const Layout l{o.tp, o.pp, o.replicas, o.prefill_replicas, o.decode_replicas};
+  if ((l.prefill > 0) != (l.decode > 0)) {
+    return make_error("--prefill-replicas and --decode-replicas go together");
+  }
   std::vector<loadgen::RunResult> runs;
   std::string details;
   for (double rate : rates) {
@@ -570,6 +607,14 @@ void register_sim(CLI::App& app, int& exit_code) {
   cmd->add_option("--replicas", o->replicas, "Replicas behind the router")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--prefill-replicas", o->prefill_replicas,
+                  "Disaggregated: replicas that prefill (with --decode-replicas)");
+  cmd->add_option("--decode-replicas", o->decode_replicas,
+                  "Disaggregated: replicas that decode, importing the prompts' K/V");
+  cmd->add_option("--kv-link-gbps", o->kv_link_gbps, "Disaggregated: KV transfer link, GB/s")
+      ->capture_default_str();
+  cmd->add_option("--kv-link-latency-us", o->kv_link_latency_us, "Disaggregated: per transfer")
+      ->capture_default_str();
   cmd->add_option("--router", o->router, "cache_aware, least_load or round_robin (sluice router's)")
       ->capture_default_str();
   cmd->add_option("--cache-threshold", o->policy.cache_threshold,

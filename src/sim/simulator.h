@@ -57,6 +57,16 @@ std::unique_ptr<RoutePicker> make_router_picker(const router::PolicyConfig& conf
 
 struct ServiceConfig {
   int replicas = 1;
+  // Disaggregated prefill/decode (both > 0; `replicas` is then ignored): a request goes to a
+  // prefill replica for its prompt and first token; its prompt's K/V (kv_bytes_per_token each)
+  // then crosses the link (latency + bytes / bandwidth) to a decode replica, which imports it
+  // into its prefix cache (Engine::import_prefix), computes the partial last block and the first
+  // token's K/V, and generates the rest.
+  int prefill_replicas = 0;
+  int decode_replicas = 0;
+  double kv_link_bytes_per_s = 0;
+  double kv_link_latency_s = 0;
+  double kv_bytes_per_token = 0;
   SimExecutorConfig executor;  // every replica's (its capacity sizes the KV cache)
   // The engine of each replica; its clock is set by the simulator. Speculative decoding is not
   // simulated (refused).
@@ -71,6 +81,7 @@ struct ServiceConfig {
 };
 
 struct ReplicaReport {
+  std::string role = "both";  // "prefill" | "decode" when disaggregated
   int64_t requests = 0;
   uint64_t steps = 0;
   double busy_s = 0;  // virtual seconds inside steps
@@ -92,6 +103,9 @@ struct ServiceReport {
   // Summed over replicas.
   uint64_t prefix_queried_blocks = 0, prefix_hit_blocks = 0, prefix_hit_tokens = 0;
   uint64_t prompt_tokens = 0;  // of all requests
+  // Disaggregated: prompts whose K/V crossed the link, and its bytes.
+  uint64_t kv_transfers = 0;
+  double kv_transfer_bytes = 0;
   double prefix_hit_rate() const {
     return prefix_queried_blocks ? double(prefix_hit_blocks) / double(prefix_queried_blocks) : 0;
   }
@@ -99,8 +113,11 @@ struct ServiceReport {
 
 // Runs `work` (any order; arrivals are sorted) to completion. Deterministic: the same inputs give
 // the same report (wall_s aside). `tokenizer` is the simulated vocabulary
-// (make_synthetic_tokenizer(executor.capacity.n_vocab)).
+// (make_synthetic_tokenizer(executor.capacity.n_vocab)). `picker` routes arrivals (to the
+// prefill replicas when disaggregated); `decode_picker` the prefilled requests to the decode
+// replicas (required then). Pickers see loads and return indices within their own pool.
 Result<ServiceReport> simulate_service(const ServiceConfig& config, const Tokenizer& tokenizer,
-                                       std::vector<WorkItem> work, RoutePicker& picker);
+                                       std::vector<WorkItem> work, RoutePicker& picker,
+                                       RoutePicker* decode_picker = nullptr);
 
 }  // namespace sluice::sim

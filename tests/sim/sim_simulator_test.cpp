@@ -488,3 +488,68 @@ TEST(SimCalibrationTest, SaveLoadRoundTripAndBadFiles) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST(SimServiceTest, DisaggregatedPrefillHandsTheKvToADecodeReplica) {
+  Tokenizer tok = test::fake_tokenizer(kVocab);
+  sim::ServiceConfig cfg = small_service(0, 256);
+  cfg.prefill_replicas = 1;
+  cfg.decode_replicas = 1;
+  cfg.kv_link_bytes_per_s = 1e9;
+  cfg.kv_link_latency_s = 1e-3;
+  cfg.kv_bytes_per_token = 1e5;
+  cfg.engine.scheduler.max_batch_tokens = 512;
+  cfg.engine.scheduler.prefill_chunk = 512;
+  std::vector<sim::WorkItem> work(1);
+  work[0].arrival_s = 1.0;
+  work[0].prompt.assign(100, 7);  // 6 full blocks of 16 + 4 tokens
+  work[0].output_tokens = 4;
+  auto prefill = sim::make_router_picker({}, 1);
+  auto decode = sim::make_router_picker({}, 1);
+  auto rep = sim::simulate_service(cfg, tok, work, *prefill, decode.get());
+  ASSERT_TRUE(rep.ok()) << rep.message();
+  const loadgen::RequestRecord& r = rep->records[0];
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.output_tokens, 4);
+  ASSERT_EQ(rep->replicas.size(), 2u);
+  EXPECT_EQ(rep->replicas[0].role, "prefill");
+  EXPECT_EQ(rep->replicas[1].role, "decode");
+  EXPECT_EQ(rep->kv_transfers, 1u);
+  EXPECT_DOUBLE_EQ(rep->kv_transfer_bytes, 100 * 1e5);
+
+  VirtualClock c;
+  SimulatedExecutor model(cfg.executor, c);
+  // Prefill replica: the whole prompt and the first token.
+  EXPECT_NEAR(r.ttft_s, model.step_cost(uniform_batch(1, 100, 100)).seconds(), 1e-12);
+  EXPECT_EQ(rep->replicas[0].prompt_tokens_computed, 100u);
+  // Decode replica: 96 tokens imported; the 4-token tail and the first token computed in its
+  // first step, which yields token 2 after the transfer.
+  EXPECT_EQ(rep->replicas[1].prompt_tokens_computed, 5u);
+  const double transfer = 1e-3 + 100 * 1e5 / 1e9;
+  ASSERT_EQ(r.itl_s.size(), 3u);
+  EXPECT_NEAR(r.itl_s[0], transfer + model.step_cost(uniform_batch(1, 5, 101)).seconds(), 1e-12);
+  EXPECT_NEAR(r.itl_s[1], model.step_cost(uniform_batch(1, 1, 102)).seconds(), 1e-12);
+  // Decode-side imports are not counted as prefix-cache reuse.
+  EXPECT_EQ(rep->prefix_hit_blocks, 0u);
+}
+
+TEST(SimServiceTest, DisaggregatedNeedsBothPoolsAndALink) {
+  Tokenizer tok = test::fake_tokenizer(kVocab);
+  sim::ServiceConfig cfg = small_service(0, 64);
+  cfg.prefill_replicas = 1;
+  auto p = sim::make_router_picker({}, 1);
+  auto d = sim::make_router_picker({}, 1);
+  EXPECT_FALSE(sim::simulate_service(cfg, tok, prefix_workload(4, 1), *p, d.get()).ok());
+  cfg.decode_replicas = 1;
+  EXPECT_FALSE(sim::simulate_service(cfg, tok, prefix_workload(4, 1), *p, d.get()).ok());  // link
+  cfg.kv_link_bytes_per_s = 1e10;
+  cfg.kv_bytes_per_token = 1e3;
+  auto ok = sim::simulate_service(cfg, tok, prefix_workload(20, 1), *p, d.get());
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  for (const auto& r : ok->records) EXPECT_TRUE(r.ok) << r.error;
+}
+
+}  // namespace
+}  // namespace sluice
