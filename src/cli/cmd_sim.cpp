@@ -16,6 +16,7 @@
 #include "cli/engine_session.h"
 #include "cli/model_arg.h"
 #include "cli/model_cost.h"
+#include "cli/workload_args.h"
 #include "executor/kv_sizing.h"
 #include "executor/sim_executor.h"
 #include "loadgen/dataset.h"
@@ -60,37 +61,14 @@ struct Options {
   int ctx_size = 0;
   int max_seqs = 64, max_batch_tokens = 2048, prefill_chunk = 512, block_size = 16;
   bool no_prefix_cache = false;
-  // Workload (as `sluice bench serve`).
-  std::string dataset = "synthetic";
-  int num_prompts = 200;
-  int input_len = 128, output_len = 128, prefix_len = 0;
-  double range_ratio = 0;
-  double scale_tokens = 1, scale_time = 1;
-  int trace_start = 0;
-  loadgen::MultiturnParams mt;
-  std::string rate = "inf";
-  std::vector<std::string> sweep;
-  double burstiness = 1.0;
-  uint64_t seed = 0;
-  std::optional<double> slo_ttft_ms, slo_tpot_ms;
+  WorkloadOptions w;  // as `sluice bench serve`
   std::string find;
   int max_chips = 64;
   double slo_attainment = 90;
-  std::string out, plot, output_format = "md";
   double tie_gap_us = 100;
   bool calibrate = false;
   int threads = 0;
 };
-
-Result<double> parse_rate_arg(const std::string& s) {
-  if (s == "inf") return loadgen::kInfiniteRate;
-  char* end = nullptr;
-  const double r = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !(r > 0) || !std::isfinite(r)) {
-    return make_error("bad rate '", s, "': want requests/s > 0 or 'inf'");
-  }
-  return r;
-}
 
 bool looks_like_file(const std::string& m) {
   return m.find('/') != std::string::npos || m.find(".gguf") != std::string::npos ||
@@ -262,22 +240,16 @@ struct Workload {
   bool exact = false;
 };
 
-Result<Workload> build_workload(const Options& o, const Deployment& d, double rate) {
+Result<Workload> build_workload(const Options& opts, const Deployment& d, double rate) {
+  const WorkloadOptions& o = opts.w;
   Workload w;
   if (o.dataset == "synthetic") {
-    loadgen::SyntheticParams p;
-    p.n_prompts = o.num_prompts;
-    p.input_len = o.input_len;
-    p.output_len = o.output_len;
-    p.prefix_len = o.prefix_len;
-    p.range_ratio = o.range_ratio;
-    p.seed = o.seed;
+    const loadgen::SyntheticParams p = synthetic_params(o);
     const Tokenizer* tok = d.tokenizer ? &*d.tokenizer : nullptr;
     if (tok) {
       // The very prompts `sluice bench serve --tokenizer` sends, tokenized as the server does.
       SLUICE_ASSIGN_OR_RETURN(loadgen::Dataset ds, loadgen::make_synthetic(p, tok));
       w.description = ds.description;
-      w.exact = true;
       for (const loadgen::RequestSpec& r : ds.requests) {
         sim::WorkItem it;
         EncodeOptions eo;  // as the server tokenizes a completion prompt
@@ -304,30 +276,19 @@ Result<Workload> build_workload(const Options& o, const Deployment& d, double ra
       }
       w.description = "synthetic ids: " + std::to_string(o.input_len) + " in / " +
                       std::to_string(o.output_len) + " out tokens";
-      w.exact = true;
     }
+    w.exact = true;
     const std::vector<double> t =
         loadgen::arrival_schedule(w.items.size(), rate, o.burstiness, o.seed);
     for (size_t i = 0; i < w.items.size(); ++i) w.items[i].arrival_s = t[i];
     return w;
   }
   loadgen::Dataset ds;
-  if (o.dataset.rfind("mooncake:", 0) == 0) {
-    loadgen::MooncakeParams p;
-    p.path = o.dataset.substr(9);
-    p.start = o.trace_start;
-    p.n_prompts = o.num_prompts;
-    p.scale_tokens = o.scale_tokens;
-    p.scale_time = o.scale_time;
-    p.vocab_size = kSimVocab;
-    p.seed = o.seed;
-    SLUICE_ASSIGN_OR_RETURN(ds, loadgen::load_mooncake(p, nullptr));
-  } else if (o.dataset == "multiturn") {
-    loadgen::MultiturnParams p = o.mt;
-    p.rate = rate;
-    p.vocab_size = kSimVocab;
-    p.seed = o.seed;
-    SLUICE_ASSIGN_OR_RETURN(ds, loadgen::make_multiturn(p, nullptr));
+  if (o.mooncake()) {
+    SLUICE_ASSIGN_OR_RETURN(ds, loadgen::load_mooncake(mooncake_params(o, kSimVocab), nullptr));
+  } else if (o.multiturn()) {
+    SLUICE_ASSIGN_OR_RETURN(ds,
+                            loadgen::make_multiturn(multiturn_params(o, rate, kSimVocab), nullptr));
   } else {
     return make_error("--dataset must be synthetic, mooncake:FILE or multiturn (got '", o.dataset,
                       "')");
@@ -376,10 +337,10 @@ Result<SimRun> run_once(const Options& o, const Deployment& d, const Layout& l, 
   info.num_prompts = int(n);
   info.rate = rate;
   // As bench serve: a trace's own times, or multiturn's conversations/s.
-  if (o.dataset.rfind("mooncake:", 0) == 0) info.rate = loadgen::kInfiniteRate;
-  info.dataset_arrivals = o.dataset != "synthetic";
-  info.burstiness = o.burstiness;
-  info.seed = o.seed;
+  if (o.w.mooncake()) info.rate = loadgen::kInfiniteRate;
+  info.dataset_arrivals = o.w.dataset != "synthetic";
+  info.burstiness = o.w.burstiness;
+  info.seed = o.w.seed;
   loadgen::PrefixCacheCounters pc;
   pc.queried_blocks = double(r.report.prefix_queried_blocks);
   pc.hit_blocks = double(r.report.prefix_hit_blocks);
@@ -428,14 +389,6 @@ std::string sim_details(const Deployment& d, const Layout& l, const SimRun& r) {
   }
   (void)l;
   return out;
-}
-
-Status write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  f.close();
-  if (!f) return make_error("cannot write '", path, "'");
-  return {};
 }
 
 // --find min-chips: the layouts by chip count, the first meeting the SLO at the rate.
@@ -542,14 +495,8 @@ Status calibrate(const Options& o) {
 Status run_sim(const Options& o) {
   if (o.calibrate) return calibrate(o);
   SLUICE_ASSIGN_OR_RETURN(Deployment d, build_deployment(o));
-  loadgen::Slo slo;
-  slo.ttft_ms = o.slo_ttft_ms;
-  slo.tpot_ms = o.slo_tpot_ms;
-  std::vector<double> rates;
-  for (const std::string& s : o.sweep.empty() ? std::vector<std::string>{o.rate} : o.sweep) {
-    SLUICE_ASSIGN_OR_RETURN(double r, parse_rate_arg(s));
-    rates.push_back(r);
-  }
+  const loadgen::Slo slo = workload_slo(o.w);
+  SLUICE_ASSIGN_OR_RETURN(const std::vector<double> rates, workload_rates(o.w));
   Options opts = o;
   SLUICE_ASSIGN_OR_RETURN(opts.policy.policy, router::parse_policy(o.router));
   if (!o.find.empty()) {
@@ -567,15 +514,7 @@ Status run_sim(const Options& o) {
     details += "\n### rate " + loadgen::rate_label(rate) + "\n" + sim_details(d, l, r);
     runs.push_back(std::move(r.run));
   }
-  if (o.output_format == "json") {
-    std::printf("%s\n", loadgen::json_report(runs, false).dump(2).c_str());
-  } else {
-    std::printf("%s%s", loadgen::markdown_report(runs).c_str(), details.c_str());
-  }
-  std::fflush(stdout);
-  if (!o.out.empty())
-    SLUICE_RETURN_IF_ERROR(write_text(o.out, loadgen::json_report(runs, true).dump(2) + "\n"));
-  if (!o.plot.empty()) SLUICE_RETURN_IF_ERROR(write_text(o.plot, loadgen::sweep_svg(runs)));
+  SLUICE_RETURN_IF_ERROR(write_reports(o.w, runs, details));
   return {};
 }
 
@@ -644,53 +583,15 @@ void register_sim(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--block-size", o->block_size, "Tokens per KV block")->capture_default_str();
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "Do not reuse KV of repeated prefixes");
-  cmd->add_option("--dataset", o->dataset, "synthetic, mooncake:FILE or multiturn")
-      ->capture_default_str();
-  cmd->add_option("--scale-tokens", o->scale_tokens, "mooncake: lengths and block size times X")
-      ->capture_default_str();
-  cmd->add_option("--scale-time", o->scale_time, "mooncake: inter-arrival times times Y")
-      ->capture_default_str();
-  cmd->add_option("--trace-start", o->trace_start, "mooncake: first line used")
-      ->capture_default_str();
-  cmd->add_option("--mt-conversations", o->mt.n_conversations, "multiturn: conversations")
-      ->capture_default_str();
-  cmd->add_option("--mt-turns", o->mt.n_turns, "multiturn: turns each")->capture_default_str();
-  cmd->add_option("--mt-system-len", o->mt.system_len, "multiturn: shared system prompt words")
-      ->capture_default_str();
-  cmd->add_option("--mt-user-len", o->mt.user_len, "multiturn: words per user turn")
-      ->capture_default_str();
-  cmd->add_option("--mt-output-len", o->mt.output_len, "multiturn: tokens per reply")
-      ->capture_default_str();
-  cmd->add_option("--mt-think-time", o->mt.think_time_s, "multiturn: seconds between turns")
-      ->capture_default_str();
-  cmd->add_option("--mt-turn-time", o->mt.turn_time_s, "multiturn: nominal seconds of a reply")
-      ->capture_default_str();
-  cmd->add_option("--num-prompts", o->num_prompts, "Requests (mooncake: 0 = the whole trace)")
-      ->capture_default_str();
-  cmd->add_option("--input-len", o->input_len, "Synthetic prompt tokens")->capture_default_str();
-  cmd->add_option("--output-len", o->output_len, "Tokens generated")->capture_default_str();
-  cmd->add_option("--prefix-len", o->prefix_len, "Leading prompt tokens shared by every request")
-      ->capture_default_str();
-  cmd->add_option("--range-ratio", o->range_ratio, "Lengths uniform in [L(1-X), L(1+X)]")
-      ->capture_default_str();
-  cmd->add_option("--rate", o->rate, "Offered requests/s, or inf")->capture_default_str();
-  cmd->add_option("--sweep", o->sweep, "Rates, e.g. 1,2,4,inf")->delimiter(',');
   cmd->add_option("--tie-gap-us", o->tie_gap_us,
                   "Requests arriving at the same instant reach the server this far apart")
       ->capture_default_str();
-  cmd->add_option("--burstiness", o->burstiness, "Gamma shape of arrival gaps (1: Poisson)")
-      ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of prompts and arrivals")->capture_default_str();
-  cmd->add_option("--slo-ttft-ms", o->slo_ttft_ms, "Goodput SLO on TTFT (ms)");
-  cmd->add_option("--slo-tpot-ms", o->slo_tpot_ms, "Goodput SLO on TPOT (ms)");
+  add_workload_options(cmd, o->w, "synthetic, mooncake:FILE or multiturn");
   cmd->add_option("--find", o->find, "min-chips: the cheapest layout meeting the SLO at --rate");
   cmd->add_option("--max-chips", o->max_chips, "Largest layout --find tries")
       ->capture_default_str();
   cmd->add_option("--slo-attainment", o->slo_attainment, "Percent of requests within the SLO")
       ->capture_default_str();
-  cmd->add_option("--out", o->out, "Write all metrics and per-request timings as JSON");
-  cmd->add_option("--plot", o->plot, "Write the latency-throughput curve as SVG");
-  cmd->add_option("--output-format", o->output_format, "md or json")->capture_default_str();
   cmd->callback([o, &exit_code] {
     if (Status s = run_sim(*o); !s.ok()) exit_code = report_error("sim", s.message());
   });
