@@ -20,8 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxHeadBytes = size_t(64) << 10;
-
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -81,6 +79,139 @@ std::string ResponseHead::header(std::string_view name) const {
   for (const auto& [k, v] : headers)
     if (iequals(k, name)) return v;
   return "";
+}
+
+// --- ResponseParser -----------------------------------------------------------------------------
+
+void ResponseParser::feed(std::string_view bytes) {
+  if (pos_ > 0 && pos_ == buf_.size()) {
+    buf_.clear();
+    pos_ = 0;
+  }
+  buf_.append(bytes);
+}
+
+bool ResponseParser::take_line(std::string& line) {
+  const size_t nl = buf_.find('\n', pos_);
+  if (nl == std::string::npos) return false;
+  size_t end = nl;
+  if (end > pos_ && buf_[end - 1] == '\r') --end;
+  line.assign(buf_, pos_, end - pos_);
+  pos_ = nl + 1;
+  return true;
+}
+
+std::optional<Result<ResponseHead>> ResponseParser::take_head() {
+  if (buf_.find("\r\n\r\n", pos_) == std::string::npos) return std::nullopt;
+  ResponseHead head;
+  std::string line;
+  take_line(line);
+  // "HTTP/1.1 200 OK"
+  if (line.rfind("HTTP/1.", 0) != 0 || line.size() < 12) {
+    return make_error("not an HTTP response: '", line.substr(0, 40), "'");
+  }
+  const bool http10 = line[7] == '0';
+  std::from_chars(line.data() + 9, line.data() + 12, head.status);
+  if (head.status < 100 || head.status > 599) return make_error("bad HTTP status line");
+  while (take_line(line) && !line.empty()) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    head.headers.emplace_back(std::string(trim(std::string_view(line).substr(0, colon))),
+                              std::string(trim(std::string_view(line).substr(colon + 1))));
+  }
+  const std::string conn = head.header("Connection");
+  keep_alive_ = http10 ? iequals(conn, "keep-alive") : !iequals(conn, "close");
+  const std::string te = head.header("Transfer-Encoding");
+  const std::string len = head.header("Content-Length");
+  if (!te.empty() && te.find("chunked") != std::string::npos) {
+    body_state_ = BodyState::kChunkSize;
+  } else if (!len.empty()) {
+    uint64_t n = 0;
+    std::from_chars(len.data(), len.data() + len.size(), n);
+    left_ = n;
+    body_state_ = n == 0 ? BodyState::kDone : BodyState::kLength;
+  } else if (head.status == 204 || head.status == 304 || head.status < 200) {
+    body_state_ = BodyState::kDone;
+  } else {
+    body_state_ = BodyState::kUntilClose;
+    keep_alive_ = false;
+  }
+  return head;
+}
+
+ResponseParser::Step ResponseParser::take_body(std::string& out) {
+  const size_t out_start = out.size();
+  bool progressed = true;
+  while (progressed && body_state_ != BodyState::kDone) {
+    progressed = false;
+    const size_t avail = buf_.size() - pos_;
+    std::string line;
+    switch (body_state_) {
+      case BodyState::kLength:
+      case BodyState::kChunkData: {
+        const size_t n = size_t(std::min<uint64_t>(left_, avail));
+        if (n == 0) break;
+        out.append(buf_, pos_, n);
+        pos_ += n;
+        left_ -= n;
+        progressed = true;
+        if (left_ == 0) {
+          body_state_ =
+              body_state_ == BodyState::kLength ? BodyState::kDone : BodyState::kChunkCrlf;
+        }
+        break;
+      }
+      case BodyState::kUntilClose:
+        if (avail == 0) break;
+        out.append(buf_, pos_, avail);
+        pos_ += avail;
+        progressed = true;
+        break;
+      case BodyState::kChunkSize: {
+        if (!take_line(line)) break;
+        uint64_t n = 0;
+        const std::string_view s = trim(line);
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n, 16);
+        if (ec != std::errc()) {
+          body_state_ = BodyState::kBroken;
+          break;
+        }
+        (void)end;
+        left_ = n;
+        body_state_ = n == 0 ? BodyState::kTrailers : BodyState::kChunkData;
+        progressed = true;
+        break;
+      }
+      case BodyState::kChunkCrlf:
+        if (!take_line(line)) break;
+        if (!line.empty()) {
+          body_state_ = BodyState::kBroken;
+          break;
+        }
+        body_state_ = BodyState::kChunkSize;
+        progressed = true;
+        break;
+      case BodyState::kTrailers:
+        if (!take_line(line)) break;
+        if (line.empty()) body_state_ = BodyState::kDone;
+        progressed = true;
+        break;
+      case BodyState::kNone:
+      case BodyState::kBroken:
+      case BodyState::kDone:
+        break;
+    }
+  }
+  if (out.size() > out_start) return Step::kData;
+  if (body_state_ == BodyState::kNone || body_state_ == BodyState::kBroken) return Step::kError;
+  if (body_state_ == BodyState::kDone) return Step::kEnd;
+  return Step::kNeedMore;
+}
+
+ResponseParser::Step ResponseParser::at_close() {
+  if (body_state_ != BodyState::kUntilClose) return Step::kError;
+  body_state_ = BodyState::kDone;
+  return Step::kEnd;
 }
 
 // --- Connection ---------------------------------------------------------------------------------
@@ -150,15 +281,11 @@ Status Connection::write_request(std::string_view bytes, int timeout_ms) {
     }
     return make_error("sending the request failed (", std::strerror(errno), ")");
   }
-  body_state_ = BodyState::kNone;
+  parser_.expect_head();
   return {};
 }
 
 ReadResult Connection::fill(const Wait& wait) {
-  if (pos_ > 0 && pos_ == buf_.size()) {
-    buf_.clear();
-    pos_ = 0;
-  }
   const auto deadline = Clock::now() + std::chrono::milliseconds(wait.timeout_ms);
   while (true) {
     if (wait.stop && wait.stop->load(std::memory_order_relaxed)) return ReadResult::kError;
@@ -179,18 +306,8 @@ ReadResult Connection::fill(const Wait& wait) {
   while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ReadResult::kData;  // spurious
   if (n <= 0) return ReadResult::kEnd;
-  buf_.append(tmp, size_t(n));
+  parser_.feed(std::string_view(tmp, size_t(n)));
   return ReadResult::kData;
-}
-
-bool Connection::take_line(std::string& line) {
-  const size_t nl = buf_.find('\n', pos_);
-  if (nl == std::string::npos) return false;
-  size_t end = nl;
-  if (end > pos_ && buf_[end - 1] == '\r') --end;
-  line.assign(buf_, pos_, end - pos_);
-  pos_ = nl + 1;
-  return true;
 }
 
 Result<ResponseHead> Connection::read_head(const Wait& wait, ReadResult* result) {
@@ -203,9 +320,9 @@ Result<ResponseHead> Connection::read_head(const Wait& wait, ReadResult* result)
 
 Result<ResponseHead> Connection::read_one_head(const Wait& wait, ReadResult* result) {
   if (result) *result = ReadResult::kError;
-  size_t end;
-  while ((end = buf_.find("\r\n\r\n", pos_)) == std::string::npos) {
-    if (buf_.size() - pos_ > kMaxHeadBytes) return make_error("the response head is too large");
+  std::optional<Result<ResponseHead>> head;
+  while (!(head = parser_.take_head())) {
+    if (parser_.head_too_large()) return make_error("the response head is too large");
     const ReadResult r = fill(wait);
     if (r == ReadResult::kEnd) return make_error("the backend closed the connection");
     if (r != ReadResult::kData) {
@@ -215,111 +332,26 @@ Result<ResponseHead> Connection::read_one_head(const Wait& wait, ReadResult* res
                                                        : "reading the response failed");
     }
   }
-  ResponseHead head;
-  std::string line;
-  take_line(line);
-  // "HTTP/1.1 200 OK"
-  if (line.rfind("HTTP/1.", 0) != 0 || line.size() < 12) {
-    return make_error("not an HTTP response: '", line.substr(0, 40), "'");
-  }
-  const bool http10 = line[7] == '0';
-  std::from_chars(line.data() + 9, line.data() + 12, head.status);
-  if (head.status < 100 || head.status > 599) return make_error("bad HTTP status line");
-  while (take_line(line) && !line.empty()) {
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    head.headers.emplace_back(std::string(trim(std::string_view(line).substr(0, colon))),
-                              std::string(trim(std::string_view(line).substr(colon + 1))));
-  }
-  const std::string conn = head.header("Connection");
-  keep_alive_ = http10 ? iequals(conn, "keep-alive") : !iequals(conn, "close");
-  const std::string te = head.header("Transfer-Encoding");
-  const std::string len = head.header("Content-Length");
-  if (!te.empty() && te.find("chunked") != std::string::npos) {
-    body_state_ = BodyState::kChunkSize;
-  } else if (!len.empty()) {
-    uint64_t n = 0;
-    std::from_chars(len.data(), len.data() + len.size(), n);
-    left_ = n;
-    body_state_ = n == 0 ? BodyState::kDone : BodyState::kLength;
-  } else if (head.status == 204 || head.status == 304 || head.status < 200) {
-    body_state_ = BodyState::kDone;
-  } else {
-    body_state_ = BodyState::kUntilClose;
-    keep_alive_ = false;
-  }
-  if (result) *result = ReadResult::kData;
-  return head;
+  if (result && head->ok()) *result = ReadResult::kData;
+  return std::move(*head);
 }
 
 ReadResult Connection::read_body(std::string& out, const Wait& wait) {
-  const size_t out_start = out.size();
   while (true) {
-    // Consume what is buffered.
-    bool progressed = true;
-    while (progressed && body_state_ != BodyState::kDone) {
-      progressed = false;
-      const size_t avail = buf_.size() - pos_;
-      std::string line;
-      switch (body_state_) {
-        case BodyState::kLength:
-        case BodyState::kChunkData: {
-          const size_t n = size_t(std::min<uint64_t>(left_, avail));
-          if (n == 0) break;
-          out.append(buf_, pos_, n);
-          pos_ += n;
-          left_ -= n;
-          progressed = true;
-          if (left_ == 0) {
-            body_state_ =
-                body_state_ == BodyState::kLength ? BodyState::kDone : BodyState::kChunkCrlf;
-          }
-          break;
-        }
-        case BodyState::kUntilClose:
-          if (avail == 0) break;
-          out.append(buf_, pos_, avail);
-          pos_ += avail;
-          progressed = true;
-          break;
-        case BodyState::kChunkSize: {
-          if (!take_line(line)) break;
-          uint64_t n = 0;
-          const std::string_view s = trim(line);
-          const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n, 16);
-          if (ec != std::errc()) return ReadResult::kError;
-          (void)end;
-          left_ = n;
-          body_state_ = n == 0 ? BodyState::kTrailers : BodyState::kChunkData;
-          progressed = true;
-          break;
-        }
-        case BodyState::kChunkCrlf:
-          if (!take_line(line)) break;
-          if (!line.empty()) return ReadResult::kError;
-          body_state_ = BodyState::kChunkSize;
-          progressed = true;
-          break;
-        case BodyState::kTrailers:
-          if (!take_line(line)) break;
-          if (line.empty()) body_state_ = BodyState::kDone;
-          progressed = true;
-          break;
-        case BodyState::kNone:
-          return ReadResult::kError;
-        case BodyState::kDone:
-          break;
-      }
+    switch (parser_.take_body(out)) {
+      case ResponseParser::Step::kData:
+        return ReadResult::kData;
+      case ResponseParser::Step::kEnd:
+        return ReadResult::kEnd;
+      case ResponseParser::Step::kError:
+        return ReadResult::kError;
+      case ResponseParser::Step::kNeedMore:
+        break;
     }
-    if (out.size() > out_start) return ReadResult::kData;
-    if (body_state_ == BodyState::kDone) return ReadResult::kEnd;
     const ReadResult r = fill(wait);
     if (r == ReadResult::kEnd) {
-      if (body_state_ == BodyState::kUntilClose) {
-        body_state_ = BodyState::kDone;
-        return ReadResult::kEnd;
-      }
-      return ReadResult::kError;  // cut short
+      return parser_.at_close() == ResponseParser::Step::kEnd ? ReadResult::kEnd
+                                                              : ReadResult::kError;
     }
     if (r != ReadResult::kData) return r;
   }

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -55,6 +56,60 @@ struct ResponseHead {
 
 enum class ReadResult { kData, kEnd, kError, kTimeout, kClientGone };
 
+// The bytes-only half of Connection: HTTP/1.1 response framing over a receive buffer (status
+// line, headers, Content-Length / chunked / until-close bodies), no sockets, so that it can be
+// tested and fuzzed on its own (fuzz/http_response_fuzz.cpp). Connection feeds it what recv()
+// returns and asks it for heads and body pieces.
+class ResponseParser {
+ public:
+  static constexpr size_t kMaxHeadBytes = size_t(64) << 10;
+
+  enum class Step { kData, kEnd, kNeedMore, kError };
+
+  // Appends received bytes (and drops the consumed ones first when everything was consumed).
+  void feed(std::string_view bytes);
+  // A new request was sent: the next thing expected is a response head.
+  void expect_head() { body_state_ = BodyState::kNone; }
+
+  // The next response head (interim 1xx ones included), once "\r\n\r\n" is buffered:
+  // nullopt means more bytes are needed (head_too_large() says when to stop waiting).
+  std::optional<Result<ResponseHead>> take_head();
+  // More than kMaxHeadBytes are buffered without a complete head.
+  bool head_too_large() const { return buf_.size() - pos_ > kMaxHeadBytes; }
+  // Appends the buffered body bytes (de-chunked) to `out`: kData (something was appended),
+  // kEnd (the body is complete), kNeedMore (nothing buffered to append) or kError (bad framing,
+  // or no head was read; `out` untouched). Bytes before bad framing come first as kData, so what
+  // is passed on does not depend on how the bytes arrived; the error follows at the next call.
+  Step take_body(std::string& out);
+  // The peer closed the connection: kEnd for a body that runs until close, else kError (cut
+  // short).
+  Step at_close();
+
+  bool done() const { return body_state_ == BodyState::kDone; }
+  bool keep_alive() const { return keep_alive_; }
+
+ private:
+  enum class BodyState {
+    kNone,
+    kLength,
+    kUntilClose,
+    kChunkSize,
+    kChunkData,
+    kChunkCrlf,
+    kTrailers,
+    kDone,
+    kBroken  // bad framing seen: every later take_body is kError
+  };
+  // Takes one line (without CR LF) from the buffer; false if no full line is buffered.
+  bool take_line(std::string& line);
+
+  std::string buf_;  // received, not yet consumed: buf_[pos_, size)
+  size_t pos_ = 0;
+  BodyState body_state_ = BodyState::kNone;
+  uint64_t left_ = 0;  // bytes left of the body (kLength) or of the chunk (kChunkData)
+  bool keep_alive_ = true;
+};
+
 class Connection {
  public:
   static Result<std::unique_ptr<Connection>> open(const Endpoint& ep, int timeout_ms);
@@ -74,35 +129,19 @@ class Connection {
   ReadResult read_all(std::string& out, const Wait& wait, size_t limit = size_t(64) << 20);
 
   // The response was read to its end and the backend keeps the connection open.
-  bool reusable() const { return body_state_ == BodyState::kDone && keep_alive_; }
+  bool reusable() const { return parser_.done() && parser_.keep_alive(); }
   // The peer closed (or sent unexpected bytes) while the connection sat idle.
   bool idle_broken() const;
   int fd() const { return fd_; }
 
  private:
   explicit Connection(int fd) : fd_(fd) {}
-  enum class BodyState {
-    kNone,
-    kLength,
-    kUntilClose,
-    kChunkSize,
-    kChunkData,
-    kChunkCrlf,
-    kTrailers,
-    kDone
-  };
   Result<ResponseHead> read_one_head(const Wait& wait, ReadResult* result);
-  // Waits until the socket is readable and reads into the buffer.
+  // Waits until the socket is readable and feeds what it reads to the parser.
   ReadResult fill(const Wait& wait);
-  // Takes one line (without CR LF) from the buffer; false if no full line is buffered.
-  bool take_line(std::string& line);
 
   int fd_;
-  std::string buf_;  // received, not yet consumed: buf_[pos_, size)
-  size_t pos_ = 0;
-  BodyState body_state_ = BodyState::kNone;
-  uint64_t left_ = 0;  // bytes left of the body (kLength) or of the chunk (kChunkData)
-  bool keep_alive_ = true;
+  ResponseParser parser_;
 };
 
 // Idle keep-alive connections to one backend. Thread-safe.
