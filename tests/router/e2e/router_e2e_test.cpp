@@ -5,7 +5,7 @@
 
 #include <future>
 
-#include "router_test_util.h"
+#include "router/router_test_util.h"
 
 namespace sluice::test {
 namespace {
