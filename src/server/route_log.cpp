@@ -1,5 +1,7 @@
 #include "server/route_log.h"
 
+#include <charconv>
+
 namespace sluice::server {
 
 void RouteLog::record(uint64_t route_id, std::vector<int32_t> prompt) {
@@ -35,6 +37,20 @@ std::vector<std::pair<uint64_t, RouteLog::Prompt>> RouteLog::find(
 size_t RouteLog::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return entries_.size();
+}
+
+std::optional<std::vector<uint64_t>> parse_route_ids(std::string_view list, size_t max_ids) {
+  std::vector<uint64_t> ids;
+  for (size_t at = 0; at < list.size() && ids.size() < max_ids;) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string_view::npos) comma = list.size();
+    uint64_t id = 0;
+    const auto [end, ec] = std::from_chars(list.data() + at, list.data() + comma, id);
+    if (ec != std::errc() || end != list.data() + comma) return std::nullopt;
+    ids.push_back(id);
+    at = comma + 1;
+  }
+  return ids;
 }
 
 }  // namespace sluice::server

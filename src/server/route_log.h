@@ -9,6 +9,8 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -38,5 +40,10 @@ class RouteLog {
   std::list<uint64_t> lru_;  // newest first
   size_t n_tokens_ = 0;
 };
+
+// The ids of GET /v1/cache/routes?ids=N,M,...: comma-separated decimal integers, at most
+// `max_ids` (the rest are ignored; a trailing comma is allowed); nullopt when one is not an
+// integer.
+std::optional<std::vector<uint64_t>> parse_route_ids(std::string_view list, size_t max_ids = 4096);
 
 }  // namespace sluice::server

@@ -322,20 +322,11 @@ void Server::handle_detokenize(const httplib::Request& req, httplib::Response& r
 // For each id this server remembers (RouteLog), how many leading tokens of its prompt are
 // still in the prefix cache now (full blocks). Ids it does not know are left out.
 void Server::handle_cache_routes(const httplib::Request& req, httplib::Response& res) {
-  std::vector<uint64_t> ids;
-  const std::string list = req.get_param_value("ids");
-  for (size_t at = 0; at < list.size() && ids.size() < 4096;) {
-    size_t comma = list.find(',', at);
-    if (comma == std::string::npos) comma = list.size();
-    uint64_t id = 0;
-    const auto [end, ec] = std::from_chars(list.data() + at, list.data() + comma, id);
-    if (ec != std::errc() || end != list.data() + comma) {
-      return send_error(res,
-                        bad_request("'ids' must be a comma-separated list of integers", "ids"));
-    }
-    ids.push_back(id);
-    at = comma + 1;
+  const std::optional<std::vector<uint64_t>> parsed = parse_route_ids(req.get_param_value("ids"));
+  if (!parsed) {
+    return send_error(res, bad_request("'ids' must be a comma-separated list of integers", "ids"));
   }
+  const std::vector<uint64_t>& ids = *parsed;
   // Shared with the probe: a probe that runs after we gave up must not write into our frame.
   struct Probe {
     std::vector<std::pair<uint64_t, RouteLog::Prompt>> prompts;
