@@ -245,6 +245,55 @@ std::vector<int32_t> mooncake_block(int64_t hash_id, uint64_t seed, size_t n,
   return ids;
 }
 
+Result<MooncakeLine> parse_mooncake_line(std::string_view line, const MooncakeParams& p,
+                                         const TokenIdSpace& space, const std::string& where) {
+  const int64_t block = scaled(p.trace_block_size, p.scale_tokens);
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return make_error(where, "not a JSON object");
+  auto integer = [&](const char* key, int64_t min) -> Result<int64_t> {
+    auto it = j.find(key);
+    if (it == j.end()) return make_error(where, "missing '", key, "'");
+    if (!it->is_number_integer() || it->get<int64_t>() < min) {
+      return make_error(where, "'", key, "' must be an integer >= ", min, " (got ", it->dump(),
+                        ")");
+    }
+    return it->get<int64_t>();
+  };
+  auto ts = j.find("timestamp");
+  if (ts == j.end()) return make_error(where, "missing 'timestamp'");
+  if (!ts->is_number() || ts->get<double>() < 0) {
+    return make_error(where, "'timestamp' must be a number >= 0 (ms; got ", ts->dump(), ")");
+  }
+  SLUICE_ASSIGN_OR_RETURN(int64_t in_len, integer("input_length", 1));
+  SLUICE_ASSIGN_OR_RETURN(int64_t out_len, integer("output_length", 1));
+  auto h = j.find("hash_ids");
+  if (h == j.end()) return make_error(where, "missing 'hash_ids'");
+  if (!h->is_array()) return make_error(where, "'hash_ids' must be an array of integers");
+  // ceil(in_len / block size), without overflowing for input lengths near INT64_MAX
+  const int64_t need = in_len / p.trace_block_size + (in_len % p.trace_block_size != 0);
+  if (int64_t(h->size()) != need) {
+    return make_error(where, "'hash_ids' has ", h->size(), " ids, input_length ", in_len, " needs ",
+                      need, " (one per ", p.trace_block_size, " tokens)");
+  }
+  RequestSpec r;
+  r.input_tokens = std::min(scaled(in_len, p.scale_tokens), need * block);
+  r.output_tokens = scaled(out_len, p.scale_tokens);
+  r.prompt_ids.reserve(size_t(r.input_tokens));
+  for (const nlohmann::json& id : *h) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+      return make_error(where, "'hash_ids' must hold integers >= 0 (got ", id.dump(), ")");
+    }
+    const int64_t left = r.input_tokens - int64_t(r.prompt_ids.size());
+    if (left <= 0) continue;  // validate the rest, use none of it
+    const std::vector<int32_t> ids =
+        mooncake_block(id.get<int64_t>(), p.seed, size_t(block), space);
+    r.prompt_ids.insert(r.prompt_ids.end(), ids.begin(),
+                        ids.begin() + std::min<int64_t>(left, block));
+  }
+  r.send_as = SendAs::kTokenIds;
+  return MooncakeLine{std::move(r), ts->get<double>()};
+}
+
 Result<Dataset> load_mooncake(const MooncakeParams& p, const Tokenizer* tokenizer) {
   if (p.start < 0 || p.n_prompts < 0)
     return make_error("--trace-start and --num-prompts must be >= 0");
@@ -272,50 +321,9 @@ Result<Dataset> load_mooncake(const MooncakeParams& p, const Tokenizer* tokenize
     if (index < p.start) continue;
     if (p.n_prompts > 0 && index >= p.start + p.n_prompts) break;
     const std::string where = p.path + ":" + std::to_string(line_no) + ": ";
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) return make_error(where, "not a JSON object");
-    auto integer = [&](const char* key, int64_t min) -> Result<int64_t> {
-      auto it = j.find(key);
-      if (it == j.end()) return make_error(where, "missing '", key, "'");
-      if (!it->is_number_integer() || it->get<int64_t>() < min) {
-        return make_error(where, "'", key, "' must be an integer >= ", min, " (got ", it->dump(),
-                          ")");
-      }
-      return it->get<int64_t>();
-    };
-    auto ts = j.find("timestamp");
-    if (ts == j.end()) return make_error(where, "missing 'timestamp'");
-    if (!ts->is_number() || ts->get<double>() < 0) {
-      return make_error(where, "'timestamp' must be a number >= 0 (ms; got ", ts->dump(), ")");
-    }
-    SLUICE_ASSIGN_OR_RETURN(int64_t in_len, integer("input_length", 1));
-    SLUICE_ASSIGN_OR_RETURN(int64_t out_len, integer("output_length", 1));
-    auto h = j.find("hash_ids");
-    if (h == j.end()) return make_error(where, "missing 'hash_ids'");
-    if (!h->is_array()) return make_error(where, "'hash_ids' must be an array of integers");
-    const int64_t need = (in_len + p.trace_block_size - 1) / p.trace_block_size;
-    if (int64_t(h->size()) != need) {
-      return make_error(where, "'hash_ids' has ", h->size(), " ids, input_length ", in_len,
-                        " needs ", need, " (one per ", p.trace_block_size, " tokens)");
-    }
-    RequestSpec r;
-    r.input_tokens = std::min(scaled(in_len, p.scale_tokens), need * block);
-    r.output_tokens = scaled(out_len, p.scale_tokens);
-    r.prompt_ids.reserve(size_t(r.input_tokens));
-    for (const nlohmann::json& id : *h) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0) {
-        return make_error(where, "'hash_ids' must hold integers >= 0 (got ", id.dump(), ")");
-      }
-      const int64_t left = r.input_tokens - int64_t(r.prompt_ids.size());
-      if (left <= 0) continue;  // validate the rest, use none of it
-      const std::vector<int32_t> ids =
-          mooncake_block(id.get<int64_t>(), p.seed, size_t(block), space);
-      r.prompt_ids.insert(r.prompt_ids.end(), ids.begin(),
-                          ids.begin() + std::min<int64_t>(left, block));
-    }
-    r.send_as = SendAs::kTokenIds;
-    stamps_ms.push_back(ts->get<double>());
-    d.requests.push_back(std::move(r));
+    SLUICE_ASSIGN_OR_RETURN(MooncakeLine r, parse_mooncake_line(line, p, space, where));
+    stamps_ms.push_back(r.timestamp_ms);
+    d.requests.push_back(std::move(r.request));
   }
   if (d.requests.empty()) {
     return make_error("trace '", p.path, "' has no requests from line index ", p.start);

@@ -114,6 +114,16 @@ struct MooncakeParams {
 // line ("trace.jsonl:17: 'hash_ids' has 3 ids, input_length 2000 needs 4").
 Result<Dataset> load_mooncake(const MooncakeParams& p, const Tokenizer* tokenizer);
 
+// One (not blank) line of a Mooncake trace as load_mooncake reads it: the request (arrival_s
+// not yet set) and its timestamp in ms. `p` must be valid (load_mooncake checks it) and `space`
+// not empty; errors start with `where` ("trace.jsonl:17: ").
+struct MooncakeLine {
+  RequestSpec request;
+  double timestamp_ms = 0;
+};
+Result<MooncakeLine> parse_mooncake_line(std::string_view line, const MooncakeParams& p,
+                                         const TokenIdSpace& space, const std::string& where);
+
 // The ids of one hash block (exposed for tests and the simulator): `n` ids, a pure function of
 // (hash_id, seed, space).
 std::vector<int32_t> mooncake_block(int64_t hash_id, uint64_t seed, size_t n,

@@ -153,6 +153,23 @@ TEST(LoadgenMooncake, TokenizerSkipsControlTokens) {
   EXPECT_FALSE(make_token_id_space(tok->vocab().n_tokens() + 1, &*tok).ok());
 }
 
+TEST(LoadgenMooncake, ParseOneLine) {
+  const TokenIdSpace space = *make_token_id_space(1000, nullptr);
+  MooncakeParams p;
+  p.scale_tokens = 0.5;
+  auto r = parse_mooncake_line(
+      R"({"timestamp": 12.5, "input_length": 600, "output_length": 9, "hash_ids": [3, 4]})", p,
+      space, "t:1: ");
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->timestamp_ms, 12.5);
+  EXPECT_EQ(r->request.input_tokens, 300);
+  EXPECT_EQ(r->request.output_tokens, 5);
+  ASSERT_EQ(r->request.prompt_ids.size(), 300u);
+  const std::vector<int32_t> b3 = mooncake_block(3, 0, 256, space);
+  EXPECT_TRUE(std::equal(b3.begin(), b3.end(), r->request.prompt_ids.begin()));
+  EXPECT_EQ(parse_mooncake_line("[]", p, space, "t:1: ").message(), "t:1: not a JSON object");
+}
+
 TEST(LoadgenMooncake, BadLinesNameTheLine) {
   test::TempDir dir;
   const std::string good =
@@ -174,6 +191,11 @@ TEST(LoadgenMooncake, BadLinesNameTheLine) {
        "'hash_ids' must hold integers >= 0"},
       {R"({"timestamp": 0, "input_length": 600, "output_length": 1.5, "hash_ids": [1, 2]})",
        "'output_length' must be an integer >= 1"},
+      // Found by fuzz/loadgen_parse_fuzz: ceil(input_length / 512) overflowed (undefined
+      // behaviour) for lengths near INT64_MAX.
+      {R"({"timestamp": 0, "input_length": 9223372036854775807, "output_length": 5,)"
+       R"( "hash_ids": [1, 2]})",
+       "'hash_ids' has 2 ids, input_length 9223372036854775807 needs 18014398509481984"},
   };
   for (const Case& c : cases) {
     const std::string path = dir.path("t.jsonl");
