@@ -67,7 +67,12 @@ Result<SimCalibration> load_calibration(const std::string& path) {
       return make_error("calibration '", path, "': 'combine' must be \"max\" or \"sum\"");
     }
   }
-  c.source = j.value("source", std::string("file ") + path);
+  c.source = "file " + path;
+  if (auto s = j.find("source"); s != j.end()) {
+    // (j.value() would throw on a non-string, and nothing catches it: sluice sim would abort)
+    if (!s->is_string()) return make_error("calibration '", path, "': 'source' must be a string");
+    c.source = s->get<std::string>();
+  }
   return c;
 }
 

@@ -480,6 +480,13 @@ TEST(SimCalibrationTest, SaveLoadRoundTripAndBadFiles) {
   EXPECT_NE(bad.message().find("mem_efficiency"), std::string::npos);
   {
     std::ofstream f(path);
+    f << R"({"mem_efficiency": 0.5, "source": 7})";
+  }
+  bad = sim::load_calibration(path);  // used to throw nlohmann::json::type_error
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("'source' must be a string"), std::string::npos) << bad.message();
+  {
+    std::ofstream f(path);
     f << "not json";
   }
   EXPECT_FALSE(sim::load_calibration(path).ok());
