@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -15,6 +16,9 @@ namespace sluice::sim {
 std::string default_calibration_path();
 Status save_calibration(const SimCalibration& c, const std::string& path);
 Result<SimCalibration> load_calibration(const std::string& path);
+// load_calibration's reading of the file's text, without I/O (`path` only names it in errors;
+// fuzz/calibration_fuzz.cpp). In calibration_parse.cpp, which needs no engine.
+Result<SimCalibration> parse_calibration(std::string_view json, const std::string& path);
 
 // One measured engine step: its roofline floors (on the machine, efficiencies 1) and shape.
 struct StepSample {
