@@ -86,6 +86,9 @@ class ResponseParser {
   Step at_close();
 
   bool done() const { return body_state_ == BodyState::kDone; }
+  // Received bytes not consumed yet. After a complete response there should be none (one
+  // request at a time per connection): any are the backend's garbage, not the next answer.
+  size_t buffered() const { return buf_.size() - pos_; }
   bool keep_alive() const { return keep_alive_; }
 
  private:
@@ -129,7 +132,10 @@ class Connection {
   ReadResult read_all(std::string& out, const Wait& wait, size_t limit = size_t(64) << 20);
 
   // The response was read to its end and the backend keeps the connection open.
-  bool reusable() const { return parser_.done() && parser_.keep_alive(); }
+  // (Not with bytes left over past the response: they would be read as the next one's head.)
+  bool reusable() const {
+    return parser_.done() && parser_.keep_alive() && parser_.buffered() == 0;
+  }
   // The peer closed (or sent unexpected bytes) while the connection sat idle.
   bool idle_broken() const;
   int fd() const { return fd_; }

@@ -80,6 +80,24 @@ TEST(ResponseParserTest, BytesBeforeBadChunkFramingAreDeliveredThenTheError) {
   EXPECT_FALSE(p.done());
 }
 
+// Found while writing fuzz/http_response_fuzz: bytes past a complete response stayed buffered
+// and a pooled connection read them as the next request's response head (Connection::reusable
+// now refuses such a connection).
+TEST(ResponseParserTest, BytesPastTheResponseAreLeftBuffered) {
+  ResponseParser p;
+  std::string body;
+  EXPECT_EQ(
+      read_body(p, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 500 X\r\n\r\n", body),
+      Step::kEnd);
+  EXPECT_EQ(body, "ok");
+  EXPECT_TRUE(p.done() && p.keep_alive());
+  EXPECT_EQ(p.buffered(), 18u);
+  ResponseParser clean;
+  body.clear();
+  EXPECT_EQ(read_body(clean, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", body), Step::kEnd);
+  EXPECT_EQ(clean.buffered(), 0u);
+}
+
 TEST(ResponseParserTest, BadChunkSizeIsAnError) {
   ResponseParser p;
   std::string body;
