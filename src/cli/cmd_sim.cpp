@@ -353,7 +353,7 @@ Result<SimRun> run_once(const Options& o, const Deployment& d, const Layout& l, 
   return r;
 }
 
-std::string sim_details(const Deployment& d, const Layout& l, const SimRun& r) {
+std::string sim_details(const Deployment& d, const SimRun& r) {
   const sim::ServiceReport& s = r.report;
   std::string out;
   char buf[512];
@@ -387,7 +387,6 @@ std::string sim_details(const Deployment& d, const Layout& l, const SimRun& r) {
                   (unsigned long long)rr.preemptions, (long long)rr.kv_blocks_total);
     out += buf;
   }
-  (void)l;
   return out;
 }
 
@@ -511,7 +510,7 @@ Status run_sim(const Options& o) {
   std::string details;
   for (double rate : rates) {
     SLUICE_ASSIGN_OR_RETURN(SimRun r, run_once(opts, d, l, rate, slo));
-    details += "\n### rate " + loadgen::rate_label(rate) + "\n" + sim_details(d, l, r);
+    details += "\n### rate " + loadgen::rate_label(rate) + "\n" + sim_details(d, r);
     runs.push_back(std::move(r.run));
   }
   SLUICE_RETURN_IF_ERROR(write_reports(o.w, runs, details));
