@@ -181,18 +181,7 @@ void RouterServer::register_routes() {
         }
         return HandlerResponse::Handled;
       }));
-  http_.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        SLUICE_LOG(kError, "router: handler failed: " + what);
-        send_error(res, server::internal_error("internal error: " + what));
-      });
+  server::answer_exceptions_with_500(http_, "router");
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const int n = backends_->n_healthy();
     if (n > 0) {

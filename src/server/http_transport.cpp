@@ -238,6 +238,21 @@ void send_error(httplib::Response& res, const ApiError& e) {
   send_json(res, e.status, e.to_json());
 }
 
+void answer_exceptions_with_500(httplib::Server& http, const std::string& who) {
+  http.set_exception_handler(
+      [who](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SLUICE_LOG(kError, who + ": handler failed: " + what);
+        send_error(res, internal_error("internal error: " + what));
+      });
+}
+
 // --- ConnectionThreads ------------------------------------------------------------------------
 
 ConnectionThreads::ConnectionThreads(const HttpLimits& limits,

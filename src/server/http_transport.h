@@ -47,6 +47,10 @@ namespace sluice::server {
 void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& body);
 void send_error(httplib::Response& res, const ApiError& e);
 
+// A handler that throws answers 500 with the exception's message (logged as "<who>: handler
+// failed: ..."), never a dropped connection.
+void answer_exceptions_with_500(httplib::Server& http, const std::string& who);
+
 // True when the request declares a body over `limit` bytes (answer 413 before reading it:
 // httplib would read and discard all of it first).
 bool declares_body_over(const httplib::Request& req, size_t limit);

@@ -209,18 +209,7 @@ void Server::register_routes() {
         send_error(res, transport_error(res.status));
         return HandlerResponse::Handled;
       }));
-  http_.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        SLUICE_LOG(kError, "serve: handler failed: " + what);
-        send_error(res, internal_error("internal error: " + what));
-      });
+  answer_exceptions_with_500(http_, "serve");
   http_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     const RouteSpec* route = find_route(req.path);
     metrics_.count_http(
