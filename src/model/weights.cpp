@@ -203,6 +203,12 @@ Result<ModelWeights> bind_weights(const GgufFile& f, ModelConfig& c) {
   if (c.has_rope_freqs) {
     SLUICE_ASSIGN_OR_RETURN(w.rope_freqs, bind_vector(f, c.rope_factors_tensor, c.n_rot / 2));
   }
+  // Every layer has tensors of its own: a block_count beyond the file's tensor count is a lie
+  // (and reserving for it could exhaust memory before the first missing tensor is noticed).
+  if (size_t(c.n_layer) > f.tensors().size()) {
+    return make_error("'", f.path(), "': block_count ", c.n_layer, " exceeds the ",
+                      f.tensors().size(), " tensors in the file");
+  }
   w.layers.reserve(size_t(c.n_layer));
   for (int il = 0; il < c.n_layer; ++il) {
     SLUICE_ASSIGN_OR_RETURN(LayerWeights l, bind_layer(f, c, il));

@@ -133,6 +133,14 @@ TEST_F(ModelErrors, MissingMetadataKey) {
   EXPECT_HAS(load_with(d), "metadata key 'llama.block_count' not found");
 }
 
+// A block_count far beyond the file's tensors is refused before anything is sized by it (model_fuzz
+// found a count that made reserving the layers exhaust memory).
+TEST_F(ModelErrors, BlockCountBeyondTheTensors) {
+  Defect d;
+  d.meta = [](GgufWriter& w) { w.set("llama.block_count", uint32_t(100000000)); };
+  EXPECT_HAS(load_with(d), "block_count 100000000 exceeds the");
+}
+
 TEST_F(ModelErrors, HeadCountsDoNotDivide) {
   Defect d;
   d.meta = [](GgufWriter& w) { w.set("llama.attention.head_count_kv", uint32_t(3)); };
