@@ -17,14 +17,7 @@ using server::ApiError;
 using server::send_error;
 using server::send_json;
 
-ApiError api_error(int status, std::string message, std::string type, std::string code) {
-  ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
-}
+using server::status_error;
 
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -173,11 +166,11 @@ void RouterServer::register_routes() {
       httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return HandlerResponse::Unhandled;
         if (res.status == 404) {
-          send_error(res, api_error(404, "no route for " + req.method + " " + req.path,
-                                    "not_found_error", "not_found"));
+          send_error(res, status_error(404, "no route for " + req.method + " " + req.path,
+                                       "not_found_error", "not_found"));
         } else {
-          send_error(res, api_error(res.status, "the HTTP request is malformed",
-                                    "invalid_request_error", "bad_request"));
+          send_error(res, status_error(res.status, "the HTTP request is malformed",
+                                       "invalid_request_error", "bad_request"));
         }
         return HandlerResponse::Handled;
       }));
@@ -188,7 +181,7 @@ void RouterServer::register_routes() {
       send_json(res, 200, {{"status", "ok"}, {"healthy_backends", n}});
       return;
     }
-    ApiError e = api_error(503, "no healthy backend", "service_unavailable", "no_backend");
+    ApiError e = status_error(503, "no healthy backend", "service_unavailable", "no_backend");
     e.retry_after_s = 1;
     send_error(res, e);
   });
@@ -201,8 +194,8 @@ void RouterServer::register_routes() {
   http_.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];
     if (auto card = backends_->model_card(id)) return send_json(res, 200, *card);
-    ApiError e = api_error(404, "the model '" + id + "' does not exist", "invalid_request_error",
-                           "model_not_found");
+    ApiError e = status_error(404, "the model '" + id + "' does not exist", "invalid_request_error",
+                              "model_not_found");
     e.param = "model";
     send_error(res, e);
   });
@@ -312,8 +305,8 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
       if (r != ReadResult::kEnd) {
         backends_->record_stream_error(p.backend);
         res.headers.clear();
-        return send_error(res, api_error(502, "the backend " + url + " broke off its answer",
-                                         "server_error", "backend_error"));
+        return send_error(res, status_error(502, "the backend " + url + " broke off its answer",
+                                            "server_error", "backend_error"));
       }
       if (generation) {
         const auto [prompt, cached] = usage_of(out);
@@ -355,11 +348,11 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
             }
             backends->record_stream_error(b);
             if (!st->sse) return false;  // cut without the last chunk: visibly incomplete
-            ApiError e = api_error(502,
-                                   r == ReadResult::kTimeout
-                                       ? "the backend " + url + " stopped answering"
-                                       : "the backend " + url + " broke off its answer",
-                                   "server_error", "backend_error");
+            ApiError e = status_error(502,
+                                      r == ReadResult::kTimeout
+                                          ? "the backend " + url + " stopped answering"
+                                          : "the backend " + url + " broke off its answer",
+                                      "server_error", "backend_error");
             std::string ev = st->last2 == "\n\n" || st->last2.empty() ? "" : "\n\n";
             ev += "data: " + server::to_wire(e.to_json()) + "\n\ndata: [DONE]\n\n";
             sink.write(ev.data(), ev.size());
@@ -385,8 +378,8 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
     res.set_content(std::move(last_5xx->second), ct.empty() ? "application/json" : ct);
     return;
   }
-  send_error(res, api_error(502, "no backend could answer: " + last_error, "server_error",
-                            "backend_unavailable"));
+  send_error(res, status_error(502, "no backend could answer: " + last_error, "server_error",
+                               "backend_unavailable"));
 }
 
 }  // namespace sluice::router

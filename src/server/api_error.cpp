@@ -22,6 +22,15 @@ ApiError bad_request(std::string message, std::string param, std::string code) {
   return e;
 }
 
+ApiError status_error(int status, std::string message, std::string type, std::string code) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
 ApiError internal_error(std::string message) {
   ApiError e;
   e.status = 500;

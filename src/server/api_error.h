@@ -28,6 +28,8 @@ struct ApiError {
 ApiError bad_request(std::string message, std::string param = "", std::string code = "");
 // 500 server_error.
 ApiError internal_error(std::string message);
+// Any status, type and code (no param).
+ApiError status_error(int status, std::string message, std::string type, std::string code = "");
 
 // Serializes JSON for the wire: compact, invalid UTF-8 replaced by U+FFFD instead of throwing
 // (token pieces of byte-level vocabularies can be partial characters).

@@ -62,15 +62,6 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-ApiError status_error(int status, std::string message, std::string type, std::string code) {
-  ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
-}
-
 // Errors httplib produces itself (malformed request line, 413, 414, ...) get our JSON body.
 ApiError transport_error(int status) {
   switch (status) {
