@@ -141,13 +141,17 @@ double Engine::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
 }
 
-Result<int32_t> Engine::import_prefix(std::span<const int32_t> tokens, const KvBlockData& blocks) {
+Result<int32_t> Engine::import_prefix(std::span<const int32_t> tokens, const KvBlockData& blocks,
+                                      int32_t first_block) {
   const int32_t bs = kv_.block_size();
   const int32_t n_full = int32_t(tokens.size() / size_t(bs));
-  if (blocks.n_blocks != n_full ||
+  if (first_block < 0 || first_block > n_full) {
+    return make_error("import_prefix: first block ", first_block, " of ", n_full);
+  }
+  if (blocks.n_blocks != n_full - first_block ||
       blocks.bytes.size() != size_t(blocks.n_blocks) * blocks.bytes_per_block) {
-    return make_error("import_prefix: ", blocks.n_blocks, " blocks of data for ", n_full,
-                      " full blocks of ", tokens.size(), " tokens");
+    return make_error("import_prefix: ", blocks.n_blocks, " blocks of data for full blocks [",
+                      first_block, ", ", n_full, ") of ", tokens.size(), " tokens");
   }
   // The layout check first (an export of no blocks names this executor's layout), so that
   // nothing is cached that would not be written.
@@ -156,7 +160,7 @@ Result<int32_t> Engine::import_prefix(std::span<const int32_t> tokens, const KvB
     return make_error("import_prefix: blocks of layout '", blocks.layout, "', this executor's is '",
                       mine.layout, "'");
   }
-  const std::vector<KvCacheManager::ImportedBlock> got = kv_.import_prefix(tokens);
+  const std::vector<KvCacheManager::ImportedBlock> got = kv_.import_prefix(tokens, first_block);
   if (!got.empty()) {
     KvBlockData sub;
     sub.layout = blocks.layout;
@@ -165,7 +169,8 @@ Result<int32_t> Engine::import_prefix(std::span<const int32_t> tokens, const KvB
     std::vector<int32_t> ids;
     for (const KvCacheManager::ImportedBlock& b : got) {
       ids.push_back(b.id);
-      const uint8_t* src = blocks.bytes.data() + size_t(b.index) * blocks.bytes_per_block;
+      const uint8_t* src =
+          blocks.bytes.data() + size_t(b.index - first_block) * blocks.bytes_per_block;
       sub.bytes.insert(sub.bytes.end(), src, src + blocks.bytes_per_block);
     }
     SLUICE_RETURN_IF_ERROR(executor_.import_blocks(ids, sub));

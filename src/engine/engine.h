@@ -172,10 +172,28 @@ class Engine {
   // cached here are written into fresh blocks (KvCacheManager::import_prefix), then cached and
   // evictable like a finished request's. Returns the tokens of `tokens` now cached (fewer when
   // the pool is short). Fails, importing nothing, on a layout or count mismatch.
-  Result<int32_t> import_prefix(std::span<const int32_t> tokens, const KvBlockData& blocks);
+  // `first_block` > 0: `blocks` holds only the full blocks from that one on; the ones before
+  // must be cached here already (the caller probed them with kv().n_cached_prefix_tokens and
+  // fetched the rest); if one was evicted meanwhile, nothing after it is imported.
+  Result<int32_t> import_prefix(std::span<const int32_t> tokens, const KvBlockData& blocks,
+                                int32_t first_block = 0);
   // The other side: the K/V of every full block of `tokens`, which must all be in this engine's
   // prefix cache (a request computed them), for import_prefix elsewhere.
   Result<KvBlockData> export_prefix(std::span<const int32_t> tokens) const;
+  // The K/V of blocks `ids` (pinned or cached ones: their contents are final).
+  Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const {
+    return executor_.export_blocks(ids);
+  }
+  // Pins the cached full blocks that prefix `tokens` (KvCacheManager::pin_prefix): they stay
+  // until unpin(), whatever else runs. Returns them in order.
+  std::vector<BlockId> pin_prefix(std::span<const int32_t> tokens) {
+    return kv_.pin_prefix(tokens);
+  }
+  void unpin(std::span<const BlockId> blocks) { kv_.unpin(blocks); }
+  // Blocks that entered the prefix cache since the last call, while recording is on (a disk
+  // tier writes them out; KvCacheManager::take_newly_cached). Take them between steps.
+  void set_record_cached(bool on) { kv_.set_record_cached(on); }
+  std::vector<KvCacheManager::CachedBlock> take_newly_cached() { return kv_.take_newly_cached(); }
   // Ends a request at the next step boundary; its final event has FinishReason::kAbort.
   void abort(RequestId id);
   // Runs one step. Returns the events of every request that progressed or finished.

@@ -72,8 +72,42 @@ std::vector<BlockId> KvCacheManager::cached_prefix_blocks(std::span<const int32_
   return out;
 }
 
+std::vector<BlockHash> KvCacheManager::prefix_hashes(std::span<const int32_t> tokens) const {
+  std::vector<BlockHash> out;
+  if (!config_.enable_prefix_cache) return out;
+  const int32_t bs = block_size();
+  const size_t n_full = tokens.size() / size_t(bs);
+  out.reserve(n_full);
+  BlockHash parent = 0;
+  for (size_t b = 0; b < n_full; ++b) {
+    parent = hash_block(parent, tokens.subspan(b * size_t(bs), size_t(bs)));
+    out.push_back(parent);
+  }
+  return out;
+}
+
+std::vector<BlockId> KvCacheManager::pin_prefix(std::span<const int32_t> tokens) {
+  std::vector<BlockId> ids = cached_prefix_blocks(tokens);
+  for (BlockId id : ids) pool_.retain(id);
+  n_pinned_ += int64_t(ids.size());
+  return ids;
+}
+
+void KvCacheManager::unpin(std::span<const BlockId> blocks) {
+  // Tail first, as free() does: the last blocks of a prompt are evicted first.
+  std::vector<BlockId> reversed(blocks.rbegin(), blocks.rend());
+  pool_.release(reversed);
+  n_pinned_ -= int64_t(blocks.size());
+}
+
+std::vector<KvCacheManager::CachedBlock> KvCacheManager::take_newly_cached() {
+  std::vector<CachedBlock> out;
+  out.swap(newly_cached_);
+  return out;
+}
+
 std::vector<KvCacheManager::ImportedBlock> KvCacheManager::import_prefix(
-    std::span<const int32_t> tokens) {
+    std::span<const int32_t> tokens, int32_t first_block) {
   std::vector<ImportedBlock> out;
   if (!config_.enable_prefix_cache) return out;
   const int32_t bs = block_size();
@@ -88,11 +122,13 @@ std::vector<KvCacheManager::ImportedBlock> KvCacheManager::import_prefix(
       pool_.retain(*cached);
       held.push_back(*cached);
     } else {
-      if (!pool_.can_allocate(1)) break;
+      if (b < first_block || !pool_.can_allocate(1)) break;
       const BlockId id = pool_.allocate(1)[0];
       pool_.cache(id, h, block_tokens);
       held.push_back(id);
       out.push_back({b, id});
+      if (record_cached_)
+        newly_cached_.push_back({id, h, {block_tokens.begin(), block_tokens.end()}});
     }
     parent = h;
   }
@@ -216,6 +252,9 @@ void KvCacheManager::commit_computed(RequestId id, std::span<const int32_t> toke
     const BlockHash h = hash_block(b == 0 ? 0 : t.hashes.back(), block_tokens);
     pool_.cache(t.blocks[b], h, block_tokens);
     t.hashes.push_back(h);
+    if (record_cached_) {
+      newly_cached_.push_back({t.blocks[b], h, {block_tokens.begin(), block_tokens.end()}});
+    }
   }
 }
 

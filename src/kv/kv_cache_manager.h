@@ -85,11 +85,38 @@ class KvCacheManager {
   // first, as a finished request's). Stops early when the pool is short. Returns the blocks it
   // allocated, whose contents the caller must now write: (index of the block in `tokens`, id).
   // Nothing when the prefix cache is off.
+  // `first_block` > 0: the blocks before it must already be cached here (the caller probed
+  // them and only brought the rest); the import stops at the first that is not.
   struct ImportedBlock {
     int32_t index = 0;
     BlockId id = kNoBlock;
   };
-  std::vector<ImportedBlock> import_prefix(std::span<const int32_t> tokens);
+  std::vector<ImportedBlock> import_prefix(std::span<const int32_t> tokens,
+                                           int32_t first_block = 0);
+
+  // The prefix-cache identities of `tokens`' full blocks, in order (the chain hashes a disk
+  // tier files blocks under). Empty when the prefix cache is off.
+  std::vector<BlockHash> prefix_hashes(std::span<const int32_t> tokens) const;
+
+  // Pinning (a prefill worker keeps a prompt's blocks until a decode worker pulled them): a
+  // reference on each block of the cached run that prefixes `tokens` (cached_prefix_blocks), so
+  // none is evicted or reused while pinned. Returns the pinned blocks in order; unpin() them
+  // exactly once.
+  std::vector<BlockId> pin_prefix(std::span<const int32_t> tokens);
+  void unpin(std::span<const BlockId> blocks);
+  int64_t n_pinned_blocks() const { return n_pinned_; }
+
+  // Newly cached blocks (a disk tier writes them out): while recording is on, every block that
+  // enters the prefix cache (commit_computed, import_prefix) is listed until taken. Its data is
+  // valid from the end of the step that committed it until the block is reused: take them
+  // after each step, before the next.
+  struct CachedBlock {
+    BlockId id = kNoBlock;
+    BlockHash hash = 0;
+    std::vector<int32_t> tokens;  // [block_size]
+  };
+  void set_record_cached(bool on) { record_cached_ = on; }
+  std::vector<CachedBlock> take_newly_cached();
 
   // Makes request `id` hold blocks for tokens [0, n_computed + n_new_tokens), of which
   // [n_computed, n_computed + n_new_tokens) are written next: a block there that another table
@@ -150,6 +177,9 @@ class KvCacheManager {
   std::unordered_map<RequestId, Table> tables_;
   std::vector<BlockCopy> copies_;  // queued by allocate_slots, drained by take_copies
   BlockShareStats share_stats_;
+  int64_t n_pinned_ = 0;
+  bool record_cached_ = false;
+  std::vector<CachedBlock> newly_cached_;  // while record_cached_: drained by take_newly_cached
 };
 
 }  // namespace sluice

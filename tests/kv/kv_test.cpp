@@ -311,5 +311,77 @@ TEST(KvCacheManager, ImportPrefixStopsWhenThePoolIsShortAndNeverEvictsItself) {
   EXPECT_TRUE(off.import_prefix(iota_tokens(8)).empty());
 }
 
+TEST(KvCacheManager, ImportPrefixFromAFirstBlockNeedsTheBlocksBeforeItCached) {
+  KvCacheManager kv({.n_blocks = 8, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
+  const auto prompt = iota_tokens(16);  // 4 full blocks
+  // Nothing cached: an import from block 2 cannot chain onto blocks 0 and 1.
+  EXPECT_TRUE(kv.import_prefix(prompt, 2).empty());
+  EXPECT_EQ(kv.n_cached_prefix_tokens(prompt), 0);
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 8));
+  kv.commit_computed(1, prompt, 8);
+  kv.free(1);
+  const auto got = kv.import_prefix(prompt, 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].index, 2);
+  EXPECT_EQ(got[1].index, 3);
+  EXPECT_EQ(kv.n_cached_prefix_tokens(prompt), 16);
+}
+
+TEST(KvCacheManager, PrefixHashesAreTheChainTheCacheFilesBlocksUnder) {
+  KvCacheManager kv({.n_blocks = 8, .block_size = 4, .enable_prefix_cache = true, .salt = 3});
+  const auto prompt = iota_tokens(11);
+  const std::vector<BlockHash> h = kv.prefix_hashes(prompt);
+  ASSERT_EQ(h.size(), 2u);  // full blocks only
+  EXPECT_NE(h[0], h[1]);
+  kv.set_record_cached(true);
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 11));
+  kv.commit_computed(1, prompt, 11);
+  const auto cached = kv.take_newly_cached();
+  ASSERT_EQ(cached.size(), 2u);
+  EXPECT_EQ(cached[0].hash, h[0]);
+  EXPECT_EQ(cached[1].hash, h[1]);
+  EXPECT_EQ(cached[1].tokens, std::vector<int32_t>(prompt.begin() + 4, prompt.begin() + 8));
+  EXPECT_EQ(cached[0].id, kv.block_table(1)[0]);
+  EXPECT_TRUE(kv.take_newly_cached().empty());  // taken once
+  // A different salt (another model) gives other identities; a shared prefix the same first.
+  KvCacheManager other({.n_blocks = 8, .block_size = 4, .enable_prefix_cache = true, .salt = 4});
+  EXPECT_NE(other.prefix_hashes(prompt)[0], h[0]);
+  auto longer = iota_tokens(16);
+  EXPECT_EQ(kv.prefix_hashes(longer)[1], h[1]);
+  // Imports are recorded too; recording off records nothing.
+  kv.free(1);
+  EXPECT_EQ(kv.import_prefix(iota_tokens(8, 100)).size(), 2u);
+  EXPECT_EQ(kv.take_newly_cached().size(), 2u);
+  kv.set_record_cached(false);
+  EXPECT_EQ(kv.import_prefix(iota_tokens(8, 200)).size(), 2u);
+  EXPECT_TRUE(kv.take_newly_cached().empty());
+}
+
+TEST(KvCacheManager, PinnedBlocksSurviveAnyPressureUntilUnpinned) {
+  KvCacheManager kv({.n_blocks = 4, .block_size = 4, .enable_prefix_cache = true, .salt = 0});
+  const auto prompt = iota_tokens(9);  // 2 full blocks
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 9));
+  kv.commit_computed(1, prompt, 9);
+  kv.free(1);
+  const std::vector<BlockId> pinned = kv.pin_prefix(prompt);
+  ASSERT_EQ(pinned.size(), 2u);
+  EXPECT_EQ(kv.n_pinned_blocks(), 2);
+  EXPECT_EQ(kv.n_free_blocks(), 2);
+  // Another request takes every block it can: the pinned two are not among them.
+  EXPECT_FALSE(kv.allocate_slots(2, 0, 16));
+  ASSERT_TRUE(kv.allocate_slots(2, 0, 8));
+  for (BlockId b : kv.block_table(2)) EXPECT_TRUE(b != pinned[0] && b != pinned[1]);
+  EXPECT_EQ(kv.n_cached_prefix_tokens(prompt), 8);
+  kv.free(2);
+  kv.unpin(pinned);
+  EXPECT_EQ(kv.n_pinned_blocks(), 0);
+  EXPECT_EQ(kv.n_free_blocks(), 4);
+  EXPECT_EQ(kv.n_cached_prefix_tokens(prompt), 8);  // still cached, now evictable
+  ASSERT_TRUE(kv.allocate_slots(3, 0, 16));         // and evicted under pressure
+  EXPECT_EQ(kv.n_cached_prefix_tokens(prompt), 0);
+  // Nothing cached: nothing pinned.
+  EXPECT_TRUE(kv.pin_prefix(iota_tokens(8, 77)).empty());
+}
+
 }  // namespace
 }  // namespace sluice
