@@ -35,6 +35,7 @@ struct Options {
   std::string format = "table";
   std::string plot;
   std::string roofline;  // --hw local cache file
+  double kv_link_gbps = 0;
 };
 
 Result<PlanParams> build_params(const Options& o) {
@@ -70,6 +71,7 @@ Result<PlanParams> build_params(const Options& o) {
   p.mfu = o.mfu;
   p.prompt_len = o.prompt;
   p.decode_len = o.decode;
+  p.kv_link_bytes_per_s = o.kv_link_gbps * 1e9 / 8;
   return p;
 }
 
@@ -129,6 +131,10 @@ void register_plan(CLI::App& app, int& exit_code) {
   cmd->add_option("--decode", opt->decode, "Median generated tokens per request")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-link-gbps", opt->kv_link_gbps,
+                  "Disaggregated serving: the prefill -> decode link in Gbit/s; reports the "
+                  "prompt's K/V transfer time (e.g. 100 for 100 GbE, 400 for InfiniBand NDR)")
+      ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--output-format", opt->format, "table or json")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json"}));

@@ -87,6 +87,11 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
                    {"kv_weight_crossover_tokens", plan.kv_weight_crossover_tokens},
                    {"tp_compute_bound_shards", plan.tp_compute_bound_shards}};
   out["prefill"] = {{"tokens", p.prompt_len}, {"mfu", p.mfu}, {"seconds", plan.prefill_s}};
+  if (p.kv_link_bytes_per_s > 0) {
+    out["kv_transfer"] = {{"link_bytes_per_s", p.kv_link_bytes_per_s},
+                          {"bytes", plan.kv_transfer_bytes},
+                          {"seconds", plan.kv_transfer_s}};
+  }
   if (plan.serving_batch) {
     out["serving"] = {{"batch", *plan.serving_batch},
                       {"step_time_ms", plan.serving_step_ms},
@@ -172,6 +177,13 @@ std::string plan_to_text(const Plan& plan) {
             plan.kv_weight_crossover_tokens, plan.kv_weight_crossover_tokens / double(p.context));
   s += strf("prefill             %.3g s for %lld tokens at %.0f%% MFU\n", plan.prefill_s,
             (long long)p.prompt_len, p.mfu * 100);
+  if (p.kv_link_bytes_per_s > 0) {
+    s += strf(
+        "K/V transfer        %.3g MB of the prompt's K/V in %.3g ms over %.3g GB/s "
+        "(%.2g%% of the prefill)\n",
+        plan.kv_transfer_bytes / 1e6, plan.kv_transfer_s * 1e3, p.kv_link_bytes_per_s / 1e9,
+        plan.prefill_s > 0 ? 100 * plan.kv_transfer_s / plan.prefill_s : 0.0);
+  }
   if (plan.serving_batch) {
     s += strf("serving at batch %lld (step %.3g ms), prompt %lld, decode %lld tokens:\n",
               (long long)*plan.serving_batch, plan.serving_step_ms, (long long)p.prompt_len,

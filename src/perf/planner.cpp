@@ -176,6 +176,10 @@ Result<Plan> make_plan(const PlanParams& params) {
       plan.kv_bytes_per_token > 0 ? plan.weight_bytes / plan.kv_bytes_per_token : 0;
   plan.prefill_s =
       prefill_seconds(p.model, double(p.prompt_len), plan.total, p.mfu, p.precision.act_bits);
+  if (p.kv_link_bytes_per_s > 0) {
+    plan.kv_transfer_bytes = double(p.prompt_len) * plan.kv_bytes_per_token;
+    plan.kv_transfer_s = plan.kv_transfer_bytes / p.kv_link_bytes_per_s;
+  }
   if (p.model.d_ff > 0) {
     TpMatmul mm;
     mm.d_model = p.model.d_model;

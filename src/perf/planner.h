@@ -38,6 +38,9 @@ struct PlanParams {
   double mfu = 0.4;              // prefill model FLOPs utilization
   int64_t prompt_len = 0;        // prefill length; 0 = context
   int64_t decode_len = 512;      // median generated tokens per request
+  // Disaggregated serving: the prefill -> decode link a prompt's K/V crosses (bytes/s, one
+  // direction; e.g. 12.5e9 for 100 Gb/s Ethernet). 0: not reported.
+  double kv_link_bytes_per_s = 0;
 };
 
 // One generate batch size.
@@ -74,7 +77,12 @@ struct Plan {
   double min_step_ms = 0;                 // weights / bandwidth: the latency floor at batch 1
   double kv_weight_crossover_tokens = 0;  // KV tokens whose bytes equal the weights'
   double prefill_s = 0;                   // prompt_len tokens at `mfu`
-  double tp_compute_bound_shards = 0;     // batch-independent FLOPs-vs-ICI bound
+  // Disaggregated serving (kv_link_bytes_per_s > 0): the prompt's K/V (prompt_len tokens of
+  // kv_bytes_per_token) and its time over the link; overlappable with nothing in sluice's
+  // pull-then-import design, so it adds to TTFT.
+  double kv_transfer_bytes = 0;
+  double kv_transfer_s = 0;
+  double tp_compute_bound_shards = 0;  // batch-independent FLOPs-vs-ICI bound
   // Serving figures at `serving_batch` (the one --batch, else min(max_batch, critical batch));
   // absent when nothing fits.
   std::optional<int64_t> serving_batch;

@@ -154,6 +154,24 @@ TEST(Planner, SweepCoversCriticalAndLargestBatch) {
   EXPECT_GT(plan->prefill_generate_ratio, 0);
 }
 
+TEST(Planner, KvTransferTimeIsThePromptsKvBytesOverTheLink) {
+  PlanParams p = llama70b_on_h100s();
+  p.prompt_len = 2048;
+  auto none = make_plan(p);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->kv_transfer_s, 0);
+  EXPECT_EQ(plan_to_json(*none).count("kv_transfer"), 0u);
+  p.kv_link_bytes_per_s = 12.5e9;  // 100 Gb/s
+  auto plan = make_plan(p);
+  ASSERT_TRUE(plan.ok());
+  // LLaMA 3 70B, bf16 KV: 2 * 80 layers * 8 KV heads * 128 dims * 2 bytes = 327,680 B/token.
+  EXPECT_DOUBLE_EQ(plan->kv_transfer_bytes, 2048 * 327680.0);
+  EXPECT_NEAR(plan->kv_transfer_s, 2048 * 327680.0 / 12.5e9, 1e-12);  // 53.7 ms
+  EXPECT_NE(plan_to_text(*plan).find("K/V transfer"), std::string::npos);
+  EXPECT_NEAR(plan_to_json(*plan)["kv_transfer"]["seconds"].get<double>(), plan->kv_transfer_s,
+              1e-12);
+}
+
 TEST(Planner, NothingFits) {
   PlanParams p = llama70b_on_h100s();
   p.chip = *find_hardware("RTX 4090");
