@@ -18,6 +18,7 @@ struct RouterOptions {
   router::RouterConfig config;
   std::string policy = "cache_aware";
   int http_threads = 4096;
+  std::vector<std::string> decode;
 };
 
 Status run_router(RouterOptions& o) {
@@ -39,8 +40,15 @@ Status run_router(RouterOptions& o) {
       stderr, "sluice router: listening on http://%s:%d (%s over %d backends, %d healthy)\n",
       o.config.host.c_str(), port, o.policy.c_str(), r.backends().size(), r.backends().n_healthy());
   for (int b = 0; b < r.backends().size(); ++b) {
-    std::fprintf(stderr, "sluice router:   %s %s\n", r.backends().endpoint(b).url.c_str(),
+    std::fprintf(stderr, "sluice router:   %s%s %s\n", r.prefill_backends() ? "decode " : "",
+                 r.backends().endpoint(b).url.c_str(),
                  r.backends().healthy(b) ? "healthy" : "not answering /health yet");
+  }
+  if (router::Backends* pf = r.prefill_backends()) {
+    for (int b = 0; b < pf->size(); ++b) {
+      std::fprintf(stderr, "sluice router:   prefill %s %s\n", pf->endpoint(b).url.c_str(),
+                   pf->healthy(b) ? "healthy" : "not answering /health yet");
+    }
   }
   timespec ts{3600, 0};
   while (::sigtimedwait(&sigs, nullptr, &ts) <= 0) {
@@ -58,8 +66,13 @@ void register_router(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "router", "Route OpenAI-compatible requests over several backends, prefix- and load-aware");
   cmd->add_option("--backend", o->config.backends,
-                  "Backend base URL http://HOST:PORT (repeat, or give several)")
-      ->required();
+                  "Backend base URL http://HOST:PORT (repeat, or give several)");
+  cmd->add_option("--decode", o->decode,
+                  "Disaggregated serving: a decode worker (sluice serve --role decode); "
+                  "needs --prefill");
+  cmd->add_option("--prefill", o->config.prefill,
+                  "Disaggregated serving: a prefill worker (sluice serve --role prefill) that "
+                  "computes each prompt first; its K/V goes to the decode worker");
   cmd->add_option("--host", o->config.host, "Address to bind (0.0.0.0: every interface)")
       ->capture_default_str();
   cmd->add_option("--port", o->config.port, "TCP port (0: any free port)")->capture_default_str();
@@ -97,6 +110,18 @@ void register_router(CLI::App& app, int& exit_code) {
                                "--cache-threshold 0..1, --balance-abs-threshold >= 0, "
                                "--balance-rel-threshold >= 1, --max-tree-size >= 1, "
                                "--http-threads >= 1");
+      return;
+    }
+    auto& backends = o->config.backends;
+    backends.insert(backends.end(), o->decode.begin(), o->decode.end());
+    if (backends.empty()) {
+      exit_code = report_error("router",
+                               "give the backends: --backend URL (or --decode URL "
+                               "with --prefill URL)");
+      return;
+    }
+    if (!o->decode.empty() && o->config.prefill.empty()) {
+      exit_code = report_error("router", "--decode needs --prefill (the prefill workers)");
       return;
     }
     Status st = run_router(*o);

@@ -34,6 +34,8 @@ struct ServeOptions {
   int http_threads = 4096;
   double shutdown_timeout_s = 30;
   EngineCliOptions engine;
+  std::string role = "both";
+  std::string kv_transfer_fail = "error";
 };
 
 // Hundreds of connections need hundreds of descriptors: raise the soft limit to the hard one.
@@ -65,6 +67,30 @@ std::string model_stem(const std::string& model) {
   return s.empty() ? model : s;
 }
 
+// What K/V transfers and disk files must match besides the layout: the model file's size and
+// a hash of its header, metadata, tensor directory and 64 windows of 4 KiB spread over the
+// tensor data (a re-quantized file or other weights of the same shapes differ there). About a
+// millisecond, read from the mapping.
+std::string kv_model_id(const GgufFile& f) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const uint8_t* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  };
+  const uint8_t* bytes = f.bytes();
+  const size_t size = f.file_size();
+  mix(bytes, std::min(size, f.data_offset()));
+  const size_t data = size > f.data_offset() ? size - f.data_offset() : 0;
+  constexpr size_t kWindow = 4096, kWindows = 64;
+  for (size_t w = 0; w < kWindows && data > 0; ++w) {
+    const size_t at =
+        f.data_offset() + (data > kWindow ? (data - kWindow) / (kWindows - 1) * w : 0);
+    mix(bytes + at, std::min(kWindow, size - at));
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "model %zu bytes, hash %016llx", size, (unsigned long long)h);
+  return buf;
+}
+
 Result<server::ServedModel> load_model(const ServeOptions& o) {
   SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<EngineSession> session,
                           open_engine_session(o.model, o.engine));
@@ -78,6 +104,8 @@ Result<server::ServedModel> load_model(const ServeOptions& o) {
     SLUICE_ASSIGN_OR_RETURN(m.chat_template, f.get<std::string>("tokenizer.chat_template"));
   }
   m.name = model_stem(o.model);
+  m.kv_model_id = kv_model_id(f);
+  m.tp = s->model.shard().tp_size;
   m.owner = std::move(s);
   return m;
 }
@@ -110,8 +138,10 @@ Status run_serve(const ServeOptions& o) {
   }
   server::Server srv(cfg);
   SLUICE_ASSIGN_OR_RETURN(int port, srv.start([&o] { return load_model(o); }));
-  std::fprintf(stderr, "sluice serve: listening on http://%s:%d (loading %s; kernels %s)\n",
-               cfg.host.c_str(), port, o.model.c_str(), matmul_isa_description().c_str());
+  std::fprintf(stderr,
+               "sluice serve: listening on http://%s:%d (loading %s; kernels %s; role %s)\n",
+               cfg.host.c_str(), port, o.model.c_str(), matmul_isa_description().c_str(),
+               server::serve_role_name(cfg.kv.role));
 
   bool announced = false;
   while (true) {
@@ -127,6 +157,10 @@ Status run_serve(const ServeOptions& o) {
         names += (names.empty() ? "'" : ", '") + n + "'";
       std::fprintf(stderr, "sluice serve: ready, serving %s\n",
                    names.empty() ? ("'" + model_stem(o.model) + "'").c_str() : names.c_str());
+      if (const int kv_port = srv.kv_transfer_port()) {
+        std::fprintf(stderr, "sluice serve: K/V transfer port %s:%d\n",
+                     cfg.kv.transfer_host.c_str(), kv_port);
+      }
       announced = true;
     }
   }
@@ -184,6 +218,35 @@ void register_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "Seconds running generations may finish after SIGTERM/SIGINT")
       ->capture_default_str();
+  cmd->add_option("--role", o->role,
+                  "Disaggregated serving: prefill (computes prompts for decode workers), decode "
+                  "(pulls their K/V), or both")
+      ->check(CLI::IsMember({"both", "prefill", "decode"}))
+      ->capture_default_str();
+  cmd->add_option("--kv-transfer-host", o->server.kv.transfer_host,
+                  "Address the K/V transfer port binds (prefill role)")
+      ->capture_default_str();
+  cmd->add_option("--kv-transfer-advertise", o->server.kv.transfer_advertise,
+                  "Host decode workers are told to pull from (default: the bind address)");
+  cmd->add_option("--kv-transfer-port", o->server.kv.transfer_port,
+                  "K/V transfer TCP port (prefill role; 0: any free port; with --role both it "
+                  "turns the prefill side on)");
+  cmd->add_option("--kv-transfer-timeout", o->server.kv.transfer_timeout_s,
+                  "Seconds a pull may take, connection included (decode role)")
+      ->capture_default_str();
+  cmd->add_option("--kv-transfer-ttl", o->server.kv.transfer_ttl_s,
+                  "Seconds pinned prompt blocks wait to be pulled before they are released")
+      ->capture_default_str();
+  cmd->add_option("--kv-transfer-fail", o->kv_transfer_fail,
+                  "A failed pull: fail the request (error) or compute the prompt here (recompute)")
+      ->check(CLI::IsMember({"error", "recompute"}))
+      ->capture_default_str();
+  cmd->add_option("--kv-disk-dir", o->server.kv.disk_dir,
+                  "Directory of the disk K/V tier: blocks of the prefix cache are kept there "
+                  "across evictions and restarts");
+  cmd->add_option("--kv-disk-gb", o->server.kv.disk_gb,
+                  "Size bound of the disk tier in GiB (with --kv-disk-dir)")
+      ->capture_default_str();
   add_engine_options(cmd, o->engine);
   cmd->callback([o, &exit_code] {
     if (auto code = take_rank("serve", o->model, o->engine)) {
@@ -195,6 +258,24 @@ void register_serve(CLI::App& app, int& exit_code) {
       exit_code = report_error("serve",
                                "--port 0..65535, --max-queue >= 0, --http-threads >= 1, "
                                "--shutdown-timeout >= 0");
+      return;
+    }
+    server::KvTierConfig& kv = o->server.kv;
+    kv.role = *server::parse_serve_role(o->role);
+    kv.on_fail = *server::parse_kv_transfer_fail(o->kv_transfer_fail);
+    if (kv.transfer_port < -1 || kv.transfer_port > 65535 || !(kv.transfer_timeout_s > 0) ||
+        !(kv.transfer_ttl_s > 0) || kv.transfer_timeout_s > 3600 || kv.transfer_ttl_s > 86400) {
+      exit_code = report_error("serve",
+                               "--kv-transfer-port 0..65535, --kv-transfer-timeout in (0, 3600], "
+                               "--kv-transfer-ttl in (0, 86400]");
+      return;
+    }
+    if (!kv.disk_dir.empty() && !(kv.disk_gb > 0 && kv.disk_gb < 1e6)) {
+      exit_code = report_error("serve", "--kv-disk-dir needs --kv-disk-gb > 0");
+      return;
+    }
+    if (kv.disk_dir.empty() && kv.disk_gb != 0) {
+      exit_code = report_error("serve", "--kv-disk-gb needs --kv-disk-dir");
       return;
     }
     Status st = run_serve(*o);

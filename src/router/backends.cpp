@@ -5,6 +5,7 @@
 #include <future>
 #include <random>
 #include <sstream>
+#include <type_traits>
 
 #include "base/log.h"
 
@@ -355,14 +356,30 @@ std::optional<ojson> Backends::model_card(const std::string& id) const {
   return std::nullopt;
 }
 
-std::string Backends::render_metrics() const {
-  std::lock_guard<std::mutex> lock(mu_);
+std::string Backends::render_metrics(const Backends* prefill) const {
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  std::unique_lock<std::mutex> lock_prefill;
+  if (prefill) {
+    lock_prefill = std::unique_lock<std::mutex>(prefill->mu_, std::defer_lock);
+    std::lock(lock, lock_prefill);
+  } else {
+    lock.lock();
+  }
   std::ostringstream out;
   auto family = [&](const char* name, const char* type, const char* help, auto value) {
     out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
-    for (size_t i = 0; i < backends_.size(); ++i) {
-      const Backend& b = *backends_[i];
-      out << name << "{backend=\"" << b.pool.endpoint().url << "\"} " << value(b, int(i)) << '\n';
+    for (const Backends* set : {this, prefill}) {
+      if (!set) continue;
+      const char* role = !prefill ? "" : set == prefill ? ",role=\"prefill\"" : ",role=\"decode\"";
+      for (size_t i = 0; i < set->backends_.size(); ++i) {
+        const Backend& b = *set->backends_[i];
+        out << name << "{backend=\"" << b.pool.endpoint().url << '"' << role << "} ";
+        if constexpr (std::is_invocable_v<decltype(value), const Backend&, int, const Backends&>) {
+          out << value(b, int(i), *set) << '\n';
+        } else {
+          out << value(b, int(i)) << '\n';
+        }
+      }
     }
   };
   family("sluice_router_backend_healthy", "gauge", "1 while the backend is in routing.",
@@ -407,7 +424,7 @@ std::string Backends::render_metrics() const {
          "Routed requests whose predicted prefix was cut after the backend reported evictions.",
          [](const Backend& b, int) { return b.trimmed_routes; });
   family("sluice_router_tree_bytes", "gauge", "Bytes in the backend's predicted prefix tree.",
-         [this](const Backend&, int i) { return router_.tree(i).n_chars(); });
+         [](const Backend&, int i, const Backends& set) { return set.router_.tree(i).n_chars(); });
   out << "# HELP sluice_router_client_disconnects_total Clients that hung up before their "
          "answer ended.\n# TYPE sluice_router_client_disconnects_total counter\n"
       << "sluice_router_client_disconnects_total " << client_gone_ << '\n';

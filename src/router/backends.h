@@ -88,7 +88,9 @@ class Backends {
   // The union of the healthy backends' model cards ({"object": "list", "data": [...]}).
   nlohmann::ordered_json models_json() const;
   std::optional<nlohmann::ordered_json> model_card(const std::string& id) const;
-  std::string render_metrics() const;
+  // `prefill`: P/D mode's prefill workers, rendered into the same families with role="prefill"
+  // (these then carry role="decode").
+  std::string render_metrics(const Backends* prefill = nullptr) const;
   // Copy of the routing state for tests and the simulator's comparisons.
   size_t tree_chars(int b) const;
 

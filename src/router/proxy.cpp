@@ -106,6 +106,20 @@ struct StreamState {
   UsageScanner usage;
 };
 
+// `object_text` (a JSON object's text) with `fields` ("\"k\":v,...") added at its end. A key
+// the object has already is then given twice; JSON parsers keep the last (sluice serve's
+// does), so these override the client's while the rest keeps its bytes (and key order, which
+// tool and schema rendering depend on).
+std::string with_fields(const std::string& object_text, const std::string& fields) {
+  const size_t open = object_text.find('{');
+  const size_t close = object_text.rfind('}');
+  if (open == std::string::npos || close == std::string::npos || close < open) return object_text;
+  bool empty = true;
+  for (size_t i = open + 1; i < close && empty; ++i)
+    empty = std::isspace(static_cast<unsigned char>(object_text[i])) != 0;
+  return object_text.substr(0, close) + (empty ? "" : ",") + fields + object_text.substr(close);
+}
+
 }  // namespace
 
 RouterServer::RouterServer(RouterConfig config) : config_(std::move(config)), http_(config_.http) {
@@ -124,6 +138,16 @@ Result<int> RouterServer::start() {
     eps.push_back(std::move(ep));
   }
   backends_ = std::make_unique<Backends>(std::move(eps), config_.policy, config_.backends_options);
+  if (!config_.prefill.empty()) {
+    std::vector<Endpoint> peps;
+    for (const std::string& url : config_.prefill) {
+      SLUICE_ASSIGN_OR_RETURN(Endpoint ep, parse_backend_url(url));
+      peps.push_back(std::move(ep));
+    }
+    prefill_ =
+        std::make_unique<Backends>(std::move(peps), config_.policy, config_.backends_options);
+    prefill_->poll_once(&stop_);
+  }
   std::signal(SIGPIPE, SIG_IGN);
   backends_->poll_once(&stop_);
   SLUICE_ASSIGN_OR_RETURN(port_, http_.bind_port(config_.host, config_.port));
@@ -141,6 +165,7 @@ void RouterServer::health_loop() {
     if (stop_) break;
     lock.unlock();
     backends_->poll_once(&stop_);
+    if (prefill_) prefill_->poll_once(&stop_);
     lock.lock();
   }
 }
@@ -176,6 +201,8 @@ void RouterServer::register_routes() {
       }));
   server::answer_exceptions_with_500(http_, "router");
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    // P/D: the decode workers are the ones that must answer (a prefill outage only costs
+    // recomputation).
     const int n = backends_->n_healthy();
     if (n > 0) {
       send_json(res, 200, {{"status", "ok"}, {"healthy_backends", n}});
@@ -186,7 +213,21 @@ void RouterServer::register_routes() {
     send_error(res, e);
   });
   http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(backends_->render_metrics(), "text/plain; version=0.0.4; charset=utf-8");
+    std::string page = backends_->render_metrics(prefill_.get());
+    if (prefill_) {
+      auto counter = [&page](const char* name, const char* help, double v) {
+        page += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" +
+                name + " " + std::to_string(v) + "\n";
+      };
+      counter("sluice_router_pd_prefills_total",
+              "Generations whose prompt a prefill worker computed.", double(pd_prefills_.load()));
+      counter("sluice_router_pd_fallbacks_total",
+              "Generations whose prefill failed; the decode worker computed the prompt.",
+              double(pd_fallbacks_.load()));
+      counter("sluice_router_pd_prefill_seconds_total", "Time in prefill requests (router side).",
+              double(pd_prefill_us_.load()) * 1e-6);
+    }
+    res.set_content(page, "text/plain; version=0.0.4; charset=utf-8");
   });
   http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, backends_->models_json());
@@ -227,11 +268,31 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
   wait.stop = &stop_;
 
   // The request as the backend gets it, but for the route tag.
-  std::string head_common = " HTTP/1.1\r\n";
+  std::string headers;
   for (const auto& [k, v] : req.headers) {
-    if (!hop_by_hop(k)) head_common += k + ": " + v + "\r\n";
+    if (!hop_by_hop(k)) headers += k + ": " + v + "\r\n";
   }
-  head_common += "Content-Length: " + std::to_string(req.body.size()) + "\r\n";
+  // P/D: the prompt goes to a prefill worker first; the decode worker gets its K/V handle.
+  std::string pd_body;
+  if (generation && prefill_) {
+    bool client_gone = false;
+    std::string error;
+    const std::optional<std::string> params =
+        prefill(req, info.model, info.key, headers, wait, client_gone, error);
+    if (client_gone) {
+      backends_->record_client_gone();
+      return;
+    }
+    if (!params) {
+      pd_fallbacks_.fetch_add(1);
+      SLUICE_LOG(kWarn, "router: prefill failed, the decode worker computes the prompt: " + error);
+    } else if (!params->empty()) {
+      pd_body = with_fields(req.body, "\"kv_transfer_params\":" + *params);
+    }
+  }
+  const std::string& body_out = pd_body.empty() ? req.body : pd_body;
+  const std::string head_common =
+      " HTTP/1.1\r\n" + headers + "Content-Length: " + std::to_string(body_out.size()) + "\r\n";
 
   std::vector<int> tried;
   std::string last_error;
@@ -260,7 +321,7 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
                           std::to_string(pool.endpoint().port) + "\r\n";
     if (p.route_id) request += "X-Sluice-Route-Id: " + std::to_string(p.route_id) + "\r\n";
     request += "\r\n";
-    request += req.body;
+    request += body_out;
     if (Status st = (*conn)->write_request(request, config_.connect_timeout_ms); !st.ok()) {
       last_error = url + ": " + st.message();
       backends_->record_failure(p.backend, false, last_error);
@@ -380,6 +441,93 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
   }
   send_error(res, status_error(502, "no backend could answer: " + last_error, "server_error",
                                "backend_unavailable"));
+}
+
+std::optional<std::string> RouterServer::prefill(const httplib::Request& req,
+                                                 const std::string& model, const std::string& key,
+                                                 const std::string& headers, const Wait& wait,
+                                                 bool& client_gone, std::string& error) {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Timer {
+    std::chrono::steady_clock::time_point t0;
+    std::atomic<uint64_t>& total;
+    ~Timer() {
+      total.fetch_add(
+          uint64_t(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                       .count()));
+    }
+  } timer{t0, pd_prefill_us_};
+  // One token, whole answer, one choice: the worker computes the prompt and pins its blocks.
+  const std::string body =
+      with_fields(req.body,
+                  "\"max_tokens\":1,\"max_completion_tokens\":null,\"min_tokens\":null,\"n\":1,"
+                  "\"stream\":false,\"stream_options\":null,\"kv_transfer_params\":{\"do_remote_"
+                  "decode\":true}");
+  auto picked = prefill_->pick(model, key, {}, true);
+  if (auto* e = std::get_if<ApiError>(&picked)) {
+    error = "no prefill worker: " + e->message;
+    return std::nullopt;
+  }
+  const Pick p = std::get<Pick>(picked);
+  InFlight in_flight{prefill_.get(), p.backend};
+  ConnectionPool& pool = prefill_->pool(p.backend);
+  const std::string& url = pool.endpoint().url;
+  Result<std::unique_ptr<Connection>> conn = pool.acquire(config_.connect_timeout_ms);
+  if (!conn.ok()) {
+    error = conn.message();
+    prefill_->record_failure(p.backend, /*take_out=*/true, error);
+    return std::nullopt;
+  }
+  std::string request = req.method + " " + req.target + " HTTP/1.1\r\n" + headers +
+                        "Content-Length: " + std::to_string(body.size()) +
+                        "\r\nHost: " + pool.endpoint().host + ":" +
+                        std::to_string(pool.endpoint().port) + "\r\n";
+  if (p.route_id) request += "X-Sluice-Route-Id: " + std::to_string(p.route_id) + "\r\n";
+  request += "\r\n" + body;
+  if (Status st = (*conn)->write_request(request, config_.connect_timeout_ms); !st.ok()) {
+    error = url + ": " + st.message();
+    prefill_->record_failure(p.backend, false, error);
+    return std::nullopt;
+  }
+  ReadResult why = ReadResult::kError;
+  Result<ResponseHead> head = (*conn)->read_head(wait, &why);
+  if (!head.ok()) {
+    client_gone = why == ReadResult::kClientGone;
+    error = url + ": " + head.message();
+    if (!client_gone) prefill_->record_failure(p.backend, false, error);
+    return std::nullopt;
+  }
+  std::string out;
+  const ReadResult r = (*conn)->read_all(out, wait, config_.http.max_body_bytes);
+  if (r == ReadResult::kClientGone) {
+    client_gone = true;
+    return std::nullopt;
+  }
+  if (r != ReadResult::kEnd) {
+    error = url + " broke off its prefill answer";
+    prefill_->record_stream_error(p.backend);
+    return std::nullopt;
+  }
+  pool.release(std::move(*conn));
+  if (head->status != 200) {
+    // The request itself is bad (4xx): the decode worker will say so to the client, in its
+    // own words. A 5xx is the worker's failure.
+    error = url + " answered " + std::to_string(head->status) + ": " + out.substr(0, 300);
+    if (head->status >= 500) prefill_->record_failure(p.backend, false, error);
+    return std::nullopt;
+  }
+  const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  const auto [prompt, cached] = usage_of(out);
+  prefill_->record_usage(p.backend, prompt, cached);
+  if (!j.is_object() || !j.contains("kv_transfer_params") ||
+      !(j["kv_transfer_params"].is_object() || j["kv_transfer_params"].is_null())) {
+    error = url + " answered without kv_transfer_params (is it `sluice serve --role prefill`?)";
+    return std::nullopt;
+  }
+  pd_prefills_.fetch_add(1);
+  // null: no full block to hand over (a prompt shorter than a block).
+  if (j["kv_transfer_params"].is_null()) return std::string();
+  return j["kv_transfer_params"].dump();
 }
 
 }  // namespace sluice::router

@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,7 +42,13 @@
 namespace sluice::router {
 
 struct RouterConfig {
-  std::vector<std::string> backends;  // http://HOST:PORT each
+  std::vector<std::string> backends;  // http://HOST:PORT each (the decode workers under P/D)
+  // Disaggregated prefill/decode (docs/disaggregation.md): when set, each generation's prompt
+  // is first computed on one of these (`sluice serve --role prefill`), whose answer names
+  // the K/V it pinned; the request then goes to a backend (--role decode) with that
+  // kv_transfer_params, and the decode worker pulls the blocks. A failed prefill falls back to
+  // the decode worker computing the prompt itself.
+  std::vector<std::string> prefill;
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: an ephemeral port
   PolicyConfig policy;
@@ -66,6 +73,7 @@ class RouterServer {
   void shutdown();
   int port() const { return port_; }
   Backends& backends() { return *backends_; }
+  Backends* prefill_backends() { return prefill_.get(); }
   // One health round now (tests; the background thread keeps its own schedule).
   void poll_now() { backends_->poll_once(&stop_); }
 
@@ -73,10 +81,21 @@ class RouterServer {
   enum class Kind { kChat, kCompletion, kOther };
   void register_routes();
   void forward(const httplib::Request& req, httplib::Response& res, Kind kind);
+  // P/D: the prompt's prefill on a prefill worker. Returns the kv_transfer_params JSON text
+  // for the decode request ("": nothing to hand over), nullopt when the prefill failed
+  // (`error` says why: the decode worker computes the prompt) or the client left
+  // (`client_gone`).
+  std::optional<std::string> prefill(const httplib::Request& req, const std::string& model,
+                                     const std::string& key, const std::string& headers,
+                                     const Wait& wait, bool& client_gone, std::string& error);
   void health_loop();
 
   const RouterConfig config_;
   std::unique_ptr<Backends> backends_;
+  std::unique_ptr<Backends> prefill_;  // P/D mode only
+  std::atomic<uint64_t> pd_prefills_{0};
+  std::atomic<uint64_t> pd_fallbacks_{0};
+  std::atomic<uint64_t> pd_prefill_us_{0};
   server::HttpServer http_;
   std::thread listener_;
   std::thread health_;

@@ -242,10 +242,20 @@ bool EngineBridge::call(std::function<void(const Engine&)> fn, int timeout_ms) {
   return done->ran;
 }
 
+void EngineBridge::post(std::function<void(Engine&)> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    posts_.push_back(std::move(fn));
+  }
+  cv_.notify_all();
+}
+
 void EngineBridge::loop(Engine& engine) {
   std::vector<Pending> incoming;
   std::vector<uint64_t> cancels;
   std::vector<std::function<void(const Engine*)>> calls;
+  std::vector<std::function<void(Engine&)>> posts;
   while (true) {
     bool cancel_all = false;
     bool stop = false;
@@ -254,7 +264,8 @@ void EngineBridge::loop(Engine& engine) {
       std::unique_lock<std::mutex> lock(mu_);
       if (!engine.has_work()) {
         const bool woke = cv_.wait_for(lock, std::chrono::seconds(1), [&] {
-          return !inbox_.empty() || !cancels_.empty() || !calls_.empty() || cancel_all_ || stop_;
+          return !inbox_.empty() || !cancels_.empty() || !calls_.empty() || !posts_.empty() ||
+                 cancel_all_ || stop_;
         });
         if (!woke) {
           lock.unlock();
@@ -265,6 +276,7 @@ void EngineBridge::loop(Engine& engine) {
       incoming.swap(inbox_);
       cancels.swap(cancels_);
       calls.swap(calls_);
+      posts.swap(posts_);
       cancel_all = cancel_all_ || stop_;
       cancel_all_ = false;
       reason = stop_ ? "the server is shutting down" : cancel_all_reason_;
@@ -290,6 +302,8 @@ void EngineBridge::loop(Engine& engine) {
         publish(engine);
         break;
       }
+      for (auto& fn : posts) fn(engine);
+      posts.clear();
       for (Pending& p : incoming) admit(engine, p);
       incoming.clear();
       for (auto& c : calls) c(&engine);
@@ -303,6 +317,7 @@ void EngineBridge::loop(Engine& engine) {
           metrics_.observe_step(dt);
           std::vector<Delivery> deliveries;
           route_events(engine, *events, deliveries);
+          if (after_step_) after_step_(engine);
           account_scheduled(engine);
           publish(engine);
           for (Delivery& d : deliveries) d.channel->deliver(std::move(d.events), d.state);
@@ -343,6 +358,14 @@ void EngineBridge::admit(Engine& engine, Pending& p) {
   job.ids.assign(n, kFinished);
   job.never_scheduled.assign(n, true);
   job.n_open = int(n);
+  if (p.job.pin_prompt && n > 0) job.pin_tokens = p.job.prompts[0];
+  for (const PrefixImport& im : p.job.imports) {
+    // A failed import (a layout mismatch the transfer's checks missed) only costs the
+    // recomputation: the request computes what is not cached.
+    Result<int32_t> got = engine.import_prefix(im.tokens, im.blocks, im.first_block);
+    if (!got.ok()) SLUICE_LOG(kWarn, "serve: K/V import: " + got.message());
+  }
+  p.job.imports.clear();
   // Consecutive choices over one prompt (n > 1) form one engine group: the prompt is computed
   // once and its KV blocks are shared.
   int64_t cached = 0;
@@ -463,6 +486,18 @@ void EngineBridge::route_events(Engine& engine, std::vector<EngineEvent>& events
       out.push_back(Delivery{job.channel, std::move(job.outbox), State::kRunning});
       job.outbox.clear();
       continue;
+    }
+    if (!job.pin_tokens.empty()) {
+      std::vector<BlockId> pinned = engine.pin_prefix(job.pin_tokens);
+      const int32_t n_pinned = int32_t(pinned.size());
+      uint64_t handle = 0;
+      if (pin_handler_ && !pinned.empty()) {
+        handle = pin_handler_(std::move(job.pin_tokens), std::move(pinned));
+      } else {
+        engine.unpin(pinned);
+      }
+      job.channel->kv_pinned_blocks_.store(handle ? n_pinned : 0, std::memory_order_release);
+      job.channel->kv_handle_.store(handle, std::memory_order_release);
     }
     out.push_back(Delivery{std::move(job.channel), std::move(job.outbox), State::kDone});
     live_.erase(it);

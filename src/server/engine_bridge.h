@@ -69,6 +69,10 @@ class RequestChannel {
   // Prompt tokens found in the prefix cache when the job was admitted (each distinct prompt
   // once, as usage.prompt_tokens counts them); set before the state leaves kPending.
   int64_t cached_tokens() const { return cached_tokens_.load(std::memory_order_acquire); }
+  // GenerationJob::pin_prompt: the handle the pin handler gave the pinned prompt blocks (0:
+  // none), and how many blocks it holds; set before the state turns kDone.
+  uint64_t kv_handle() const { return kv_handle_.load(std::memory_order_acquire); }
+  int32_t kv_pinned_blocks() const { return kv_pinned_blocks_.load(std::memory_order_acquire); }
 
  private:
   friend class EngineBridge;
@@ -81,6 +85,17 @@ class RequestChannel {
   ApiError error_;
   uint64_t job_id_ = 0;  // set before the channel is shared
   std::atomic<int64_t> cached_tokens_{0};
+  std::atomic<uint64_t> kv_handle_{0};
+  std::atomic<int32_t> kv_pinned_blocks_{0};
+};
+
+// K/V of a prompt's leading full blocks that came from elsewhere (a prefill worker, the disk
+// tier): imported into the prefix cache right before the job's requests are added, so they
+// find it (Engine::import_prefix).
+struct PrefixImport {
+  std::vector<int32_t> tokens;  // the prompt (its full blocks [first_block, first_block + n))
+  int32_t first_block = 0;
+  KvBlockData blocks;
 };
 
 // One HTTP request's generations.
@@ -88,6 +103,10 @@ struct GenerationJob {
   std::vector<std::vector<int32_t>> prompts;  // one per choice
   std::vector<GenerationParams> params;       // one per choice
   int watch_socket = -1;                      // the client's socket: hang-up cancels the job
+  std::vector<PrefixImport> imports;          // imported before the requests are added
+  // Disaggregated prefill: when the job is done, the cached blocks of prompts[0] are pinned
+  // and handed to the pin handler (set_pin_handler), whose handle the channel then reports.
+  bool pin_prompt = false;
 };
 
 struct BridgeOptions {
@@ -119,6 +138,18 @@ class EngineBridge {
   // cache probes) and waits for it. False, without running it, if the engine is not running
   // or does not get to it within `timeout_ms`.
   bool call(std::function<void(const Engine&)> fn, int timeout_ms);
+  // Runs `fn` on the engine thread between steps without waiting for it (unpinning blocks).
+  // Dropped when the engine stops first.
+  void post(std::function<void(Engine&)> fn);
+  // Engine thread, before start()'s loader returns (or never): who takes pinned prompt blocks
+  // (GenerationJob::pin_prompt) and returns a handle for them; it owns them from then on and
+  // must unpin them (post) exactly once. Without a handler they are unpinned at once.
+  using PinHandler =
+      std::function<uint64_t(std::vector<int32_t> tokens, std::vector<BlockId> blocks)>;
+  void set_pin_handler(PinHandler handler) { pin_handler_ = std::move(handler); }
+  // Engine thread, likewise: runs after every step (the disk tier takes the newly cached
+  // blocks there).
+  void set_after_step(std::function<void(Engine&)> fn) { after_step_ = std::move(fn); }
   // Aborts every job (end of the shutdown grace period); new submissions get 503.
   void cancel_all(const std::string& reason);
   // Stops admitting new jobs (503) while running ones continue.
@@ -141,6 +172,7 @@ class EngineBridge {
     int n_open = 0;
     int watch_socket = -1;
     std::vector<ChoiceEvent> outbox;  // this step's events, delivered together
+    std::vector<int32_t> pin_tokens;  // GenerationJob::pin_prompt: the prompt to pin when done
   };
   static constexpr RequestId kFinished = 0;
   // Channel updates of one step, handed over after the metrics snapshot so that a client that
@@ -182,6 +214,7 @@ class EngineBridge {
   std::vector<uint64_t> cancels_;
   // call(): run with the engine, or with nullptr when dropped (stop).
   std::vector<std::function<void(const Engine*)>> calls_;
+  std::vector<std::function<void(Engine&)>> posts_;
   std::string cancel_all_reason_;
   bool cancel_all_ = false;
   bool admission_closed_ = false;
@@ -193,6 +226,8 @@ class EngineBridge {
   std::unordered_map<uint64_t, LiveJob> live_;
   std::unordered_map<RequestId, Route> routes_;
   int trim_ticks_ = 0;  // idle ticks left that return freed memory to the OS
+  PinHandler pin_handler_;
+  std::function<void(Engine&)> after_step_;
 };
 
 }  // namespace sluice::server

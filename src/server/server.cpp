@@ -134,6 +134,10 @@ Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
   ctx.special_grammars = std::make_shared<grammar::GrammarCache>(
       make_grammar_vocab(*m.tokenizer, ctx.n_vocab, /*render_special=*/true));
   metrics_.set_grammar_caches({ctx.grammars, ctx.special_grammars});
+  KvIdentity kv_id;
+  kv_id.model = m.kv_model_id;
+  kv_id.tp = m.tp;
+  SLUICE_ASSIGN_OR_RETURN(kv_tiers_, KvTiers::start(config_.kv, kv_id, *m.engine, bridge_));
   served_ = std::move(m);
   model_ = std::move(ctx);
   return served_.engine;
@@ -218,7 +222,9 @@ void Server::register_routes() {
     send_error(res, e);
   });
   http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(http_.stats()), "text/plain; version=0.0.4; charset=utf-8");
+    std::string page = metrics_.render(http_.stats());
+    if (kv_tiers_ && bridge_.ready()) kv_tiers_->render_metrics(page);
+    res.set_content(page, "text/plain; version=0.0.4; charset=utf-8");
   });
   http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     nlohmann::ordered_json data = nlohmann::ordered_json::array();
@@ -268,7 +274,32 @@ void Server::handle_generation(const httplib::Request& req, httplib::Response& r
       routes_.record(id, prompts.front());
     }
   }
-  serve_generation(std::move(std::get<CompletionRequest>(parsed)), model_, bridge_, metrics_, res);
+  CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  auto kv = parse_kv_transfer_params(j);
+  if (auto* e = std::get_if<ApiError>(&kv)) return send_error(res, *e);
+  const std::optional<KvTransferRequest>& transfer = std::get<std::optional<KvTransferRequest>>(kv);
+  GenerationExtras extras;
+  if (kv_tiers_ && bridge_.ready()) {
+    if (transfer) {
+      if (auto e = kv_tiers_->check(*transfer, request.stream)) return send_error(res, *e);
+    }
+    auto imports = kv_tiers_->prepare(request.prompts, transfer ? &*transfer : nullptr);
+    if (auto* e = std::get_if<ApiError>(&imports)) return send_error(res, *e);
+    extras.imports = std::move(std::get<std::vector<PrefixImport>>(imports));
+    if (transfer && transfer->do_remote_decode) {
+      if (request.prompts.size() != 1 || request.n != 1) {
+        return send_error(res, bad_request("a prefill request (do_remote_decode) has one prompt "
+                                           "and n = 1",
+                                           "kv_transfer_params"));
+      }
+      extras.pin_prompt = true;
+      const KvTiers* tiers = kv_tiers_.get();
+      extras.decorate = [tiers](const RequestChannel& done, nlohmann::ordered_json& answer) {
+        answer["kv_transfer_params"] = tiers->transfer_params(done);
+      };
+    }
+  }
+  serve_generation(std::move(request), model_, bridge_, metrics_, res, std::move(extras));
 }
 
 void Server::handle_tokenize(const httplib::Request& req, httplib::Response& res) {

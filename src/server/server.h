@@ -22,6 +22,7 @@
 #include "engine/engine.h"
 #include "server/engine_bridge.h"
 #include "server/http_transport.h"
+#include "server/kv_tiers.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/route_log.h"
@@ -37,6 +38,10 @@ struct ServedModel {
   int32_t n_vocab = 0;        // rows of the model's output (0: the tokenizer's vocabulary)
   std::string chat_template;  // the model's tokenizer.chat_template ("" if none)
   std::string name;           // served model name unless ServerConfig overrides it
+  // The K/V identity transfers and disk files must match (KvTiers): a fingerprint of the
+  // model file, and the tensor-parallel degree.
+  std::string kv_model_id;
+  int32_t tp = 1;
 };
 using ModelLoader = std::function<Result<ServedModel>()>;
 
@@ -50,6 +55,8 @@ struct ServerConfig {
   std::vector<std::string> served_model_names;
   std::string chat_template;  // template source overriding the model's ("" -> the model's)
   HttpLimits http;
+  // Disaggregated serving and the disk tier: --role, --kv-transfer-*, --kv-disk-*.
+  KvTierConfig kv;
 };
 
 class Server {
@@ -68,6 +75,12 @@ class Server {
   std::optional<Status> load_status() const { return bridge_.load_status(); }
   bool ready() const { return bridge_.ready(); }
   int port() const { return port_; }
+  // Once ready: the K/V transfer port of a prefill worker (0: none).
+  int kv_transfer_port() const {
+    return ready() && kv_tiers_ && kv_tiers_->transfer_server()
+               ? kv_tiers_->transfer_server()->port()
+               : 0;
+  }
 
   // Graceful shutdown in steps (the CLI watches signals in between):
   void stop_accepting();  // close the listener and refuse new generations (503)
@@ -93,6 +106,8 @@ class Server {
   ServedModel served_;
   ModelContext model_;
   EngineBridge bridge_;
+  // Written by the engine thread before ready, like served_; destroyed before bridge_.
+  std::unique_ptr<KvTiers> kv_tiers_;
   RouteLog routes_;  // prompts of router-tagged requests (GET /v1/cache/routes)
   HttpServer http_;
   std::thread listener_;

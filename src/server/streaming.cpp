@@ -39,6 +39,7 @@ struct Generation {
   State state = State::kPending;   // last state seen on the channel
   std::vector<ChoiceEvent> early;  // events that arrived with the admission
   bool ended = false;              // the channel reached a terminal state (handler thread only)
+  std::function<void(const RequestChannel&, ojson&)> decorate;  // GenerationExtras::decorate
 
   int64_t completion_tokens() const {
     int64_t n = 0;
@@ -201,9 +202,10 @@ void answer_whole(Generation& g, httplib::Response& res) {
                           ? chat_choice(int(i), c.text, std::move(c.logprobs), c.finish)
                           : completion_choice(int(i), c.text, std::move(c.logprobs), c.finish));
   }
-  send_json(res, 200,
-            full_response(g.meta, std::move(choices), g.prompt_tokens, g.completion_tokens(),
-                          g.cached_tokens));
+  ojson answer = full_response(g.meta, std::move(choices), g.prompt_tokens, g.completion_tokens(),
+                               g.cached_tokens);
+  if (g.decorate) g.decorate(*g.channel, answer);
+  send_json(res, 200, answer);
 }
 
 // The single provider call that writes the whole stream (see streaming.h).
@@ -251,7 +253,7 @@ bool write_stream(Generation& g, httplib::DataSink& sink) {
 }  // namespace
 
 void serve_generation(CompletionRequest request, const ModelContext& model, EngineBridge& bridge,
-                      ServerMetrics& metrics, httplib::Response& res) {
+                      ServerMetrics& metrics, httplib::Response& res, GenerationExtras extras) {
   auto g = std::make_shared<Generation>();
   g->kind = request.kind;
   g->include_usage = request.include_usage;
@@ -260,8 +262,11 @@ void serve_generation(CompletionRequest request, const ModelContext& model, Engi
   g->tokenizer = model.tokenizer;
   g->bridge = &bridge;
 
+  g->decorate = std::move(extras.decorate);
   GenerationJob job;
   job.watch_socket = current_connection_socket();
+  job.imports = std::move(extras.imports);
+  job.pin_prompt = extras.pin_prompt;
   int64_t generation_prompt_tokens = 0;
   for (size_t p = 0; p < request.prompts.size(); ++p) {
     g->prompt_tokens += int64_t(request.prompts[p].size());

@@ -19,13 +19,25 @@
 
 #include <httplib.h>
 
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <vector>
+
 #include "server/engine_bridge.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 
 namespace sluice::server {
 
+// What disaggregated serving adds to a generation (server/kv_tiers.h).
+struct GenerationExtras {
+  std::vector<PrefixImport> imports;  // K/V brought in for the prompts (GenerationJob::imports)
+  bool pin_prompt = false;            // GenerationJob::pin_prompt
+  // Adds fields to the whole (non-streamed) answer once the job is done: kv_transfer_params.
+  std::function<void(const RequestChannel&, nlohmann::ordered_json&)> decorate;
+};
+
 void serve_generation(CompletionRequest request, const ModelContext& model, EngineBridge& bridge,
-                      ServerMetrics& metrics, httplib::Response& res);
+                      ServerMetrics& metrics, httplib::Response& res, GenerationExtras extras = {});
 
 }  // namespace sluice::server

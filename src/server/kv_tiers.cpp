@@ -1,0 +1,460 @@
+#include "server/kv_tiers.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+
+#include "base/log.h"
+
+namespace sluice::server {
+namespace {
+
+constexpr int kProbeTimeoutMs = 30000;
+
+KvBlockData to_block_data(KvBlocks&& b) {
+  KvBlockData d;
+  d.layout = std::move(b.layout);
+  d.n_blocks = b.n_blocks;
+  d.bytes_per_block = b.bytes_per_block;
+  d.bytes = std::move(b.bytes);
+  return d;
+}
+
+std::string hex(uint64_t v) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+void line(std::string& out, const char* name, const char* type, const char* help, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+  out += name;
+  out += ' ';
+  out += buf;
+  out += '\n';
+}
+
+}  // namespace
+
+Result<ServeRole> parse_serve_role(std::string_view name) {
+  if (name == "both") return ServeRole::kBoth;
+  if (name == "prefill") return ServeRole::kPrefill;
+  if (name == "decode") return ServeRole::kDecode;
+  return make_error("unknown role '", name, "' (prefill, decode or both)");
+}
+
+const char* serve_role_name(ServeRole role) {
+  switch (role) {
+    case ServeRole::kPrefill:
+      return "prefill";
+    case ServeRole::kDecode:
+      return "decode";
+    case ServeRole::kBoth:
+      break;
+  }
+  return "both";
+}
+
+Result<KvTransferFail> parse_kv_transfer_fail(std::string_view name) {
+  if (name == "error") return KvTransferFail::kError;
+  if (name == "recompute") return KvTransferFail::kRecompute;
+  return make_error("unknown --kv-transfer-fail '", name, "' (error or recompute)");
+}
+
+std::variant<std::optional<KvTransferRequest>, ApiError> parse_kv_transfer_params(
+    const nlohmann::json& body) {
+  auto it = body.find("kv_transfer_params");
+  if (it == body.end() || it->is_null()) return std::optional<KvTransferRequest>{};
+  const nlohmann::json& p = *it;
+  const std::string param = "kv_transfer_params";
+  if (!p.is_object()) return bad_request("'kv_transfer_params' must be an object", param);
+  KvTransferRequest r;
+  if (auto d = p.find("do_remote_decode"); d != p.end() && !d->is_null()) {
+    if (!d->is_boolean()) return bad_request("'do_remote_decode' must be a boolean", param);
+    r.do_remote_decode = d->get<bool>();
+  }
+  auto h = p.find("remote_handle");
+  if (h != p.end() && !h->is_null()) {
+    if (!h->is_string() || h->get_ref<const std::string&>().empty() ||
+        h->get_ref<const std::string&>().size() > 16) {
+      return bad_request("'remote_handle' must be a hex string of up to 16 digits", param);
+    }
+    const std::string& s = h->get_ref<const std::string&>();
+    uint64_t v = 0;
+    for (char c : s) {
+      const int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
+      if (d < 0) return bad_request("'remote_handle' must be a hex string", param);
+      v = v * 16 + uint64_t(d);
+    }
+    if (v == 0) return bad_request("'remote_handle' must not be 0", param);
+    r.remote_handle = v;
+    auto host = p.find("remote_host");
+    auto port = p.find("remote_port");
+    if (host == p.end() || !host->is_string() || host->get_ref<const std::string&>().empty() ||
+        host->get_ref<const std::string&>().size() > 255) {
+      return bad_request("'remote_host' (a host name or address) must come with remote_handle",
+                         param);
+    }
+    if (port == p.end() || !port->is_number_integer() || port->get<int64_t>() < 1 ||
+        port->get<int64_t>() > 65535) {
+      return bad_request("'remote_port' (1..65535) must come with remote_handle", param);
+    }
+    r.remote_host = host->get<std::string>();
+    r.remote_port = int(port->get<int64_t>());
+  }
+  if (r.do_remote_decode && r.has_remote()) {
+    return bad_request(
+        "a request is either a prefill (do_remote_decode) or a decode "
+        "(remote_handle), not both",
+        param);
+  }
+  return std::optional<KvTransferRequest>(std::move(r));
+}
+
+Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
+                                                const KvIdentity& identity, Engine& engine,
+                                                EngineBridge& bridge) {
+  std::unique_ptr<KvTiers> t(new KvTiers(config, bridge));
+  SLUICE_ASSIGN_OR_RETURN(const KvBlockData mine, engine.export_blocks({}));
+  t->layout_ = mine.layout;
+  t->bytes_per_block_ = mine.bytes_per_block;
+  t->block_size_ = engine.kv().block_size();
+  t->compat_.model = identity.model;
+  t->compat_.layout = mine.layout;
+  t->compat_.block_size = t->block_size_;
+  t->compat_.tp = identity.tp;
+  const bool prefix_cache = engine.kv().prefix_cache_enabled();
+  if (config.role != ServeRole::kBoth && !prefix_cache) {
+    return make_error("--role ", serve_role_name(config.role),
+                      " needs the prefix cache (K/V moves between workers through it)");
+  }
+  const bool listen = config.role == ServeRole::kPrefill ||
+                      (config.role == ServeRole::kBoth && config.transfer_port >= 0);
+  if (listen) {
+    KvTransferServerOptions o;
+    o.host = config.transfer_host;
+    o.port = std::max(0, config.transfer_port);
+    o.compat = t->compat_;
+    o.handle_ttl_s = config.transfer_ttl_s;
+    o.io_timeout_s = config.transfer_timeout_s;
+    EngineBridge* b = &bridge;
+    auto export_fn = [b](std::span<const int32_t> ids) -> Result<KvBlocks> {
+      auto out = std::make_shared<Result<KvBlockData>>(make_error("the engine did not answer"));
+      std::vector<int32_t> copy(ids.begin(), ids.end());
+      if (!b->call([out, copy](const Engine& e) { *out = e.export_blocks(copy); },
+                   kProbeTimeoutMs)) {
+        return make_error("the engine is stopping or busy");
+      }
+      if (!out->ok()) return out->status();
+      KvBlocks kb;
+      kb.layout = std::move((*out)->layout);
+      kb.n_blocks = (*out)->n_blocks;
+      kb.bytes_per_block = (*out)->bytes_per_block;
+      kb.bytes = std::move((*out)->bytes);
+      return kb;
+    };
+    auto release_fn = [b](std::span<const int32_t> ids) {
+      std::vector<BlockId> copy(ids.begin(), ids.end());
+      b->post([copy](Engine& e) { e.unpin(copy); });
+    };
+    SLUICE_ASSIGN_OR_RETURN(t->transfer_, KvTransferServer::start(o, export_fn, release_fn));
+    t->advertise_host_ = !config.transfer_advertise.empty() ? config.transfer_advertise
+                         : config.transfer_host == "0.0.0.0" || config.transfer_host.empty()
+                             ? "127.0.0.1"
+                             : config.transfer_host;
+    KvTransferServer* server = t->transfer_.get();
+    bridge.set_pin_handler([server](std::vector<int32_t> tokens, std::vector<BlockId> blocks) {
+      return server->offer(std::move(tokens), std::move(blocks));
+    });
+  }
+  if (!config.disk_dir.empty()) {
+    if (!prefix_cache) return make_error("--kv-disk-dir needs the prefix cache");
+    KvDiskOptions d;
+    d.dir = config.disk_dir;
+    d.max_bytes = uint64_t(config.disk_gb * double(1ull << 30));
+    d.compat = identity.model + "; " + mine.layout + "; tp " + std::to_string(identity.tp);
+    d.bytes_per_block = mine.bytes_per_block;
+    if (d.max_bytes < d.bytes_per_block) {
+      return make_error("--kv-disk-gb ", config.disk_gb, " holds not even one block (",
+                        mine.bytes_per_block, " bytes)");
+    }
+    SLUICE_ASSIGN_OR_RETURN(t->disk_, KvDiskTier::open(d));
+    engine.set_record_cached(true);
+    KvTiers* self = t.get();
+    bridge.set_after_step([self](Engine& e) { self->after_step(e); });
+  }
+  return t;
+}
+
+KvTiers::~KvTiers() {
+  if (transfer_) transfer_->stop();
+  if (disk_) disk_->flush();
+}
+
+std::optional<ApiError> KvTiers::check(const KvTransferRequest& request, bool stream) const {
+  if (request.do_remote_decode) {
+    if (!transfer_) {
+      return bad_request(std::string("this server runs --role ") + serve_role_name(config_.role) +
+                             " without a K/V transfer port: it does not prefill for other "
+                             "workers (--role prefill, or --kv-transfer-port with --role both)",
+                         "kv_transfer_params");
+    }
+    if (stream) {
+      return bad_request(
+          "a prefill request (do_remote_decode) cannot stream: its answer carries "
+          "the transfer handle",
+          "stream");
+    }
+  }
+  if (request.has_remote() && config_.role == ServeRole::kPrefill) {
+    return bad_request("this server runs --role prefill: it does not pull K/V from others",
+                       "kv_transfer_params");
+  }
+  return std::nullopt;
+}
+
+std::variant<std::vector<PrefixImport>, ApiError> KvTiers::prepare(
+    const std::vector<std::vector<int32_t>>& prompts, const KvTransferRequest* remote) {
+  std::vector<PrefixImport> out;
+  if (remote && remote->has_remote()) {
+    if (prompts.size() != 1) {
+      return bad_request("a decode request with kv_transfer_params has exactly one prompt",
+                         "kv_transfer_params");
+    }
+    auto got = pull(prompts[0], *remote);
+    if (auto* e = std::get_if<ApiError>(&got)) return std::move(*e);
+    if (auto& im = std::get<std::optional<PrefixImport>>(got)) out.push_back(std::move(*im));
+    return out;
+  }
+  if (!disk_) return out;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    bool seen = false;  // n > 1 repeats a prompt
+    for (size_t j = 0; j < i && !seen; ++j) seen = prompts[j] == prompts[i];
+    if (seen) continue;
+    if (std::optional<PrefixImport> im = read_disk(prompts[i])) out.push_back(std::move(*im));
+  }
+  return out;
+}
+
+std::variant<std::optional<PrefixImport>, ApiError> KvTiers::pull(
+    const std::vector<int32_t>& prompt, const KvTransferRequest& remote) {
+  auto cached = std::make_shared<std::atomic<int32_t>>(0);
+  auto tokens = std::make_shared<const std::vector<int32_t>>(prompt);
+  if (!bridge_.call([cached, tokens](
+                        const Engine& e) { cached->store(e.kv().n_cached_prefix_tokens(*tokens)); },
+                    kProbeTimeoutMs)) {
+    return status_error(503, "the engine did not answer", "service_unavailable", "engine_busy");
+  }
+  const int32_t first = cached->load() / block_size_;
+  KvPullRequest req;
+  req.host = remote.remote_host;
+  req.port = remote.remote_port;
+  req.handle = remote.remote_handle;
+  req.tokens = prompt;
+  req.first_block = first;
+  req.compat = compat_;
+  req.timeout_s = config_.transfer_timeout_s;
+  // Always pulled, even with every block cached here: the prefill worker then releases its
+  // pins at once instead of at the handle's expiry.
+  Result<KvPullResult> got = kv_pull(req);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.pulls;
+    stats_.skipped_blocks += uint64_t(first);
+    if (!got.ok()) {
+      ++stats_.pull_failures;
+      if (config_.on_fail == KvTransferFail::kRecompute) ++stats_.pull_recomputes;
+    } else {
+      stats_.pulled_blocks += uint64_t(got->blocks.n_blocks);
+      stats_.pulled_bytes += got->blocks.bytes.size();
+      stats_.pull_seconds += got->seconds;
+    }
+  }
+  if (!got.ok()) {
+    if (config_.on_fail == KvTransferFail::kRecompute) {
+      SLUICE_LOG(kWarn, "serve: K/V transfer failed, computing the prompt here: " + got.message());
+      return std::optional<PrefixImport>{};
+    }
+    return status_error(502, "K/V transfer from the prefill worker failed: " + got.message(),
+                        "kv_transfer_error", "kv_transfer_failed");
+  }
+  if (got->blocks.n_blocks == 0) return std::optional<PrefixImport>{};
+  PrefixImport im;
+  im.first_block = got->first_block;
+  const size_t n_tokens = size_t(got->first_block + got->blocks.n_blocks) * size_t(block_size_);
+  im.tokens.assign(prompt.begin(), prompt.begin() + std::ptrdiff_t(n_tokens));
+  im.blocks = to_block_data(std::move(got->blocks));
+  return std::optional<PrefixImport>(std::move(im));
+}
+
+std::optional<PrefixImport> KvTiers::read_disk(const std::vector<int32_t>& prompt) {
+  struct Probe {
+    std::vector<int32_t> tokens;
+    int32_t cached = 0;
+    std::vector<uint64_t> hashes;
+  };
+  auto probe = std::make_shared<Probe>();
+  probe->tokens = prompt;
+  if (!bridge_.call(
+          [probe](const Engine& e) {
+            probe->cached = e.kv().n_cached_prefix_tokens(probe->tokens);
+            probe->hashes = e.kv().prefix_hashes(probe->tokens);
+          },
+          kProbeTimeoutMs)) {
+    return std::nullopt;
+  }
+  const int32_t first = probe->cached / block_size_;
+  const int32_t n_full = int32_t(probe->hashes.size());
+  if (first >= n_full) return std::nullopt;
+  const std::span<const uint64_t> rest(probe->hashes.data() + first, size_t(n_full - first));
+  const int32_t on_disk = disk_->count_prefix(rest);
+  if (on_disk <= 0) return std::nullopt;
+  PrefixImport im;
+  im.first_block = first;
+  im.blocks.layout = layout_;
+  im.blocks.bytes_per_block = bytes_per_block_;
+  im.blocks.bytes.resize(size_t(on_disk) * bytes_per_block_);
+  int32_t n = 0;
+  for (; n < on_disk; ++n) {
+    const size_t b = size_t(first + n);
+    const std::span<const int32_t> block_tokens(prompt.data() + b * size_t(block_size_),
+                                                size_t(block_size_));
+    const std::span<uint8_t> dst(im.blocks.bytes.data() + size_t(n) * bytes_per_block_,
+                                 bytes_per_block_);
+    if (!disk_->get(probe->hashes[b], block_tokens, dst)) break;
+  }
+  if (n == 0) return std::nullopt;
+  im.blocks.n_blocks = n;
+  im.blocks.bytes.resize(size_t(n) * bytes_per_block_);
+  im.tokens.assign(prompt.begin(),
+                   prompt.begin() + std::ptrdiff_t(size_t(first + n) * size_t(block_size_)));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.disk_loaded_blocks += uint64_t(n);
+  }
+  return im;
+}
+
+void KvTiers::after_step(Engine& engine) {
+  std::vector<KvCacheManager::CachedBlock> fresh = engine.take_newly_cached();
+  if (fresh.empty()) return;
+  std::vector<int32_t> ids;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    if (disk_->contains(fresh[i].hash)) continue;
+    ids.push_back(fresh[i].id);
+    which.push_back(i);
+  }
+  if (ids.empty()) return;
+  Result<KvBlockData> data = engine.export_blocks(ids);
+  if (!data.ok()) {
+    SLUICE_LOG(kWarn, "serve: disk tier: exporting blocks failed: " + data.message());
+    return;
+  }
+  uint64_t offered = 0;
+  for (size_t k = 0; k < which.size(); ++k) {
+    const KvCacheManager::CachedBlock& c = fresh[which[k]];
+    const std::span<const uint8_t> payload(data->bytes.data() + k * data->bytes_per_block,
+                                           data->bytes_per_block);
+    offered += disk_->put(c.hash, c.tokens, payload) ? 1 : 0;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.disk_offered += offered;
+}
+
+nlohmann::ordered_json KvTiers::transfer_params(const RequestChannel& done) const {
+  const uint64_t handle = done.kv_handle();
+  if (!transfer_ || handle == 0) return nullptr;
+  return {{"remote_host", advertise_host_},
+          {"remote_port", transfer_->port()},
+          {"remote_handle", hex(handle)},
+          {"remote_block_size", block_size_},
+          {"remote_n_blocks", done.kv_pinned_blocks()}};
+}
+
+KvTierStats KvTiers::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void KvTiers::render_metrics(std::string& out) const {
+  const KvTierStats s = stats();
+  if (transfer_) {
+    const KvTransferServerStats t = transfer_->stats();
+    line(out, "sluice_kv_transfer_offered_total", "counter",
+         "Prompts whose pinned blocks were offered to decode workers", double(t.offered));
+    line(out, "sluice_kv_transfer_served_total", "counter",
+         "Pulls served completely (acknowledged by the decode worker)", double(t.pulled));
+    line(out, "sluice_kv_transfer_failed_total", "counter",
+         "Pulls that broke off (connection, timeout)", double(t.failed));
+    line(out, "sluice_kv_transfer_refused_total", "counter",
+         "Pulls refused (unknown handle, tokens or compatibility mismatch)", double(t.refused));
+    line(out, "sluice_kv_transfer_expired_total", "counter",
+         "Offered handles released unpulled at their expiry", double(t.expired));
+    line(out, "sluice_kv_transfer_sent_bytes_total", "counter", "K/V bytes sent",
+         double(t.bytes_sent));
+    line(out, "sluice_kv_pinned_blocks", "gauge", "KV blocks pinned for decode workers",
+         double(t.pinned_blocks));
+  }
+  if (role() != ServeRole::kPrefill) {
+    line(out, "sluice_kv_pulls_total", "counter", "K/V pulls from prefill workers",
+         double(s.pulls));
+    line(out, "sluice_kv_pull_failures_total", "counter", "K/V pulls that failed",
+         double(s.pull_failures));
+    line(out, "sluice_kv_pull_recomputes_total", "counter",
+         "Failed pulls whose prompt was computed here (--kv-transfer-fail recompute)",
+         double(s.pull_recomputes));
+    line(out, "sluice_kv_pulled_blocks_total", "counter", "KV blocks pulled",
+         double(s.pulled_blocks));
+    line(out, "sluice_kv_pulled_bytes_total", "counter", "K/V bytes pulled",
+         double(s.pulled_bytes));
+    line(out, "sluice_kv_pull_skipped_blocks_total", "counter",
+         "Blocks not pulled because they were cached here", double(s.skipped_blocks));
+    line(out, "sluice_kv_pull_seconds_total", "counter", "Time spent pulling", s.pull_seconds);
+  }
+  if (disk_) {
+    const KvDiskStats d = disk_->stats();
+    line(out, "sluice_kv_disk_hits_total", "counter", "Blocks read back from the disk tier",
+         double(d.hits));
+    line(out, "sluice_kv_disk_misses_total", "counter", "Disk tier lookups that found nothing",
+         double(d.misses));
+    line(out, "sluice_kv_disk_rejected_total", "counter",
+         "Corrupt, truncated or mismatched block files found (deleted; recomputed)",
+         double(d.rejected));
+    line(out, "sluice_kv_disk_writes_total", "counter", "Blocks written", double(d.writes));
+    line(out, "sluice_kv_disk_write_dropped_total", "counter",
+         "Blocks not written because the write queue was full", double(d.write_dropped));
+    line(out, "sluice_kv_disk_write_errors_total", "counter", "Failed block writes",
+         double(d.write_errors));
+    line(out, "sluice_kv_disk_evicted_total", "counter", "Block files removed to hold --kv-disk-gb",
+         double(d.evicted));
+    line(out, "sluice_kv_disk_read_bytes_total", "counter", "Bytes read", double(d.bytes_read));
+    line(out, "sluice_kv_disk_written_bytes_total", "counter", "Bytes written",
+         double(d.bytes_written));
+    line(out, "sluice_kv_disk_read_seconds_total", "counter", "Time in block reads",
+         d.read_seconds);
+    line(out, "sluice_kv_disk_write_seconds_total", "counter", "Time in block writes",
+         d.write_seconds);
+    line(out, "sluice_kv_disk_files", "gauge", "Block files on disk", double(d.files));
+    line(out, "sluice_kv_disk_bytes", "gauge", "Bytes of block files on disk",
+         double(d.bytes_on_disk));
+    line(out, "sluice_kv_disk_loaded_blocks_total", "counter",
+         "Blocks imported into the prefix cache from disk", double(s.disk_loaded_blocks));
+  }
+}
+
+}  // namespace sluice::server

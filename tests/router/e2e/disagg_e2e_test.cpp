@@ -1,0 +1,249 @@
+// End to end, disaggregated serving (docs/disaggregation.md): `sluice serve --role prefill`
+// and `--role decode` workers as child processes behind `sluice router --prefill --decode`
+// give the same greedy text as one `--role both` server; a dead prefill worker fails the
+// request or is recomputed per --kv-transfer-fail; incompatible workers refuse each other's
+// K/V; the disk tier keeps a prompt's blocks across a restart and never uses a corrupt file.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "router/router_test_util.h"
+
+namespace sluice::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Long enough for several full 16-token blocks of stories260K's vocabulary.
+const std::vector<std::string> kLongPrompts = {
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park "
+    "with her friends. One day, she saw a big red ball under a tree. She ran to get it, but a dog "
+    "took it first.",
+    "Tom and his mom went to the store to buy some food. Tom saw a big box of toys and wanted one "
+    "very much. His mom said no, and Tom was sad. Then he saw a little bird outside the window.",
+    "The sun was hot and the sky was blue. Ben wanted to swim in the lake with his dad. They took "
+    "a boat and a big hat and went to the water. Ben was very happy and he laughed.",
+};
+
+std::vector<std::string> worker_args(const std::string& model, std::vector<std::string> more) {
+  std::vector<std::string> a = {model, "-c", "512", "-t", "1", "--kv-cache-gb", "0.02"};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+std::unique_ptr<router::RouterServer> pd_router(const ServeProcess& prefill,
+                                                const ServeProcess& decode) {
+  router::RouterConfig c;
+  c.prefill.push_back("http://127.0.0.1:" + std::to_string(prefill.port));
+  c.backends.push_back("http://127.0.0.1:" + std::to_string(decode.port));
+  c.port = 0;
+  c.health_interval_s = 0.2;
+  auto r = std::make_unique<router::RouterServer>(c);
+  Result<int> port = r->start();
+  EXPECT_TRUE(port.ok()) << port.message();
+  return port.ok() ? std::move(r) : nullptr;
+}
+
+json completion(const std::string& prompt, int max_tokens = 24) {
+  return {
+      {"model", "stories260K"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+}
+
+// A prefill request as the router sends it.
+json prefill_request(const std::string& prompt) {
+  json b = completion(prompt, 1);
+  b["kv_transfer_params"] = {{"do_remote_decode", true}};
+  return b;
+}
+
+TEST(Disaggregated, PrefillAndDecodeWorkersGiveTheSameGreedyTextAsOneServer) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  auto both = ServeProcess::start(worker_args(model, {}));
+  auto prefill = ServeProcess::start(worker_args(model, {"--role", "prefill"}));
+  auto decode = ServeProcess::start(worker_args(model, {"--role", "decode"}));
+  ASSERT_TRUE(both && prefill && decode);
+  auto r = pd_router(*prefill, *decode);
+  ASSERT_TRUE(r);
+  // The golden of ../shared (a prompt shorter than a block: nothing to transfer).
+  SLUICE_REQUIRE_SHARED(golden_path, kStoriesGolden);
+  const Golden g = load_golden(golden_path);
+  HttpResult golden =
+      post(r->port(), "/v1/completions",
+           {{"prompt", g.prompt}, {"max_tokens", int(g.greedy_tokens.size())}, {"temperature", 0}});
+  ASSERT_EQ(golden.status, 200) << golden.body;
+  EXPECT_EQ(golden.j()["choices"][0]["text"], g.greedy_text);
+  int64_t prompt_tokens = 0;
+  for (const std::string& p : kLongPrompts) {
+    HttpResult want = post(both->port, "/v1/completions", completion(p));
+    HttpResult got = post(r->port(), "/v1/completions", completion(p));
+    ASSERT_EQ(got.status, 200) << got.body;
+    EXPECT_EQ(got.j()["choices"][0]["text"], want.j()["choices"][0]["text"]) << p;
+    // The decode worker computed only the tail: the rest was imported, and is reported cached.
+    const int64_t n = got.j()["usage"]["prompt_tokens"];
+    const int64_t cached = got.j()["usage"]["prompt_tokens_details"]["cached_tokens"];
+    EXPECT_GE(n, 32) << p;
+    EXPECT_EQ(cached, (n - 1) / 16 * 16) << got.body;
+    prompt_tokens += n;
+    // Streamed, and as a chat: the same text as from one server.
+    const json sbody = {{"prompt", p}, {"max_tokens", 16}, {"temperature", 0}, {"stream", true}};
+    SseResult s_want = stream(both->port, "/v1/completions", sbody);
+    SseResult s_got = stream(r->port(), "/v1/completions", sbody);
+    EXPECT_TRUE(s_got.done);
+    EXPECT_EQ(streamed_text(s_got), streamed_text(s_want)) << p;
+  }
+  const std::string dm = metrics_text(decode->port);
+  EXPECT_GT(metric(dm, "sluice_kv_pulled_blocks_total"), 0) << dm;
+  EXPECT_EQ(metric(dm, "sluice_kv_pull_failures_total"), 0) << dm;
+  // The streamed repeats found their blocks cached on the decode worker: skipped, not pulled.
+  EXPECT_GT(metric(dm, "sluice_kv_pull_skipped_blocks_total"), 0) << dm;
+  // The decode worker's forward passes saw only the tails of the long prompts.
+  EXPECT_LT(metric(dm, "sluice_prompt_tokens_computed_total"), double(prompt_tokens)) << dm;
+  const std::string rm = metrics_text(r->port());
+  EXPECT_EQ(metric(rm, "sluice_router_pd_fallbacks_total"), 0) << rm;
+  EXPECT_GE(metric(rm, "sluice_router_pd_prefills_total"), 7) << rm;
+  // Every pin was released once its pull ended (the golden's prompt pinned nothing: it has no
+  // full block).
+  const int pp = prefill->port;
+  EXPECT_TRUE(eventually([pp] {
+    const std::string m = metrics_text(pp);
+    return metric(m, "sluice_kv_pinned_blocks") == 0 &&
+           metric(m, "sluice_kv_transfer_served_total") >= 6;
+  })) << metrics_text(pp);
+}
+
+TEST(Disaggregated, ADeadPrefillWorkerFailsTheRequestOrIsRecomputedPerThePolicy) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  auto both = ServeProcess::start(worker_args(model, {}));
+  auto prefill = ServeProcess::start(worker_args(model, {"--role", "prefill"}));
+  auto strict =
+      ServeProcess::start(worker_args(model, {"--role", "decode", "--kv-transfer-timeout", "3"}));
+  auto lenient =
+      ServeProcess::start(worker_args(model, {"--role", "decode", "--kv-transfer-fail", "recompute",
+                                              "--kv-transfer-timeout", "3"}));
+  ASSERT_TRUE(both && prefill && strict && lenient);
+  const std::string& p = kLongPrompts[0];
+  HttpResult pre = post(prefill->port, "/v1/completions", prefill_request(p));
+  ASSERT_EQ(pre.status, 200) << pre.body;
+  const json params = pre.j()["kv_transfer_params"];
+  ASSERT_TRUE(params.is_object()) << pre.body;
+  EXPECT_GT(params["remote_n_blocks"].get<int>(), 0);
+  // The worker dies before anyone pulled.
+  ::kill(prefill->pid, SIGKILL);
+  ::waitpid(prefill->pid, nullptr, 0);
+  prefill->pid = -1;
+  json body = completion(p);
+  body["kv_transfer_params"] = params;
+  HttpResult failed = post(strict->port, "/v1/completions", body);
+  EXPECT_EQ(failed.status, 502) << failed.body;
+  EXPECT_EQ(failed.j()["error"]["code"], "kv_transfer_failed") << failed.body;
+  HttpResult recomputed = post(lenient->port, "/v1/completions", body);
+  ASSERT_EQ(recomputed.status, 200) << recomputed.body;
+  HttpResult want = post(both->port, "/v1/completions", completion(p));
+  EXPECT_EQ(recomputed.j()["choices"][0]["text"], want.j()["choices"][0]["text"]);
+  EXPECT_EQ(metric(metrics_text(lenient->port), "sluice_kv_pull_recomputes_total"), 1);
+  // Both decode workers go on serving.
+  EXPECT_EQ(post(strict->port, "/v1/completions", completion(p)).status, 200);
+}
+
+TEST(Disaggregated, WorkersWithAnotherKvLayoutRefuseTheTransfer) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  auto prefill = ServeProcess::start(worker_args(model, {"--role", "prefill", "--kv-type", "f32"}));
+  auto decode = ServeProcess::start(worker_args(model, {"--role", "decode"}));
+  ASSERT_TRUE(prefill && decode);
+  const std::string& p = kLongPrompts[1];
+  HttpResult pre = post(prefill->port, "/v1/completions", prefill_request(p));
+  ASSERT_EQ(pre.status, 200) << pre.body;
+  json body = completion(p);
+  body["kv_transfer_params"] = pre.j()["kv_transfer_params"];
+  HttpResult got = post(decode->port, "/v1/completions", body);
+  EXPECT_EQ(got.status, 502) << got.body;
+  EXPECT_NE(got.body.find("layout"), std::string::npos) << got.body;
+  // The refusal released the pins.
+  const int pp = prefill->port;
+  EXPECT_TRUE(
+      eventually([pp] { return metric(metrics_text(pp), "sluice_kv_pinned_blocks") == 0; }));
+  EXPECT_EQ(metric(metrics_text(pp), "sluice_kv_transfer_refused_total"), 1);
+  // Requests a role does not take are 400s with a reason.
+  json pull_at_prefill = completion(p);
+  pull_at_prefill["kv_transfer_params"] = pre.j()["kv_transfer_params"];
+  EXPECT_EQ(post(prefill->port, "/v1/completions", pull_at_prefill).status, 400);
+  EXPECT_EQ(post(decode->port, "/v1/completions", prefill_request(p)).status, 400);
+  json malformed = completion(p);
+  malformed["kv_transfer_params"] = {{"remote_handle", "xyz"}};
+  EXPECT_EQ(post(decode->port, "/v1/completions", malformed).status, 400);
+}
+
+std::vector<fs::path> block_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file() && e.path().extension() == ".kvb") out.push_back(e.path());
+  }
+  return out;
+}
+
+TEST(DiskTier, ARestartKeepsThePromptsBlocksAndCorruptFilesAreNeverUsed) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  char tmpl[] = "/tmp/sluice-kvdisk-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const fs::path dir = tmpl;
+  const std::vector<std::string> disk = {"--kv-disk-dir", dir.string(), "--kv-disk-gb", "0.01"};
+  const std::string& p = kLongPrompts[2];
+  std::string want;
+  {
+    auto s = ServeProcess::start(worker_args(model, disk));
+    ASSERT_TRUE(s);
+    HttpResult a = post(s->port, "/v1/completions", completion(p));
+    ASSERT_EQ(a.status, 200) << a.body;
+    want = a.j()["choices"][0]["text"];
+    const int port = s->port;
+    ASSERT_TRUE(eventually([port] {
+      return metric(metrics_text(port), "sluice_kv_disk_writes_total") >= 3;
+    })) << metrics_text(port);
+  }  // SIGKILL: what was written stays
+  {
+    auto s = ServeProcess::start(worker_args(model, disk));
+    ASSERT_TRUE(s);
+    HttpResult b = post(s->port, "/v1/completions", completion(p));
+    ASSERT_EQ(b.status, 200) << b.body;
+    EXPECT_EQ(b.j()["choices"][0]["text"], want);
+    const int64_t n = b.j()["usage"]["prompt_tokens"];
+    EXPECT_EQ(b.j()["usage"]["prompt_tokens_details"]["cached_tokens"], (n - 1) / 16 * 16)
+        << b.body;
+    const std::string m = metrics_text(s->port);
+    EXPECT_GE(metric(m, "sluice_kv_disk_hits_total"), 3) << m;
+    EXPECT_LE(metric(m, "sluice_kv_disk_bytes"), 0.01 * (1 << 30)) << m;
+  }
+  // Flip a byte in the middle of every block file, truncate one: all rejected, none used,
+  // and the output is still right (recomputed).
+  std::vector<fs::path> files = block_files(dir);
+  ASSERT_GE(files.size(), 3u);
+  for (const fs::path& f : files) {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = fs::file_size(f);
+    io.seekg(std::streamoff(size / 2));
+    char c = 0;
+    io.read(&c, 1);
+    c = char(c ^ 0x5a);
+    io.seekp(std::streamoff(size / 2));
+    io.write(&c, 1);
+  }
+  fs::resize_file(files[0], fs::file_size(files[0]) / 3);
+  {
+    auto s = ServeProcess::start(worker_args(model, disk));
+    ASSERT_TRUE(s);
+    HttpResult c = post(s->port, "/v1/completions", completion(p));
+    ASSERT_EQ(c.status, 200) << c.body;
+    EXPECT_EQ(c.j()["choices"][0]["text"], want);
+    EXPECT_EQ(c.j()["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << c.body;
+    const std::string m = metrics_text(s->port);
+    EXPECT_GE(metric(m, "sluice_kv_disk_rejected_total"), 1) << m;
+    EXPECT_EQ(metric(m, "sluice_kv_disk_loaded_blocks_total"), 0) << m;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sluice::test
