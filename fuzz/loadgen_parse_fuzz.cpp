@@ -2,13 +2,19 @@
 // trace parameters), the rest is its input:
 //   even: loadgen::parse_mooncake_line, one line of a Mooncake trace (load_mooncake's step), at
 //         a token scale and trace block size picked by the first byte
-//   odd:  loadgen::prometheus_sum / parse_prefix_cache_counters on a /metrics text
+//   odd:  loadgen::prometheus_sum / parse_prefix_cache_counters, parse_prometheus_histogram /
+//         parse_latency_histograms, their sums and differences, and histogram_quantile on a
+//         /metrics text
 // Checks: no crash, hang or exception; an error names the line; an accepted line's prompt has
-// exactly its input_tokens ids, all from the id space, and positive lengths; a sum is found only
-// for a metric the text names.
+// exactly its input_tokens ids, all from the id space, and positive lengths; a sum or histogram
+// is found only for a metric the text names; a histogram's bounds ascend strictly, none NaN;
+// h - h is all zeros; a quantile lies between min(0, first bound) and the last finite bound, and
+// p50 <= p99.
 //
 //   scripts/fuzz 60 loadgen_parse_fuzz
 // Seeds: fuzz/seeds/loadgen_parse_fuzz (trace lines, a sluice serve /metrics text).
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -54,6 +60,40 @@ void metrics(std::string_view text) {
     (void)c->block_hit_rate();
     (void)c->token_hit_rate();
   }
+  for (std::string_view name : {"sluice_time_to_first_token_seconds", "lat", "a"}) {
+    const std::optional<PromHistogram> h = parse_prometheus_histogram(text, name);
+    if (!h) continue;
+    if (text.find(std::string(name) + "_bucket") == std::string_view::npos) std::abort();
+    if (h->buckets.empty()) std::abort();
+    for (size_t i = 0; i < h->buckets.size(); ++i) {
+      if (std::isnan(h->buckets[i].le) || h->buckets[i].le == -HUGE_VAL) std::abort();
+      if (i > 0 && !(h->buckets[i - 1].le < h->buckets[i].le)) std::abort();
+    }
+    // Differences of finite counts: exactly 0.
+    const PromHistogram zero = *h - *h;
+    if (zero.buckets.size() != h->buckets.size()) std::abort();
+    for (size_t i = 0; i < zero.buckets.size(); ++i) {
+      if (std::isfinite(h->buckets[i].count) && zero.buckets[i].count != 0) std::abort();
+    }
+    (void)(*h + *h).mean();
+    (void)h->any_negative();
+    const std::optional<double> p50 = histogram_quantile(*h, 0.5);
+    const std::optional<double> p99 = histogram_quantile(*h, 0.99);
+    (void)histogram_quantile(*h, 0);
+    (void)histogram_quantile(*h, 1);
+    (void)summarize_histogram(*h);
+    for (const std::optional<double>& q : {p50, p99}) {
+      if (!q) continue;
+      // Only with a +Inf bucket after at least one finite one.
+      if (h->buckets.size() < 2 || h->buckets.back().le != HUGE_VAL) std::abort();
+      const double lo = std::min(0.0, h->buckets.front().le);
+      const double hi = h->buckets[h->buckets.size() - 2].le;
+      const double tol = 1e-9 * std::max(std::abs(lo), std::abs(hi));
+      if (!std::isfinite(*q) || *q < lo - tol || *q > hi + tol) std::abort();
+    }
+    if (p50 && p99 && *p50 > *p99 + 1e-9 * std::max(std::abs(*p50), std::abs(*p99))) std::abort();
+  }
+  if (const auto l = parse_latency_histograms(text)) (void)(*l - *l);
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // reports throughput, latency percentiles and goodput as markdown or JSON; `--sweep` runs one
 // benchmark per rate and plots the latency-throughput curve (docs/perf.md). Replays a Mooncake
 // trace or multi-turn chats at their own arrival times, and reports the servers' prefix-cache
-// hit rate from their /metrics.
+// hit rate and, per --role-metrics role (prefill, decode workers), their own TTFT and ITL from
+// their /metrics.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -44,6 +45,7 @@ struct ServeBenchOptions {
   bool quiet = false;
   int32_t vocab_size = 0;  // replays' token ids
   std::vector<std::string> metrics_urls;
+  std::vector<std::string> role_metrics;  // ROLE=URL, repeatable
 };
 
 // "finished/total requests" redrawn in place on stderr; silent unless stderr is a terminal.
@@ -161,6 +163,8 @@ Status run_bench_serve(const ServeBenchOptions& o) {
   for (const std::string& u : metrics_urls) {
     SLUICE_RETURN_IF_ERROR(loadgen::parse_base_url(u));  // a typo fails now, not after the run
   }
+  SLUICE_ASSIGN_OR_RETURN(const std::vector<loadgen::RoleMetricsUrls> roles,
+                          loadgen::group_role_metrics(o.role_metrics));
 
   const loadgen::Slo slo = workload_slo(w);
   std::vector<loadgen::RunResult> runs;
@@ -178,6 +182,9 @@ Status run_bench_serve(const ServeBenchOptions& o) {
                         !o.quiet);
     loadgen::RunResult run;
     Result<loadgen::PrefixCacheCounters> before = loadgen::scrape_prefix_cache(metrics_urls);
+    std::vector<Result<loadgen::LatencyHistograms>> roles_before;
+    for (const loadgen::RoleMetricsUrls& r : roles)
+      roles_before.push_back(loadgen::scrape_latency_histograms(r.urls));
     run.records = loadgen::run_load(dataset.requests, lp, client,
                                     [&bar](size_t done, size_t total) { bar.update(done, total); });
     Result<loadgen::PrefixCacheCounters> after =
@@ -193,6 +200,15 @@ Status run_bench_serve(const ServeBenchOptions& o) {
     if (!run.prefix_cache) {
       std::fprintf(stderr, "sluice bench serve: note: prefix cache hit rate n/a: %s\n",
                    run.prefix_cache_note.c_str());
+    }
+    for (size_t i = 0; i < roles.size(); ++i) {
+      const Result<loadgen::LatencyHistograms>& b = roles_before[i];
+      run.roles.push_back(loadgen::role_latency(
+          roles[i], b, b.ok() ? loadgen::scrape_latency_histograms(roles[i].urls) : b));
+      if (!run.roles.back().note.empty()) {
+        std::fprintf(stderr, "sluice bench serve: note: server latency of role %s n/a: %s\n",
+                     roles[i].role.c_str(), run.roles.back().note.c_str());
+      }
     }
     run.summary = loadgen::summarize(run.records, slo);
     run.info.url = o.url;
@@ -246,6 +262,10 @@ void register_bench_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--metrics-url", o->metrics_urls,
                   "A server's Prometheus /metrics for the prefix hit rate (repeat for replicas; "
                   "counters are summed; default: URL/metrics)");
+  cmd->add_option("--role-metrics", o->role_metrics,
+                  "ROLE=URL: report the server-side TTFT and ITL (p50/p99/mean from the "
+                  "histograms of its /metrics) under ROLE, e.g. prefill=http://127.0.0.1:8001 "
+                  "(repeat; URLs of one role are summed; /metrics appended when missing)");
   cmd->callback([o, &exit_code] {
     Status st = run_bench_serve(*o);
     if (!st.ok()) exit_code = report_error("bench serve", st.message());

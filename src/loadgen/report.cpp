@@ -20,6 +20,58 @@ nlohmann::ordered_json dist_json(const Distribution& d) {
           {"p90", d.p90},   {"p99", d.p99}, {"n", d.n}};
 }
 
+nlohmann::ordered_json histogram_json(const std::optional<HistogramSummary>& h) {
+  if (!h) return nullptr;
+  auto ms = [](std::optional<double> v) {
+    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+  };
+  // Counts are whole numbers unless a server exports fractional ones.
+  const bool whole = h->count == std::floor(h->count) && std::abs(h->count) < 9e15;
+  const nlohmann::ordered_json count =
+      whole ? nlohmann::ordered_json(int64_t(h->count)) : nlohmann::ordered_json(h->count);
+  return {{"count", count},
+          {"p50_ms", ms(h->p50_ms)},
+          {"p99_ms", ms(h->p99_ms)},
+          {"mean_ms", ms(h->mean_ms)}};
+}
+
+// The servers' own TTFT and ITL per role: a row per (run, role).
+std::string roles_markdown(const std::vector<RunResult>& runs) {
+  bool any = false;
+  for (const RunResult& r : runs) any = any || !r.roles.empty();
+  if (!any) return "";
+  const bool sweep = runs.size() > 1;
+  std::string s =
+      "\nServer-side latency by role (each role's /metrics histograms over the run, summed over "
+      "its URLs; TTFT from arrival at that server's engine; p50/p99 are estimates, interpolated "
+      "within the histogram buckets):\n\n";
+  s += sweep ? "| rate | role |" : "| role |";
+  s += " TTFT n | TTFT p50 (ms) | TTFT p99 (ms) | TTFT mean (ms) | ITL n | ITL p50 (ms) | ITL p99 "
+       "(ms) | ITL mean (ms) |\n";
+  s += sweep ? "|---|---|" : "|---|";
+  s += "---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  auto ms = [](std::optional<double> v) { return v ? fmt("%.2f", *v) : std::string("-"); };
+  auto cells = [&](const std::optional<HistogramSummary>& h) {
+    if (!h) return std::string(" n/a | n/a | n/a | n/a |");
+    return " " + fmt("%.0f", h->count) + " | " + ms(h->p50_ms) + " | " + ms(h->p99_ms) + " | " +
+           ms(h->mean_ms) + " |";
+  };
+  for (const RunResult& r : runs) {
+    for (const RoleLatency& role : r.roles) {
+      s += sweep ? "| " + rate_label(r.info.rate) + " | " : "| ";
+      s += role.role + " |" + cells(role.ttft) + cells(role.itl) + "\n";
+    }
+  }
+  for (const RunResult& r : runs) {
+    for (const RoleLatency& role : r.roles) {
+      if (role.note.empty()) continue;
+      s += "\nRole " + role.role + (sweep ? " at rate " + rate_label(r.info.rate) : std::string()) +
+           ": n/a (" + role.note + ")\n";
+    }
+  }
+  return s;
+}
+
 nlohmann::ordered_json rate_json(double rate) {
   return std::isinf(rate) ? nlohmann::ordered_json("inf") : nlohmann::ordered_json(rate);
 }
@@ -128,6 +180,7 @@ std::string markdown_report(const std::vector<RunResult>& runs, size_t max_error
     row("P99 " + n + " (ms)", [f](const RunResult& r) { return fmt("%.2f", (r.summary.*f).p99); });
     row("Std " + n + " (ms)", [f](const RunResult& r) { return fmt("%.2f", (r.summary.*f).std); });
   }
+  s += roles_markdown(runs);
   for (const RunResult& r : runs) {
     if (r.prefix_cache || r.prefix_cache_note.empty()) continue;
     s += "\nPrefix cache" +
@@ -206,6 +259,15 @@ nlohmann::ordered_json json_report(const std::vector<RunResult>& runs, bool with
     } else {
       j["prefix_cache"] = nullptr;
       if (!r.prefix_cache_note.empty()) j["prefix_cache_note"] = r.prefix_cache_note;
+    }
+    j["roles"] = nlohmann::ordered_json::array();
+    for (const RoleLatency& role : r.roles) {
+      nlohmann::ordered_json rj = {{"role", role.role},
+                                   {"urls", role.urls},
+                                   {"ttft", histogram_json(role.ttft)},
+                                   {"itl", histogram_json(role.itl)}};
+      if (!role.note.empty()) rj["note"] = role.note;
+      j["roles"].push_back(std::move(rj));
     }
     j["errors"] = nlohmann::ordered_json::array();
     for (const auto& [message, count] : s.errors)

@@ -37,16 +37,21 @@ struct RunResult {
   // URLs); nullopt: not available, and prefix_cache_note says why.
   std::optional<PrefixCacheCounters> prefix_cache;
   std::string prefix_cache_note;
+  // Server-side TTFT and ITL per --role-metrics role over the run, in the order given.
+  std::vector<RoleLatency> roles;
 };
 
 // "inf" or "%g".
 std::string rate_label(double rate);
 
-// Markdown: a header line, one table (a column per run), then the first distinct errors.
+// Markdown: a header line, one table (a column per run), a table of the servers' own latencies
+// per role (a row per run and role) when roles were scraped, then the first distinct errors.
 std::string markdown_report(const std::vector<RunResult>& runs, size_t max_errors = 5);
 
-// {"benchmark": "sluice bench serve", "runs": [{config, metrics, errors[, requests]}]}; latencies
-// in ms. `with_requests` adds every request's ttft, itl list, e2el, tokens and error.
+// {"benchmark": "sluice bench serve", "runs": [{config, metrics, roles, errors[, requests]}]};
+// latencies in ms. roles: [{"role", "urls", "ttft": {"count", "p50_ms", "p99_ms", "mean_ms"} or
+// null, "itl": likewise[, "note"]}]. `with_requests` adds every request's ttft, itl list, e2el,
+// tokens and error.
 nlohmann::ordered_json json_report(const std::vector<RunResult>& runs, bool with_requests);
 
 // Latency vs throughput over the runs of a sweep: x = output tok/s, y = TPOT p50, TPOT p99 and
