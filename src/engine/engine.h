@@ -184,6 +184,9 @@ class Engine {
   Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const {
     return executor_.export_blocks(ids);
   }
+  // Executor::concurrent_export: export_blocks() of pinned blocks may then run on any thread,
+  // while step() runs (it touches nothing but the executor's K/V memory of those blocks).
+  bool concurrent_export() const { return executor_.concurrent_export(); }
   // Pins the cached full blocks that prefix `tokens` (KvCacheManager::pin_prefix): they stay
   // until unpin(), whatever else runs. Returns them in order.
   std::vector<BlockId> pin_prefix(std::span<const int32_t> tokens) {

@@ -81,6 +81,9 @@ class CpuExecutor final : public Executor {
   Status execute(const Batch& batch, Logits& out) override;
   Status copy_blocks(std::span<const BlockCopy> copies) override;
   Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const override;
+  // A step writes only the blocks of its batch (and copy-on-write destinations); exporting
+  // others reads memory nothing writes.
+  bool concurrent_export() const override { return true; }
   Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) override;
 
   const ModelConfig& config() const { return model_.config(); }

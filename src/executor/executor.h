@@ -62,6 +62,11 @@ class Executor {
 
   // The contents of blocks `ids` (each in range; repeats allowed), in order.
   virtual Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const = 0;
+  // Whether export_blocks() of blocks no step writes (pinned or cached full blocks) may run on
+  // another thread while execute() runs: true when it only reads those blocks' memory. False
+  // (the default) makes callers export between steps (a sharded executor's export is a
+  // collective over its ranks).
+  virtual bool concurrent_export() const { return false; }
   // Block ids[i] takes data block i. Fails, writing nothing, when the layout differs, the
   // counts differ or an id is out of range.
   virtual Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) = 0;

@@ -152,11 +152,16 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
     o.handle_ttl_s = config.transfer_ttl_s;
     o.io_timeout_s = config.transfer_timeout_s;
     EngineBridge* b = &bridge;
-    auto export_fn = [b](std::span<const int32_t> ids) -> Result<KvBlocks> {
+    const Engine* direct = engine.concurrent_export() ? &engine : nullptr;
+    auto export_fn = [b, direct](std::span<const int32_t> ids) -> Result<KvBlocks> {
       auto out = std::make_shared<Result<KvBlockData>>(make_error("the engine did not answer"));
       std::vector<int32_t> copy(ids.begin(), ids.end());
-      if (!b->call([out, copy](const Engine& e) { *out = e.export_blocks(copy); },
-                   kProbeTimeoutMs)) {
+      if (direct) {
+        // Pinned blocks are never written: read them here, without waiting for the engine
+        // thread to finish its step (a long prefill chunk would hold the pull up).
+        *out = direct->export_blocks(copy);
+      } else if (!b->call([out, copy](const Engine& e) { *out = e.export_blocks(copy); },
+                          kProbeTimeoutMs)) {
         return make_error("the engine is stopping or busy");
       }
       if (!out->ok()) return out->status();
