@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "base/log.h"
+#include "server/metrics.h"
 
 namespace sluice::server {
 namespace {
@@ -25,24 +26,6 @@ std::string hex(uint64_t v) {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
   return buf;
-}
-
-void line(std::string& out, const char* name, const char* type, const char* help, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  out += "# HELP ";
-  out += name;
-  out += ' ';
-  out += help;
-  out += "\n# TYPE ";
-  out += name;
-  out += ' ';
-  out += type;
-  out += '\n';
-  out += name;
-  out += ' ';
-  out += buf;
-  out += '\n';
 }
 
 }  // namespace
@@ -400,65 +383,65 @@ void KvTiers::render_metrics(std::string& out) const {
   const KvTierStats s = stats();
   if (transfer_) {
     const KvTransferServerStats t = transfer_->stats();
-    line(out, "sluice_kv_transfer_offered_total", "counter",
-         "Prompts whose pinned blocks were offered to decode workers", double(t.offered));
-    line(out, "sluice_kv_transfer_served_total", "counter",
-         "Pulls served completely (acknowledged by the decode worker)", double(t.pulled));
-    line(out, "sluice_kv_transfer_failed_total", "counter",
-         "Pulls that broke off (connection, timeout)", double(t.failed));
-    line(out, "sluice_kv_transfer_refused_total", "counter",
-         "Pulls refused (unknown handle, tokens or compatibility mismatch)", double(t.refused));
-    line(out, "sluice_kv_transfer_expired_total", "counter",
-         "Offered handles released unpulled at their expiry", double(t.expired));
-    line(out, "sluice_kv_transfer_sent_bytes_total", "counter", "K/V bytes sent",
-         double(t.bytes_sent));
-    line(out, "sluice_kv_pinned_blocks", "gauge", "KV blocks pinned for decode workers",
-         double(t.pinned_blocks));
+    scalar(out, "sluice_kv_transfer_offered_total", "counter",
+           "Prompts whose pinned blocks were offered to decode workers", double(t.offered));
+    scalar(out, "sluice_kv_transfer_served_total", "counter",
+           "Pulls served completely (acknowledged by the decode worker)", double(t.pulled));
+    scalar(out, "sluice_kv_transfer_failed_total", "counter",
+           "Pulls that broke off (connection, timeout)", double(t.failed));
+    scalar(out, "sluice_kv_transfer_refused_total", "counter",
+           "Pulls refused (unknown handle, tokens or compatibility mismatch)", double(t.refused));
+    scalar(out, "sluice_kv_transfer_expired_total", "counter",
+           "Offered handles released unpulled at their expiry", double(t.expired));
+    scalar(out, "sluice_kv_transfer_sent_bytes_total", "counter", "K/V bytes sent",
+           double(t.bytes_sent));
+    scalar(out, "sluice_kv_pinned_blocks", "gauge", "KV blocks pinned for decode workers",
+           double(t.pinned_blocks));
   }
   if (role() != ServeRole::kPrefill) {
-    line(out, "sluice_kv_pulls_total", "counter", "K/V pulls from prefill workers",
-         double(s.pulls));
-    line(out, "sluice_kv_pull_failures_total", "counter", "K/V pulls that failed",
-         double(s.pull_failures));
-    line(out, "sluice_kv_pull_recomputes_total", "counter",
-         "Failed pulls whose prompt was computed here (--kv-transfer-fail recompute)",
-         double(s.pull_recomputes));
-    line(out, "sluice_kv_pulled_blocks_total", "counter", "KV blocks pulled",
-         double(s.pulled_blocks));
-    line(out, "sluice_kv_pulled_bytes_total", "counter", "K/V bytes pulled",
-         double(s.pulled_bytes));
-    line(out, "sluice_kv_pull_skipped_blocks_total", "counter",
-         "Blocks not pulled because they were cached here", double(s.skipped_blocks));
-    line(out, "sluice_kv_pull_seconds_total", "counter", "Time spent pulling", s.pull_seconds);
+    scalar(out, "sluice_kv_pulls_total", "counter", "K/V pulls from prefill workers",
+           double(s.pulls));
+    scalar(out, "sluice_kv_pull_failures_total", "counter", "K/V pulls that failed",
+           double(s.pull_failures));
+    scalar(out, "sluice_kv_pull_recomputes_total", "counter",
+           "Failed pulls whose prompt was computed here (--kv-transfer-fail recompute)",
+           double(s.pull_recomputes));
+    scalar(out, "sluice_kv_pulled_blocks_total", "counter", "KV blocks pulled",
+           double(s.pulled_blocks));
+    scalar(out, "sluice_kv_pulled_bytes_total", "counter", "K/V bytes pulled",
+           double(s.pulled_bytes));
+    scalar(out, "sluice_kv_pull_skipped_blocks_total", "counter",
+           "Blocks not pulled because they were cached here", double(s.skipped_blocks));
+    scalar(out, "sluice_kv_pull_seconds_total", "counter", "Time spent pulling", s.pull_seconds);
   }
   if (disk_) {
     const KvDiskStats d = disk_->stats();
-    line(out, "sluice_kv_disk_hits_total", "counter", "Blocks read back from the disk tier",
-         double(d.hits));
-    line(out, "sluice_kv_disk_misses_total", "counter", "Disk tier lookups that found nothing",
-         double(d.misses));
-    line(out, "sluice_kv_disk_rejected_total", "counter",
-         "Corrupt, truncated or mismatched block files found (deleted; recomputed)",
-         double(d.rejected));
-    line(out, "sluice_kv_disk_writes_total", "counter", "Blocks written", double(d.writes));
-    line(out, "sluice_kv_disk_write_dropped_total", "counter",
-         "Blocks not written because the write queue was full", double(d.write_dropped));
-    line(out, "sluice_kv_disk_write_errors_total", "counter", "Failed block writes",
-         double(d.write_errors));
-    line(out, "sluice_kv_disk_evicted_total", "counter", "Block files removed to hold --kv-disk-gb",
-         double(d.evicted));
-    line(out, "sluice_kv_disk_read_bytes_total", "counter", "Bytes read", double(d.bytes_read));
-    line(out, "sluice_kv_disk_written_bytes_total", "counter", "Bytes written",
-         double(d.bytes_written));
-    line(out, "sluice_kv_disk_read_seconds_total", "counter", "Time in block reads",
-         d.read_seconds);
-    line(out, "sluice_kv_disk_write_seconds_total", "counter", "Time in block writes",
-         d.write_seconds);
-    line(out, "sluice_kv_disk_files", "gauge", "Block files on disk", double(d.files));
-    line(out, "sluice_kv_disk_bytes", "gauge", "Bytes of block files on disk",
-         double(d.bytes_on_disk));
-    line(out, "sluice_kv_disk_loaded_blocks_total", "counter",
-         "Blocks imported into the prefix cache from disk", double(s.disk_loaded_blocks));
+    scalar(out, "sluice_kv_disk_hits_total", "counter", "Blocks read back from the disk tier",
+           double(d.hits));
+    scalar(out, "sluice_kv_disk_misses_total", "counter", "Disk tier lookups that found nothing",
+           double(d.misses));
+    scalar(out, "sluice_kv_disk_rejected_total", "counter",
+           "Corrupt, truncated or mismatched block files found (deleted; recomputed)",
+           double(d.rejected));
+    scalar(out, "sluice_kv_disk_writes_total", "counter", "Blocks written", double(d.writes));
+    scalar(out, "sluice_kv_disk_write_dropped_total", "counter",
+           "Blocks not written because the write queue was full", double(d.write_dropped));
+    scalar(out, "sluice_kv_disk_write_errors_total", "counter", "Failed block writes",
+           double(d.write_errors));
+    scalar(out, "sluice_kv_disk_evicted_total", "counter",
+           "Block files removed to hold --kv-disk-gb", double(d.evicted));
+    scalar(out, "sluice_kv_disk_read_bytes_total", "counter", "Bytes read", double(d.bytes_read));
+    scalar(out, "sluice_kv_disk_written_bytes_total", "counter", "Bytes written",
+           double(d.bytes_written));
+    scalar(out, "sluice_kv_disk_read_seconds_total", "counter", "Time in block reads",
+           d.read_seconds);
+    scalar(out, "sluice_kv_disk_write_seconds_total", "counter", "Time in block writes",
+           d.write_seconds);
+    scalar(out, "sluice_kv_disk_files", "gauge", "Block files on disk", double(d.files));
+    scalar(out, "sluice_kv_disk_bytes", "gauge", "Bytes of block files on disk",
+           double(d.bytes_on_disk));
+    scalar(out, "sluice_kv_disk_loaded_blocks_total", "counter",
+           "Blocks imported into the prefix cache from disk", double(s.disk_loaded_blocks));
   }
 }
 

@@ -22,13 +22,13 @@ void header(std::string& out, const std::string& name, const char* type, const s
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
 
+}  // namespace
+
 void scalar(std::string& out, const std::string& name, const char* type, const std::string& help,
             double v) {
   header(out, name, type, help);
   out += name + " " + number(v) + "\n";
 }
-
-}  // namespace
 
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}

@@ -22,6 +22,10 @@
 
 namespace sluice::server {
 
+// Appends one unlabelled sample with its "# HELP" and "# TYPE" lines ("counter", "gauge").
+void scalar(std::string& out, const std::string& name, const char* type, const std::string& help,
+            double v);
+
 // A cumulative Prometheus histogram with fixed upper bounds.
 class Histogram {
  public:
