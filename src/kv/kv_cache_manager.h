@@ -95,7 +95,8 @@ class KvCacheManager {
                                            int32_t first_block = 0);
 
   // The prefix-cache identities of `tokens`' full blocks, in order (the chain hashes a disk
-  // tier files blocks under). Empty when the prefix cache is off.
+  // tier files blocks under). Empty when the prefix cache is off. Reads only the fixed
+  // configuration: safe on any thread while another one uses the manager.
   std::vector<BlockHash> prefix_hashes(std::span<const int32_t> tokens) const;
 
   // Pinning (a prefill worker keeps a prompt's blocks until a decode worker pulled them): a

@@ -116,6 +116,7 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
   t->layout_ = mine.layout;
   t->bytes_per_block_ = mine.bytes_per_block;
   t->block_size_ = engine.kv().block_size();
+  t->kv_ = &engine.kv();
   t->compat_.model = identity.model;
   t->compat_.layout = mine.layout;
   t->compat_.block_size = t->block_size_;
@@ -208,8 +209,13 @@ std::optional<ApiError> KvTiers::check(const KvTransferRequest& request, bool st
           "stream");
     }
   }
-  if (request.has_remote() && config_.role == ServeRole::kPrefill) {
-    return bad_request("this server runs --role prefill: it does not pull K/V from others",
+  // A pull connects wherever the request says: only a worker started for it does that.
+  const bool pulls = config_.role == ServeRole::kDecode ||
+                     (config_.role == ServeRole::kBoth && transfer_ != nullptr);
+  if (request.has_remote() && !pulls) {
+    return bad_request(std::string("this server runs --role ") + serve_role_name(config_.role) +
+                           ": it does not pull K/V from other workers (--role decode, or "
+                           "--kv-transfer-port with --role both)",
                        "kv_transfer_params");
   }
   return std::nullopt;
@@ -290,25 +296,22 @@ std::variant<std::optional<PrefixImport>, ApiError> KvTiers::pull(
 }
 
 std::optional<PrefixImport> KvTiers::read_disk(const std::vector<int32_t>& prompt) {
-  struct Probe {
-    std::vector<int32_t> tokens;
-    int32_t cached = 0;
-    std::vector<uint64_t> hashes;
-  };
-  auto probe = std::make_shared<Probe>();
-  probe->tokens = prompt;
-  if (!bridge_.call(
-          [probe](const Engine& e) {
-            probe->cached = e.kv().n_cached_prefix_tokens(probe->tokens);
-            probe->hashes = e.kv().prefix_hashes(probe->tokens);
-          },
-          kProbeTimeoutMs)) {
+  // The chain hashes depend on the cache's fixed configuration alone: computed here. Only a
+  // prompt with blocks on disk asks the engine thread what memory holds (that waits for the
+  // step in progress to end).
+  const std::vector<uint64_t> hashes = kv_->prefix_hashes(prompt);
+  if (hashes.empty() || disk_->count_prefix(hashes) == 0) return std::nullopt;
+  auto cached = std::make_shared<std::atomic<int32_t>>(0);
+  auto tokens = std::make_shared<const std::vector<int32_t>>(prompt);
+  if (!bridge_.call([cached, tokens](
+                        const Engine& e) { cached->store(e.kv().n_cached_prefix_tokens(*tokens)); },
+                    kProbeTimeoutMs)) {
     return std::nullopt;
   }
-  const int32_t first = probe->cached / block_size_;
-  const int32_t n_full = int32_t(probe->hashes.size());
+  const int32_t first = cached->load() / block_size_;
+  const int32_t n_full = int32_t(hashes.size());
   if (first >= n_full) return std::nullopt;
-  const std::span<const uint64_t> rest(probe->hashes.data() + first, size_t(n_full - first));
+  const std::span<const uint64_t> rest(hashes.data() + first, size_t(n_full - first));
   const int32_t on_disk = disk_->count_prefix(rest);
   if (on_disk <= 0) return std::nullopt;
   PrefixImport im;
@@ -323,7 +326,7 @@ std::optional<PrefixImport> KvTiers::read_disk(const std::vector<int32_t>& promp
                                                 size_t(block_size_));
     const std::span<uint8_t> dst(im.blocks.bytes.data() + size_t(n) * bytes_per_block_,
                                  bytes_per_block_);
-    if (!disk_->get(probe->hashes[b], block_tokens, dst)) break;
+    if (!disk_->get(hashes[b], block_tokens, dst)) break;
   }
   if (n == 0) return std::nullopt;
   im.blocks.n_blocks = n;

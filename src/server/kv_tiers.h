@@ -136,6 +136,8 @@ class KvTiers {
   std::string layout_;  // the executor's block layout tag
   size_t bytes_per_block_ = 0;
   int32_t block_size_ = 0;
+  // For prefix_hashes() only (const, and it reads nothing a step changes): any thread.
+  const KvCacheManager* kv_ = nullptr;
   std::unique_ptr<KvTransferServer> transfer_;
   std::unique_ptr<KvDiskTier> disk_;
   mutable std::mutex mu_;

@@ -146,6 +146,10 @@ TEST(Disaggregated, ADeadPrefillWorkerFailsTheRequestOrIsRecomputedPerThePolicy)
   EXPECT_EQ(metric(metrics_text(lenient->port), "sluice_kv_pull_recomputes_total"), 1);
   // Both decode workers go on serving.
   EXPECT_EQ(post(strict->port, "/v1/completions", completion(p)).status, 200);
+  // A plain server (--role both, no transfer port) connects nowhere a request names.
+  HttpResult plain = post(both->port, "/v1/completions", body);
+  EXPECT_EQ(plain.status, 400) << plain.body;
+  EXPECT_EQ(plain.j()["error"]["param"], "kv_transfer_params") << plain.body;
 }
 
 TEST(Disaggregated, WorkersWithAnotherKvLayoutRefuseTheTransfer) {
