@@ -253,7 +253,7 @@ Status validate_batch(const Batch& b, const ExecutorCapacity& cap) {
                         " tokens");
     }
     const int32_t* table = b.block_tables.data() + s.block_table_start;
-    const int32_t needed = (s.context_len + bs - 1) / bs;
+    const int32_t needed = int32_t((int64_t(s.context_len) + bs - 1) / bs);
     for (int32_t i = 0; i < needed; ++i) {
       if (table[i] < 0 || table[i] >= cap.n_blocks) {
         return make_error("batch: sequence ", si, " uses block ", table[i], " (the cache has ",

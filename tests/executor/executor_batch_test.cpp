@@ -2,6 +2,7 @@
 // batches (before anything is computed or written).
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 #include "executor/cpu_executor.h"
@@ -295,6 +296,17 @@ TEST_F(BadBatch, SequencesMustCoverTokens) {
   Batch c = good_;
   c.positions.pop_back();
   EXPECT_HAS(error_of(c), "5 token ids but 4 positions");
+}
+
+// batch_fuzz found it: a block size near INT32_MAX overflowed the blocks-needed arithmetic.
+TEST(Batch, ValidationOfAHugeBlockSizeDoesNotOverflow) {
+  Batch b;
+  b.block_size = std::numeric_limits<int32_t>::max();
+  const std::vector<int32_t> tokens(126, 1);
+  const std::vector<int32_t> table = {0};
+  b.add_sequence(tokens, 0, table, LogitsMode::kLast);
+  const ExecutorCapacity cap{4, std::numeric_limits<int32_t>::max(), 512, 1 << 20, 0};
+  EXPECT_TRUE(validate_batch(b, cap).ok()) << validate_batch(b, cap).message();
 }
 
 }  // namespace
