@@ -18,6 +18,7 @@
 #include <memory>
 #include <sstream>
 
+#include "base/fnv1a.h"
 #include "cli/commands.h"
 #include "cli/dist_session.h"
 #include "cli/engine_session.h"
@@ -72,19 +73,15 @@ std::string model_stem(const std::string& model) {
 // tensor data (a re-quantized file or other weights of the same shapes differ there). About a
 // millisecond, read from the mapping.
 std::string kv_model_id(const GgufFile& f) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&h](const uint8_t* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  };
   const uint8_t* bytes = f.bytes();
   const size_t size = f.file_size();
-  mix(bytes, std::min(size, f.data_offset()));
+  uint64_t h = fnv1a(bytes, std::min(size, f.data_offset()));
   const size_t data = size > f.data_offset() ? size - f.data_offset() : 0;
   constexpr size_t kWindow = 4096, kWindows = 64;
   for (size_t w = 0; w < kWindows && data > 0; ++w) {
     const size_t at =
         f.data_offset() + (data > kWindow ? (data - kWindow) / (kWindows - 1) * w : 0);
-    mix(bytes + at, std::min(kWindow, size - at));
+    h = fnv1a(bytes + at, std::min(kWindow, size - at), h);
   }
   char buf[96];
   std::snprintf(buf, sizeof buf, "model %zu bytes, hash %016llx", size, (unsigned long long)h);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/fnv1a.h"
 #include "base/log.h"
 
 namespace sluice::dist {
@@ -13,11 +14,6 @@ namespace {
 
 // The last byte of every message rank 0 broadcasts.
 enum class Op : uint8_t { kExecute = 1, kCopyBlocks = 2, kStop = 3, kExport = 4, kImport = 5 };
-
-uint64_t fnv1a(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 void put_u64(std::vector<uint8_t>& m, uint64_t v) {
   const size_t at = m.size();

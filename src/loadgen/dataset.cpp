@@ -7,6 +7,7 @@
 #include <optional>
 #include <random>
 
+#include "base/fnv1a.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sluice::loadgen {
@@ -74,12 +75,6 @@ uint64_t splitmix64(uint64_t& state) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
-}
-
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
 }
 
 int64_t scaled(int64_t n, double x) {

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/fnv1a.h"
 #include "base/fp16.h"
 #include "gguf/gguf.h"
 #include "gguf/quants.h"
@@ -18,12 +19,6 @@ uint64_t splitmix64(uint64_t& x) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
 }
 
 int resolve_threads(int n) {
