@@ -1,6 +1,7 @@
 #include "server/kv_tiers.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -75,13 +76,9 @@ std::variant<std::optional<KvTransferRequest>, ApiError> parse_kv_transfer_param
     }
     const std::string& s = h->get_ref<const std::string&>();
     uint64_t v = 0;
-    for (char c : s) {
-      const int d = c >= '0' && c <= '9'   ? c - '0'
-                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                           : -1;
-      if (d < 0) return bad_request("'remote_handle' must be a hex string", param);
-      v = v * 16 + uint64_t(d);
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 16);
+    if (ec != std::errc() || end != s.data() + s.size()) {
+      return bad_request("'remote_handle' must be a hex string", param);
     }
     if (v == 0) return bad_request("'remote_handle' must not be 0", param);
     r.remote_handle = v;
@@ -113,13 +110,11 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
                                                 EngineBridge& bridge) {
   std::unique_ptr<KvTiers> t(new KvTiers(config, bridge));
   SLUICE_ASSIGN_OR_RETURN(const KvBlockData mine, engine.export_blocks({}));
-  t->layout_ = mine.layout;
   t->bytes_per_block_ = mine.bytes_per_block;
-  t->block_size_ = engine.kv().block_size();
   t->kv_ = &engine.kv();
   t->compat_.model = identity.model;
   t->compat_.layout = mine.layout;
-  t->compat_.block_size = t->block_size_;
+  t->compat_.block_size = engine.kv().block_size();
   t->compat_.tp = identity.tp;
   const bool prefix_cache = engine.kv().prefix_cache_enabled();
   if (config.role != ServeRole::kBoth && !prefix_cache) {
@@ -244,16 +239,25 @@ std::variant<std::vector<PrefixImport>, ApiError> KvTiers::prepare(
   return out;
 }
 
-std::variant<std::optional<PrefixImport>, ApiError> KvTiers::pull(
-    const std::vector<int32_t>& prompt, const KvTransferRequest& remote) {
+std::optional<int32_t> KvTiers::cached_blocks(const std::vector<int32_t>& prompt) const {
+  // Shared with the probe: one that runs after we gave up must not write into our frame.
   auto cached = std::make_shared<std::atomic<int32_t>>(0);
   auto tokens = std::make_shared<const std::vector<int32_t>>(prompt);
   if (!bridge_.call([cached, tokens](
                         const Engine& e) { cached->store(e.kv().n_cached_prefix_tokens(*tokens)); },
                     kProbeTimeoutMs)) {
+    return std::nullopt;
+  }
+  return cached->load() / compat_.block_size;
+}
+
+std::variant<std::optional<PrefixImport>, ApiError> KvTiers::pull(
+    const std::vector<int32_t>& prompt, const KvTransferRequest& remote) {
+  const std::optional<int32_t> cached = cached_blocks(prompt);
+  if (!cached) {
     return status_error(503, "the engine did not answer", "service_unavailable", "engine_busy");
   }
-  const int32_t first = cached->load() / block_size_;
+  const int32_t first = *cached;
   KvPullRequest req;
   req.host = remote.remote_host;
   req.port = remote.remote_port;
@@ -289,7 +293,8 @@ std::variant<std::optional<PrefixImport>, ApiError> KvTiers::pull(
   if (got->blocks.n_blocks == 0) return std::optional<PrefixImport>{};
   PrefixImport im;
   im.first_block = got->first_block;
-  const size_t n_tokens = size_t(got->first_block + got->blocks.n_blocks) * size_t(block_size_);
+  const size_t n_tokens =
+      size_t(got->first_block + got->blocks.n_blocks) * size_t(compat_.block_size);
   im.tokens.assign(prompt.begin(), prompt.begin() + std::ptrdiff_t(n_tokens));
   im.blocks = to_block_data(std::move(got->blocks));
   return std::optional<PrefixImport>(std::move(im));
@@ -301,14 +306,9 @@ std::optional<PrefixImport> KvTiers::read_disk(const std::vector<int32_t>& promp
   // step in progress to end).
   const std::vector<uint64_t> hashes = kv_->prefix_hashes(prompt);
   if (hashes.empty() || disk_->count_prefix(hashes) == 0) return std::nullopt;
-  auto cached = std::make_shared<std::atomic<int32_t>>(0);
-  auto tokens = std::make_shared<const std::vector<int32_t>>(prompt);
-  if (!bridge_.call([cached, tokens](
-                        const Engine& e) { cached->store(e.kv().n_cached_prefix_tokens(*tokens)); },
-                    kProbeTimeoutMs)) {
-    return std::nullopt;
-  }
-  const int32_t first = cached->load() / block_size_;
+  const std::optional<int32_t> cached = cached_blocks(prompt);
+  if (!cached) return std::nullopt;
+  const int32_t first = *cached;
   const int32_t n_full = int32_t(hashes.size());
   if (first >= n_full) return std::nullopt;
   const std::span<const uint64_t> rest(hashes.data() + first, size_t(n_full - first));
@@ -316,14 +316,14 @@ std::optional<PrefixImport> KvTiers::read_disk(const std::vector<int32_t>& promp
   if (on_disk <= 0) return std::nullopt;
   PrefixImport im;
   im.first_block = first;
-  im.blocks.layout = layout_;
+  im.blocks.layout = compat_.layout;
   im.blocks.bytes_per_block = bytes_per_block_;
   im.blocks.bytes.resize(size_t(on_disk) * bytes_per_block_);
   int32_t n = 0;
   for (; n < on_disk; ++n) {
     const size_t b = size_t(first + n);
-    const std::span<const int32_t> block_tokens(prompt.data() + b * size_t(block_size_),
-                                                size_t(block_size_));
+    const std::span<const int32_t> block_tokens(prompt.data() + b * size_t(compat_.block_size),
+                                                size_t(compat_.block_size));
     const std::span<uint8_t> dst(im.blocks.bytes.data() + size_t(n) * bytes_per_block_,
                                  bytes_per_block_);
     if (!disk_->get(hashes[b], block_tokens, dst)) break;
@@ -332,7 +332,7 @@ std::optional<PrefixImport> KvTiers::read_disk(const std::vector<int32_t>& promp
   im.blocks.n_blocks = n;
   im.blocks.bytes.resize(size_t(n) * bytes_per_block_);
   im.tokens.assign(prompt.begin(),
-                   prompt.begin() + std::ptrdiff_t(size_t(first + n) * size_t(block_size_)));
+                   prompt.begin() + std::ptrdiff_t(size_t(first + n) * size_t(compat_.block_size)));
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.disk_loaded_blocks += uint64_t(n);
@@ -373,7 +373,7 @@ nlohmann::ordered_json KvTiers::transfer_params(const RequestChannel& done) cons
   return {{"remote_host", advertise_host_},
           {"remote_port", transfer_->port()},
           {"remote_handle", hex(handle)},
-          {"remote_block_size", block_size_},
+          {"remote_block_size", compat_.block_size},
           {"remote_n_blocks", done.kv_pinned_blocks()}};
 }
 

@@ -127,15 +127,16 @@ class KvTiers {
   std::variant<std::optional<PrefixImport>, ApiError> pull(const std::vector<int32_t>& prompt,
                                                            const KvTransferRequest& remote);
   std::optional<PrefixImport> read_disk(const std::vector<int32_t>& prompt);
+  // Leading full blocks of `prompt` in the engine's prefix cache now (waits for the step in
+  // progress); nullopt when the engine does not answer.
+  std::optional<int32_t> cached_blocks(const std::vector<int32_t>& prompt) const;
   void after_step(Engine& engine);
 
   const KvTierConfig config_;
   EngineBridge& bridge_;
-  KvCompat compat_;
   std::string advertise_host_;
-  std::string layout_;  // the executor's block layout tag
+  KvCompat compat_;  // the model, the executor's block layout tag, the block size, tp
   size_t bytes_per_block_ = 0;
-  int32_t block_size_ = 0;
   // For prefix_hashes() only (const, and it reads nothing a step changes): any thread.
   const KvCacheManager* kv_ = nullptr;
   std::unique_ptr<KvTransferServer> transfer_;
