@@ -227,7 +227,7 @@ void register_serve(CLI::App& app, int& exit_code) {
                   "Host decode workers are told to pull from (default: the bind address)");
   cmd->add_option("--kv-transfer-port", o->server.kv.transfer_port,
                   "K/V transfer TCP port (prefill role; 0: any free port; with --role both it "
-                  "turns the prefill side on)");
+                  "turns disaggregated serving on: prefilling for others and pulling)");
   cmd->add_option("--kv-transfer-timeout", o->server.kv.transfer_timeout_s,
                   "Seconds a pull may take, connection included (decode role)")
       ->capture_default_str();
