@@ -221,8 +221,14 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
   } else {
     std::fprintf(stderr, "no cached roofline (%s); measuring (about 10 s)...\n",
                  roof.message().c_str());
-    r = measure_machine_roofline(0);
+    r = measure_machine_roofline(0, matmul_isa_name(matmul_isa_best()));
     (void)save_roofline(r, roof_path);
+  }
+  if (!r.simd.empty() && r.simd != matmul_isa_name(matmul_isa_best())) {
+    std::fprintf(stderr,
+                 "note: the cached roofline (%s) holds %s peaks; these kernels are %s, so MFU "
+                 "divides by another ISA's peak (run `sluice bench --roofline` under this ISA)\n",
+                 roof_path.c_str(), r.simd.c_str(), matmul_isa_name(matmul_isa_best()));
   }
   // The planner's view of the loaded model: matmul bytes as stored and parameters.
   const StepCostModel model_cost = make_step_cost_model(model, r, KvType::kF16);
@@ -546,7 +552,8 @@ void register_bench(CLI::App& app, int& exit_code) {
       return;
     }
     std::fprintf(stderr, "measuring (about 10 s)...\n");
-    MachineRoofline r = measure_machine_roofline(opt->threads.empty() ? 0 : opt->threads[0]);
+    MachineRoofline r = measure_machine_roofline(opt->threads.empty() ? 0 : opt->threads[0],
+                                                 matmul_isa_name(matmul_isa_best()));
     const std::string path =
         opt->roofline_file.empty() ? default_roofline_path() : opt->roofline_file;
     std::printf("cpu:                 %s\n", r.cpu.c_str());
@@ -554,11 +561,14 @@ void register_bench(CLI::App& app, int& exit_code) {
                 r.read_gbps_1t, r.read_gbps, r.threads);
     std::printf("peak f32 FMA:        %.1f GFLOP/s\n", r.peak_gflops_f32);
     std::printf("peak bf16 dot:       %.1f GFLOP/s%s\n", r.peak_gflops_bf16,
-                r.peak_gflops_bf16 > 0 ? "" : " (no AVX512-BF16)");
+                r.peak_gflops_bf16 > 0 ? ""
+                : r.simd != "avx512"   ? " (none on these kernels)"
+                                       : " (no AVX512-BF16)");
     std::printf("peak int8 dot:       %.1f GOP/s%s\n", r.peak_gops_int8,
-                r.peak_gops_int8 <= 0                  ? " (no AVX2)"
-                : __builtin_cpu_supports("avx512vnni") ? " (AVX512-VNNI vpdpbusd)"
-                                                       : " (AVX2 vpmaddubsw + vpmaddwd)");
+                r.peak_gops_int8 <= 0 ? " (no AVX2)"
+                : r.simd == "avx512" && __builtin_cpu_supports("avx512vnni")
+                    ? " (AVX512-VNNI vpdpbusd)"
+                    : " (AVX2 vpmaddubsw + vpmaddwd)");
     std::printf("ridge (f32):         %.1f FLOP/byte\n", r.peak_gflops_f32 / r.read_gbps);
     Status st = save_roofline(r, path);
     if (!st.ok()) {

@@ -220,7 +220,7 @@ std::string now_iso8601() {
 
 }  // namespace
 
-MachineRoofline measure_machine_roofline(int threads) {
+MachineRoofline measure_machine_roofline(int threads, const std::string& simd) {
   if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
   MachineRoofline r;
   r.cpu = cpu_model_name();
@@ -233,16 +233,20 @@ MachineRoofline measure_machine_roofline(int threads) {
     r.read_gbps = probe.measure();
   }
 
-  if (__builtin_cpu_supports("avx512f")) {
+  const bool avx512 = __builtin_cpu_supports("avx512f") && (simd.empty() || simd == "avx512");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    (avx512 || simd.empty() || simd == "avx2");
+  r.simd = avx512 ? "avx512" : avx2 ? "avx2" : "scalar";
+  if (avx512) {
     r.peak_gflops_f32 = measure_peak(&fma_f32_avx512, threads);
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  } else if (avx2) {
     r.peak_gflops_f32 = measure_peak(&fma_f32_avx2, threads);
   }
-  if (__builtin_cpu_supports("avx512bf16"))
+  if (avx512 && __builtin_cpu_supports("avx512bf16"))
     r.peak_gflops_bf16 = measure_peak(&dot_bf16_avx512, threads);
-  if (__builtin_cpu_supports("avx512vnni")) {
+  if (avx512 && __builtin_cpu_supports("avx512vnni")) {
     r.peak_gops_int8 = measure_peak(&dot_int8_avx512, threads);
-  } else if (__builtin_cpu_supports("avx2")) {
+  } else if (avx2) {
     r.peak_gops_int8 = measure_peak(&dot_int8_avx2, threads);
   }
   return r;
@@ -291,6 +295,7 @@ Status save_roofline(const MachineRoofline& r, const std::string& path) {
                               {"peak_gflops_f32", r.peak_gflops_f32},
                               {"peak_gflops_bf16", r.peak_gflops_bf16},
                               {"peak_gops_int8", r.peak_gops_int8},
+                              {"simd", r.simd},
                               {"measured_at", r.measured_at}};
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
@@ -318,6 +323,7 @@ Result<MachineRoofline> load_roofline(const std::string& path) {
     r.peak_gflops_f32 = j.value("peak_gflops_f32", 0.0);
     r.peak_gflops_bf16 = j.value("peak_gflops_bf16", 0.0);
     r.peak_gops_int8 = j.value("peak_gops_int8", 0.0);
+    r.simd = j.value("simd", "");
     r.measured_at = j.value("measured_at", "");
   } catch (const nlohmann::json::exception& e) {
     return make_error("'", path, "': ", e.what());

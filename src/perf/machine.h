@@ -17,12 +17,15 @@ struct MachineRoofline {
   double read_gbps = 0;         // streaming read bandwidth, `threads` threads
   double peak_gflops_f32 = 0;   // f32 FMA peak, `threads` threads (GFLOP/s, FMA = 2 flops)
   double peak_gflops_bf16 = 0;  // bf16 dot-product peak (0 when the CPU lacks AVX512-BF16)
-  double peak_gops_int8 = 0;    // int8 dot-product peak (VNNI; 0 when absent)
+  double peak_gops_int8 = 0;    // int8 dot-product peak (VNNI, or AVX2's vpmaddubsw sequence)
   std::string measured_at;      // ISO-8601 UTC
+  std::string simd;             // whose peaks: "avx512", "avx2" or "scalar" (the kernels' ISA)
 };
 
-// Measures everything (a few seconds). `threads` <= 0: all cores.
-MachineRoofline measure_machine_roofline(int threads);
+// Measures everything (a few seconds). `threads` <= 0: all cores. `simd` caps the instruction
+// set of the peak measurements at the kernels' ("avx512", "avx2" or "scalar": a process forced to
+// SLUICE_ISA=avx2 is measured against AVX2's peaks, not the CPU's best); "" is the CPU's best.
+MachineRoofline measure_machine_roofline(int threads, const std::string& simd = "");
 
 // The streaming-read bandwidth probe of `measure_machine_roofline`, keeping its buffer (512 MiB
 // in huge pages, far beyond the caches) so it can be re-measured between other work: on a

@@ -75,7 +75,7 @@ TEST(ServerApi, HealthModelsAndMetrics) {
 TEST(ServerApi, MetricsReportForwardPassesAgainstTheRoofline) {
   SLUICE_REQUIRE_SHARED(path, kStoriesModel);
   EngineKnobs k;
-  k.roofline = MachineRoofline{"test", 1, 10, 10, 100, 0, 400, ""};
+  k.roofline = MachineRoofline{"test", 1, 10, 10, 100, 0, 400, "", ""};
   auto s = TestServer::start(path, {}, k);
   ASSERT_TRUE(s);
   std::string t = metrics_text(s->port);
