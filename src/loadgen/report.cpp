@@ -163,6 +163,22 @@ std::string markdown_report(const std::vector<RunResult>& runs, size_t max_error
     const PrefixCacheCounters& c = *r.prefix_cache;
     return percent(c.token_hit_rate(), c.hit_tokens, c.prompt_tokens);
   });
+  // Speculative decoding, when some run drafted (`serve --spec`).
+  bool any_spec = false;
+  for (const RunResult& r : runs)
+    any_spec |= r.prefix_cache && r.prefix_cache->spec_draft_tokens > 0;
+  if (any_spec) {
+    row("Spec draft acceptance (%)", [&](const RunResult& r) {
+      if (!r.prefix_cache) return std::string("n/a");
+      const PrefixCacheCounters& c = *r.prefix_cache;
+      return percent(c.spec_acceptance(), c.spec_accepted_tokens, c.spec_draft_tokens);
+    });
+    row("Spec tokens per verify step", [&](const RunResult& r) {
+      const std::optional<double> v =
+          r.prefix_cache ? r.prefix_cache->spec_tokens_per_step() : std::nullopt;
+      return v ? fmt("%.2f", *v) : std::string("n/a");
+    });
+  }
   struct Metric {
     const char* name;
     const Distribution RunSummary::*field;
@@ -256,6 +272,12 @@ nlohmann::ordered_json json_report(const std::vector<RunResult>& runs, bool with
                            {"prompt_tokens_computed", c.prompt_tokens_computed},
                            {"block_hit_rate", rate(c.block_hit_rate())},
                            {"token_hit_rate", rate(c.token_hit_rate())}};
+      j["spec"] = {{"verify_steps", c.spec_verify_steps},
+                   {"draft_tokens", c.spec_draft_tokens},
+                   {"accepted_tokens", c.spec_accepted_tokens},
+                   {"emitted_tokens", c.spec_emitted_tokens},
+                   {"acceptance", rate(c.spec_acceptance())},
+                   {"tokens_per_step", rate(c.spec_tokens_per_step())}};
     } else {
       j["prefix_cache"] = nullptr;
       if (!r.prefix_cache_note.empty()) j["prefix_cache_note"] = r.prefix_cache_note;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <iterator>
 #include <map>
 
@@ -157,16 +158,41 @@ std::optional<double> PrefixCacheCounters::token_hit_rate() const {
   return hit_tokens / prompt_tokens;
 }
 
+std::optional<double> PrefixCacheCounters::spec_acceptance() const {
+  if (!(spec_draft_tokens > 0)) return std::nullopt;
+  return spec_accepted_tokens / spec_draft_tokens;
+}
+
+std::optional<double> PrefixCacheCounters::spec_tokens_per_step() const {
+  if (!(spec_verify_steps > 0)) return std::nullopt;
+  return spec_emitted_tokens / spec_verify_steps;
+}
+
+namespace {
+
+// Every counter of a and b combined by op, field by field.
+template <class Op>
+PrefixCacheCounters combine(const PrefixCacheCounters& a, const PrefixCacheCounters& b, Op op) {
+  PrefixCacheCounters c;
+  for (double PrefixCacheCounters::*f :
+       {&PrefixCacheCounters::queried_blocks, &PrefixCacheCounters::hit_blocks,
+        &PrefixCacheCounters::hit_tokens, &PrefixCacheCounters::prompt_tokens,
+        &PrefixCacheCounters::prompt_tokens_computed, &PrefixCacheCounters::spec_verify_steps,
+        &PrefixCacheCounters::spec_draft_tokens, &PrefixCacheCounters::spec_accepted_tokens,
+        &PrefixCacheCounters::spec_emitted_tokens}) {
+    c.*f = op(a.*f, b.*f);
+  }
+  return c;
+}
+
+}  // namespace
+
 PrefixCacheCounters operator+(const PrefixCacheCounters& a, const PrefixCacheCounters& b) {
-  return {a.queried_blocks + b.queried_blocks, a.hit_blocks + b.hit_blocks,
-          a.hit_tokens + b.hit_tokens, a.prompt_tokens + b.prompt_tokens,
-          a.prompt_tokens_computed + b.prompt_tokens_computed};
+  return combine(a, b, std::plus<double>());
 }
 
 PrefixCacheCounters operator-(const PrefixCacheCounters& a, const PrefixCacheCounters& b) {
-  return {a.queried_blocks - b.queried_blocks, a.hit_blocks - b.hit_blocks,
-          a.hit_tokens - b.hit_tokens, a.prompt_tokens - b.prompt_tokens,
-          a.prompt_tokens_computed - b.prompt_tokens_computed};
+  return combine(a, b, std::minus<double>());
 }
 
 std::optional<double> prometheus_sum(std::string_view text, std::string_view name) {
@@ -190,6 +216,10 @@ std::optional<PrefixCacheCounters> parse_prefix_cache_counters(std::string_view 
   c.prompt_tokens = prometheus_sum(text, "sluice_prompt_tokens_total").value_or(0);
   c.prompt_tokens_computed =
       prometheus_sum(text, "sluice_prompt_tokens_computed_total").value_or(0);
+  c.spec_verify_steps = prometheus_sum(text, "sluice_spec_verify_steps_total").value_or(0);
+  c.spec_draft_tokens = prometheus_sum(text, "sluice_spec_draft_tokens_total").value_or(0);
+  c.spec_accepted_tokens = prometheus_sum(text, "sluice_spec_accepted_tokens_total").value_or(0);
+  c.spec_emitted_tokens = prometheus_sum(text, "sluice_spec_emitted_tokens_total").value_or(0);
   return c;
 }
 

@@ -20,10 +20,19 @@ struct PrefixCacheCounters {
   double hit_tokens = 0;      // sluice_prefix_cache_hit_tokens_total: prompt tokens not recomputed
   double prompt_tokens = 0;   // sluice_prompt_tokens_total (0 when not exported)
   double prompt_tokens_computed = 0;  // sluice_prompt_tokens_computed_total (0 when not exported)
+  // Speculative decoding (`serve --spec`; 0 when not exported):
+  double spec_verify_steps = 0;     // sluice_spec_verify_steps_total: sequence-steps with a draft
+  double spec_draft_tokens = 0;     // sluice_spec_draft_tokens_total
+  double spec_accepted_tokens = 0;  // sluice_spec_accepted_tokens_total
+  double spec_emitted_tokens = 0;   // sluice_spec_emitted_tokens_total: accepted + the target's own
 
   // hit_blocks / queried_blocks and hit_tokens / prompt_tokens; nullopt when the denominator is 0.
   std::optional<double> block_hit_rate() const;
   std::optional<double> token_hit_rate() const;
+  // spec_accepted_tokens / spec_draft_tokens, and tokens per verifying sequence-step
+  // (spec_emitted_tokens / spec_verify_steps); nullopt when nothing was drafted.
+  std::optional<double> spec_acceptance() const;
+  std::optional<double> spec_tokens_per_step() const;
 };
 
 PrefixCacheCounters operator+(const PrefixCacheCounters& a, const PrefixCacheCounters& b);

@@ -190,6 +190,9 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
          double(e.spec_draft_tokens));
   scalar(out, "sluice_spec_accepted_tokens_total", "counter", "Draft tokens accepted.",
          double(e.spec_accepted_tokens));
+  scalar(out, "sluice_spec_emitted_tokens_total", "counter",
+         "Tokens emitted by verifying sequence-steps (accepted drafts + the target's own).",
+         double(e.spec_emitted_tokens));
   scalar(out, "sluice_spec_acceptance_ratio", "gauge",
          "spec_accepted_tokens_total / spec_draft_tokens_total.",
          e.spec_draft_tokens ? double(e.spec_accepted_tokens) / double(e.spec_draft_tokens) : 0.0);

@@ -74,6 +74,46 @@ TEST(LoadgenServerMetrics, CountersSumsAndDeltas) {
   EXPECT_FALSE(PrefixCacheCounters{}.token_hit_rate().has_value());
   // A server without them (llama-server's names).
   EXPECT_FALSE(parse_prefix_cache_counters("llamacpp:prompt_tokens_total 5\n").has_value());
+  // No --spec: the speculative counters are 0 and their rates unknown.
+  EXPECT_EQ(a->spec_draft_tokens, 0);
+  EXPECT_FALSE(a->spec_acceptance().has_value());
+  EXPECT_FALSE(a->spec_tokens_per_step().has_value());
+}
+
+// `serve --spec`'s counters (src/server/metrics.cpp), differenced over a run like the others.
+TEST(LoadgenServerMetrics, SpeculativeCountersGiveAcceptanceAndTokensPerStep) {
+  auto spec = [](int steps, int drafted, int accepted, int emitted) {
+    return "sluice_spec_verify_steps_total " + std::to_string(steps) +
+           "\nsluice_spec_draft_tokens_total " + std::to_string(drafted) +
+           "\nsluice_spec_accepted_tokens_total " + std::to_string(accepted) +
+           "\nsluice_spec_emitted_tokens_total " + std::to_string(emitted) +
+           "\nsluice_spec_acceptance_ratio 0.9\n";
+  };
+  const auto before =
+      parse_prefix_cache_counters(sluice_metrics(1, 0, 0, 10, 10) + spec(5, 20, 4, 9));
+  const auto after =
+      parse_prefix_cache_counters(sluice_metrics(2, 0, 0, 20, 20) + spec(25, 100, 64, 89));
+  ASSERT_TRUE(before && after);
+  const PrefixCacheCounters d = *after - *before;
+  EXPECT_EQ(d.spec_verify_steps, 20);
+  EXPECT_EQ(d.spec_draft_tokens, 80);
+  EXPECT_EQ(d.spec_accepted_tokens, 60);
+  EXPECT_DOUBLE_EQ(*d.spec_acceptance(), 0.75);
+  EXPECT_DOUBLE_EQ(*d.spec_tokens_per_step(), 4.0);  // 80 emitted / 20 steps
+  EXPECT_EQ((*after + *before).spec_emitted_tokens, 98);
+
+  RunResult r;
+  r.info.url = "http://h";
+  r.prefix_cache = d;
+  const std::string md = markdown_report({r});
+  EXPECT_NE(md.find("| Spec draft acceptance (%) | 75.0 (60 / 80) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| Spec tokens per verify step | 4.00 |"), std::string::npos) << md;
+  const nlohmann::ordered_json j = json_report({r}, false);
+  EXPECT_DOUBLE_EQ(j["runs"][0]["spec"]["acceptance"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(j["runs"][0]["spec"]["tokens_per_step"].get<double>(), 4.0);
+  // Without drafts the rows are left out.
+  r.prefix_cache = *before - *before;
+  EXPECT_EQ(markdown_report({r}).find("Spec draft"), std::string::npos);
 }
 
 TEST(LoadgenServerMetrics, DefaultMetricsUrl) {

@@ -163,6 +163,13 @@ TEST(ServerOnFake, SpeculationServesTheSameTextAndCountsAcceptance) {
   }
   const std::string m = metrics_text(spec->port);
   EXPECT_GT(metric(m, "sluice_spec_accepted_tokens_total"), 20) << m;
+  // Each verifying step emits its accepted drafts and the target's own token (what `bench
+  // serve` divides by the verify steps for tokens per step).
+  const double emitted = metric(m, "sluice_spec_emitted_tokens_total");
+  EXPECT_GT(emitted, metric(m, "sluice_spec_accepted_tokens_total")) << m;
+  EXPECT_LE(emitted, metric(m, "sluice_spec_accepted_tokens_total") +
+                         metric(m, "sluice_spec_verify_steps_total"))
+      << m;
   EXPECT_EQ(metric(metrics_text(plain->port), "sluice_spec_accepted_tokens_total"), 0);
 }
 
