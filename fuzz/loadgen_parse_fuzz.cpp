@@ -2,7 +2,7 @@
 // trace parameters), the rest is its input:
 //   even: loadgen::parse_mooncake_line, one line of a Mooncake trace (load_mooncake's step), at
 //         a token scale and trace block size picked by the first byte
-//   odd:  loadgen::prometheus_sum / parse_prefix_cache_counters, parse_prometheus_histogram /
+//   odd:  loadgen::prometheus_sum / parse_server_counters, parse_prometheus_histogram /
 //         parse_latency_histograms, their sums and differences, and histogram_quantile on a
 //         /metrics text
 // Checks: no crash, hang or exception; an error names the line; an accepted line's prompt has
@@ -56,9 +56,14 @@ void metrics(std::string_view text) {
                                 "a", "sluice_prefix_cache_hits_total"}) {
     if (prometheus_sum(text, name) && text.find(name) == std::string_view::npos) std::abort();
   }
-  if (const auto c = parse_prefix_cache_counters(text)) {
+  if (const auto c = parse_server_counters(text)) {
     (void)c->block_hit_rate();
     (void)c->token_hit_rate();
+    (void)c->spec_acceptance();
+    (void)c->spec_tokens_per_step();
+    // Counters parsed from one text less themselves: nothing below 0 (NaN and infinities give
+    // NaN, which is not below 0 either).
+    if ((*c - *c).any_negative()) std::abort();
   }
   for (std::string_view name : {"sluice_time_to_first_token_seconds", "lat", "a"}) {
     const std::optional<PromHistogram> h = parse_prometheus_histogram(text, name);

@@ -181,25 +181,24 @@ Status run_bench_serve(const ServeBenchOptions& o) {
     RequestProgress bar(mooncake ? std::string("trace") : "rate " + loadgen::rate_label(rate),
                         !o.quiet);
     loadgen::RunResult run;
-    Result<loadgen::PrefixCacheCounters> before = loadgen::scrape_prefix_cache(metrics_urls);
+    Result<loadgen::ServerCounters> before = loadgen::scrape_server_counters(metrics_urls);
     std::vector<Result<loadgen::LatencyHistograms>> roles_before;
     for (const loadgen::RoleMetricsUrls& r : roles)
       roles_before.push_back(loadgen::scrape_latency_histograms(r.urls));
     run.records = loadgen::run_load(dataset.requests, lp, client,
                                     [&bar](size_t done, size_t total) { bar.update(done, total); });
-    Result<loadgen::PrefixCacheCounters> after =
-        before.ok() ? loadgen::scrape_prefix_cache(metrics_urls) : before;
+    Result<loadgen::ServerCounters> after =
+        before.ok() ? loadgen::scrape_server_counters(metrics_urls) : before;
     if (!after.ok()) {
-      run.prefix_cache_note = after.message();
-    } else if (const loadgen::PrefixCacheCounters d = *after - *before;
-               d.queried_blocks < 0 || d.hit_blocks < 0 || d.hit_tokens < 0) {
-      run.prefix_cache_note = "the counters went backwards during the run (a server restarted?)";
+      run.counters_note = after.message();
+    } else if (const loadgen::ServerCounters d = *after - *before; d.any_negative()) {
+      run.counters_note = "the counters went backwards during the run (a server restarted?)";
     } else {
-      run.prefix_cache = d;
+      run.counters = d;
     }
-    if (!run.prefix_cache) {
+    if (!run.counters) {
       std::fprintf(stderr, "sluice bench serve: note: prefix cache hit rate n/a: %s\n",
-                   run.prefix_cache_note.c_str());
+                   run.counters_note.c_str());
     }
     for (size_t i = 0; i < roles.size(); ++i) {
       const Result<loadgen::LatencyHistograms>& b = roles_before[i];

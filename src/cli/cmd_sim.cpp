@@ -341,7 +341,7 @@ Result<SimRun> run_once(const Options& o, const Deployment& d, const Layout& l, 
   info.dataset_arrivals = o.w.dataset != "synthetic";
   info.burstiness = o.w.burstiness;
   info.seed = o.w.seed;
-  loadgen::PrefixCacheCounters pc;
+  loadgen::ServerCounters pc;
   pc.queried_blocks = double(r.report.prefix_queried_blocks);
   pc.hit_blocks = double(r.report.prefix_hit_blocks);
   pc.hit_tokens = double(r.report.prefix_hit_tokens);
@@ -349,7 +349,7 @@ Result<SimRun> run_once(const Options& o, const Deployment& d, const Layout& l, 
   for (const sim::ReplicaReport& rr : r.report.replicas) {
     pc.prompt_tokens_computed += double(rr.prompt_tokens_computed);
   }
-  r.run.prefix_cache = pc;
+  r.run.counters = pc;
   return r;
 }
 

@@ -154,28 +154,27 @@ std::string markdown_report(const std::vector<RunResult>& runs, size_t max_error
              : std::string("n/a");
   };
   row("Prefix cache hit rate, blocks (%)", [&](const RunResult& r) {
-    if (!r.prefix_cache) return std::string("n/a");
-    const PrefixCacheCounters& c = *r.prefix_cache;
+    if (!r.counters) return std::string("n/a");
+    const ServerCounters& c = *r.counters;
     return percent(c.block_hit_rate(), c.hit_blocks, c.queried_blocks);
   });
   row("Prefix cache hit rate, tokens (%)", [&](const RunResult& r) {
-    if (!r.prefix_cache) return std::string("n/a");
-    const PrefixCacheCounters& c = *r.prefix_cache;
+    if (!r.counters) return std::string("n/a");
+    const ServerCounters& c = *r.counters;
     return percent(c.token_hit_rate(), c.hit_tokens, c.prompt_tokens);
   });
   // Speculative decoding, when some run drafted (`serve --spec`).
   bool any_spec = false;
-  for (const RunResult& r : runs)
-    any_spec |= r.prefix_cache && r.prefix_cache->spec_draft_tokens > 0;
+  for (const RunResult& r : runs) any_spec |= r.counters && r.counters->spec_draft_tokens > 0;
   if (any_spec) {
     row("Spec draft acceptance (%)", [&](const RunResult& r) {
-      if (!r.prefix_cache) return std::string("n/a");
-      const PrefixCacheCounters& c = *r.prefix_cache;
+      if (!r.counters) return std::string("n/a");
+      const ServerCounters& c = *r.counters;
       return percent(c.spec_acceptance(), c.spec_accepted_tokens, c.spec_draft_tokens);
     });
     row("Spec tokens per verify step", [&](const RunResult& r) {
       const std::optional<double> v =
-          r.prefix_cache ? r.prefix_cache->spec_tokens_per_step() : std::nullopt;
+          r.counters ? r.counters->spec_tokens_per_step() : std::nullopt;
       return v ? fmt("%.2f", *v) : std::string("n/a");
     });
   }
@@ -198,10 +197,10 @@ std::string markdown_report(const std::vector<RunResult>& runs, size_t max_error
   }
   s += roles_markdown(runs);
   for (const RunResult& r : runs) {
-    if (r.prefix_cache || r.prefix_cache_note.empty()) continue;
+    if (r.counters || r.counters_note.empty()) continue;
     s += "\nPrefix cache" +
          (runs.size() > 1 ? " at rate " + rate_label(r.info.rate) : std::string()) + ": n/a (" +
-         r.prefix_cache_note + ")\n";
+         r.counters_note + ")\n";
   }
   for (const RunResult& r : runs) {
     if (r.summary.errors.empty()) continue;
@@ -260,8 +259,8 @@ nlohmann::ordered_json json_report(const std::vector<RunResult>& runs, bool with
       j["request_goodput"] = s.request_goodput;
       j["good_percent"] = s.good_percent;
     }
-    if (r.prefix_cache) {
-      const PrefixCacheCounters& c = *r.prefix_cache;
+    if (r.counters) {
+      const ServerCounters& c = *r.counters;
       auto rate = [](std::optional<double> v) {
         return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
       };
@@ -280,7 +279,7 @@ nlohmann::ordered_json json_report(const std::vector<RunResult>& runs, bool with
                    {"tokens_per_step", rate(c.spec_tokens_per_step())}};
     } else {
       j["prefix_cache"] = nullptr;
-      if (!r.prefix_cache_note.empty()) j["prefix_cache_note"] = r.prefix_cache_note;
+      if (!r.counters_note.empty()) j["prefix_cache_note"] = r.counters_note;
     }
     j["roles"] = nlohmann::ordered_json::array();
     for (const RoleLatency& role : r.roles) {

@@ -33,10 +33,10 @@ struct RunResult {
   RunInfo info;
   RunSummary summary;
   std::vector<RequestRecord> records;
-  // The servers' prefix-cache counters over the run (after - before, summed over the metrics
-  // URLs); nullopt: not available, and prefix_cache_note says why.
-  std::optional<PrefixCacheCounters> prefix_cache;
-  std::string prefix_cache_note;
+  // The servers' prefix-cache and speculative-decoding counters over the run (after - before,
+  // summed over the metrics URLs); nullopt: not available, and counters_note says why.
+  std::optional<ServerCounters> counters;
+  std::string counters_note;
   // Server-side TTFT and ITL per --role-metrics role over the run, in the order given.
   std::vector<RoleLatency> roles;
 };

@@ -146,52 +146,58 @@ Result<std::string> get_metrics_text(const std::string& url, double timeout_s) {
 constexpr const char* kTtftName = "sluice_time_to_first_token_seconds";
 constexpr const char* kItlName = "sluice_inter_token_latency_seconds";
 
-}  // namespace
+// Every counter of ServerCounters, for the operations that treat them alike.
+constexpr double ServerCounters::*kCounterFields[] = {&ServerCounters::queried_blocks,
+                                                      &ServerCounters::hit_blocks,
+                                                      &ServerCounters::hit_tokens,
+                                                      &ServerCounters::prompt_tokens,
+                                                      &ServerCounters::prompt_tokens_computed,
+                                                      &ServerCounters::spec_verify_steps,
+                                                      &ServerCounters::spec_draft_tokens,
+                                                      &ServerCounters::spec_accepted_tokens,
+                                                      &ServerCounters::spec_emitted_tokens};
 
-std::optional<double> PrefixCacheCounters::block_hit_rate() const {
-  if (!(queried_blocks > 0)) return std::nullopt;
-  return hit_blocks / queried_blocks;
+// num / den; nullopt when den is not above 0.
+std::optional<double> ratio(double num, double den) {
+  if (!(den > 0)) return std::nullopt;
+  return num / den;
 }
 
-std::optional<double> PrefixCacheCounters::token_hit_rate() const {
-  if (!(prompt_tokens > 0)) return std::nullopt;
-  return hit_tokens / prompt_tokens;
-}
-
-std::optional<double> PrefixCacheCounters::spec_acceptance() const {
-  if (!(spec_draft_tokens > 0)) return std::nullopt;
-  return spec_accepted_tokens / spec_draft_tokens;
-}
-
-std::optional<double> PrefixCacheCounters::spec_tokens_per_step() const {
-  if (!(spec_verify_steps > 0)) return std::nullopt;
-  return spec_emitted_tokens / spec_verify_steps;
-}
-
-namespace {
-
-// Every counter of a and b combined by op, field by field.
 template <class Op>
-PrefixCacheCounters combine(const PrefixCacheCounters& a, const PrefixCacheCounters& b, Op op) {
-  PrefixCacheCounters c;
-  for (double PrefixCacheCounters::*f :
-       {&PrefixCacheCounters::queried_blocks, &PrefixCacheCounters::hit_blocks,
-        &PrefixCacheCounters::hit_tokens, &PrefixCacheCounters::prompt_tokens,
-        &PrefixCacheCounters::prompt_tokens_computed, &PrefixCacheCounters::spec_verify_steps,
-        &PrefixCacheCounters::spec_draft_tokens, &PrefixCacheCounters::spec_accepted_tokens,
-        &PrefixCacheCounters::spec_emitted_tokens}) {
-    c.*f = op(a.*f, b.*f);
-  }
+ServerCounters combine(const ServerCounters& a, const ServerCounters& b, Op op) {
+  ServerCounters c;
+  for (double ServerCounters::*f : kCounterFields) c.*f = op(a.*f, b.*f);
   return c;
 }
 
 }  // namespace
 
-PrefixCacheCounters operator+(const PrefixCacheCounters& a, const PrefixCacheCounters& b) {
+std::optional<double> ServerCounters::block_hit_rate() const {
+  return ratio(hit_blocks, queried_blocks);
+}
+
+std::optional<double> ServerCounters::token_hit_rate() const {
+  return ratio(hit_tokens, prompt_tokens);
+}
+
+std::optional<double> ServerCounters::spec_acceptance() const {
+  return ratio(spec_accepted_tokens, spec_draft_tokens);
+}
+
+std::optional<double> ServerCounters::spec_tokens_per_step() const {
+  return ratio(spec_emitted_tokens, spec_verify_steps);
+}
+
+bool ServerCounters::any_negative() const {
+  return std::any_of(std::begin(kCounterFields), std::end(kCounterFields),
+                     [this](double ServerCounters::*f) { return this->*f < 0; });
+}
+
+ServerCounters operator+(const ServerCounters& a, const ServerCounters& b) {
   return combine(a, b, std::plus<double>());
 }
 
-PrefixCacheCounters operator-(const PrefixCacheCounters& a, const PrefixCacheCounters& b) {
+ServerCounters operator-(const ServerCounters& a, const ServerCounters& b) {
   return combine(a, b, std::minus<double>());
 }
 
@@ -203,13 +209,13 @@ std::optional<double> prometheus_sum(std::string_view text, std::string_view nam
   return sum;
 }
 
-std::optional<PrefixCacheCounters> parse_prefix_cache_counters(std::string_view text) {
+std::optional<ServerCounters> parse_server_counters(std::string_view text) {
   const std::optional<double> queries = prometheus_sum(text, "sluice_prefix_cache_queries_total");
   const std::optional<double> hits = prometheus_sum(text, "sluice_prefix_cache_hits_total");
   const std::optional<double> hit_tokens =
       prometheus_sum(text, "sluice_prefix_cache_hit_tokens_total");
   if (!queries || !hits || !hit_tokens) return std::nullopt;
-  PrefixCacheCounters c;
+  ServerCounters c;
   c.queried_blocks = *queries;
   c.hit_blocks = *hits;
   c.hit_tokens = *hit_tokens;
@@ -231,12 +237,12 @@ std::string default_metrics_url(const std::string& base_url) {
   return u + "/metrics";
 }
 
-Result<PrefixCacheCounters> scrape_prefix_cache(const std::vector<std::string>& urls,
-                                                double timeout_s) {
-  PrefixCacheCounters total;
+Result<ServerCounters> scrape_server_counters(const std::vector<std::string>& urls,
+                                              double timeout_s) {
+  ServerCounters total;
   for (const std::string& url : urls) {
     SLUICE_ASSIGN_OR_RETURN(const std::string text, get_metrics_text(url, timeout_s));
-    const std::optional<PrefixCacheCounters> c = parse_prefix_cache_counters(text);
+    const std::optional<ServerCounters> c = parse_server_counters(text);
     if (!c) return make_error(url, " has no sluice_prefix_cache_* counters");
     total = total + *c;
   }

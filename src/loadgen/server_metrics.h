@@ -1,7 +1,8 @@
-// The servers' own view of a benchmark run: prefix-cache counters and latency histograms scraped
+// The servers' own view of a benchmark run: prefix-cache and speculative-decoding counters and
+// latency histograms scraped
 // from each server's Prometheus /metrics before and after the run, summed over servers (replicas
 // behind a router, or a router that re-exports them) and differenced. Parsing is a pure function
-// of the text; only scrape_prefix_cache and scrape_latency_histograms do I/O.
+// of the text; only scrape_server_counters and scrape_latency_histograms do I/O.
 #pragma once
 
 #include <optional>
@@ -13,8 +14,9 @@
 
 namespace sluice::loadgen {
 
-// Cumulative prefix-cache counters, as `sluice serve` exports them (src/server/metrics.cpp).
-struct PrefixCacheCounters {
+// Cumulative counters, as `sluice serve` exports them (src/server/metrics.cpp): the prefix
+// cache's, and speculative decoding's.
+struct ServerCounters {
   double queried_blocks = 0;  // sluice_prefix_cache_queries_total: full prompt blocks looked up
   double hit_blocks = 0;      // sluice_prefix_cache_hits_total
   double hit_tokens = 0;      // sluice_prefix_cache_hit_tokens_total: prompt tokens not recomputed
@@ -33,10 +35,12 @@ struct PrefixCacheCounters {
   // (spec_emitted_tokens / spec_verify_steps); nullopt when nothing was drafted.
   std::optional<double> spec_acceptance() const;
   std::optional<double> spec_tokens_per_step() const;
+  // Some counter below 0: a difference across a server restart.
+  bool any_negative() const;
 };
 
-PrefixCacheCounters operator+(const PrefixCacheCounters& a, const PrefixCacheCounters& b);
-PrefixCacheCounters operator-(const PrefixCacheCounters& a, const PrefixCacheCounters& b);
+ServerCounters operator+(const ServerCounters& a, const ServerCounters& b);
+ServerCounters operator-(const ServerCounters& a, const ServerCounters& b);
 
 // The sum of every sample of metric `name` (exact name, any labels) in a Prometheus text
 // exposition; nullopt when it has none. Comments, other metrics and malformed lines are skipped.
@@ -44,15 +48,15 @@ std::optional<double> prometheus_sum(std::string_view text, std::string_view nam
 
 // The counters in one /metrics text; nullopt when it lacks the three prefix-cache counters
 // (a server that does not export them: llama-server, vLLM under other names).
-std::optional<PrefixCacheCounters> parse_prefix_cache_counters(std::string_view text);
+std::optional<ServerCounters> parse_server_counters(std::string_view text);
 
 // Where a server's metrics are by default: "{scheme://host:port}/metrics" of its base URL (a
 // path prefix ending in /v1 is dropped; a URL already ending in /metrics is kept).
 std::string default_metrics_url(const std::string& base_url);
 
 // GETs every URL and sums their counters. An error names the URL that failed or lacked them.
-Result<PrefixCacheCounters> scrape_prefix_cache(const std::vector<std::string>& urls,
-                                                double timeout_s = 10);
+Result<ServerCounters> scrape_server_counters(const std::vector<std::string>& urls,
+                                              double timeout_s = 10);
 
 // One Prometheus histogram: its cumulative buckets, _sum and _count (summed over label sets).
 struct PromHistogram {

@@ -53,7 +53,7 @@ TEST(LoadgenServerMetrics, PrometheusSumMatchesExactNamesAndSumsLabels) {
 }
 
 TEST(LoadgenServerMetrics, CountersSumsAndDeltas) {
-  const auto a = parse_prefix_cache_counters(sluice_metrics(10, 4, 64, 200, 136));
+  const auto a = parse_server_counters(sluice_metrics(10, 4, 64, 200, 136));
   ASSERT_TRUE(a.has_value());
   EXPECT_EQ(a->queried_blocks, 10);
   EXPECT_EQ(a->hit_blocks, 4);
@@ -62,18 +62,20 @@ TEST(LoadgenServerMetrics, CountersSumsAndDeltas) {
   EXPECT_EQ(a->prompt_tokens_computed, 136);
   EXPECT_DOUBLE_EQ(*a->block_hit_rate(), 0.4);
   EXPECT_DOUBLE_EQ(*a->token_hit_rate(), 0.32);
-  const auto b = parse_prefix_cache_counters(sluice_metrics(30, 6, 96, 300, 204));
-  const PrefixCacheCounters sum = *a + *b;
+  const auto b = parse_server_counters(sluice_metrics(30, 6, 96, 300, 204));
+  const ServerCounters sum = *a + *b;
   EXPECT_EQ(sum.queried_blocks, 40);
   EXPECT_EQ(sum.hit_tokens, 160);
-  const PrefixCacheCounters d = *b - *a;
+  const ServerCounters d = *b - *a;
   EXPECT_EQ(d.queried_blocks, 20);
   EXPECT_EQ(d.hit_blocks, 2);
   EXPECT_DOUBLE_EQ(*d.block_hit_rate(), 0.1);
-  EXPECT_FALSE(PrefixCacheCounters{}.block_hit_rate().has_value());
-  EXPECT_FALSE(PrefixCacheCounters{}.token_hit_rate().has_value());
+  EXPECT_FALSE(d.any_negative());
+  EXPECT_TRUE((*a - *b).any_negative());  // a restart between the scrapes
+  EXPECT_FALSE(ServerCounters{}.block_hit_rate().has_value());
+  EXPECT_FALSE(ServerCounters{}.token_hit_rate().has_value());
   // A server without them (llama-server's names).
-  EXPECT_FALSE(parse_prefix_cache_counters("llamacpp:prompt_tokens_total 5\n").has_value());
+  EXPECT_FALSE(parse_server_counters("llamacpp:prompt_tokens_total 5\n").has_value());
   // No --spec: the speculative counters are 0 and their rates unknown.
   EXPECT_EQ(a->spec_draft_tokens, 0);
   EXPECT_FALSE(a->spec_acceptance().has_value());
@@ -89,22 +91,24 @@ TEST(LoadgenServerMetrics, SpeculativeCountersGiveAcceptanceAndTokensPerStep) {
            "\nsluice_spec_emitted_tokens_total " + std::to_string(emitted) +
            "\nsluice_spec_acceptance_ratio 0.9\n";
   };
-  const auto before =
-      parse_prefix_cache_counters(sluice_metrics(1, 0, 0, 10, 10) + spec(5, 20, 4, 9));
-  const auto after =
-      parse_prefix_cache_counters(sluice_metrics(2, 0, 0, 20, 20) + spec(25, 100, 64, 89));
+  const auto before = parse_server_counters(sluice_metrics(1, 0, 0, 10, 10) + spec(5, 20, 4, 9));
+  const auto after = parse_server_counters(sluice_metrics(2, 0, 0, 20, 20) + spec(25, 100, 64, 89));
   ASSERT_TRUE(before && after);
-  const PrefixCacheCounters d = *after - *before;
+  const ServerCounters d = *after - *before;
   EXPECT_EQ(d.spec_verify_steps, 20);
   EXPECT_EQ(d.spec_draft_tokens, 80);
   EXPECT_EQ(d.spec_accepted_tokens, 60);
   EXPECT_DOUBLE_EQ(*d.spec_acceptance(), 0.75);
   EXPECT_DOUBLE_EQ(*d.spec_tokens_per_step(), 4.0);  // 80 emitted / 20 steps
   EXPECT_EQ((*after + *before).spec_emitted_tokens, 98);
+  EXPECT_FALSE(d.any_negative());
+  // Only the speculative counters reset (prefix counters equal): still a restart.
+  const auto reset = parse_server_counters(sluice_metrics(2, 0, 0, 20, 20) + spec(0, 0, 0, 0));
+  EXPECT_TRUE((*reset - *after).any_negative());
 
   RunResult r;
   r.info.url = "http://h";
-  r.prefix_cache = d;
+  r.counters = d;
   const std::string md = markdown_report({r});
   EXPECT_NE(md.find("| Spec draft acceptance (%) | 75.0 (60 / 80) |"), std::string::npos) << md;
   EXPECT_NE(md.find("| Spec tokens per verify step | 4.00 |"), std::string::npos) << md;
@@ -112,7 +116,7 @@ TEST(LoadgenServerMetrics, SpeculativeCountersGiveAcceptanceAndTokensPerStep) {
   EXPECT_DOUBLE_EQ(j["runs"][0]["spec"]["acceptance"].get<double>(), 0.75);
   EXPECT_DOUBLE_EQ(j["runs"][0]["spec"]["tokens_per_step"].get<double>(), 4.0);
   // Without drafts the rows are left out.
-  r.prefix_cache = *before - *before;
+  r.counters = *before - *before;
   EXPECT_EQ(markdown_report({r}).find("Spec draft"), std::string::npos);
 }
 
@@ -156,21 +160,21 @@ class FakeMetrics {
 
 TEST(LoadgenServerMetrics, ScrapesAndSumsReplicas) {
   FakeMetrics f;
-  auto first = scrape_prefix_cache({f.url("/a/metrics"), f.url("/b/metrics")});
+  auto first = scrape_server_counters({f.url("/a/metrics"), f.url("/b/metrics")});
   ASSERT_TRUE(first.ok()) << first.message();
   EXPECT_EQ(first->queried_blocks, 10 + 4);
   EXPECT_EQ(first->hit_tokens, 16 + 32);
   EXPECT_EQ(first->prompt_tokens, 150);
-  auto second = scrape_prefix_cache({f.url("/a/metrics"), f.url("/b/metrics")});
+  auto second = scrape_server_counters({f.url("/a/metrics"), f.url("/b/metrics")});
   ASSERT_TRUE(second.ok());
   EXPECT_EQ((*second - *first).queried_blocks, 10);  // replica a served more
 
-  auto missing = scrape_prefix_cache({f.url("/a/metrics"), f.url("/c/metrics")});
+  auto missing = scrape_server_counters({f.url("/a/metrics"), f.url("/c/metrics")});
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find(f.url("/c/metrics") + " has no sluice_prefix_cache_"),
             std::string::npos)
       << missing.message();
-  auto not_found = scrape_prefix_cache({f.url("/x/y")});
+  auto not_found = scrape_server_counters({f.url("/x/y")});
   ASSERT_FALSE(not_found.ok());
   EXPECT_NE(not_found.message().find("HTTP 404"), std::string::npos) << not_found.message();
 }
@@ -180,11 +184,11 @@ TEST(LoadgenServerMetrics, ReportsShowTheHitRateOrNa) {
   hit.info.url = "http://h";
   hit.info.rate = 2;
   hit.info.dataset_arrivals = true;
-  hit.prefix_cache = PrefixCacheCounters{40, 10, 160, 800, 640};
+  hit.counters = ServerCounters{40, 10, 160, 800, 640};
   RunResult none = hit;
   none.info.rate = 4;
-  none.prefix_cache.reset();
-  none.prefix_cache_note = "http://h/metrics has no sluice_prefix_cache_* counters";
+  none.counters.reset();
+  none.counters_note = "http://h/metrics has no sluice_prefix_cache_* counters";
 
   const std::string one = markdown_report({hit});
   EXPECT_NE(one.find("| Prefix cache hit rate, blocks (%) | 25.0 (10 / 40) |"), std::string::npos)
@@ -211,7 +215,7 @@ TEST(LoadgenServerMetrics, ReportsShowTheHitRateOrNa) {
   EXPECT_DOUBLE_EQ(pc["token_hit_rate"].get<double>(), 0.2);
   EXPECT_EQ(j["runs"][0]["arrivals"], "dataset");
   EXPECT_TRUE(j["runs"][1]["prefix_cache"].is_null());
-  EXPECT_EQ(j["runs"][1]["prefix_cache_note"], none.prefix_cache_note);
+  EXPECT_EQ(j["runs"][1]["prefix_cache_note"], none.counters_note);
 }
 
 }  // namespace
