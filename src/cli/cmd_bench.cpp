@@ -213,6 +213,8 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
   const Model& model = dist ? *session->whole_model : *own_model;
   const ModelConfig& c = model.config();
 
+  const MatmulIsa isa = matmul_isa_best();
+  const std::string isa_name = matmul_isa_name(isa);
   const std::string roof_path = o.roofline_file.empty() ? default_roofline_path() : o.roofline_file;
   auto roof = load_roofline(roof_path);
   MachineRoofline r;
@@ -221,14 +223,14 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
   } else {
     std::fprintf(stderr, "no cached roofline (%s); measuring (about 10 s)...\n",
                  roof.message().c_str());
-    r = measure_machine_roofline(0, matmul_isa_name(matmul_isa_best()));
+    r = measure_machine_roofline(0, isa_name);
     (void)save_roofline(r, roof_path);
   }
-  if (!r.simd.empty() && r.simd != matmul_isa_name(matmul_isa_best())) {
+  if (!r.simd.empty() && r.simd != isa_name) {
     std::fprintf(stderr,
                  "note: the cached roofline (%s) holds %s peaks; these kernels are %s, so MFU "
                  "divides by another ISA's peak (run `sluice bench --roofline` under this ISA)\n",
-                 roof_path.c_str(), r.simd.c_str(), matmul_isa_name(matmul_isa_best()));
+                 roof_path.c_str(), r.simd.c_str(), isa_name.c_str());
   }
   // The planner's view of the loaded model: matmul bytes as stored and parameters.
   const StepCostModel model_cost = make_step_cost_model(model, r, KvType::kF16);
@@ -251,10 +253,9 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
   // The peak the prefill arithmetic runs on.
   double peak = r.peak_gflops_f32;
   const char* peak_name = "f32 FMA";
-  if (matmul_uses_int8_acts(wtype) && r.peak_gops_int8 > 0 &&
-      matmul_isa_best() != MatmulIsa::kScalar) {
+  if (matmul_uses_int8_acts(wtype) && r.peak_gops_int8 > 0 && isa != MatmulIsa::kScalar) {
     peak = r.peak_gops_int8;
-    peak_name = matmul_isa_best() == MatmulIsa::kAvx512 ? "int8 VNNI" : "int8 maddubs";
+    peak_name = isa == MatmulIsa::kAvx512 ? "int8 VNNI" : "int8 maddubs";
   } else if (wtype == GgmlType::BF16 && r.peak_gflops_bf16 > 0) {
     peak = r.peak_gflops_bf16;
     peak_name = "bf16 dot";

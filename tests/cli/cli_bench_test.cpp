@@ -2,6 +2,7 @@
 // model with a given roofline cache (no ../shared needed, no 10-second roofline measurement).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -99,6 +100,37 @@ TEST_F(CliBench, MarkdownTableAndNoProbe) {
   for (const auto& row : parsed["results"]) {
     EXPECT_EQ(row["probe_gb_s"].get<double>(), 0);
   }
+}
+
+// Prefill MFU counts the FLOPs done: the tiny preset's layer matmuls for every prompt token, the
+// output projection (512 x 256, untied) for the one logits row, and attention. With both peaks
+// at 1 G/s (whichever the kernels use) MFU is large enough for the JSON's 3 decimals; counting
+// the output projection for all 64 tokens would read 10% higher. A roofline cached for another
+// ISA's peaks is named on stderr.
+TEST_F(CliBench, PrefillMfuCountsTheFlopsDoneAndNamesAnotherIsasPeaks) {
+  const std::string cache = dir_.path("unit-peaks.json");
+  {
+    FILE* f = std::fopen(cache.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs(
+        "{\"cpu\": \"Test CPU\", \"threads\": 2, \"read_gbps_1t\": 10, \"read_gbps\": 20, "
+        "\"peak_gflops_f32\": 1, \"peak_gflops_bf16\": 0, \"peak_gops_int8\": 1, "
+        "\"measured_at\": \"2025-01-01T00:00:00Z\", \"simd\": \"another-isa\"}",
+        f);
+    ASSERT_EQ(std::fclose(f), 0);
+  }
+  const auto r = test::run_sluice("bench " + model_ + " --roofline-file " + cache +
+                                  " -t 1 -p 64 -n 2 -r 1 --no-probe --output-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("holds another-isa peaks"), std::string::npos) << r.err;
+  const auto parsed = nlohmann::json::parse(r.out);
+  const auto& pp = parsed["results"][0];
+  ASSERT_EQ(pp["test"], "pp64");
+  const double layers = 2 * (256.0 * 256 * 2 + 256.0 * 128 * 2 + 3 * 256.0 * 512);
+  const double flops_per_token = 2 * layers + 2 * 512.0 * 256 / 64 + 2 * 2 * 64 * 256;
+  // 1 thread of the cache's 2: half the peak.
+  const double expected = pp["tok_s"].get<double>() * flops_per_token / 1e9 / 0.5;
+  EXPECT_NEAR(pp["mfu"].get<double>(), expected, 0.002 * expected + 0.0005) << r.out;
 }
 
 // --tp / --pp: the ranks run the test (relaunched under mpirun) and every row reports rank 0's
