@@ -128,6 +128,7 @@ Engine::Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfi
   batch_.block_size = executor.capacity().block_size;
   batch_alt_.block_size = batch_.block_size;
   if (config.cost_model) roofline_.emplace(*config.cost_model);
+  if (config.spec.mode == SpecMode::kNone) depth_ = std::max(1, executor.pipeline_depth());
   grammar_vocab_ = make_grammar_vocab(tokenizer, executor.capacity().n_vocab);
   if (config.spec.mode == SpecMode::kNgram) {
     proposer_ = std::make_unique<NgramProposer>(config.spec.ngram);
@@ -513,44 +514,104 @@ Status Engine::verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& 
   return {};
 }
 
-Result<std::vector<EngineEvent>> Engine::step() {
-  const double t0 = now();
-  std::vector<EngineEvent> events = std::move(pending_events_);
-  pending_events_.clear();
-
-  SLUICE_RETURN_IF_ERROR(propose_drafts());
-  SchedulerOutput out = scheduler_.schedule();
-  if (out.empty()) {
-    // Work left but nothing schedulable: the head request cannot fit in the whole KV cache
-    // even alone (it grew past it while decoding). It ends as "context full".
-    if (scheduler_.has_work() && scheduler_.n_running() == 0) {
-      const RequestId id = scheduler_.waiting().front();
-      EngineEvent ev;
-      ev.id = id;
-      finish(id, requests_.at(id), FinishReason::kContext, ev);
-      events.push_back(std::move(ev));
-    }
-    return events;
-  }
-
-  build_batch(out, batch_);
-  gate_drafts(out);
+void Engine::note_scheduled(const SchedulerOutput& out, double t) {
   for (const ScheduledSeq& s : out.seqs) {
     const SchedRequest* sr = scheduler_.find(s.id);
     Request& r = requests_.at(s.id);
-    if (r.times.scheduled < 0) r.times.scheduled = t0;
+    if (r.times.scheduled < 0) r.times.scheduled = t;
     if (s.n_computed < sr->n_prompt) {
       stats_.prompt_tokens +=
           uint64_t(std::min(s.n_computed + s.n_new_tokens, sr->n_prompt) - s.n_computed);
     }
   }
-  const double t_exec = now();
-  SLUICE_RETURN_IF_ERROR(executor_.execute(batch_, logits_));
-  if (roofline_) {
-    roofline_->record(batch_, now() - t_exec, executor_.last_step_expert_reads(),
-                      executor_.last_step_comm());
-  }
+}
 
+void Engine::end_unschedulable(std::vector<EngineEvent>& events) {
+  // Work left but nothing schedulable: the head request cannot fit in the whole KV cache
+  // even alone (it grew past it while decoding). It ends as "context full".
+  if (scheduler_.has_work() && scheduler_.n_running() == 0) {
+    const RequestId id = scheduler_.waiting().front();
+    EngineEvent ev;
+    ev.id = id;
+    finish(id, requests_.at(id), FinishReason::kContext, ev);
+    events.push_back(std::move(ev));
+  }
+}
+
+void Engine::drop_in_flight() {
+  for (const InFlight& f : in_flight_) scheduler_.on_step_failed(f.out);
+  in_flight_.clear();
+}
+
+Result<std::vector<EngineEvent>> Engine::step() {
+  const double t0 = now();
+  std::vector<EngineEvent> events = std::move(pending_events_);
+  pending_events_.clear();
+
+  if (depth_ > 1) {
+    // Pipelined: fill the executor's pipeline with steps over requests not in flight, each a
+    // 1/depth share of the work, then take the oldest step's logits.
+    while (int32_t(in_flight_.size()) < depth_) {
+      const int64_t work = int64_t(scheduler_.n_running() + scheduler_.n_waiting());
+      const int32_t share = int32_t(std::max<int64_t>(1, (work + depth_ - 1) / depth_));
+      SchedulerOutput out = scheduler_.schedule(share);
+      if (out.empty()) break;
+      InFlight f;
+      f.out = std::move(out);
+      f.batch.block_size = batch_.block_size;
+      build_batch(f.out, f.batch);
+      note_scheduled(f.out, t0);
+      f.t_submit = now();
+      if (Status st = executor_.submit(f.batch); !st.ok()) {
+        scheduler_.on_step_failed(f.out);
+        drop_in_flight();
+        return st;
+      }
+      in_flight_.push_back(std::move(f));
+    }
+    if (in_flight_.empty()) {
+      end_unschedulable(events);
+      return events;
+    }
+    InFlight f = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    if (Status st = executor_.collect(logits_); !st.ok()) {
+      scheduler_.on_step_failed(f.out);
+      drop_in_flight();
+      return st;
+    }
+    if (roofline_) {
+      roofline_->record(f.batch, now() - f.t_submit, executor_.last_step_expert_reads(),
+                        executor_.last_step_comm());
+    }
+    SLUICE_RETURN_IF_ERROR(process_step(f.out, events));
+  } else {
+    SLUICE_RETURN_IF_ERROR(propose_drafts());
+    SchedulerOutput out = scheduler_.schedule();
+    if (out.empty()) {
+      end_unschedulable(events);
+      return events;
+    }
+    build_batch(out, batch_);
+    gate_drafts(out);
+    note_scheduled(out, t0);
+    const double t_exec = now();
+    if (Status st = executor_.execute(batch_, logits_); !st.ok()) {
+      scheduler_.on_step_failed(out);
+      return st;
+    }
+    if (roofline_) {
+      roofline_->record(batch_, now() - t_exec, executor_.last_step_expert_reads(),
+                        executor_.last_step_comm());
+    }
+    SLUICE_RETURN_IF_ERROR(process_step(out, events));
+  }
+  ++stats_.steps;
+  stats_.busy_seconds += now() - t0;
+  return events;
+}
+
+Status Engine::process_step(const SchedulerOutput& out, std::vector<EngineEvent>& events) {
   // Verify the drafts first: how many each sequence accepted decides its n_computed.
   verified_.resize(out.seqs.size());
   n_accepted_.assign(out.seqs.size(), 0);
@@ -561,6 +622,12 @@ Result<std::vector<EngineEvent>> Engine::step() {
     SLUICE_RETURN_IF_ERROR(verify(s, requests_.at(s.id), row, verified_[i]));
     n_accepted_[i] = verified_[i].n_accepted;
     row += s.n_draft;  // the sequence's other rows
+  }
+  // A leader aborted while its step was in flight forked nothing (its heir recomputes the
+  // prompt): its samples must not draw from this row.
+  forked_.assign(out.seqs.size(), false);
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    forked_[i] = !out.seqs[i].forks.empty() && scheduler_.find(out.seqs[i].id) != nullptr;
   }
   scheduler_.on_step_done(out, n_accepted_);  // forks the samples in ScheduledSeq::forks
   for (const ScheduledSeq& s : out.seqs) {
@@ -599,7 +666,8 @@ Result<std::vector<EngineEvent>> Engine::step() {
       continue;
     }
     // The request, then the samples that forked it: n tokens from one row of logits.
-    for (size_t k = 0; k <= s.forks.size(); ++k) {
+    const size_t n_forks = forked_[i] ? s.forks.size() : 0;
+    for (size_t k = 0; k <= n_forks; ++k) {
       const RequestId id = k == 0 ? s.id : s.forks[k - 1];
       auto it = requests_.find(id);
       if (it == requests_.end()) continue;
@@ -609,9 +677,7 @@ Result<std::vector<EngineEvent>> Engine::step() {
       events.push_back(std::move(ev));
     }
   }
-  ++stats_.steps;
-  stats_.busy_seconds += now() - t0;
-  return events;
+  return {};
 }
 
 }  // namespace sluice

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -202,7 +203,12 @@ class Engine {
   // Runs one step. Returns the events of every request that progressed or finished.
   Result<std::vector<EngineEvent>> step();
 
-  bool has_work() const { return scheduler_.has_work() || !pending_events_.empty(); }
+  bool has_work() const {
+    return scheduler_.has_work() || !pending_events_.empty() || !in_flight_.empty();
+  }
+  // Steps the executor runs at once (Executor::pipeline_depth; 1 with speculative decoding,
+  // whose drafts need every request's latest token).
+  int32_t pipeline_depth() const { return depth_; }
   const RequestTimes* times(RequestId id) const;
   const EngineStats& stats() const { return stats_; }
   // Grammar (structured output) work of the sampling so far.
@@ -259,6 +265,14 @@ class Engine {
   void build_batch(const SchedulerOutput& out, Batch& batch,
                    int32_t draft_cap = std::numeric_limits<int32_t>::max()) const;
   void finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev);
+  // Request times and prompt-token counts of a scheduled step (at time t).
+  void note_scheduled(const SchedulerOutput& out, double t);
+  // Nothing schedulable although work is left: see step().
+  void end_unschedulable(std::vector<EngineEvent>& events);
+  // A step's logits are in logits_: verify, advance the scheduler, sample, emit.
+  Status process_step(const SchedulerOutput& out, std::vector<EngineEvent>& events);
+  // The executor failed: the steps in flight are lost; their requests are schedulable again.
+  void drop_in_flight();
 
   const Tokenizer& tokenizer_;
   Executor& executor_;
@@ -274,6 +288,15 @@ class Engine {
   Batch batch_alt_;  // the same step with drafts cut (cost model comparison)
   mutable std::vector<int32_t> seq_tokens_;  // build_batch: a drafted sequence's tokens
   Logits logits_;
+  // Pipelined execution: the steps submitted and not collected, oldest first.
+  struct InFlight {
+    SchedulerOutput out;
+    Batch batch;
+    double t_submit = 0;
+  };
+  int32_t depth_ = 1;
+  std::deque<InFlight> in_flight_;
+  std::vector<bool> forked_;  // process_step: per scheduled sequence, whether its samples forked
   std::unique_ptr<Proposer> proposer_;
   std::vector<DraftSlot> slots_;
   std::vector<Verified> verified_;   // per scheduled sequence of the step

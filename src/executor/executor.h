@@ -75,6 +75,24 @@ class Executor {
   virtual int64_t last_step_expert_reads() const { return -1; }
   // Communication of the last execute() (one process: none).
   virtual CommStats last_step_comm() const { return {}; }
+
+  // Batches in flight at once (pipeline-parallel executors: one per stage, so stage 1 computes
+  // one step while stage 0 computes the next; docs/distributed.md). 1: execute() only.
+  virtual int32_t pipeline_depth() const { return 1; }
+  // With pipeline_depth() > 1: submit() starts a batch (validated first, as execute() does) and
+  // returns before its logits; collect() waits for the oldest submitted batch's logits. At most
+  // pipeline_depth() batches are submitted and not collected. The batches run in submission
+  // order: a block that a later batch writes (a block freed by an earlier batch's request and
+  // reallocated) is written after the earlier batch has run. A batch's requests must not be in
+  // another batch in flight (their next tokens depend on its logits). Every other call may come
+  // between them; last_step_comm() then describes the last collected batch. Executors of depth
+  // 1 refuse both.
+  virtual Status submit(const Batch&) {
+    return make_error("this executor runs one batch at a time (execute)");
+  }
+  virtual Status collect(Logits&) {
+    return make_error("this executor runs one batch at a time (execute)");
+  }
 };
 
 }  // namespace sluice

@@ -119,14 +119,21 @@ ScheduledSeq Scheduler::make_seq(const SchedRequest& r, int32_t n_new_tokens,
 }
 
 size_t Scheduler::pick_victim() const {
-  size_t victim = running_.size() - 1;  // most recently admitted
-  if (config_.use_priority) {
-    for (size_t i = 0; i < running_.size(); ++i) {
-      const SchedRequest& a = requests_.at(running_[i]);
-      const SchedRequest& v = requests_.at(running_[victim]);
-      if (std::tie(a.priority, a.arrival) > std::tie(v.priority, v.arrival)) victim = i;
+  // The most recently admitted (or, with priorities, the least important) not in flight; the
+  // request asking for room is never in flight, so there is one.
+  size_t victim = running_.size();
+  for (size_t i = running_.size(); i-- > 0;) {
+    const SchedRequest& a = requests_.at(running_[i]);
+    if (a.in_flight) continue;
+    if (victim == running_.size()) {
+      victim = i;
+      if (!config_.use_priority) break;
+      continue;
     }
+    const SchedRequest& v = requests_.at(running_[victim]);
+    if (std::tie(a.priority, a.arrival) > std::tie(v.priority, v.arrival)) victim = i;
   }
+  assert(victim < running_.size());
   return victim;
 }
 
@@ -142,16 +149,17 @@ void Scheduler::preempt(RequestId id) {
   insert_waiting(id, /*front=*/true);
 }
 
-SchedulerOutput Scheduler::schedule() {
+SchedulerOutput Scheduler::schedule(int32_t max_step_seqs) {
   SchedulerOutput out;
   int32_t budget = config_.max_batch_tokens;
+  const size_t max_seqs = size_t(std::max(max_step_seqs, 1));
 
   // 1. Running requests, in admission order.
-  for (size_t i = 0; i < running_.size() && budget > 0;) {
+  for (size_t i = 0; i < running_.size() && budget > 0 && out.seqs.size() < max_seqs;) {
     const RequestId id = running_[i];
     SchedRequest& r = requests_.at(id);
     const int32_t n_new_tokens = cap_new_tokens(r, budget);
-    if (n_new_tokens <= 0) {
+    if (n_new_tokens <= 0 || r.in_flight) {
       ++i;
       continue;
     }
@@ -200,7 +208,7 @@ SchedulerOutput Scheduler::schedule() {
   // leader takes seats for every sample of the group, so that they can all fork it.
   int32_t seats_taken = 0;
   for (RequestId id : running_) seats_taken += seats(requests_.at(id));
-  while (out.preempted.empty() && !waiting_.empty() && budget > 0) {
+  while (out.preempted.empty() && !waiting_.empty() && budget > 0 && out.seqs.size() < max_seqs) {
     const RequestId id = waiting_.front();
     SchedRequest& r = requests_.at(id);
     if (seats_taken + seats(r) > config_.max_seqs) break;
@@ -220,7 +228,14 @@ SchedulerOutput Scheduler::schedule() {
     budget -= n_new_tokens;
   }
   out.copies = kv_.take_copies();
+  for (const ScheduledSeq& q : out.seqs) requests_.at(q.id).in_flight = true;
   return out;
+}
+
+void Scheduler::on_step_failed(const SchedulerOutput& out) {
+  for (const ScheduledSeq& s : out.seqs) {
+    if (auto it = requests_.find(s.id); it != requests_.end()) it->second.in_flight = false;
+  }
 }
 
 void Scheduler::set_draft(RequestId id, std::span<const int32_t> draft) {
@@ -235,6 +250,7 @@ void Scheduler::on_step_done(const SchedulerOutput& out, std::span<const int32_t
     auto it = requests_.find(s.id);
     if (it == requests_.end()) continue;  // aborted meanwhile
     SchedRequest& r = it->second;
+    r.in_flight = false;
     const int32_t a = i < n_accepted.size() ? std::clamp(n_accepted[i], 0, s.n_draft) : 0;
     assert(a <= int32_t(r.draft.size()));
     r.tokens.insert(r.tokens.end(), r.draft.begin(), r.draft.begin() + a);

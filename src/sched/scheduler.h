@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -61,6 +62,9 @@ struct SchedRequest {
   // Speculative tokens guessed to follow `tokens` (set_draft), verified by the next step that
   // schedules the request; never part of `tokens` unless accepted.
   std::vector<int32_t> draft;
+  // Scheduled by a step whose results are not in yet (on_step_done / on_step_failed): not
+  // scheduled again, nor preempted, until they are.
+  bool in_flight = false;
   int32_t num_tokens() const { return int32_t(tokens.size()); }
 };
 
@@ -112,7 +116,11 @@ class Scheduler {
   // fork at this step). Replaces any earlier draft.
   void set_draft(RequestId id, std::span<const int32_t> draft);
 
-  SchedulerOutput schedule();
+  // The next step: at most `max_step_seqs` sequences (running ones first, then admitted ones),
+  // none of them in flight. Pipelined execution (Executor::pipeline_depth) schedules a step
+  // while earlier ones run; a cap of 1/depth of the work each makes the steps take turns over
+  // two (or more) groups of requests.
+  SchedulerOutput schedule(int32_t max_step_seqs = std::numeric_limits<int32_t>::max());
   // The executor computed `out`: advance n_computed, publish full blocks to the prefix cache
   // and fork the samples listed in ScheduledSeq::forks (each then runs, or, past max_seqs,
   // waits at the front of the queue to recompute its prompt). `n_accepted[i]` (when given) is
@@ -120,6 +128,9 @@ class Scheduler {
   // tokens, n_computed counts the last known token and them (rejected tokens are rolled back
   // by the counter alone) and blocks that only rejected tokens wrote are freed.
   void on_step_done(const SchedulerOutput& out, std::span<const int32_t> n_accepted = {});
+  // The step `out` failed: its requests are schedulable again, with what they had computed
+  // before it (their blocks stay allocated).
+  void on_step_failed(const SchedulerOutput& out);
   // Appends a sampled token to a running request.
   void append_token(RequestId id, int32_t token);
 
@@ -135,7 +146,7 @@ class Scheduler {
 
  private:
   int32_t cap_new_tokens(const SchedRequest& r, int32_t budget) const;
-  // Index into running_ of the request to preempt next.
+  // Index into running_ of the request to preempt next (never one in flight).
   size_t pick_victim() const;
   void preempt(RequestId id);
   void insert_waiting(RequestId id, bool front);

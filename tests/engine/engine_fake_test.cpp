@@ -25,13 +25,12 @@ struct Req {
 
 // Runs `reqs` on a fresh engine; returns each sample's tokens (requests in order, their samples
 // in order) and whether it was aborted.
-std::vector<std::pair<std::vector<int32_t>, bool>> run(const std::vector<Req>& reqs,
-                                                       const EngineConfig& cfg, int32_t n_blocks,
-                                                       int32_t block_size, const Tokenizer& tok,
-                                                       EngineStats* stats = nullptr,
-                                                       uint64_t* preempted = nullptr,
-                                                       uint64_t* hit_tokens = nullptr) {
+std::vector<std::pair<std::vector<int32_t>, bool>> run(
+    const std::vector<Req>& reqs, const EngineConfig& cfg, int32_t n_blocks, int32_t block_size,
+    const Tokenizer& tok, EngineStats* stats = nullptr, uint64_t* preempted = nullptr,
+    uint64_t* hit_tokens = nullptr, int32_t depth = 1, int32_t* max_in_flight = nullptr) {
   test::FakeExecutor exec(n_blocks, block_size, kVocab, 512);
+  exec.set_pipeline_depth(depth);
   auto engine = Engine::create(tok, exec, cfg);
   EXPECT_TRUE(engine.ok()) << engine.message();
   Engine& e = **engine;
@@ -70,6 +69,7 @@ std::vector<std::pair<std::vector<int32_t>, bool>> run(const std::vector<Req>& r
   if (stats) *stats = e.stats();
   if (preempted) *preempted = e.scheduler().n_preemptions();
   if (hit_tokens) *hit_tokens = e.kv().prefix_stats().hit_tokens;
+  if (max_in_flight) *max_in_flight = exec.max_in_flight();
   std::vector<std::pair<std::vector<int32_t>, bool>> flat;
   for (auto& v : out) flat.insert(flat.end(), v.begin(), v.end());
   return flat;
@@ -140,6 +140,162 @@ TEST(EngineFake, RandomWorkloadsEqualPlainAloneWithAndWithoutDrafts) {
   EXPECT_GT(aborted, 5u);
   EXPECT_GT(preemptions, 20u);
   EXPECT_GT(hits, 200u);
+}
+
+// Pipelined execution (a pipeline-parallel executor: Executor::pipeline_depth): the engine keeps
+// up to `depth` steps in flight, each over requests the others do not hold. The fake refuses a
+// batch that reads K/V a batch in flight has not written yet; outputs must equal each request
+// run alone, through preemption, prefix hits, groups and aborts of requests in flight.
+TEST(EngineFake, PipelinedStepsEqualPlainAlone) {
+  const Tokenizer tok = test::fake_tokenizer(kVocab);
+  std::mt19937 rng(77);
+  uint64_t preemptions = 0, hits = 0, aborted = 0, overlapped = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    std::vector<Req> reqs;
+    const int n_req = 2 + int(rng() % 12);
+    std::vector<int32_t> shared;
+    for (int i = 0; i < int(rng() % 40); ++i) shared.push_back(3 + int32_t(rng() % (kVocab - 3)));
+    for (int i = 0; i < n_req; ++i) {
+      Req r;
+      r.prompt = rng() % 2 ? shared : std::vector<int32_t>{};
+      for (int j = 0; j < 1 + int(rng() % 30); ++j) r.prompt.push_back(3 + int32_t(rng() % 20));
+      r.params.sampling.temperature = 0;
+      r.params.max_tokens = 1 + int(rng() % 60);
+      r.params.ignore_eos = rng() % 2;
+      r.arrival = int(rng() % 20);
+      r.n = rng() % 5 == 0 ? 2 + int(rng() % 2) : 1;
+      if (rng() % 6 == 0) r.abort_at = r.arrival + int(rng() % 10);
+      reqs.push_back(r);
+    }
+    std::vector<std::pair<std::vector<int32_t>, bool>> want;
+    for (const Req& r : reqs) {
+      Req alone = r;
+      alone.arrival = 0;
+      alone.abort_at = -1;
+      auto o = run({alone}, EngineConfig{}, 256, 16, tok);
+      want.insert(want.end(), o.begin(), o.end());
+    }
+    EngineConfig cfg;
+    const int32_t block_size = 1 + int32_t(rng() % 8);
+    const int32_t n_blocks = (180 + int32_t(rng() % 200)) / block_size + 4;
+    cfg.scheduler.max_batch_tokens = 4 + int32_t(rng() % 64);
+    cfg.scheduler.max_seqs = 1 + int32_t(rng() % 12);
+    cfg.scheduler.prefill_chunk = int32_t(rng() % 20);
+    cfg.enable_prefix_cache = rng() % 2;
+    const int32_t depth = 2 + int32_t(rng() % 2);
+    uint64_t p = 0, h = 0;
+    int32_t most = 0;
+    auto got = run(reqs, cfg, n_blocks, block_size, tok, nullptr, &p, &h, depth, &most);
+    preemptions += p;
+    hits += h;
+    ASSERT_LE(most, depth);
+    overlapped += most > 1;
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i].second) {
+        ++aborted;
+        ASSERT_LE(got[i].first.size(), want[i].first.size());
+        EXPECT_TRUE(std::equal(got[i].first.begin(), got[i].first.end(), want[i].first.begin()))
+            << "trial " << trial << " sample " << i;
+      } else {
+        EXPECT_EQ(got[i].first, want[i].first) << "trial " << trial << " sample " << i;
+      }
+    }
+  }
+  EXPECT_GT(overlapped, 100u);
+  EXPECT_GT(aborted, 5u);
+  EXPECT_GT(preemptions, 20u);
+  EXPECT_GT(hits, 200u);
+}
+
+// Steps take turns over two halves of the running requests: 16 decoding requests on a depth-2
+// pipeline run as two steps of 8 in flight, not one of 16.
+TEST(EngineFake, PipelinedStepsSplitTheRequestsIntoHalves) {
+  const Tokenizer tok = test::fake_tokenizer(kVocab);
+  test::FakeExecutor exec(512, 16, kVocab, 512);
+  exec.set_pipeline_depth(2);
+  auto engine = Engine::create(tok, exec, EngineConfig{});
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  Engine& e = **engine;
+  EXPECT_EQ(e.pipeline_depth(), 2);
+  GenerationParams gp;
+  gp.sampling.temperature = 0;
+  gp.max_tokens = 20;
+  gp.ignore_eos = true;
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(e.add_request({5, 6, int32_t(7 + i)}, gp).ok());
+  uint64_t tokens = 0;
+  while (e.has_work()) {
+    auto ev = e.step();
+    ASSERT_TRUE(ev.ok()) << ev.message();
+    size_t n_with_token = 0;
+    for (const EngineEvent& x : *ev) n_with_token += !x.tokens.empty();
+    EXPECT_EQ(n_with_token, 8u);  // each step: one half
+    tokens += n_with_token;
+  }
+  EXPECT_EQ(tokens, 16u * 20u);
+  EXPECT_EQ(exec.max_in_flight(), 2);
+  EXPECT_EQ(e.kv().n_used_blocks(), 0);
+}
+
+// A group's leader aborted while the step that completes its prompt is in flight: its heir
+// recomputes the prompt, and no sample draws from the aborted leader's row.
+TEST(EngineFake, PipelinedLeaderAbortedInFlightHandsOverToItsHeir) {
+  const Tokenizer tok = test::fake_tokenizer(kVocab);
+  GenerationParams gp;
+  gp.sampling.temperature = 0;
+  gp.max_tokens = 12;
+  gp.ignore_eos = true;
+  const std::vector<int32_t> prompt{4, 9, 11, 13};
+  Req alone{prompt, gp};
+  const std::vector<int32_t> want = run({alone}, EngineConfig{}, 256, 16, tok)[0].first;
+
+  test::FakeExecutor exec(256, 16, kVocab, 512);
+  exec.set_pipeline_depth(2);
+  auto engine = Engine::create(tok, exec, EngineConfig{});
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  Engine& e = **engine;
+  std::map<RequestId, std::vector<int32_t>> got;
+  const auto step = [&] {
+    auto ev = e.step();
+    ASSERT_TRUE(ev.ok()) << ev.message();
+    for (const EngineEvent& x : *ev) {
+      got[x.id].insert(got[x.id].end(), x.tokens.begin(), x.tokens.end());
+    }
+  };
+  ASSERT_TRUE(e.add_request({5, 6, 7}, gp).ok());
+  ASSERT_TRUE(e.add_request({5, 6, 8}, gp).ok());
+  step();  // two steps of one request each; the second is still in flight
+  auto group = e.add_request_group(prompt, {gp, gp, gp});
+  ASSERT_TRUE(group.ok()) << group.message();
+  step();  // the leader's prompt goes in flight beside the first request
+  const SchedRequest* leader = e.scheduler().find((*group)[0]);
+  ASSERT_TRUE(leader && leader->in_flight);
+  e.abort((*group)[0]);
+  while (e.has_work()) step();
+  EXPECT_TRUE(got[(*group)[0]].empty());
+  EXPECT_EQ(got[(*group)[1]], want);
+  EXPECT_EQ(got[(*group)[2]], want);
+  EXPECT_EQ(e.kv().n_used_blocks(), 0);
+}
+
+// Speculative decoding needs each request's latest token to draft: the engine then runs one
+// step at a time whatever the executor's depth.
+TEST(EngineFake, SpeculationRunsOneStepAtATime) {
+  const Tokenizer tok = test::fake_tokenizer(kVocab);
+  test::FakeExecutor exec(512, 16, kVocab, 512);
+  exec.set_pipeline_depth(2);
+  EngineConfig cfg;
+  cfg.spec.mode = SpecMode::kNgram;
+  auto engine = Engine::create(tok, exec, cfg);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  EXPECT_EQ((*engine)->pipeline_depth(), 1);
+  GenerationParams gp;
+  gp.sampling.temperature = 0;
+  gp.max_tokens = 30;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE((*engine)->add_request({5, 6, int32_t(7 + i)}, gp).ok());
+  while ((*engine)->has_work()) ASSERT_TRUE((*engine)->step().ok());
+  EXPECT_EQ(exec.max_in_flight(), 0);
+  EXPECT_GT((*engine)->stats().spec_accepted_tokens, 0u);
 }
 
 }  // namespace

@@ -125,14 +125,56 @@ class FakeExecutor final : public Executor {
     return {};
   }
 
+  // Pipelined execution (Executor::pipeline_depth): submit() queues a batch, collect() runs
+  // the oldest. submit() fails when the batch reads a K/V slot that a batch in flight writes
+  // (a request in two batches at once, or a prefix hit on blocks not computed yet): with a real
+  // pipeline it would read what is not there yet.
+  void set_pipeline_depth(int32_t depth) { depth_ = depth; }
+  int32_t pipeline_depth() const override { return depth_; }
+  Status submit(const Batch& batch) override {
+    if (depth_ <= 1) return Executor::submit(batch);
+    if (int32_t(queue_.size()) >= depth_) {
+      return make_error("fake executor: ", queue_.size(), " batches in flight already");
+    }
+    SLUICE_RETURN_IF_ERROR(validate_batch(batch, cap_));
+    in_flight_writes_.resize(slots_.size(), 0);
+    std::vector<uint8_t> mine(slots_.size(), 0);
+    for (const KvSlot& k : batch.kv_slots) mine[slot_index(k.block_id, k.offset)] = 1;
+    for (const BatchSequence& s : batch.seqs) {
+      for (int32_t p = 0; p < s.context_len; ++p) {
+        const int32_t b = batch.block_tables[size_t(s.block_table_start + p / cap_.block_size)];
+        const size_t at = slot_index(b, p % cap_.block_size);
+        if (!mine[at] && in_flight_writes_[at] > 0) {
+          return make_error("fake executor: a batch reads block ", b, " slot ", p % cap_.block_size,
+                            ", which a batch in flight writes");
+        }
+      }
+    }
+    for (const KvSlot& k : batch.kv_slots) ++in_flight_writes_[slot_index(k.block_id, k.offset)];
+    queue_.push_back(batch);
+    max_in_flight_ = std::max(max_in_flight_, int32_t(queue_.size()));
+    return {};
+  }
+  Status collect(Logits& out) override {
+    if (depth_ <= 1) return Executor::collect(out);
+    if (queue_.empty()) return make_error("fake executor: nothing in flight");
+    const Batch batch = std::move(queue_.front());
+    queue_.erase(queue_.begin());
+    for (const KvSlot& k : batch.kv_slots) --in_flight_writes_[slot_index(k.block_id, k.offset)];
+    return execute(batch, out);
+  }
+  // The most batches that were in flight at once.
+  int32_t max_in_flight() const { return max_in_flight_; }
+
   uint64_t n_executes() const { return n_executes_; }
   uint64_t n_tokens() const { return n_tokens_; }
 
  private:
   std::string layout() const { return "i32 fake B" + std::to_string(cap_.block_size); }
-  int32_t& slot(int32_t block, int32_t offset) {
-    return slots_[size_t(block) * size_t(cap_.block_size) + size_t(offset)];
+  size_t slot_index(int32_t block, int32_t offset) const {
+    return size_t(block) * size_t(cap_.block_size) + size_t(offset);
   }
+  int32_t& slot(int32_t block, int32_t offset) { return slots_[slot_index(block, offset)]; }
 
   ExecutorCapacity cap_;
   std::vector<int32_t> slots_;
@@ -140,6 +182,10 @@ class FakeExecutor final : public Executor {
   uint64_t n_tokens_ = 0;
   int32_t fail_min_seqs_ = 0;
   std::chrono::microseconds step_delay_{0};
+  int32_t depth_ = 1;
+  std::vector<Batch> queue_;               // submitted, not collected
+  std::vector<int32_t> in_flight_writes_;  // per slot: batches in queue_ that write it
+  int32_t max_in_flight_ = 0;
 };
 
 }  // namespace sluice::test
