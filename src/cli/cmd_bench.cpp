@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,7 @@ struct BenchOptions {
   std::string roofline_file;
   bool probe = true;                 // probe the read bandwidth alongside each test (MBU*)
   int tp = 1, pp = 1, pp_micro = 0;  // tensor / pipeline parallel ranks (cli/dist_session.h)
+  int pp_depth = 0;
 };
 
 // The context every test fits in.
@@ -56,6 +58,7 @@ EngineCliOptions dist_options(const BenchOptions& o) {
   eo.tp = o.tp;
   eo.pp = o.pp;
   eo.pp_micro = o.pp_micro;
+  eo.pp_depth = o.pp_depth;
   eo.threads = o.threads.empty() ? 0 : o.threads.front();
   eo.ctx_size = bench_ctx(o);
   eo.max_seqs = *std::max_element(o.batches.begin(), o.batches.end()) + 1;
@@ -139,22 +142,46 @@ class Runner {
     const int64_t prefill_reads = exec_.last_step_expert_reads();
     comm_prefill = exec_.last_step_comm().seconds;
     auto t1 = clock::now();
-    for (int step = 0; step < n; ++step) {
-      batch_.clear();
-      for (int s = 0; s < b; ++s) {
-        const int32_t tok = (7 + 13 * step + s) % n_vocab;
-        add(tables[size_t(s)], ctx[size_t(s)], {tok});
-        ++ctx[size_t(s)];
-      }
-      SLUICE_RETURN_IF_ERROR(exec_.execute(batch_, out_));
+    // A pipelined executor (--pp) runs `depth` steps at once, each over its own group of the b
+    // sequences (as the engine does): step k of group g + 1 enters stage 0 while step k of
+    // group g is in stage 1.
+    const int groups = std::clamp(exec_.pipeline_depth(), 1, b);
+    std::deque<Batch> in_flight;  // submitted, oldest first
+    const auto account = [&](const Batch& batch) {
       const int64_t reads = exec_.last_step_expert_reads();
       comm_decode += exec_.last_step_comm().seconds;
       if (roof_) {
-        predicted_decode += roof_->predict(batch_, nullptr, reads);
-        comm_pred_decode += roof_->predict_comm(batch_);
+        predicted_decode += roof_->predict(batch, nullptr, reads);
+        comm_pred_decode += roof_->predict_comm(batch);
       }
       decode_expert_reads += std::max<int64_t>(reads, 0);
       ++decode_steps;
+    };
+    for (int step = 0; step < n; ++step) {
+      for (int g = 0; g < groups; ++g) {
+        batch_.clear();
+        for (int s = g * b / groups; s < (g + 1) * b / groups; ++s) {
+          const int32_t tok = (7 + 13 * step + s) % n_vocab;
+          add(tables[size_t(s)], ctx[size_t(s)], {tok});
+          ++ctx[size_t(s)];
+        }
+        if (groups == 1) {
+          SLUICE_RETURN_IF_ERROR(exec_.execute(batch_, out_));
+          account(batch_);
+          continue;
+        }
+        if (int(in_flight.size()) == groups) {
+          SLUICE_RETURN_IF_ERROR(exec_.collect(out_));
+          account(in_flight.front());
+          in_flight.pop_front();
+        }
+        SLUICE_RETURN_IF_ERROR(exec_.submit(batch_));
+        in_flight.push_back(batch_);
+      }
+    }
+    for (; !in_flight.empty(); in_flight.pop_front()) {
+      SLUICE_RETURN_IF_ERROR(exec_.collect(out_));
+      account(in_flight.front());
     }
     auto t2 = clock::now();
     if (roof_) {
@@ -524,7 +551,12 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"md", "json"}));
   cmd->add_option("--tp", opt->tp, "Tensor-parallel ranks (MPI; see `sluice run --help`)");
   cmd->add_option("--pp", opt->pp, "Pipeline stages (MPI)");
-  cmd->add_option("--pp-microbatches", opt->pp_micro, "Micro-batches per step with --pp (0: --pp)");
+  cmd->add_option("--pp-microbatches", opt->pp_micro,
+                  "Micro-batches per step with --pp (0: 1 with steps in flight, else --pp)");
+  cmd->add_option(
+      "--pp-depth", opt->pp_depth,
+      "Decode steps in flight with --pp, each over b/depth of the sequences (0: --pp; 1: "
+      "one step of all b at a time)");
   cmd->add_option("--roofline-file", opt->roofline_file,
                   "The cached ceilings: written by --roofline, read for MBU/MFU (default: " +
                       default_roofline_path() + ")");

@@ -1,5 +1,7 @@
 #include "cli/dist_session.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -135,6 +137,8 @@ std::optional<int> take_rank(const std::string& command, const std::string& mode
   if (o.tp < 1 || o.tp > 1024) return report_error(command, "--tp must be in 1..1024");
   if (o.pp < 1 || o.pp > 1024) return report_error(command, "--pp must be in 1..1024");
   if (o.pp_micro < 0) return report_error(command, "--pp-microbatches must not be negative");
+  if (o.pp_depth < 0 || o.pp_depth > 64)
+    return report_error(command, "--pp-depth must be in 0..64");
   if (o.tp * o.pp == 1) return std::nullopt;
   if (!dist::launched_by_mpi()) relaunch(o.tp * o.pp);
   auto comm = dist::MpiComm::init();
@@ -142,6 +146,14 @@ std::optional<int> take_rank(const std::string& command, const std::string& mode
   dist::MpiComm& c = **comm;
   if (Status st = c.set_layout(o.tp, o.pp); !st.ok()) return report_error(command, st.message());
   if (c.world_rank() == 0) return std::nullopt;
+  // A worker outlives a SIGINT/SIGTERM that mpirun forwards to every rank: rank 0 takes it, fails
+  // what runs with a clear error and stops the workers (or exits, which they notice within
+  // 0.1 s). Were a worker to die of it, mpirun would kill rank 0 before its clients hear why.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   // A worker: its shard until rank 0 says stop. Its errors name the rank.
   const std::string who = command + " (rank " + std::to_string(c.world_rank()) + ")";
   const Status st = [&]() -> Status {
@@ -172,7 +184,8 @@ Status start_rank0(EngineSession& s, const EngineCliOptions& o, KvType kv_type) 
   SLUICE_LOG(kInfo, "tensor parallel: " + std::to_string(o.tp) +
                         " ranks, pipeline: " + std::to_string(o.pp) + " stages, " +
                         std::to_string(eo.n_threads) + " threads each");
-  s.sharded = std::make_unique<dist::ShardedExecutor>(*comm, std::move(exec), o.pp_micro);
+  s.sharded =
+      std::make_unique<dist::ShardedExecutor>(*comm, std::move(exec), o.pp_micro, o.pp_depth);
   // The step cost model counts the whole model; the communication term the measured link.
   ModelOptions whole;
   whole.n_ctx = s.model.config().n_ctx;

@@ -52,7 +52,12 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
                   "Pipeline stages (MPI): layers split over M processes (times --tp ranks each)")
       ->capture_default_str();
   cmd->add_option("--pp-microbatches", o.pp_micro,
-                  "Micro-batches per step with --pp: the stages overlap on them (0: --pp)")
+                  "Micro-batches per step with --pp: the stages overlap on them (0: 1 with steps "
+                  "in flight, else --pp)")
+      ->capture_default_str();
+  cmd->add_option("--pp-depth", o.pp_depth,
+                  "Steps in flight with --pp, each over its own requests, so stage s runs one step "
+                  "while stage s - 1 runs the next (0: --pp; 1: one step at a time)")
       ->capture_default_str();
 }
 

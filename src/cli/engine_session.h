@@ -34,7 +34,8 @@ struct EngineCliOptions {
   std::string model_draft;          // --spec draft: the draft model (path or hf:// spec)
   int tp = 1;                       // tensor-parallel ranks (cli/dist_session.h)
   int pp = 1;                       // pipeline stages
-  int pp_micro = 0;                 // micro-batches per step with stages (0: one per stage)
+  int pp_micro = 0;  // micro-batches per step with stages (0: 1 with steps in flight, else --pp)
+  int pp_depth = 0;  // steps in flight with stages (0: one per stage; 1: one at a time)
 };
 
 // Adds --ctx-size, --threads, --kv-cache-gb, --max-seqs, --max-batch-tokens, --prefill-chunk,

@@ -28,7 +28,9 @@ MPI_Comm tp_comm(void* p) {
 // Point-to-point tags: the residual stream between stages, the logits to rank 0.
 constexpr int kHiddenTag = 11;
 constexpr int kLogitsTag = 12;
-constexpr int kLinkProbeTag = 13;  // measure_link's ping-pong
+constexpr int kLinkProbeTag = 13;   // measure_link's ping-pong
+constexpr int kPostLengthTag = 14;  // post(): the message's length, then its bytes
+constexpr int kPostTag = 15;
 
 bool env_set(const char* name) {
   const char* v = std::getenv(name);
@@ -352,6 +354,76 @@ Status MpiComm::broadcast(std::vector<uint8_t>& bytes, bool idle) {
     return make_error(failed() ? error_ : "MPI broadcast failed");
   }
   return {};
+}
+
+void MpiComm::reap_posts() {
+  for (Post& p : posts_) {
+    for (void*& r : p.reqs) {
+      if (!r) continue;
+      int done = 0;
+      MPI_Test(static_cast<MPI_Request*>(r), &done, MPI_STATUS_IGNORE);
+      if (done) {
+        delete static_cast<MPI_Request*>(r);
+        r = nullptr;
+      }
+    }
+  }
+  std::erase_if(posts_, [](const Post& p) {
+    return std::all_of(p.reqs.begin(), p.reqs.end(), [](void* r) { return r == nullptr; });
+  });
+}
+
+Status MpiComm::post(std::span<const uint8_t> bytes) {
+  if (failed()) return make_error(error_);
+  if (bytes.size() > size_t(INT_MAX)) return make_error("a message of ", bytes.size(), " bytes");
+  reap_posts();
+  Post& p = posts_.emplace_back();
+  p.n = bytes.size();
+  p.bytes.assign(bytes.begin(), bytes.end());
+  for (int r = 1; r < size_; ++r) {
+    auto* len = new MPI_Request;
+    auto* body = new MPI_Request;
+    p.reqs.push_back(len);
+    p.reqs.push_back(body);
+    if (MPI_Isend(&p.n, 1, MPI_UINT64_T, r, kPostLengthTag, MPI_COMM_WORLD, len) != MPI_SUCCESS ||
+        MPI_Isend(p.bytes.data(), int(p.n), MPI_BYTE, r, kPostTag, MPI_COMM_WORLD, body) !=
+            MPI_SUCCESS) {
+      error_ = "MPI send of a message to rank " + std::to_string(r) + " failed";
+      return make_error(error_);
+    }
+  }
+  return {};
+}
+
+Status MpiComm::receive_post(std::vector<uint8_t>& bytes, bool idle) {
+  if (failed()) return make_error(error_);
+  uint64_t n = 0;
+  MPI_Request req;
+  if (MPI_Irecv(&n, 1, MPI_UINT64_T, 0, kPostLengthTag, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+      !wait(&req, "a message from rank 0", idle)) {
+    return make_error(failed() ? error_ : "MPI receive from rank 0 failed");
+  }
+  if (n > uint64_t(INT_MAX)) return make_error("a message of ", n, " bytes from rank 0");
+  bytes.resize(size_t(n));
+  if (MPI_Irecv(bytes.data(), int(n), MPI_BYTE, 0, kPostTag, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+      !wait(&req, "a message from rank 0", false)) {
+    return make_error(failed() ? error_ : "MPI receive from rank 0 failed");
+  }
+  return {};
+}
+
+bool MpiComm::finish_posts() {
+  for (Post& p : posts_) {
+    for (void*& r : p.reqs) {
+      if (!r || failed()) continue;
+      if (wait(r, "a message to the other ranks", false)) {
+        delete static_cast<MPI_Request*>(r);
+        r = nullptr;
+      }
+    }
+  }
+  if (!failed()) posts_.clear();
+  return !failed();
 }
 
 Status MpiComm::gather_bytes(const std::vector<uint8_t>& mine,

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <list>
 #include <span>
 #include <string>
 #include <vector>
@@ -77,6 +78,14 @@ class MpiComm final : public Collective, public StageLink {
   // Rank 0's bytes to every rank: `bytes` is resized on the others. `idle`: the wait may be
   // long (a worker waiting for the next step): it sleeps between polls and has no deadline.
   Status broadcast(std::vector<uint8_t>& bytes, bool idle = false);
+  // Rank 0's messages to the workers (a step, a block copy, stop...), in order: post() sends
+  // `bytes` to every other rank without waiting for them (a rank still busy with an earlier
+  // step takes it later: pipelined steps); receive_post() is a worker's next one (`idle`: as
+  // broadcast). finish_posts() waits until every posted message has left (false: failed()).
+  Status post(std::span<const uint8_t> bytes);
+  Status receive_post(std::vector<uint8_t>& bytes, bool idle);
+  bool finish_posts();
+
   // Every rank's bytes to rank 0 (`all` gets them in rank order there).
   Status gather_bytes(const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>& all);
 
@@ -116,6 +125,15 @@ class MpiComm final : public Collective, public StageLink {
   void recv_floats(float* x, int64_t n, int from, int tag, const char* what);
   // Marks the slots whose send completed free.
   void reap_sends();
+  // A posted message: its length and bytes, and a send of each to every worker.
+  struct Post {
+    uint64_t n = 0;
+    std::vector<uint8_t> bytes;
+    std::vector<void*> reqs;  // MPI_Request*, 2 per worker (length, bytes); null once done
+  };
+  // Frees the posts whose sends all completed.
+  void reap_posts();
+  std::list<Post> posts_;  // a list: the sends point into its elements
 
   int rank_ = 0, size_ = 1;        // world
   int tp_rank_ = 0, tp_size_ = 1;  // within the stage

@@ -163,53 +163,57 @@ Status check_ranks_agree(MpiComm& comm, const std::string& fingerprint) {
   return {};
 }
 
-Status run_step(MpiComm& comm, CpuExecutor& exec, const Batch& batch, int n_micro, Logits& out,
-                StepBuffers& buf) {
+Status run_stage(MpiComm& comm, CpuExecutor& exec, const Batch& batch, int n_micro,
+                 std::vector<Batch>& parts, Logits& out) {
   if (comm.n_stages() == 1) return exec.execute(batch, out);
-  std::vector<Batch>& parts = buf.parts;
-  Logits& part_out = buf.part_out;
   split_batch(batch, n_micro, parts);
   const bool sends_logits = comm.last_stage() && comm.rank() == 0;
   for (const Batch& part : parts) {
-    SLUICE_RETURN_IF_ERROR(exec.execute(part, part_out));
+    SLUICE_RETURN_IF_ERROR(exec.execute(part, out));
     if (comm.failed()) break;
-    if (sends_logits) comm.send_logits(part_out.values.data(), int64_t(part_out.values.size()));
+    if (sends_logits) comm.send_logits(out.values.data(), int64_t(out.values.size()));
   }
-  if (comm.world_rank() == 0 && !comm.failed()) {
-    out.values.clear();
-    out.seq_index.clear();
-    out.token_index.clear();
-    out.n_vocab = exec.capacity().n_vocab;
-    int32_t seq0 = 0, tok0 = 0;
-    for (const Batch& part : parts) {
-      set_logit_rows(part, part_out);
-      part_out.n_vocab = out.n_vocab;
-      part_out.values.resize(size_t(part_out.n_rows()) * size_t(out.n_vocab));
-      comm.recv_logits(part_out.values.data(), int64_t(part_out.values.size()));
-      append_logits(part_out, seq0, tok0, out);
-      seq0 += part.n_seqs();
-      tok0 += part.n_tokens();
-    }
-  }
-  comm.finish_sends();
   return {};
 }
 
-ShardedExecutor::ShardedExecutor(MpiComm& comm, std::unique_ptr<CpuExecutor> local, int n_micro)
-    : comm_(comm),
-      local_(std::move(local)),
-      n_micro_(comm.n_stages() == 1 ? 1
-               : n_micro > 0        ? n_micro
-                                    : comm.n_stages()) {}
-
-ShardedExecutor::~ShardedExecutor() {
-  if (comm_.failed()) return;
-  std::vector<uint8_t> stop{uint8_t(Op::kStop)};
-  (void)comm_.broadcast(stop);
+void receive_logits(MpiComm& comm, int32_t n_vocab, const std::vector<Batch>& parts,
+                    Logits& part_out, Logits& out) {
+  out.values.clear();
+  out.seq_index.clear();
+  out.token_index.clear();
+  out.n_vocab = n_vocab;
+  int32_t seq0 = 0, tok0 = 0;
+  for (const Batch& part : parts) {
+    set_logit_rows(part, part_out);
+    part_out.n_vocab = n_vocab;
+    part_out.values.resize(size_t(part_out.n_rows()) * size_t(n_vocab));
+    comm.recv_logits(part_out.values.data(), int64_t(part_out.values.size()));
+    if (comm.failed()) return;
+    append_logits(part_out, seq0, tok0, out);
+    seq0 += part.n_seqs();
+    tok0 += part.n_tokens();
+  }
 }
 
-Status ShardedExecutor::fail() {
+ShardedExecutor::ShardedExecutor(MpiComm& comm, std::unique_ptr<CpuExecutor> local, int n_micro,
+                                 int depth)
+    : comm_(comm), local_(std::move(local)) {
+  if (comm.n_stages() > 1) {
+    depth_ = depth > 0 ? depth : comm.n_stages();
+    n_micro_ = n_micro > 0 ? n_micro : depth_ > 1 ? 1 : comm.n_stages();
+  }
+}
+
+ShardedExecutor::~ShardedExecutor() {
+  if (comm_.failed() || !drain().ok()) return;
+  const std::vector<uint8_t> stop{uint8_t(Op::kStop)};
+  if (comm_.post(stop).ok()) comm_.finish_posts();
+  comm_.finish_sends();
+}
+
+Status ShardedExecutor::fail() const {
   const std::string msg = "MPI ranks: " + comm_.error();
+  in_flight_.clear();
   if (!failing_) {
     failing_ = true;
     // The step's requests fail with this error now; the job ends shortly after, non-zero, so a
@@ -229,21 +233,71 @@ Status ShardedExecutor::fail() {
 }
 
 Status ShardedExecutor::execute(const Batch& batch, Logits& out) {
+  if (!in_flight_.empty()) {
+    return make_error("execute() with ", in_flight_.size(), " steps in flight (collect them)");
+  }
+  const int32_t depth = depth_;
+  depth_ = std::max(depth_, int32_t(1));
+  Status st = submit(batch);
+  depth_ = depth;
+  if (!st.ok()) return st;
+  return collect(out);
+}
+
+Status ShardedExecutor::submit(const Batch& batch) {
   if (comm_.failed()) return fail();
+  if (int32_t(in_flight_.size()) >= depth_) {
+    return make_error("submit() with ", in_flight_.size(), " steps in flight already (depth ",
+                      depth_, ")");
+  }
   SLUICE_RETURN_IF_ERROR(validate_batch(batch, capacity()));
   serialize_batch(batch, msg_);
   const uint32_t n_micro = uint32_t(n_micro_);
   msg_.insert(msg_.end(), reinterpret_cast<const uint8_t*>(&n_micro),
               reinterpret_cast<const uint8_t*>(&n_micro) + 4);
   msg_.push_back(uint8_t(Op::kExecute));
-  const MpiComm::Stats before = comm_.stats();
-  if (!comm_.broadcast(msg_).ok()) return fail();
-  const Status st = run_step(comm_, *local_, batch, n_micro_, out, step_buf_);
+  InFlight f;
+  if (!spare_.empty()) {
+    f = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  f.received = false;
+  f.before = comm_.stats();
+  if (!comm_.post(msg_).ok()) return fail();
+  // One stage: the logits are this rank's own, now.
+  const Status st = run_stage(comm_, *local_, batch, n_micro_, f.parts, f.logits);
   if (comm_.failed()) return fail();
+  SLUICE_RETURN_IF_ERROR(st);
+  f.received = comm_.n_stages() == 1;
+  in_flight_.push_back(std::move(f));
+  return {};
+}
+
+Status ShardedExecutor::collect(Logits& out) {
+  if (in_flight_.empty()) return make_error("collect() with no step in flight");
+  InFlight& f = in_flight_.front();
+  if (!f.received) {
+    receive_logits(comm_, capacity().n_vocab, f.parts, part_out_, f.logits);
+    if (comm_.failed()) return fail();
+    f.received = true;
+  }
+  std::swap(out, f.logits);
   const MpiComm::Stats& after = comm_.stats();
-  last_comm_ = {after.n_ops - before.n_ops, after.bytes - before.bytes,
-                after.seconds - before.seconds};
-  return st;
+  last_comm_ = {after.n_ops - f.before.n_ops, after.bytes - f.before.bytes,
+                after.seconds - f.before.seconds};
+  spare_.push_back(std::move(f));
+  in_flight_.pop_front();
+  return {};
+}
+
+Status ShardedExecutor::drain() const {
+  for (InFlight& f : in_flight_) {
+    if (f.received) continue;
+    receive_logits(comm_, capacity().n_vocab, f.parts, part_out_, f.logits);
+    if (comm_.failed()) return fail();
+    f.received = true;
+  }
+  return {};
 }
 
 Status ShardedExecutor::copy_blocks(std::span<const BlockCopy> copies) {
@@ -254,7 +308,7 @@ Status ShardedExecutor::copy_blocks(std::span<const BlockCopy> copies) {
   copies_.block_copies.assign(copies.begin(), copies.end());
   serialize_batch(copies_, msg_);
   msg_.push_back(uint8_t(Op::kCopyBlocks));
-  if (!comm_.broadcast(msg_).ok()) return fail();
+  if (!comm_.post(msg_).ok()) return fail();
   return local_->copy_blocks(copies);
 }
 
@@ -269,10 +323,12 @@ Result<KvBlockData> ShardedExecutor::export_blocks(std::span<const int32_t> ids)
 Result<KvBlockData> ShardedExecutor::export_parts(std::span<const int32_t> ids,
                                                   std::vector<size_t>* rank_bytes) const {
   if (comm_.failed()) return make_error("MPI ranks: " + comm_.error());
+  // Every rank answers in a gather: the steps in flight must have left the last stage first.
+  SLUICE_RETURN_IF_ERROR(drain());
   std::vector<uint8_t> msg;
   put_ids(msg, ids);
   msg.push_back(uint8_t(Op::kExport));
-  SLUICE_RETURN_IF_ERROR(comm_.broadcast(msg));
+  SLUICE_RETURN_IF_ERROR(comm_.post(msg));
   std::vector<std::vector<uint8_t>> all;
   std::vector<RankPart> parts;
   SLUICE_RETURN_IF_ERROR(gather_parts(comm_, *local_, ids, all, parts));
@@ -323,7 +379,8 @@ Status ShardedExecutor::import_blocks(std::span<const int32_t> ids, const KvBloc
   for (size_t n : rank_bytes) put_u64(msg, n);
   msg.insert(msg.end(), data.bytes.begin(), data.bytes.end());
   msg.push_back(uint8_t(Op::kImport));
-  if (!comm_.broadcast(msg).ok()) return fail();
+  SLUICE_RETURN_IF_ERROR(drain());
+  if (!comm_.post(msg).ok()) return fail();
   msg.pop_back();
   return agree_status(comm_, local_import(comm_, *local_, msg));
 }
@@ -331,15 +388,16 @@ Status ShardedExecutor::import_blocks(std::span<const int32_t> ids, const KvBloc
 Status run_worker(MpiComm& comm, CpuExecutor& exec) {
   std::vector<uint8_t> msg;
   Logits out;
-  StepBuffers buf;
+  std::vector<Batch> parts;
   std::vector<std::vector<uint8_t>> dummy;  // gathers answer only at rank 0
   while (true) {
-    SLUICE_RETURN_IF_ERROR(comm.broadcast(msg, /*idle=*/true));
+    SLUICE_RETURN_IF_ERROR(comm.receive_post(msg, /*idle=*/true));
     if (msg.empty()) return make_error("an empty message from rank 0");
     const auto op = Op(msg.back());
     msg.pop_back();
     switch (op) {
       case Op::kStop:
+        comm.finish_sends();
         return {};
       case Op::kExecute: {
         if (msg.size() < 4) return make_error("a step message without its micro-batch count");
@@ -348,7 +406,7 @@ Status run_worker(MpiComm& comm, CpuExecutor& exec) {
         msg.resize(msg.size() - 4);
         SLUICE_ASSIGN_OR_RETURN(Batch batch, deserialize_batch(msg));
         // Rank 0 validated the same batch against the same capacity: an error here is a bug.
-        SLUICE_RETURN_IF_ERROR(run_step(comm, exec, batch, int(n_micro), out, buf));
+        SLUICE_RETURN_IF_ERROR(run_stage(comm, exec, batch, int(n_micro), parts, out));
         break;
       }
       case Op::kCopyBlocks: {

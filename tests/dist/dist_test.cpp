@@ -164,6 +164,110 @@ TEST(MpiParallel, MicroBatchCountsAgree) {
   ASSERT_TRUE(comm().set_layout(n, 1).ok());
 }
 
+// Steps in flight (submit/collect): with --pp stages, `depth` steps of different sequences run
+// at once, stage s on one while stage s - 1 runs the next. Each collected step's logits equal
+// the one-process run of the same batches in the same order; an export while steps are in
+// flight (every rank answers it) takes their logits first, and collect() still returns them.
+TEST(MpiParallel, PipelinedStepsMatchOneProcess) {
+  SLUICE_REQUIRE_SHARED(dir, "testdata/models");
+  const std::string path = dir + "/stories260K.gguf";
+  MpiComm& c = comm();
+  const int n = c.world_size();
+  for (const auto& [tp, pp] : layouts(n)) {
+    if (pp == 1) continue;
+    SCOPED_TRACE("--tp " + std::to_string(tp) + " --pp " + std::to_string(pp));
+    auto whole = Model::load(path);
+    ASSERT_TRUE(whole.ok()) << whole.message();
+    ASSERT_TRUE(c.set_layout(tp, pp).ok());
+    ModelOptions mo;
+    mo.tp_rank = c.rank();
+    mo.tp_size = tp;
+    mo.pp_rank = c.stage();
+    mo.pp_size = pp;
+    auto shard = Model::load(path, mo);
+    ASSERT_TRUE(shard.ok()) << shard.message();
+    CpuExecutorOptions eo;
+    eo.n_threads = 1;
+    eo.n_blocks = 64;
+    eo.kv_type = KvType::kF32;
+    eo.matmul_isa = MatmulIsa::kScalar;
+    eo.collective = &c;
+    eo.stage_link = &c;
+    auto local = CpuExecutor::create(*shard, eo);
+    ASSERT_TRUE(local.ok()) << local.message();
+    ASSERT_TRUE(check_ranks_agree(c, rank_fingerprint(*shard, eo)).ok());
+    if (c.world_rank() != 0) {
+      const Status st = run_worker(c, **local);
+      ASSERT_TRUE(st.ok()) << st.message();
+      continue;
+    }
+    CpuExecutorOptions single_opts = eo;
+    single_opts.collective = nullptr;
+    single_opts.stage_link = nullptr;
+    auto single = CpuExecutor::create(*whole, single_opts);
+    ASSERT_TRUE(single.ok()) << single.message();
+    // `pp` groups of two sequences each: prompts, then decode steps, group after group.
+    std::vector<Batch> batches;
+    {
+      BlockFreeList blocks(64);
+      std::vector<test::TestSequence> seqs(size_t(2 * pp));
+      for (int step = 0; step < 6; ++step) {
+        for (int g = 0; g < pp; ++g) {
+          Batch b;
+          b.block_size = 16;
+          for (int k = 0; k < 2; ++k) {
+            test::TestSequence& sq = seqs[size_t(2 * g + k)];
+            std::vector<int32_t> toks;
+            for (int i = 0; i < (step == 0 ? 5 + 3 * k + g : 1); ++i) {
+              toks.push_back(int32_t(1 + (97 * (g + 1) + 31 * k + 13 * step + 7 * i) % 500));
+            }
+            test::add_step(b, blocks, sq, toks, step == 0 ? LogitsMode::kAll : LogitsMode::kLast);
+          }
+          batches.push_back(std::move(b));
+        }
+      }
+    }
+    std::vector<Logits> want(batches.size());
+    for (size_t i = 0; i < batches.size(); ++i) {
+      ASSERT_TRUE((*single)->execute(batches[i], want[i]).ok());
+    }
+    ShardedExecutor sharded(c, std::move(local).value());
+    ASSERT_EQ(sharded.pipeline_depth(), pp);
+    Batch too_many = batches[0];
+    std::vector<Logits> got(batches.size());
+    size_t next_collect = 0;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      if (i - next_collect == size_t(pp)) {
+        ASSERT_TRUE(sharded.collect(got[next_collect++]).ok());
+      }
+      ASSERT_TRUE(sharded.submit(batches[i]).ok());
+      if (i + 1 == size_t(pp)) {
+        // The pipeline is full: one more is refused, and so is execute().
+        EXPECT_FALSE(sharded.submit(batches[i]).ok());
+        Logits l;
+        EXPECT_FALSE(sharded.execute(batches[i], l).ok());
+        // Every rank answers an export: the steps in flight are taken first.
+        auto ex = sharded.export_blocks(std::vector<int32_t>{0});
+        EXPECT_TRUE(ex.ok()) << ex.message();
+      }
+    }
+    while (next_collect < batches.size()) {
+      ASSERT_TRUE(sharded.collect(got[next_collect++]).ok());
+    }
+    Logits none;
+    EXPECT_FALSE(sharded.collect(none).ok());
+    for (size_t i = 0; i < batches.size(); ++i) {
+      ASSERT_EQ(got[i].n_rows(), want[i].n_rows()) << "step " << i;
+      ASSERT_EQ(got[i].seq_index, want[i].seq_index) << "step " << i;
+      for (int32_t r = 0; r < got[i].n_rows(); ++r) {
+        EXPECT_LT(test::rel_l2(got[i].row(r), want[i].row(r), size_t(got[i].n_vocab)), 1e-4)
+            << "step " << i << " row " << r;
+      }
+    }
+  }  // the workers stop at each layout's end
+  ASSERT_TRUE(c.set_layout(n, 1).ok());
+}
+
 }  // namespace
 }  // namespace sluice::dist
 
