@@ -14,6 +14,7 @@
 #include "cli/model_arg.h"
 #include "dist/mpi_comm.h"
 #include "dist/sharded_executor.h"
+#include "model/shard.h"
 
 namespace sluice::cli {
 namespace {
@@ -193,6 +194,23 @@ Status start_rank0(EngineSession& s, const EngineCliOptions& o, KvType kv_type) 
   SLUICE_ASSIGN_OR_RETURN(Model m, Model::load(s.model.file().path(), whole));
   s.whole_model = std::make_unique<Model>(std::move(m));
   s.comm = comm_spec(*comm, s.whole_model->config(), s.sharded->n_micro());
+  if (o.pp > 1) {
+    // Stages balanced by weight bytes (model/shard.h): the last also holds the output.
+    const std::vector<double> bytes = layer_weight_bytes(s.whole_model->weights());
+    const double out_bytes = output_weight_bytes(s.whole_model->weights());
+    std::string stages;
+    for (int st = 0; st < o.pp; ++st) {
+      const Range r = stage_layers(bytes, out_bytes, st, o.pp);
+      double gb = st + 1 == o.pp ? out_bytes : 0;
+      for (int64_t l = r.begin; l < r.end; ++l) gb += bytes[size_t(l)];
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%slayers %lld-%lld%s (%.2f GB)", st ? ", " : "",
+                    (long long)r.begin, (long long)r.end - 1, st + 1 == o.pp ? " + output" : "",
+                    gb / 1e9);
+      stages += buf;
+    }
+    SLUICE_LOG(kInfo, "pipeline stages: " + stages + " (weights of a tensor-parallel group)");
+  }
   SLUICE_LOG(kInfo, "link between ranks 0 and 1: " +
                         std::to_string(comm->link_latency_s() * 1e6).substr(0, 5) + " us, " +
                         std::to_string(comm->link_bytes_per_s() / 1e9).substr(0, 5) + " GB/s");

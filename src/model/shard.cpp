@@ -1,7 +1,9 @@
 #include "model/shard.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
+#include <limits>
 
 #include "gguf/types.h"
 
@@ -53,6 +55,81 @@ Range stage_layers(int n_layer, int stage, int n_stages) {
   const int base = n_layer / n_stages, extra = n_layer % n_stages;
   const int begin = stage * base + std::min(stage, extra);
   return {begin, begin + base + (stage < extra ? 1 : 0)};
+}
+
+Range stage_layers(std::span<const double> layer_cost, double last_extra, int stage, int n_stages) {
+  const int n = int(layer_cost.size());
+  assert(n_stages >= 1 && n_stages <= n && stage >= 0 && stage < n_stages);
+  std::vector<double> prefix(size_t(n) + 1, 0.0);
+  for (int l = 0; l < n; ++l) prefix[size_t(l) + 1] = prefix[size_t(l)] + layer_cost[size_t(l)];
+  const auto stage_cost = [&](int s, int b, int e) {
+    return prefix[size_t(e)] - prefix[size_t(b)] + (s + 1 == n_stages ? last_extra : 0.0);
+  };
+  // Dynamic programs over split[s][e]: stages 0 .. s over layers [0, e). The first finds the
+  // least largest stage cost; the second, among splits within it, the least sum of squared
+  // stage costs (the most even), ties going to the latest cut (earlier stages take more).
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(size_t(n_stages), std::vector<double>(size_t(n) + 1, inf));
+  std::vector<std::vector<int>> cut(size_t(n_stages), std::vector<int>(size_t(n) + 1, 0));
+  double limit = inf;
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto combine = [&](double prev, double c) {
+      return pass == 0 ? std::max(prev, c) : prev + c * c;
+    };
+    for (auto& row : best) std::fill(row.begin(), row.end(), inf);
+    for (int e = 1; e <= n; ++e) {
+      const double c = stage_cost(0, 0, e);
+      if (c <= limit) best[0][size_t(e)] = combine(0.0, c);
+    }
+    for (int s = 1; s < n_stages; ++s) {
+      for (int e = s + 1; e <= n; ++e) {
+        for (int b = s; b < e; ++b) {
+          const double c = stage_cost(s, b, e);
+          if (c > limit || best[size_t(s - 1)][size_t(b)] == inf) continue;
+          const double v = combine(best[size_t(s - 1)][size_t(b)], c);
+          if (v <= best[size_t(s)][size_t(e)]) {
+            best[size_t(s)][size_t(e)] = v;
+            cut[size_t(s)][size_t(e)] = b;
+          }
+        }
+      }
+    }
+    limit = best[size_t(n_stages - 1)][size_t(n)] * (1 + 1e-12);
+  }
+  int end = n;
+  for (int s = n_stages - 1; s > stage; --s) end = cut[size_t(s)][size_t(end)];
+  return {stage == 0 ? 0 : cut[size_t(stage)][size_t(end)], end};
+}
+
+namespace {
+
+double matrix_bytes(const WeightMatrix& m) {
+  if (!m.data) return 0;
+  const TypeTraits& t = type_traits(m.type);
+  return double(m.n_rows) * double(m.n_cols / t.block_size) * double(t.type_size);
+}
+
+}  // namespace
+
+std::vector<double> layer_weight_bytes(const ModelWeights& w) {
+  std::vector<double> out;
+  for (const LayerWeights& l : w.layers) {
+    double b = 0;
+    for (const WeightMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.router, &l.moe.sh_gate,
+          &l.moe.sh_up, &l.moe.sh_down, &l.moe.sh_gate_inp}) {
+      b += matrix_bytes(*m);
+    }
+    for (const auto* v : {&l.moe.gate, &l.moe.up, &l.moe.down}) {
+      for (const WeightMatrix& m : *v) b += matrix_bytes(m);
+    }
+    out.push_back(b);
+  }
+  return out;
+}
+
+double output_weight_bytes(const ModelWeights& w) {
+  return matrix_bytes(w.output);
 }
 
 Range split_range(int64_t n, int64_t unit, int rank, int size) {
@@ -123,7 +200,8 @@ Result<ShardInfo> shard_model(const ShardSpec& spec, ModelConfig& c, ModelWeight
   info.pp_rank = spec.pp_rank;
   info.pp_size = spec.pp_size;
   if (spec.pp_size > 1) {
-    const Range layers = stage_layers(c.n_layer, spec.pp_rank, spec.pp_size);
+    const Range layers =
+        stage_layers(layer_weight_bytes(w), output_weight_bytes(w), spec.pp_rank, spec.pp_size);
     // The other stages' layers are dropped (their file pages are never touched); the
     // embedding stays on the first stage, the output (a view of the embedding when tied) and
     // its norm on the last.

@@ -250,6 +250,41 @@ TEST(PipelineParallel, StagesInThreadsMatchOneExecutor) {
   }
 }
 
+// Stages balanced by weight bytes: the last one also holds the output projection.
+TEST(PipelineParallel, StagesAreBalancedByWeightBytes) {
+  const auto split = [](std::vector<double> cost, double extra, int n_stages) {
+    std::vector<int64_t> out;
+    for (int s = 0; s < n_stages; ++s) {
+      const Range r = stage_layers(cost, extra, s, n_stages);
+      if (s == 0) out.push_back(r.begin);
+      out.push_back(r.end);
+    }
+    return out;
+  };
+  // Equal layers, no extra: the even split (earlier stages one more).
+  EXPECT_EQ(split(std::vector<double>(5, 1.0), 0, 2), (std::vector<int64_t>{0, 3, 5}));
+  EXPECT_EQ(split(std::vector<double>(8, 1.0), 0, 4), (std::vector<int64_t>{0, 2, 4, 6, 8}));
+  for (int n = 1; n <= 12; ++n) {
+    for (int st = 1; st <= n; ++st) {
+      for (int s = 0; s < st; ++s) {
+        const Range even = stage_layers(n, s, st);
+        const Range bal = stage_layers(std::vector<double>(size_t(n), 1.0), 0, s, st);
+        EXPECT_EQ(bal.begin, even.begin) << n << " layers, stage " << s << " of " << st;
+        EXPECT_EQ(bal.end, even.end) << n << " layers, stage " << s << " of " << st;
+      }
+    }
+  }
+  // Llama-3.2-1B: 16 layers of 60.8M weights, the output 262.7M: 10 + 6 (608M and 627M), not
+  // 8 + 8 (486M and 749M).
+  EXPECT_EQ(split(std::vector<double>(16, 60.8), 262.7, 2), (std::vector<int64_t>{0, 10, 16}));
+  EXPECT_EQ(split(std::vector<double>(16, 60.8), 262.7, 4),
+            (std::vector<int64_t>{0, 5, 10, 15, 16}));  // the last: 323.5M
+  // Every stage keeps a layer, however large the extra.
+  EXPECT_EQ(split(std::vector<double>(3, 1.0), 1e9, 3), (std::vector<int64_t>{0, 1, 2, 3}));
+  // Uneven layers.
+  EXPECT_EQ(split({5, 1, 1, 1, 1, 1}, 0, 2), (std::vector<int64_t>{0, 1, 6}));
+}
+
 TEST(PipelineParallel, StagesHoldOnlyTheirLayersAndRefuseBadSizes) {
   SLUICE_REQUIRE_SHARED(dir, "testdata/models");
   const std::string path = dir + "/stories260K.gguf";
@@ -263,7 +298,7 @@ TEST(PipelineParallel, StagesHoldOnlyTheirLayersAndRefuseBadSizes) {
     const ModelWeights& w = m->weights();
     EXPECT_EQ(c.layer_begin, s == 0 ? 0 : 3);  // 5 layers: 3 + 2
     EXPECT_EQ(c.stage_layer_end(), s == 0 ? 3 : 5);
-    EXPECT_EQ(stage_layers(c.n_layer, s, 2).begin, c.layer_begin);
+    EXPECT_EQ(stage_layers(c.n_layer, s, 2).begin, c.layer_begin);  // even, here
     for (int il = 0; il < c.n_layer; ++il) {
       const bool mine = il >= c.layer_begin && il < c.stage_layer_end();
       EXPECT_EQ(w.layers[size_t(il)].wq.data != nullptr, mine) << "layer " << il;
