@@ -51,6 +51,39 @@ TEST(Mpi, RanksThatDisagreeAreRefusedOnEveryRank) {
       << st.message();
 }
 
+// This rank's shard of `path` as --tp tp --pp pp and its executor (options `eo`: one thread, 64
+// blocks; `exact`: f32 K/V and the scalar kernels), once every rank agreed on them. Every rank
+// calls it.
+struct RankShard {
+  std::unique_ptr<Model> shard;
+  CpuExecutorOptions eo;
+  std::unique_ptr<CpuExecutor> local;
+};
+void load_rank_shard(const std::string& path, int tp, int pp, bool exact, RankShard& out) {
+  MpiComm& c = comm();
+  ASSERT_TRUE(c.set_layout(tp, pp).ok());
+  ModelOptions mo;
+  mo.tp_rank = c.rank();
+  mo.tp_size = tp;
+  mo.pp_rank = c.stage();
+  mo.pp_size = pp;
+  auto shard = Model::load(path, mo);
+  ASSERT_TRUE(shard.ok()) << shard.message();
+  out.shard = std::make_unique<Model>(std::move(shard).value());
+  out.eo.n_threads = 1;
+  out.eo.n_blocks = 64;
+  if (exact) {
+    out.eo.kv_type = KvType::kF32;
+    out.eo.matmul_isa = MatmulIsa::kScalar;
+  }
+  out.eo.collective = &c;
+  out.eo.stage_link = &c;
+  auto local = CpuExecutor::create(*out.shard, out.eo);
+  ASSERT_TRUE(local.ok()) << local.message();
+  out.local = std::move(local).value();
+  ASSERT_TRUE(check_ranks_agree(c, rank_fingerprint(*out.shard, out.eo)).ok());
+}
+
 // Every rank loads its shard (tp ranks x pp stages); rank 0 compares the sharded run with one
 // process of its own. `n_micro`: micro-batches a step with stages.
 void check_model(const std::string& path, bool exact, int tp, int pp, int n_micro = 0) {
@@ -61,28 +94,12 @@ void check_model(const std::string& path, bool exact, int tp, int pp, int n_micr
   auto whole = Model::load(path);
   ASSERT_TRUE(whole.ok()) << whole.message();
   if (pp > whole->config().n_layer) return;  // refused (model_shard_test); every rank agrees
-  ASSERT_TRUE(c.set_layout(tp, pp).ok());
-  ModelOptions mo;
-  mo.tp_rank = c.rank();
-  mo.tp_size = tp;
-  mo.pp_rank = c.stage();
-  mo.pp_size = pp;
-  auto shard = Model::load(path, mo);
-  ASSERT_TRUE(shard.ok()) << shard.message();
-  CpuExecutorOptions eo;
-  eo.n_threads = 1;
-  eo.n_blocks = 64;
-  if (exact) {
-    eo.kv_type = KvType::kF32;
-    eo.matmul_isa = MatmulIsa::kScalar;
-  }
-  eo.collective = &c;
-  eo.stage_link = &c;
-  auto local = CpuExecutor::create(*shard, eo);
-  ASSERT_TRUE(local.ok()) << local.message();
-  ASSERT_TRUE(check_ranks_agree(c, rank_fingerprint(*shard, eo)).ok());
+  RankShard rs;
+  load_rank_shard(path, tp, pp, exact, rs);
+  if (::testing::Test::HasFatalFailure()) return;
+  const CpuExecutorOptions& eo = rs.eo;
   if (c.world_rank() != 0) {
-    const Status st = run_worker(c, **local);
+    const Status st = run_worker(c, *rs.local);
     ASSERT_TRUE(st.ok()) << st.message();
     return;
   }
@@ -98,7 +115,7 @@ void check_model(const std::string& path, bool exact, int tp, int pp, int n_micr
       [&](const Batch& b, Logits& o) { return (*single)->execute(b, o); }, 16, 64, prompt, 12);
   test::Rows got;
   {
-    ShardedExecutor sharded(c, std::move(local).value(), n_micro);
+    ShardedExecutor sharded(c, std::move(rs.local), n_micro);
     got = test::run_script([&](const Batch& b, Logits& o) { return sharded.execute(b, o); }, 16, 64,
                            prompt, 12, exact ? nullptr : &want.greedy);
     // A prefix shared by copy-on-write: block copies reach every rank.
@@ -178,26 +195,12 @@ TEST(MpiParallel, PipelinedStepsMatchOneProcess) {
     SCOPED_TRACE("--tp " + std::to_string(tp) + " --pp " + std::to_string(pp));
     auto whole = Model::load(path);
     ASSERT_TRUE(whole.ok()) << whole.message();
-    ASSERT_TRUE(c.set_layout(tp, pp).ok());
-    ModelOptions mo;
-    mo.tp_rank = c.rank();
-    mo.tp_size = tp;
-    mo.pp_rank = c.stage();
-    mo.pp_size = pp;
-    auto shard = Model::load(path, mo);
-    ASSERT_TRUE(shard.ok()) << shard.message();
-    CpuExecutorOptions eo;
-    eo.n_threads = 1;
-    eo.n_blocks = 64;
-    eo.kv_type = KvType::kF32;
-    eo.matmul_isa = MatmulIsa::kScalar;
-    eo.collective = &c;
-    eo.stage_link = &c;
-    auto local = CpuExecutor::create(*shard, eo);
-    ASSERT_TRUE(local.ok()) << local.message();
-    ASSERT_TRUE(check_ranks_agree(c, rank_fingerprint(*shard, eo)).ok());
+    RankShard rs;
+    load_rank_shard(path, tp, pp, /*exact=*/true, rs);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    const CpuExecutorOptions& eo = rs.eo;
     if (c.world_rank() != 0) {
-      const Status st = run_worker(c, **local);
+      const Status st = run_worker(c, *rs.local);
       ASSERT_TRUE(st.ok()) << st.message();
       continue;
     }
@@ -231,7 +234,7 @@ TEST(MpiParallel, PipelinedStepsMatchOneProcess) {
     for (size_t i = 0; i < batches.size(); ++i) {
       ASSERT_TRUE((*single)->execute(batches[i], want[i]).ok());
     }
-    ShardedExecutor sharded(c, std::move(local).value());
+    ShardedExecutor sharded(c, std::move(rs.local));
     ASSERT_EQ(sharded.pipeline_depth(), pp);
     Batch too_many = batches[0];
     std::vector<Logits> got(batches.size());

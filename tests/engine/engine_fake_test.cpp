@@ -75,43 +75,89 @@ std::vector<std::pair<std::vector<int32_t>, bool>> run(
   return flat;
 }
 
+// Random requests: 2 .. n_req + 1 of them, half sharing a prefix, some groups, some aborted
+// (one in `abort_every`, within `abort_window` steps of arriving).
+struct WorkloadShape {
+  int n_req = 10, max_tokens = 80, arrivals = 30, abort_every = 8, abort_window = 20;
+};
+std::vector<Req> random_requests(std::mt19937& rng, const WorkloadShape& w) {
+  std::vector<Req> reqs;
+  const int n_req = 2 + int(rng() % uint32_t(w.n_req));
+  std::vector<int32_t> shared;
+  for (int i = 0; i < int(rng() % 40); ++i) shared.push_back(3 + int32_t(rng() % (kVocab - 3)));
+  for (int i = 0; i < n_req; ++i) {
+    Req r;
+    r.prompt = rng() % 2 ? shared : std::vector<int32_t>{};
+    for (int j = 0; j < 1 + int(rng() % 30); ++j) r.prompt.push_back(3 + int32_t(rng() % 20));
+    r.params.sampling.temperature = 0;
+    r.params.max_tokens = 1 + int(rng() % uint32_t(w.max_tokens));
+    r.params.ignore_eos = rng() % 2;
+    r.arrival = int(rng() % uint32_t(w.arrivals));
+    r.n = rng() % 5 == 0 ? 2 + int(rng() % 2) : 1;
+    if (rng() % uint32_t(w.abort_every) == 0) {
+      r.abort_at = r.arrival + int(rng() % uint32_t(w.abort_window));
+    }
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+// The reference: each request alone, no drafts, a roomy cache.
+std::vector<std::pair<std::vector<int32_t>, bool>> run_each_alone(const std::vector<Req>& reqs,
+                                                                  const Tokenizer& tok) {
+  std::vector<std::pair<std::vector<int32_t>, bool>> want;
+  for (const Req& r : reqs) {
+    Req alone = r;
+    alone.arrival = 0;
+    alone.abort_at = -1;
+    auto o = run({alone}, EngineConfig{}, 256, 16, tok);
+    want.insert(want.end(), o.begin(), o.end());
+  }
+  return want;
+}
+
+// A small random cache and scheduler.
+struct RandomSetup {
+  EngineConfig cfg;
+  int32_t block_size = 16, n_blocks = 0;
+};
+RandomSetup random_setup(std::mt19937& rng) {
+  RandomSetup r;
+  r.block_size = 1 + int32_t(rng() % 8);
+  r.n_blocks = (180 + int32_t(rng() % 200)) / r.block_size + 4;
+  r.cfg.scheduler.max_batch_tokens = 4 + int32_t(rng() % 64);
+  r.cfg.scheduler.max_seqs = 1 + int32_t(rng() % 12);
+  r.cfg.scheduler.prefill_chunk = int32_t(rng() % 20);
+  r.cfg.enable_prefix_cache = rng() % 2;
+  return r;
+}
+
+// Every sample equals its reference; an aborted one, a prefix of it. Counts the aborted.
+void expect_outputs(const std::vector<std::pair<std::vector<int32_t>, bool>>& got,
+                    const std::vector<std::pair<std::vector<int32_t>, bool>>& want, int trial,
+                    uint64_t& aborted) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].second) {
+      ++aborted;
+      ASSERT_LE(got[i].first.size(), want[i].first.size());
+      EXPECT_TRUE(std::equal(got[i].first.begin(), got[i].first.end(), want[i].first.begin()))
+          << "trial " << trial << " sample " << i;
+    } else {
+      EXPECT_EQ(got[i].first, want[i].first) << "trial " << trial << " sample " << i;
+    }
+  }
+}
+
 TEST(EngineFake, RandomWorkloadsEqualPlainAloneWithAndWithoutDrafts) {
   const Tokenizer tok = test::fake_tokenizer(kVocab);
   std::mt19937 rng(2024);
   uint64_t accepted = 0, preemptions = 0, hits = 0, aborted = 0;
   for (int trial = 0; trial < 150; ++trial) {
-    std::vector<Req> reqs;
-    const int n_req = 2 + int(rng() % 10);
-    std::vector<int32_t> shared;
-    for (int i = 0; i < int(rng() % 40); ++i) shared.push_back(3 + int32_t(rng() % (kVocab - 3)));
-    for (int i = 0; i < n_req; ++i) {
-      Req r;
-      r.prompt = rng() % 2 ? shared : std::vector<int32_t>{};
-      for (int j = 0; j < 1 + int(rng() % 30); ++j) r.prompt.push_back(3 + int32_t(rng() % 20));
-      r.params.sampling.temperature = 0;
-      r.params.max_tokens = 1 + int(rng() % 80);
-      r.params.ignore_eos = rng() % 2;
-      r.arrival = int(rng() % 30);
-      r.n = rng() % 5 == 0 ? 2 + int(rng() % 2) : 1;
-      if (rng() % 8 == 0) r.abort_at = r.arrival + int(rng() % 20);
-      reqs.push_back(r);
-    }
-    // Reference: each request alone, no drafts, roomy cache.
-    std::vector<std::pair<std::vector<int32_t>, bool>> want;
-    for (const Req& r : reqs) {
-      Req alone = r;
-      alone.arrival = 0;
-      alone.abort_at = -1;
-      auto o = run({alone}, EngineConfig{}, 256, 16, tok);
-      want.insert(want.end(), o.begin(), o.end());
-    }
-    EngineConfig cfg;
-    const int32_t block_size = 1 + int32_t(rng() % 8);
-    const int32_t n_blocks = (180 + int32_t(rng() % 200)) / block_size + 4;
-    cfg.scheduler.max_batch_tokens = 4 + int32_t(rng() % 64);
-    cfg.scheduler.max_seqs = 1 + int32_t(rng() % 12);
-    cfg.scheduler.prefill_chunk = int32_t(rng() % 20);
-    cfg.enable_prefix_cache = rng() % 2;
+    const std::vector<Req> reqs = random_requests(rng, {});
+    const auto want = run_each_alone(reqs, tok);
+    RandomSetup setup = random_setup(rng);
+    EngineConfig& cfg = setup.cfg;
     if (rng() % 3 != 0) {
       cfg.spec.mode = SpecMode::kNgram;
       cfg.spec.k = 1 + int32_t(rng() % 10);
@@ -120,20 +166,10 @@ TEST(EngineFake, RandomWorkloadsEqualPlainAloneWithAndWithoutDrafts) {
     }
     EngineStats st;
     uint64_t p = 0, h = 0;
-    auto got = run(reqs, cfg, n_blocks, block_size, tok, &st, &p, &h);
+    auto got = run(reqs, cfg, setup.n_blocks, setup.block_size, tok, &st, &p, &h);
     preemptions += p;
     hits += h;
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (got[i].second) {  // aborted: a prefix of the full output
-        ++aborted;
-        ASSERT_LE(got[i].first.size(), want[i].first.size());
-        EXPECT_TRUE(std::equal(got[i].first.begin(), got[i].first.end(), want[i].first.begin()))
-            << "trial " << trial << " sample " << i;
-      } else {
-        EXPECT_EQ(got[i].first, want[i].first) << "trial " << trial << " sample " << i;
-      }
-    }
+    expect_outputs(got, want, trial, aborted);
     accepted += st.spec_accepted_tokens;
   }
   EXPECT_GT(accepted, 1000u);
@@ -151,56 +187,19 @@ TEST(EngineFake, PipelinedStepsEqualPlainAlone) {
   std::mt19937 rng(77);
   uint64_t preemptions = 0, hits = 0, aborted = 0, overlapped = 0;
   for (int trial = 0; trial < 150; ++trial) {
-    std::vector<Req> reqs;
-    const int n_req = 2 + int(rng() % 12);
-    std::vector<int32_t> shared;
-    for (int i = 0; i < int(rng() % 40); ++i) shared.push_back(3 + int32_t(rng() % (kVocab - 3)));
-    for (int i = 0; i < n_req; ++i) {
-      Req r;
-      r.prompt = rng() % 2 ? shared : std::vector<int32_t>{};
-      for (int j = 0; j < 1 + int(rng() % 30); ++j) r.prompt.push_back(3 + int32_t(rng() % 20));
-      r.params.sampling.temperature = 0;
-      r.params.max_tokens = 1 + int(rng() % 60);
-      r.params.ignore_eos = rng() % 2;
-      r.arrival = int(rng() % 20);
-      r.n = rng() % 5 == 0 ? 2 + int(rng() % 2) : 1;
-      if (rng() % 6 == 0) r.abort_at = r.arrival + int(rng() % 10);
-      reqs.push_back(r);
-    }
-    std::vector<std::pair<std::vector<int32_t>, bool>> want;
-    for (const Req& r : reqs) {
-      Req alone = r;
-      alone.arrival = 0;
-      alone.abort_at = -1;
-      auto o = run({alone}, EngineConfig{}, 256, 16, tok);
-      want.insert(want.end(), o.begin(), o.end());
-    }
-    EngineConfig cfg;
-    const int32_t block_size = 1 + int32_t(rng() % 8);
-    const int32_t n_blocks = (180 + int32_t(rng() % 200)) / block_size + 4;
-    cfg.scheduler.max_batch_tokens = 4 + int32_t(rng() % 64);
-    cfg.scheduler.max_seqs = 1 + int32_t(rng() % 12);
-    cfg.scheduler.prefill_chunk = int32_t(rng() % 20);
-    cfg.enable_prefix_cache = rng() % 2;
+    const std::vector<Req> reqs = random_requests(rng, {12, 60, 20, 6, 10});
+    const auto want = run_each_alone(reqs, tok);
+    const RandomSetup setup = random_setup(rng);
     const int32_t depth = 2 + int32_t(rng() % 2);
     uint64_t p = 0, h = 0;
     int32_t most = 0;
-    auto got = run(reqs, cfg, n_blocks, block_size, tok, nullptr, &p, &h, depth, &most);
+    auto got =
+        run(reqs, setup.cfg, setup.n_blocks, setup.block_size, tok, nullptr, &p, &h, depth, &most);
     preemptions += p;
     hits += h;
     ASSERT_LE(most, depth);
     overlapped += most > 1;
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (got[i].second) {
-        ++aborted;
-        ASSERT_LE(got[i].first.size(), want[i].first.size());
-        EXPECT_TRUE(std::equal(got[i].first.begin(), got[i].first.end(), want[i].first.begin()))
-            << "trial " << trial << " sample " << i;
-      } else {
-        EXPECT_EQ(got[i].first, want[i].first) << "trial " << trial << " sample " << i;
-      }
-    }
+    expect_outputs(got, want, trial, aborted);
   }
   EXPECT_GT(overlapped, 100u);
   EXPECT_GT(aborted, 5u);
