@@ -236,11 +236,7 @@ Status ShardedExecutor::execute(const Batch& batch, Logits& out) {
   if (!in_flight_.empty()) {
     return make_error("execute() with ", in_flight_.size(), " steps in flight (collect them)");
   }
-  const int32_t depth = depth_;
-  depth_ = std::max(depth_, int32_t(1));
-  Status st = submit(batch);
-  depth_ = depth;
-  if (!st.ok()) return st;
+  SLUICE_RETURN_IF_ERROR(submit(batch));
   return collect(out);
 }
 
