@@ -49,6 +49,7 @@ struct Options {
   std::string calibration;  // JSON (sim/calibration.h); default for --hw this: the cached one
   bool ideal = false;       // no calibration: the bare roofline
   int tp = 1, pp = 1, pp_micro = 0;
+  int pp_depth = 0;  // steps in flight with --pp (0: one per stage)
   int replicas = 1;
   int prefill_replicas = 0, decode_replicas = 0;
   double kv_link_gbps = 50, kv_link_latency_us = 10;
@@ -195,7 +196,9 @@ Result<sim::ServiceConfig> service_config(const Options& o, const Deployment& d,
   CommSpec& comm = ex.cost.comm;
   comm.tp = l.tp;
   comm.pp = l.pp;
-  comm.n_micro = o.pp_micro > 0 ? o.pp_micro : l.pp;
+  // As `sluice serve --pp` runs: one step in flight per stage, one micro-batch each.
+  ex.pipeline_depth = o.pp_depth > 0 ? o.pp_depth : l.pp;
+  comm.n_micro = o.pp_micro > 0 ? o.pp_micro : ex.pipeline_depth > 1 ? 1 : l.pp;
   if (l.tp > 1 || l.pp > 1) {
     comm.link_bytes_per_s = o.link_gbps > 0 ? o.link_gbps * 1e9 : d.cost.hw.link_bytes_per_s;
     comm.link_latency_s = o.link_latency_us * 1e-6;
@@ -541,7 +544,11 @@ void register_sim(CLI::App& app, int& exit_code) {
   cmd->add_option("--pp", o->pp, "Pipeline stages per replica")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--pp-microbatches", o->pp_micro, "Micro-batches per step (0: one per stage)");
+  cmd->add_option("--pp-microbatches", o->pp_micro,
+                  "Micro-batches per step (0: 1 with steps in flight, else one per stage)");
+  cmd->add_option("--pp-depth", o->pp_depth,
+                  "Steps in flight with --pp, each over its own requests (0: --pp; 1: one at a "
+                  "time)");
   cmd->add_option("--replicas", o->replicas, "Replicas behind the router")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

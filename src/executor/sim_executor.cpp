@@ -52,10 +52,69 @@ SimStepCost SimulatedExecutor::step_cost(const Batch& batch) {
   return c;
 }
 
-Status SimulatedExecutor::execute(const Batch& batch, Logits& out) {
+Status SimulatedExecutor::accept(const Batch& batch) {
   SLUICE_RETURN_IF_ERROR(validate_batch(batch, config_.capacity));
   SLUICE_RETURN_IF_ERROR(validate_block_copies(batch.block_copies, config_.capacity.n_blocks));
   if (observer_) observer_(batch);
+  return {};
+}
+
+void SimulatedExecutor::fill_logits(const Batch& batch, Logits& out) const {
+  set_logit_rows(batch, out);
+  const int32_t v = config_.capacity.n_vocab;
+  out.n_vocab = v;
+  out.values.assign(size_t(out.n_rows()) * size_t(v), 0.0f);
+  for (int32_t r = 0; r < out.n_rows(); ++r) {
+    out.values[size_t(r) * size_t(v) + size_t(kOutputToken)] = 1.0f;
+  }
+}
+
+Status SimulatedExecutor::submit(const Batch& batch) {
+  const int32_t depth = pipeline_depth();
+  if (depth <= 1) return Executor::submit(batch);
+  if (int32_t(in_flight_.size()) >= depth) {
+    return make_error("simulated executor: ", in_flight_.size(), " steps in flight already");
+  }
+  SLUICE_RETURN_IF_ERROR(accept(batch));
+  InFlight f;
+  f.cost = step_cost(batch);
+  const int pp = config_.cost.comm.pp;
+  stage_free_.resize(size_t(pp), 0.0);
+  // Rank 0 prepares the step, then each stage runs its 1/pp of the compute in turn; the
+  // messages between ranks come last.
+  double t = clock_.now() + f.cost.overhead_s;
+  for (int s = 0; s < pp; ++s) {
+    t = std::max(t, stage_free_[size_t(s)]) + f.cost.compute_s / pp;
+    stage_free_[size_t(s)] = t;
+  }
+  f.end = t + f.cost.comm_s;
+  fill_logits(batch, f.logits);
+  in_flight_.push_back(std::move(f));
+  return {};
+}
+
+Status SimulatedExecutor::collect(Logits& out) {
+  if (pipeline_depth() <= 1) return Executor::collect(out);
+  if (in_flight_.empty()) return make_error("simulated executor: nothing in flight");
+  InFlight& f = in_flight_.front();
+  const double now = clock_.now();
+  if (f.end > now) clock_.advance(f.end - now);
+  // Busy: the wall time this step added beyond the one collected before it.
+  busy_s_ += std::max(0.0, f.end - std::max(last_end_, f.end - f.cost.seconds()));
+  last_end_ = std::max(last_end_, f.end);
+  ++steps_;
+  last_comm_ = {};
+  if (f.cost.comm_s > 0) {
+    last_comm_.n_ops = 1;
+    last_comm_.seconds = f.cost.comm_s;
+  }
+  std::swap(out, f.logits);
+  in_flight_.pop_front();
+  return {};
+}
+
+Status SimulatedExecutor::execute(const Batch& batch, Logits& out) {
+  SLUICE_RETURN_IF_ERROR(accept(batch));
   const SimStepCost c = step_cost(batch);
   clock_.advance(c.seconds());
   busy_s_ += c.seconds();
@@ -65,13 +124,7 @@ Status SimulatedExecutor::execute(const Batch& batch, Logits& out) {
     last_comm_.n_ops = 1;
     last_comm_.seconds = c.comm_s;
   }
-  set_logit_rows(batch, out);
-  const int32_t v = config_.capacity.n_vocab;
-  out.n_vocab = v;
-  out.values.assign(size_t(out.n_rows()) * size_t(v), 0.0f);
-  for (int32_t r = 0; r < out.n_rows(); ++r) {
-    out.values[size_t(r) * size_t(v) + size_t(kOutputToken)] = 1.0f;
-  }
+  fill_logits(batch, out);
   return {};
 }
 

@@ -9,7 +9,9 @@
 // exactly what its max_tokens (with ignore_eos) asks: output lengths come from the workload.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 
@@ -43,6 +45,9 @@ struct SimExecutorConfig {
   // the link between ranks.
   StepCostModel cost;
   SimCalibration calibration;
+  // With pipeline stages (cost.comm.pp > 1): steps in flight (Executor::pipeline_depth; the
+  // engine keeps this many, each over its own requests, as over real ranks); 1: one at a time.
+  int32_t pipeline_depth = 1;
 };
 
 // The breakdown of one simulated step.
@@ -61,6 +66,14 @@ class SimulatedExecutor final : public Executor {
 
   ExecutorCapacity capacity() const override { return config_.capacity; }
   Status execute(const Batch& batch, Logits& out) override;
+  // Steps in flight: each stage runs 1/pp of a step's compute when the stage before handed it
+  // on and the stage is free, so stage s works on step k while stage s - 1 works on step k + 1;
+  // collect() moves the clock to the oldest step's end (docs/sim.md).
+  int32_t pipeline_depth() const override {
+    return config_.cost.comm.pp > 1 ? std::max(config_.pipeline_depth, int32_t(1)) : 1;
+  }
+  Status submit(const Batch& batch) override;
+  Status collect(Logits& out) override;
   Status copy_blocks(std::span<const BlockCopy> copies) override;
   Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const override;
   Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) override;
@@ -84,6 +97,18 @@ class SimulatedExecutor final : public Executor {
   std::vector<Batch> micro_;
   std::vector<SeqWork> work_;
   CommStats last_comm_;
+  // Pipelined steps: when each stage is next free, and the steps in flight.
+  struct InFlight {
+    double end = 0;  // virtual time its logits reach rank 0
+    SimStepCost cost;
+    Logits logits;
+  };
+  std::vector<double> stage_free_;
+  std::deque<InFlight> in_flight_;
+  double last_end_ = 0;  // the last collected step's end (busy time counts overlap once)
+  // The batch's checks; its logits (every row on kOutputToken).
+  Status accept(const Batch& batch);
+  void fill_logits(const Batch& batch, Logits& out) const;
   std::function<void(const Batch&)> observer_;
   uint64_t steps_ = 0;
   double busy_s_ = 0;

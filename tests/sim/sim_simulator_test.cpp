@@ -138,6 +138,40 @@ TEST(SimExecutorTest, PipelineMicroBatchesFillThePipeline) {
   EXPECT_GT(c.comm_s, 0);
 }
 
+// Steps in flight over 2 stages: each stage runs half a step's compute, stage 1 on step 1 while
+// stage 0 runs step 2, so two steps end at C and 1.5 C (plus messages), not C and 2 C.
+TEST(SimExecutorTest, PipelinedStepsOverlapTheStages) {
+  VirtualClock clock;
+  SimExecutorConfig cfg = config_for(llama70b_on("H100", 1, 2, 1));
+  cfg.pipeline_depth = 2;
+  SimulatedExecutor ex(cfg, clock);
+  ASSERT_EQ(ex.pipeline_depth(), 2);
+  const Batch b = uniform_batch(8, 1, 1024);
+  const SimStepCost c = ex.step_cost(b);
+  ASSERT_GT(c.compute_s, 0);
+  ASSERT_TRUE(ex.submit(b).ok());
+  ASSERT_TRUE(ex.submit(b).ok());
+  EXPECT_FALSE(ex.submit(b).ok());  // the pipeline is full
+  EXPECT_EQ(clock.now(), 0);
+  Logits out;
+  ASSERT_TRUE(ex.collect(out).ok());
+  EXPECT_NEAR(clock.now(), c.compute_s + c.comm_s, 1e-12);
+  EXPECT_EQ(out.n_rows(), 8);
+  ASSERT_TRUE(ex.collect(out).ok());
+  EXPECT_NEAR(clock.now(), 1.5 * c.compute_s + c.comm_s, 1e-12);
+  EXPECT_NEAR(ex.busy_seconds(), clock.now(), 1e-12);
+  EXPECT_FALSE(ex.collect(out).ok());
+  // A new step after a gap starts when it is submitted.
+  clock.advance(10);
+  ASSERT_TRUE(ex.submit(b).ok());
+  ASSERT_TRUE(ex.collect(out).ok());
+  EXPECT_NEAR(clock.now(), 10 + 2.5 * c.compute_s + 2 * c.comm_s, 1e-9);
+  // One stage: execute() only.
+  SimulatedExecutor one(config_for(llama70b_on("H100")), clock);
+  EXPECT_EQ(one.pipeline_depth(), 1);
+  EXPECT_FALSE(one.submit(b).ok());
+}
+
 TEST(SimExecutorTest, CalibrationScalesFloorsAndAddsOverheads) {
   VirtualClock clock;
   SimExecutorConfig cfg = config_for(llama70b_on("H100"));
