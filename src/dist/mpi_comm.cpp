@@ -338,12 +338,12 @@ void MpiComm::gather(const float* send, int64_t n, std::span<const int64_t> coun
   stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Status MpiComm::broadcast(std::vector<uint8_t>& bytes, bool idle) {
+Status MpiComm::broadcast(std::vector<uint8_t>& bytes) {
   if (failed()) return make_error(error_);
   uint64_t n = bytes.size();
   MPI_Request req;
   if (MPI_Ibcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
-      !wait(&req, "a broadcast", idle)) {
+      !wait(&req, "a broadcast", false)) {
     return make_error(failed() ? error_ : "MPI broadcast failed");
   }
   if (n > uint64_t(INT_MAX)) return make_error("a broadcast of ", n, " bytes");

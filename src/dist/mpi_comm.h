@@ -75,13 +75,14 @@ class MpiComm final : public Collective, public StageLink {
   // Waits until every buffered send has left (false: failed()).
   bool finish_sends();
 
-  // Rank 0's bytes to every rank: `bytes` is resized on the others. `idle`: the wait may be
-  // long (a worker waiting for the next step): it sleeps between polls and has no deadline.
-  Status broadcast(std::vector<uint8_t>& bytes, bool idle = false);
+  // Rank 0's bytes to every rank, which all wait for it (start-up agreement): `bytes` is resized
+  // on the others.
+  Status broadcast(std::vector<uint8_t>& bytes);
   // Rank 0's messages to the workers (a step, a block copy, stop...), in order: post() sends
   // `bytes` to every other rank without waiting for them (a rank still busy with an earlier
-  // step takes it later: pipelined steps); receive_post() is a worker's next one (`idle`: as
-  // broadcast). finish_posts() waits until every posted message has left (false: failed()).
+  // step takes it later: pipelined steps); receive_post() is a worker's next one (`idle`: the
+  // wait may be long, between steps: it sleeps between polls and has no deadline). finish_posts()
+  // waits until every posted message has left (false: failed()).
   Status post(std::span<const uint8_t> bytes);
   Status receive_post(std::vector<uint8_t>& bytes, bool idle);
   bool finish_posts();

@@ -557,6 +557,10 @@ Result<std::vector<EngineEvent>> Engine::step() {
       SchedulerOutput out = scheduler_.schedule(share);
       if (out.empty()) break;
       InFlight f;
+      if (!spare_in_flight_.empty()) {  // a collected step's batch: its buffers are reused
+        f = std::move(spare_in_flight_.back());
+        spare_in_flight_.pop_back();
+      }
       f.out = std::move(out);
       f.batch.block_size = batch_.block_size;
       build_batch(f.out, f.batch);
@@ -584,7 +588,9 @@ Result<std::vector<EngineEvent>> Engine::step() {
       roofline_->record(f.batch, now() - f.t_submit, executor_.last_step_expert_reads(),
                         executor_.last_step_comm());
     }
-    SLUICE_RETURN_IF_ERROR(process_step(f.out, events));
+    const Status st = process_step(f.out, events);
+    spare_in_flight_.push_back(std::move(f));
+    SLUICE_RETURN_IF_ERROR(st);
   } else {
     SLUICE_RETURN_IF_ERROR(propose_drafts());
     SchedulerOutput out = scheduler_.schedule();

@@ -296,6 +296,7 @@ class Engine {
   };
   int32_t depth_ = 1;
   std::deque<InFlight> in_flight_;
+  std::vector<InFlight> spare_in_flight_;  // collected, kept for their buffers
   std::vector<bool> forked_;  // process_step: per scheduled sequence, whether its samples forked
   std::unique_ptr<Proposer> proposer_;
   std::vector<DraftSlot> slots_;

@@ -51,12 +51,6 @@ Status shard_ffn(WeightMatrix& gate, WeightMatrix& up, WeightMatrix& down, int r
 
 }  // namespace
 
-Range stage_layers(int n_layer, int stage, int n_stages) {
-  const int base = n_layer / n_stages, extra = n_layer % n_stages;
-  const int begin = stage * base + std::min(stage, extra);
-  return {begin, begin + base + (stage < extra ? 1 : 0)};
-}
-
 Range stage_layers(std::span<const double> layer_cost, double last_extra, int stage, int n_stages) {
   const int n = int(layer_cost.size());
   assert(n_stages >= 1 && n_stages <= n && stage >= 0 && stage < n_stages);

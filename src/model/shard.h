@@ -62,14 +62,12 @@ struct ShardInfo {
 // or nothing. `c` is the whole model's config.
 Status check_shardable(const ModelConfig& c, const ModelWeights& w, int tp_size);
 
-// The layers of pipeline stage `stage` of `n_stages`: n_layer split as evenly as it goes (the
-// first n_layer % n_stages stages one more).
-Range stage_layers(int n_layer, int stage, int n_stages);
-// The same, balanced by cost: `layer_cost[l]` is layer l's (its weight bytes: decode streams
-// them, prefill's FLOPs follow them) and the last stage also pays `last_extra` (the output
-// projection, as large as 4 layers of Llama-3.2-1B). Contiguous stages of at least one layer
-// each whose largest cost is the least possible; among those, the earlier stages take more
-// layers (as above, and every rank finds the same split).
+// The layers of pipeline stage `stage` of `n_stages`, balanced by cost: `layer_cost[l]` is layer
+// l's (its weight bytes: decode streams them, prefill's FLOPs follow them) and the last stage also
+// pays `last_extra` (the output projection, as large as 4 layers of Llama-3.2-1B). Contiguous
+// stages of at least one layer each whose largest cost is the least possible; among those, the most
+// even, the earlier stages taking more (equal layers without an extra: the first n_layer % n_stages
+// stages one more). Every rank finds the same split.
 Range stage_layers(std::span<const double> layer_cost, double last_extra, int stage, int n_stages);
 // The weight bytes of layer l (every matrix of it) and of the output projection.
 std::vector<double> layer_weight_bytes(const ModelWeights& w);
