@@ -545,10 +545,12 @@ void register_sim(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--pp-microbatches", o->pp_micro,
-                  "Micro-batches per step (0: 1 with steps in flight, else one per stage)");
+                  "Micro-batches per step (0: 1 with steps in flight, else one per stage)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--pp-depth", o->pp_depth,
                   "Steps in flight with --pp, each over its own requests (0: --pp; 1: one at a "
-                  "time)");
+                  "time)")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--replicas", o->replicas, "Replicas behind the router")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -40,6 +40,9 @@ TEST(CliTensorParallel, ClearErrors) {
   EXPECT_NE(draft.exit_code, 0);
   EXPECT_NE(draft.err.find("--spec draft with --tp or --pp is not supported"), std::string::npos)
       << draft.err;
+  auto depth = test::run_sluice("run " + model + " -p hi -n 4 --pp 2 --pp-depth -1");
+  EXPECT_NE(depth.exit_code, 0);
+  EXPECT_NE(depth.err.find("--pp-depth must be in 0..64"), std::string::npos) << depth.err;
   auto deep = test::run_sluice("run " + model + " -p hi -n 4 --pp 6");
   EXPECT_NE(deep.exit_code, 0);
   EXPECT_NE(deep.err.find("pipeline parallel size 6 must be in 1..5"), std::string::npos)

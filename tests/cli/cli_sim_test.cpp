@@ -71,6 +71,8 @@ TEST(CliSim, ClearErrors) {
       {"sim --model llama-3-8b --hw H100 --dataset bogus", "--dataset must be"},
       {"sim --model llama-3-8b --hw H100 --kv-bits 5", "--kv-bits must be"},
       {"sim --model llama-3-8b --hw H100 --find everything", "--find takes"},
+      {"sim --model llama-3-8b --hw H100 --pp 2 --pp-depth -1", "--pp-depth"},
+      {"sim --model llama-3-8b --hw H100 --pp 2 --pp-microbatches -2", "--pp-microbatches"},
       {"sim --model llama-3-8b --hw H100 --calibration /nonexistent.json", "cannot read"},
   };
   for (const Case& c : cases) {
