@@ -17,12 +17,15 @@
 // Seeds: fuzz/seeds/kv_transfer_fuzz (a PULL, an OK, an ERROR, a BLOCK head, an END, an ACK).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -41,6 +44,12 @@ constexpr int32_t kBlockSize = 4;
 constexpr size_t kBytesPerBlock = 64;
 constexpr int32_t kPoolBlocks = 16;
 
+// Every failed check names itself (and errno) before aborting, so a crash report says which.
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "kv_transfer_fuzz: %s (errno %d: %s)\n", what, errno, std::strerror(errno));
+  std::abort();
+}
+
 bool same(std::span<const uint8_t> a, const std::vector<uint8_t>& b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
 }
@@ -52,11 +61,11 @@ void round_trips(std::span<const uint8_t> in, uint8_t pick) {
       break;
     case 1:
       if (const auto p = parse_pull_message(in); p.ok() && !same(in, encode_pull_message(*p)))
-        std::abort();
+        fail("PULL does not round-trip");
       break;
     case 2:
       if (const auto r = parse_reply_header(in); r.ok() && !same(in, encode_reply_header(*r)))
-        std::abort();
+        fail("reply header does not round-trip");
       break;
     case 3: {
       if (in.size() < 4) return;
@@ -66,13 +75,14 @@ void round_trips(std::span<const uint8_t> in, uint8_t pick) {
       if (const auto f = parse_block_frame_header(head, bpb); f.ok()) {
         uint8_t out[kKvFrameHeadBytes];
         encode_frame_head(*f, bpb, out);
-        if (!std::equal(head.begin(), head.end(), out)) std::abort();
+        if (!std::equal(head.begin(), head.end(), out))
+          fail("block frame head does not round-trip");
       }
       break;
     }
     case 4:
       if (const auto a = parse_ack_message(in); a.ok() && !same(in, encode_ack_message(*a)))
-        std::abort();
+        fail("ACK does not round-trip");
       break;
     case 5: {
       if (in.empty()) return;
@@ -82,8 +92,9 @@ void round_trips(std::span<const uint8_t> in, uint8_t pick) {
       const int32_t bs = 1 + in[0] % 3;
       const int32_t n = common_full_blocks(a, int32_t(a.size()), b, bs);
       if (n < 0 || size_t(n) > a.size() / size_t(bs) || size_t(n) > b.size() / size_t(bs))
-        std::abort();
-      if (!std::equal(a.begin(), a.begin() + n * bs, b.begin())) std::abort();
+        fail("common_full_blocks out of range");
+      if (!std::equal(a.begin(), a.begin() + n * bs, b.begin()))
+        fail("common_full_blocks counted differing blocks");
       break;
     }
     default:
@@ -110,7 +121,8 @@ struct LiveServer {
       b.n_blocks = int32_t(ids.size());
       b.bytes_per_block = kBytesPerBlock;
       for (int32_t id : ids) {
-        if (id < 0 || id >= kPoolBlocks) std::abort();  // only offered ids are exported
+        if (id < 0 || id >= kPoolBlocks)
+          fail("exported a block that was never offered");  // only offered ids are exported
         b.bytes.insert(b.bytes.end(), pool.begin() + id * kBytesPerBlock,
                        pool.begin() + (id + 1) * kBytesPerBlock);
       }
@@ -119,10 +131,10 @@ struct LiveServer {
     auto release = [this](std::span<const int32_t> ids) {
       std::lock_guard lock(mu);
       for (int32_t id : ids)
-        if (--pinned[id] < 0) std::abort();  // released twice
+        if (--pinned[id] < 0) fail("a block was released twice");  // released twice
     };
     auto s = KvTransferServer::start(o, exporter, release);
-    if (!s.ok()) std::abort();
+    if (!s.ok()) fail("the server did not start");
     server = std::move(s).value();
   }
   bool all_released() {
@@ -153,28 +165,62 @@ void live(std::span<const uint8_t> in, bool swap_handle) {
   a.sin_family = AF_INET;
   a.sin_port = htons(uint16_t(live->server->port()));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{2, 0};
+  // Generous bounds: CI runs two ASan fuzzers on two cores; the server's own io_timeout is 1 s.
+  timeval tv{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) std::abort();
-  (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  // Closed with a reset: tens of thousands of connections a run leave no TIME-WAIT behind to
+  // exhaust the ephemeral ports.
+  const linger no_linger{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &no_linger, sizeof no_linger);
+  // libFuzzer's -timeout alarm (SIGALRM) interrupts blocking calls: an interrupted connect goes
+  // on in the background, so wait for it and read its outcome; sends and receives are retried.
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    if (errno != EINTR) fail("connect to the server failed");
+    pollfd p{fd, POLLOUT, 0};
+    while (::poll(&p, 1, 5000) < 0 && errno == EINTR) {
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    errno = err;
+    if ((p.revents & POLLOUT) == 0 || err != 0) fail("connect to the server failed");
+  }
+  for (size_t sent = 0; sent < bytes.size();) {
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n > 0)
+      sent += size_t(n);
+    else if (n < 0 && errno == EINTR)
+      continue;
+    else
+      break;  // the server may close early on a malformed message
+  }
   ::shutdown(fd, SHUT_WR);  // no ACK: the server sees the end after its reply
   std::vector<uint8_t> reply;
   uint8_t buf[4096];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) reply.insert(reply.end(), buf, buf + n);
-  if (n < 0 && errno == EAGAIN) std::abort();  // the server hung
+  while (true) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      reply.insert(reply.end(), buf, buf + n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) fail("the server sent nothing within 5 s (hung)");
+    break;  // the end, or a reset by the server
+  }
   ::close(fd);
   if (!reply.empty()) {
     const auto h = parse_message_header(reply);
-    if (!h.ok() || reply.size() < kKvHeaderBytes + h->payload_bytes) std::abort();
+    if (!h.ok() || reply.size() < kKvHeaderBytes + h->payload_bytes)
+      fail("the reply is cut short or its header is malformed");
     const auto r = parse_reply_header(std::span(reply).first(kKvHeaderBytes + h->payload_bytes));
-    if (!r.ok()) std::abort();
+    if (!r.ok()) fail("the reply is neither a well-formed OK nor ERROR");
   }
   if (swap_handle) {
     // The claimed handle is released once the connection ends (pulled or failed).
-    for (int i = 0; i < 2000 && !live->all_released(); ++i) ::usleep(1000);
-    if (!live->all_released()) std::abort();
+    for (int i = 0; i < 5000 && !live->all_released(); ++i) ::usleep(1000);
+    if (!live->all_released())
+      fail("an offered block was not released within 5 s of the connection's end");
   }
 }
 
