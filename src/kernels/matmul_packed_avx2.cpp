@@ -165,26 +165,33 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, int h0, const Quantiz
           const int hh = h0 + h;
           const int8_t* xq[NX];
           launder(xq, x.q);
-          __m256i lo_acc[NX], hi_acc[NX];
-          for (int i = 0; i < NX; ++i) lo_acc[i] = hi_acc[i] = _mm256_setzero_si256();
-          for (int j = 0; j < 8; ++j) {
-            const __m256i raw = load32(v + (8 * p + j) * 64 + 32 * hh);
-            const __m256i lo = _mm256_and_si256(raw, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            for (int i = 0; i < NX; ++i) {
-              lo_acc[i] = _mm256_add_epi16(
-                  lo_acc[i], _mm256_maddubs_epi16(lo, bcast4(xq[i] + 32 * sb + 4 * j)));
-              hi_acc[i] = _mm256_add_epi16(
-                  hi_acc[i], _mm256_maddubs_epi16(hi, bcast4(xq[i] + 32 * (sb + 1) + 4 * j)));
-            }
-          }
           const __m256 d = load_f16x8(mt + 16 * hh), dmin = load_f16x8(mt + 32 + 16 * hh);
+          // The pair's two sub-blocks one after the other (low nibbles, then high ones): NX
+          // integer accumulators live instead of 2 NX, so the 1 x 4 prefill tile keeps its f32
+          // accumulators and the nibble mask in registers (with both at once it spilled one
+          // accumulator per vector and the f32 ones per pair). The second pass re-reads the
+          // pair's 512 bytes from L1; the weight pointer is hidden from the optimizer between
+          // the passes so it does not keep the first pass's vectors for the second.
+          const uint8_t* vp = v + 512 * p + 32 * hh;
+#pragma GCC unroll 2
           for (int t = 0; t < 2; ++t) {
+            asm("" : "+r"(vp));
+            __m256i iacc[NX];
+            for (int i = 0; i < NX; ++i) iacc[i] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+            for (int j = 0; j < 8; ++j) {
+              const __m256i raw = load32(vp + 64 * j);
+              const __m256i q = _mm256_and_si256(t == 0 ? raw : _mm256_srli_epi16(raw, 4), m4);
+              for (int i = 0; i < NX; ++i) {
+                iacc[i] = _mm256_add_epi16(
+                    iacc[i], _mm256_maddubs_epi16(q, bcast4(xq[i] + 32 * (sb + t) + 4 * j)));
+              }
+            }
             const int s = 2 * p + t;
             const __m256 sc = _mm256_mul_ps(d, load_u8x8(mt + 64 + 16 * s + 8 * hh));
             const __m256 mn = _mm256_mul_ps(dmin, load_u8x8(mt + 192 + 16 * s + 8 * hh));
             for (int i = 0; i < NX; ++i) {
-              const __m256 dots = _mm256_cvtepi32_ps(widen(t == 0 ? lo_acc[i] : hi_acc[i]));
+              const __m256 dots = _mm256_cvtepi32_ps(widen(iacc[i]));
               facc[h][i] = _mm256_fmadd_ps(dots, _mm256_mul_ps(sc, _mm256_set1_ps(x.d[i][sb + t])),
                                            facc[h][i]);
               facc[h][i] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(x.s[i][sb + t]), facc[h][i]);
