@@ -42,12 +42,11 @@ Weights make(GgmlType type, int64_t m, int64_t k, int64_t n) {
 }
 
 void run(benchmark::State& state, GgmlType type, int64_t n, MatmulIsa isa, int threads,
-         bool packed = false, int64_t m = 8192) {
+         bool packed = false, int64_t m = 8192, int64_t k = 2048) {
   if (isa != MatmulIsa::kScalar && matmul_isa_best() != isa && isa == MatmulIsa::kAvx512) {
     state.SkipWithError("ISA not available");
     return;
   }
-  const int64_t k = 2048;
   const Weights w = make(type, m, k, n);
   std::vector<float> y(static_cast<size_t>(n * m));
   ThreadPool pool(threads);
@@ -108,10 +107,21 @@ void register_all() {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
-      for (int64_t n : {16, 128}) {
+      for (int64_t n : {16, 128, 512}) {
         benchmark::RegisterBenchmark(
             (std::string("Gemm") + std::to_string(n) + "/" + tn + "/packed/t2").c_str(),
             [=](benchmark::State& s) { run(s, type, n, matmul_isa_best(), 2, true); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+      // A 512-token prefill's other Llama-3.2-1B shapes: the FFN's down projection (k 8192)
+      // and the K/V projections (512 rows).
+      for (auto [m, k] : {std::pair<int64_t, int64_t>{2048, 8192}, {512, 2048}}) {
+        benchmark::RegisterBenchmark(
+            (std::string("Gemm512/") + tn + "/packed/t2/m" + std::to_string(m) + "k" +
+             std::to_string(k))
+                .c_str(),
+            [=](benchmark::State& s) { run(s, type, 512, matmul_isa_best(), 2, true, m, k); })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
