@@ -515,6 +515,15 @@ void print_rows(const BenchOptions& o, const std::string& desc, const std::vecto
         r.n_expert);
     first_moe = false;
   }
+  for (const Row& r : rows) {
+    if (r.mfu <= 1.0) continue;
+    std::printf(
+        "\nMFU above 100%%: the cached peak (%s) is below what this run reached; it was measured "
+        "while the cores were busy with other work. Rerun `sluice bench --roofline` on a quiet "
+        "host.\n",
+        (o.roofline_file.empty() ? default_roofline_path() : o.roofline_file).c_str());
+    break;
+  }
   std::printf(
       "\nMBU: against the cached `--roofline` read bandwidth. MBU*: against the read bandwidth "
       "probed before each repetition and after the last (probe GB/s, their mean)%s.%s\n",

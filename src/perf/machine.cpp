@@ -186,10 +186,14 @@ __attribute__((target("avx2"))) double dot_int8_avx2() {
   return double(kPeakIters) * 12 * 64;
 }
 
-// Peak rate of `kernel` (returns ops done) over `threads` threads, in G ops/s.
+// Peak rate of `kernel` (returns ops done) over `threads` threads, in G ops/s: the best of 8
+// short runs ~25 ms apart. On a shared host a core's SIMD units can be busy with another
+// tenant's work (an SMT sibling); the best of 3 back-to-back runs once read half this host's
+// f32 peak (113 of 220 GFLOP/s), which put F16 prefill at 115% MFU.
 double measure_peak(double (*kernel)(), int threads) {
   double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < 8; ++rep) {
+    if (rep > 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
     std::vector<double> ops(static_cast<size_t>(threads));
     const double s = run_parallel(threads, [&](int t) { ops[size_t(t)] = kernel(); });
     double total = 0;

@@ -133,6 +133,30 @@ TEST_F(CliBench, PrefillMfuCountsTheFlopsDoneAndNamesAnotherIsasPeaks) {
   EXPECT_NEAR(pp["mfu"].get<double>(), expected, 0.002 * expected + 0.0005) << r.out;
 }
 
+// A prefill faster than the cached peak (one measured while the cores were busy) says so and
+// names the file to refresh; a believable MFU prints no such line.
+TEST_F(CliBench, MfuAboveTheCachedPeakAsksForANewRoofline) {
+  const std::string cache = dir_.path("tiny-peak.json");
+  {
+    FILE* f = std::fopen(cache.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs(
+        "{\"cpu\": \"Test CPU\", \"threads\": 1, \"read_gbps_1t\": 10, \"read_gbps\": 10, "
+        "\"peak_gflops_f32\": 0.001, \"peak_gflops_bf16\": 0, \"peak_gops_int8\": 0.001, "
+        "\"measured_at\": \"2025-01-01T00:00:00Z\"}",
+        f);
+    ASSERT_EQ(std::fclose(f), 0);
+  }
+  const auto low = test::run_sluice("bench " + model_ + " --roofline-file " + cache +
+                                    " -t 1 -p 16 -n 0 -r 1 --no-probe");
+  ASSERT_EQ(low.exit_code, 0) << low.err;
+  EXPECT_NE(low.out.find("MFU above 100%: the cached peak (" + cache + ")"), std::string::npos)
+      << low.out;
+  const auto ok = bench("-t 1 -p 16 -n 0 -r 1 --no-probe");
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.out.find("MFU above 100%"), std::string::npos) << ok.out;
+}
+
 // --tp / --pp: the ranks run the test (relaunched under mpirun) and every row reports rank 0's
 // seconds in messages a step beside the link model's prediction.
 TEST_F(CliBench, ParallelRowsReportCommunication) {
