@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "base/fp16.h"
@@ -15,7 +16,9 @@
 #include "gguf/quants.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_kernels.h"
 #include "kernels/ops.h"
+#include "kernels/packed.h"
 
 namespace sluice {
 namespace {
@@ -78,6 +81,45 @@ void run(benchmark::State& state, GgmlType type, int64_t n, MatmulIsa isa, int t
                          benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
+// The AVX2 packed kernel's vpdpbusd copy (matmul_packed_avx2.inc): the VEX one where the CPU has
+// AVX-VNNI, else its EVEX twin on AVX512-VNNI hosts; activations quantized every iteration, as
+// matmul() does.
+void run_avx2_vnni(benchmark::State& state, GgmlType type, int64_t n, int threads, int64_t m) {
+  using Gemm =
+      void (*)(const PackedWeights&, int64_t, int64_t, const QuantizedActs&, float*, int64_t);
+  Gemm gemm = nullptr;
+  if (cpu_has_avx_vnni()) {
+    gemm = &kern_avx2_vnni::gemm_packed;
+  } else if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) {
+    gemm = &kern_avx2_vnni512::gemm_packed;
+  }
+  if (!gemm || !cpu_runs_isa(MatmulIsa::kAvx2)) {
+    state.SkipWithError("no VNNI on this CPU");
+    return;
+  }
+  const int64_t k = 2048;
+  const Weights w = make(type, m, k, n);
+  std::vector<float> y(static_cast<size_t>(n * m));
+  ThreadPool pool(threads);
+  Result<PackedWeights> pw = PackedWeights::pack(type, w.q.data(), m, k, &pool);
+  if (!pw.ok()) {
+    state.SkipWithError(pw.status().message().c_str());
+    return;
+  }
+  ActBuffer a;
+  for (auto _ : state) {
+    quantize_acts(w.x.data(), n, k, a, MatmulIsa::kAvx2);
+    const QuantizedActs qa = a.view();
+    pool.parallel_for(pw->n_groups(), 1,
+                      [&](int64_t g0, int64_t g1) { gemm(*pw, g0, g1, qa, y.data(), m); });
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.q.size()));
+  state.counters["GOP/s"] =
+      benchmark::Counter(2.0 * double(m * k * n) * double(state.iterations()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
 void register_all() {
   const std::pair<GgmlType, const char*> types[] = {
       {GgmlType::Q8_0, "Q8_0"}, {GgmlType::Q4_0, "Q4_0"}, {GgmlType::Q4_K, "Q4_K"},
@@ -92,6 +134,17 @@ void register_all() {
             [=](benchmark::State& s) { run(s, type, 1, matmul_isa_best(), threads, true); })
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
+      }
+      if (type != GgmlType::F16 && type != GgmlType::BF16) {
+        for (auto [n, m, name] : {std::tuple<int64_t, int64_t, const char*>{1, 8192, "Gemv"},
+                                  {1, 65536, "GemvDram"},
+                                  {128, 8192, "Gemm128"}}) {
+          benchmark::RegisterBenchmark(
+              (std::string(name) + "/" + tn + "/avx2-vnni/t2").c_str(),
+              [=](benchmark::State& s) { run_avx2_vnni(s, type, n, 2, m); })
+              ->UseRealTime()
+              ->Unit(n == 1 && m == 8192 ? benchmark::kMicrosecond : benchmark::kMillisecond);
+        }
       }
       // 64 Ki rows: 70-140 MB of weights, far beyond the L3 (DRAM bandwidth, as in decode).
       benchmark::RegisterBenchmark(

@@ -615,7 +615,8 @@ void register_bench(CLI::App& app, int& exit_code) {
                 r.peak_gops_int8 <= 0 ? " (no AVX2)"
                 : r.simd == "avx512" && __builtin_cpu_supports("avx512vnni")
                     ? " (AVX512-VNNI vpdpbusd)"
-                    : " (AVX2 vpmaddubsw + vpmaddwd)");
+                : cpu_has_avx_vnni() ? " (AVX-VNNI vpdpbusd)"
+                                     : " (AVX2 vpmaddubsw + vpmaddwd)");
     std::printf("ridge (f32):         %.1f FLOP/byte\n", r.peak_gflops_f32 / r.read_gbps);
     Status st = save_roofline(r, path);
     if (!st.ok()) {

@@ -95,7 +95,8 @@ std::string matmul_isa_description() {
       s += cpu_has_avx512_bf16() ? " (AVX-512 + VNNI + BF16" : " (AVX-512 + VNNI";
       break;
     case MatmulIsa::kAvx2:
-      s += " (AVX2 + FMA + F16C, vpmaddubsw int8 dots";
+      s += cpu_has_avx_vnni() ? " (AVX2 + FMA + F16C + AVX-VNNI, vpdpbusd int8 dots"
+                              : " (AVX2 + FMA + F16C, vpmaddubsw int8 dots";
       break;
     default:
       s += " (portable C++";
@@ -107,6 +108,19 @@ std::string matmul_isa_description() {
     s += std::string("; the CPU runs ") + matmul_isa_name(matmul_isa_detected());
   }
   return s + ")";
+}
+
+bool cpu_has_avx_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  // CPUID leaf 7 sub-leaf 1, EAX bit 4 (the VEX-encoded vpdpbusd; AVX512-VNNI is another bit).
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 4)) != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
 }
 
 bool cpu_has_avx512_bf16() {

@@ -75,6 +75,18 @@ void gemm_f32_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, in
                     float* y, int64_t m);
 }  // namespace kern_avx2
 
+// kern_avx2::gemm_packed with vpdpbusd, bit for bit its results: AVX-VNNI's VEX encoding (the
+// avx2 table's choice where CPUID has AVX-VNNI), and the EVEX one (AVX512-VNNI + VL: the tests
+// and kernels_bench run the VNNI code there).
+namespace kern_avx2_vnni {
+void gemm_packed(const PackedWeights& w, int64_t g0, int64_t g1, const QuantizedActs& a, float* y,
+                 int64_t m);
+}  // namespace kern_avx2_vnni
+namespace kern_avx2_vnni512 {
+void gemm_packed(const PackedWeights& w, int64_t g0, int64_t g1, const QuantizedActs& a, float* y,
+                 int64_t m);
+}  // namespace kern_avx2_vnni512
+
 namespace kern_avx512 {
 SLUICE_KERNEL_DECLS
 // n rows of x [n, k] -> qs [n, k], d, s, bias [n, k / 32], sum16 [n, k / 16], as

@@ -8,6 +8,7 @@
 //   quantize_acts: the SIMD version equals quantize_acts_ref bit for bit.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "gguf/quants.h"
 #include "kernels/kernels_test_util.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_kernels.h"
+#include "kernels/packed.h"
 
 namespace sluice {
 namespace {
@@ -148,6 +151,54 @@ TEST(MatmulSimd, PackedWeightsOddShapes) {
       check_int8(type, isa, 4097, 256, 1, pool, rng, true);
       check_int8(type, isa, 67, 4096, 7, pool, rng, true);
       check_int8(type, isa, 50, 512, 300, pool, rng, true);  // several L2 chunks
+    }
+  }
+}
+
+// The AVX2 packed kernels' vpdpbusd copies (AVX-VNNI where the CPU has it; its EVEX twin on
+// AVX-512 hosts) against the vpmaddubsw one: the same integer sums and float steps, so equal bit
+// for bit, on every tile shape (decode pairs, 4-row prefill tiles and their tails, a second
+// L2 chunk of activation rows) and on Q8_0 weights of -128.
+TEST(MatmulSimd, PackedVnniCopiesEqualTheAvx2KernelBitForBit) {
+  using Gemm =
+      void (*)(const PackedWeights&, int64_t, int64_t, const QuantizedActs&, float*, int64_t);
+  std::vector<std::pair<const char*, Gemm>> copies;
+  if (cpu_has_avx_vnni()) copies.emplace_back("avx-vnni", &kern_avx2_vnni::gemm_packed);
+  if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) {
+    copies.emplace_back("avx512-vnni ymm", &kern_avx2_vnni512::gemm_packed);
+  }
+  if (copies.empty() || !cpu_runs_isa(MatmulIsa::kAvx2)) GTEST_SKIP() << "no VNNI on this CPU";
+  SLUICE_FRESH_RNG(rng);
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const int64_t unit = type_traits(type).block_size;
+    for (int64_t k : {unit, 5 * unit, 2048 + 3 * unit}) {
+      for (int64_t m : {9, 16, 33}) {
+        for (int64_t n : {1, 2, 3, 4, 7, 130}) {
+          Case c = make_case(type, m, k, n, rng);
+          if (type == GgmlType::Q8_0) {
+            const size_t rb = row_size(type, k);
+            for (int64_t r = 0; r < m; ++r) {
+              auto* q = reinterpret_cast<int8_t*>(c.wq.data() + size_t(r) * rb + 2);
+              q[r % 32] = -128;
+            }
+          }
+          Result<PackedWeights> pw = PackedWeights::pack(type, c.wq.data(), m, k);
+          ASSERT_TRUE(pw.ok()) << pw.status().message();
+          ActBuffer a;
+          quantize_acts(c.x.data(), n, k, a, MatmulIsa::kAvx2);
+          std::vector<float> want(size_t(n * m), -1.0f);
+          kern_avx2::gemm_packed(*pw, 0, pw->n_groups(), a.view(), want.data(), m);
+          for (const auto& [name, gemm] : copies) {
+            std::vector<float> got(size_t(n * m), -2.0f);
+            gemm(*pw, 0, pw->n_groups(), a.view(), got.data(), m);
+            for (size_t i = 0; i < got.size(); ++i) {
+              ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                  << name << " " << type_name(type) << " m=" << m << " k=" << k << " n=" << n
+                  << " at " << i << ": " << got[i] << " vs " << want[i];
+            }
+          }
+        }
+      }
     }
   }
 }
