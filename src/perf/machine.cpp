@@ -165,6 +165,18 @@ __attribute__((target("avx512f,avx512vnni"))) double dot_int8_avx512() {
   return double(kPeakIters) * 12 * 128;
 }
 
+// Keeps the 12 ymm accumulators of an int8 peak loop alive (their sum into g_sink); returns the
+// ops counted: 12 instructions of 64 (32 u8 x s8 products, each a multiply and an add) per
+// iteration.
+__attribute__((target("avx2"))) double sink_i32x8(const __m256i (&acc)[12]) {
+  __m256i s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_epi32(s, acc[i]);
+  alignas(32) int32_t out[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), s);
+  g_sink = g_sink + float(out[0]);
+  return double(kPeakIters) * 12 * 64;
+}
+
 // AVX2 has no int8 dot instruction: the kernels' sequence, vpmaddubsw (32 u8 * s8 products
 // summed in pairs to int16) + vpmaddwd (pairs to int32) + vpaddd, counts 64 ops. The
 // operand is laundered each iteration so the products are not hoisted out of the loop.
@@ -179,12 +191,7 @@ __attribute__((target("avx2"))) double dot_int8_avx2() {
       acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
     }
   }
-  __m256i s = acc[0];
-  for (int i = 1; i < 12; ++i) s = _mm256_add_epi32(s, acc[i]);
-  alignas(32) int32_t out[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(out), s);
-  g_sink = g_sink + float(out[0]);
-  return double(kPeakIters) * 12 * 64;
+  return sink_i32x8(acc);
 }
 
 // AVX-VNNI (VEX vpdpbusd, no AVX-512: the avx2 kernels' int8 dot where the CPU has it): 8 lanes x
@@ -196,12 +203,7 @@ __attribute__((target("avx2,avxvnni"))) double dot_int8_avxvnni() {
   for (long it = 0; it < kPeakIters; ++it) {
     for (int i = 0; i < 12; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, b);
   }
-  __m256i s = acc[0];
-  for (int i = 1; i < 12; ++i) s = _mm256_add_epi32(s, acc[i]);
-  alignas(32) int32_t out[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(out), s);
-  g_sink = g_sink + float(out[0]);
-  return double(kPeakIters) * 12 * 64;
+  return sink_i32x8(acc);
 }
 
 bool cpu_has_avx_vnni() {

@@ -109,16 +109,7 @@ TEST_F(CliBench, MarkdownTableAndNoProbe) {
 // ISA's peaks is named on stderr.
 TEST_F(CliBench, PrefillMfuCountsTheFlopsDoneAndNamesAnotherIsasPeaks) {
   const std::string cache = dir_.path("unit-peaks.json");
-  {
-    FILE* f = std::fopen(cache.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    std::fputs(
-        "{\"cpu\": \"Test CPU\", \"threads\": 2, \"read_gbps_1t\": 10, \"read_gbps\": 20, "
-        "\"peak_gflops_f32\": 1, \"peak_gflops_bf16\": 0, \"peak_gops_int8\": 1, "
-        "\"measured_at\": \"2025-01-01T00:00:00Z\", \"simd\": \"another-isa\"}",
-        f);
-    ASSERT_EQ(std::fclose(f), 0);
-  }
+  ASSERT_TRUE(test::write_roofline_cache(cache, 1, 1, "another-isa"));
   const auto r = test::run_sluice("bench " + model_ + " --roofline-file " + cache +
                                   " -t 1 -p 64 -n 2 -r 1 --no-probe --output-format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -137,16 +128,7 @@ TEST_F(CliBench, PrefillMfuCountsTheFlopsDoneAndNamesAnotherIsasPeaks) {
 // names the file to refresh; a believable MFU prints no such line.
 TEST_F(CliBench, MfuAboveTheCachedPeakAsksForANewRoofline) {
   const std::string cache = dir_.path("tiny-peak.json");
-  {
-    FILE* f = std::fopen(cache.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    std::fputs(
-        "{\"cpu\": \"Test CPU\", \"threads\": 1, \"read_gbps_1t\": 10, \"read_gbps\": 10, "
-        "\"peak_gflops_f32\": 0.001, \"peak_gflops_bf16\": 0, \"peak_gops_int8\": 0.001, "
-        "\"measured_at\": \"2025-01-01T00:00:00Z\"}",
-        f);
-    ASSERT_EQ(std::fclose(f), 0);
-  }
+  ASSERT_TRUE(test::write_roofline_cache(cache, 0.001, 0.001));
   const auto low = test::run_sluice("bench " + model_ + " --roofline-file " + cache +
                                     " -t 1 -p 16 -n 0 -r 1 --no-probe");
   ASSERT_EQ(low.exit_code, 0) << low.err;

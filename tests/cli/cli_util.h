@@ -38,16 +38,19 @@ inline CommandResult run_sluice(const std::string& args, const std::string& stdi
   return r;
 }
 
-// Writes a `sluice bench --roofline` cache (2 threads: 10 GB/s with 1, 20 GB/s with 2, f32 peak
-// 100 GFLOP/s, the given int8 peak) for commands that read one instead of measuring.
-inline bool write_roofline_cache(const std::string& path, double peak_gops_int8) {
+// Writes a `sluice bench --roofline` cache (2 threads: 10 GB/s with 1, 20 GB/s with 2, the given
+// int8 and f32 peaks; `simd`: the ISA whose peaks these are, none when empty) for commands that
+// read one instead of measuring.
+inline bool write_roofline_cache(const std::string& path, double peak_gops_int8,
+                                 double peak_gflops_f32 = 100, const std::string& simd = "") {
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return false;
   std::fprintf(f,
                "{\"cpu\": \"Test CPU\", \"threads\": 2, \"read_gbps_1t\": 10, \"read_gbps\": 20, "
-               "\"peak_gflops_f32\": 100, \"peak_gflops_bf16\": 0, \"peak_gops_int8\": %g, "
-               "\"measured_at\": \"2025-01-01T00:00:00Z\"}",
-               peak_gops_int8);
+               "\"peak_gflops_f32\": %g, \"peak_gflops_bf16\": 0, \"peak_gops_int8\": %g, "
+               "\"measured_at\": \"2025-01-01T00:00:00Z\"%s}",
+               peak_gflops_f32, peak_gops_int8,
+               simd.empty() ? "" : (", \"simd\": \"" + simd + "\"").c_str());
   return std::fclose(f) == 0;
 }
 
