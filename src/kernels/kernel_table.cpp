@@ -36,6 +36,7 @@ KernelTable make_avx2() {
   t.gemm_int8 = &kern_avx2::gemm_int8;
   t.gemm_half = &kern_avx2::gemm_half;
   t.gemm_f16_tiled = &kern_avx2::gemm_f16_tiled;
+  t.gemm_bf16_tiled = &kern_avx2::gemm_bf16_tiled;
   t.gemm_f32_tiled = &kern_avx2::gemm_f32_tiled;
   t.gemm_packed = cpu_has_avx_vnni() ? &kern_avx2_vnni::gemm_packed : &kern_avx2::gemm_packed;
   t.gemm_f16_packed = &kern_avx2::gemm_f16_packed;

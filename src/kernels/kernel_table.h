@@ -31,6 +31,9 @@ struct KernelTable {
   // F16 rows in register tiles (k % 16 == 0).
   void (*gemm_f16_tiled)(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n,
                          int64_t k, float* y, int64_t m) = nullptr;
+  // BF16 rows in the F16 register tiles (k % 16 == 0; matmul() takes them from 2 rows of x).
+  void (*gemm_bf16_tiled)(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n,
+                          int64_t k, float* y, int64_t m) = nullptr;
   // F32 rows in register tiles (any k).
   void (*gemm_f32_tiled)(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n,
                          int64_t k, float* y, int64_t m) = nullptr;

@@ -51,14 +51,21 @@ struct Tile4 {
     _mm_prefetch(reinterpret_cast<const char*>(w + 8 * j + kAhead + 64), _MM_HINT_T0);
   }
 };
-// The GGUF rows: row a of the tile at w + a * rb.
+// The GGUF rows of F16 or (kBf16) BF16 weights: row a of the tile at w + a * rb. A bf16 is the
+// high half of its f32, so BF16 converts exactly with a zero-extend and a shift.
+template <bool kBf16>
 struct Rows {
   static constexpr bool kTail = false;
   const uint8_t* w;
   size_t rb;
   const uint8_t* at(int a, int64_t j) const { return w + a * rb + 2 * j; }
   SLUICE_TARGET __m256 load(int a, int64_t j) const {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at(a, j))));
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at(a, j)));
+    if constexpr (kBf16) {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    } else {
+      return _mm256_cvtph_ps(h);
+    }
   }
   template <int NW>
   SLUICE_TARGET void prefetch(int64_t j) const {  // the same line of the next tile's rows
@@ -194,17 +201,31 @@ SLUICE_TARGET void f16_sweep(TileAt tile, RowsAt rows_at, int64_t r0, int64_t r1
   }
 }
 
-}  // namespace
-
-SLUICE_TARGET void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x,
-                                  int64_t n, int64_t k, float* y, int64_t m) {
+// F16 or BF16 GGUF rows [r0, r1) in the register tiles.
+template <bool kBf16>
+SLUICE_TARGET void half_rows_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x,
+                                   int64_t n, int64_t k, float* y, int64_t m) {
   const size_t rb = size_t(k) * 2;
-  auto tile = [&](int64_t r, int64_t kb) { return Rows{w + size_t(r) * rb + size_t(kb) * 2, rb}; };
+  auto tile = [&](int64_t r, int64_t kb) {
+    return Rows<kBf16>{w + size_t(r) * rb + size_t(kb) * 2, rb};
+  };
   auto rows_at = [](int64_t r, int64_t end) {
     const int nw = r + 4 <= end ? 4 : r + 2 <= end ? 2 : 1;
     return std::pair<int, int>(nw, nw);
   };
   f16_sweep(tile, rows_at, r0, r1, x, n, k, y, m);
+}
+
+}  // namespace
+
+SLUICE_TARGET void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x,
+                                  int64_t n, int64_t k, float* y, int64_t m) {
+  half_rows_tiled<false>(w, r0, r1, x, n, k, y, m);
+}
+
+SLUICE_TARGET void gemm_bf16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x,
+                                   int64_t n, int64_t k, float* y, int64_t m) {
+  half_rows_tiled<true>(w, r0, r1, x, n, k, y, m);
 }
 
 SLUICE_TARGET void gemm_f32_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x,

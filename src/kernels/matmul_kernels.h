@@ -66,6 +66,9 @@ void gemm_packed(const PackedWeights& w, int64_t g0, int64_t g1, const Quantized
 // activation rows in 256-bit f32 FMA.
 void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n, int64_t k,
                     float* y, int64_t m);
+// The same tiles over BF16 rows (k % 16 == 0; each bf16 widened to f32 exactly).
+void gemm_bf16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n, int64_t k,
+                     float* y, int64_t m);
 // The same on packed F16 weights (4-row tiles), groups [g0, g1): bit for bit gemm_f16_tiled.
 void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,
                      float* y, int64_t m);
