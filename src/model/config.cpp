@@ -152,6 +152,12 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
                       " is missing");
   }
   SLUICE_ASSIGN_OR_RETURN(c.head_dim, read_count(f, key_len, c.n_embd / c.n_head));
+  // The attention widths (q_dim, kv_dim <= q_dim) are ints: model_fuzz found a head count whose
+  // product with the key length overflowed one.
+  if (int64_t(c.n_head) * c.head_dim > std::numeric_limits<int32_t>::max()) {
+    return make_error("'", f.path(), "': ", a, ".attention.head_count (", c.n_head, ") x ", key_len,
+                      " (", c.head_dim, ") is beyond a 32-bit width");
+  }
   SLUICE_ASSIGN_OR_RETURN(const int v_len,
                           read_count(f, a + ".attention.value_length", c.head_dim));
   if (v_len != c.head_dim) {

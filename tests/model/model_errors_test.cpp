@@ -147,6 +147,20 @@ TEST_F(ModelErrors, HeadCountsDoNotDivide) {
   EXPECT_HAS(load_with(d), "is not a multiple of llama.attention.head_count_kv (3)");
 }
 
+// Head counts whose attention width (heads x key length) overflows an int (model_fuzz).
+TEST_F(ModelErrors, AttentionWidthBeyond32Bits) {
+  Defect d;
+  d.meta = [](GgufWriter& w) {
+    w.set("llama.attention.head_count", uint32_t(268435458));
+    w.set("llama.attention.head_count_kv", uint32_t(268435458));
+    w.set("llama.attention.key_length", uint32_t(16));
+    w.set("llama.attention.value_length", uint32_t(16));
+  };
+  EXPECT_HAS(load_with(d),
+             "llama.attention.head_count (268435458) x "
+             "llama.attention.key_length (16) is beyond a 32-bit width");
+}
+
 TEST_F(ModelErrors, UnsupportedRopeScaling) {
   Defect d;
   d.meta = [](GgufWriter& w) { w.set("llama.rope.scaling.type", "yarn"); };
