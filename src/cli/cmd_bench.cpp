@@ -515,14 +515,12 @@ void print_rows(const BenchOptions& o, const std::string& desc, const std::vecto
         r.n_expert);
     first_moe = false;
   }
-  for (const Row& r : rows) {
-    if (r.mfu <= 1.0) continue;
+  if (std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.mfu > 1.0; })) {
     std::printf(
         "\nMFU above 100%%: the cached peak (%s) is below what this run reached; it was measured "
         "while the cores were busy with other work. Rerun `sluice bench --roofline` on a quiet "
         "host.\n",
         (o.roofline_file.empty() ? default_roofline_path() : o.roofline_file).c_str());
-    break;
   }
   std::printf(
       "\nMBU: against the cached `--roofline` read bandwidth. MBU*: against the read bandwidth "

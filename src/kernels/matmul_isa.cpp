@@ -110,19 +110,6 @@ std::string matmul_isa_description() {
   return s + ")";
 }
 
-bool cpu_has_avx_vnni() {
-#if defined(__x86_64__) || defined(__i386__)
-  // CPUID leaf 7 sub-leaf 1, EAX bit 4 (the VEX-encoded vpdpbusd; AVX512-VNNI is another bit).
-  static const bool has = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 4)) != 0;
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
-
 bool cpu_has_avx512_bf16() {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool has = [] {

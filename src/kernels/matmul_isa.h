@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu_features.h"  // cpu_has_avx_vnni: the avx2 ISA dots with it
 #include "base/status.h"
 #include "gguf/types.h"
 
@@ -43,9 +44,6 @@ Result<MatmulIsa> matmul_isa_from_env();
 std::string matmul_isa_description();
 // Whether the CPU has AVX512-BF16 (vdpbf16ps).
 bool cpu_has_avx512_bf16();
-// Whether the CPU has AVX-VNNI (VEX vpdpbusd without AVX-512: Alder Lake and later client
-// chips): the avx2 ISA's int8 dots then use it.
-bool cpu_has_avx_vnni();
 const char* matmul_isa_name(MatmulIsa isa);
 
 // Whether `type` weights go through the 8-bit activation path on SIMD ISAs.

@@ -3,7 +3,6 @@
 // of several repetitions is kept (the ceiling, not the average).
 #include "perf/machine.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/huge_alloc.h"
 
 namespace sluice {
@@ -204,11 +204,6 @@ __attribute__((target("avx2,avxvnni"))) double dot_int8_avxvnni() {
     for (int i = 0; i < 12; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, b);
   }
   return sink_i32x8(acc);
-}
-
-bool cpu_has_avx_vnni() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 4)) != 0;
 }
 
 // Peak rate of `kernel` (returns ops done) over `threads` threads, in G ops/s: the best of 8
