@@ -78,7 +78,10 @@ class Compiler {
   }
 
   GrammarSpec object_only() {
-    spec_.rules.insert(spec_.rules.begin(), {"root", common("object")});
+    // common() adds rules, so it runs before begin() is taken: as one call's arguments the two
+    // are unsequenced, and clang's order inserted at an iterator the growth had invalidated.
+    Expr root = common("object");
+    spec_.rules.insert(spec_.rules.begin(), {"root", std::move(root)});
     return std::move(spec_);
   }
 
