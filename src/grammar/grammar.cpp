@@ -11,7 +11,7 @@ namespace sluice::grammar {
 
 namespace {
 
-constexpr int kMaxDepth =
+constexpr int kMaxExprDepth =
     512;  // nesting of expressions (a hostile spec must not overflow the stack)
 
 using Elem = uint32_t;  // Grammar::Kind << 30 | arg
@@ -226,7 +226,8 @@ class Lowering {
   }
 
   Status seq_of(const Expr& e, Seq& out, int depth) {
-    if (depth > kMaxDepth) return make_error("grammar: expression nested deeper than ", kMaxDepth);
+    if (depth > kMaxExprDepth)
+      return make_error("grammar: expression nested deeper than ", kMaxExprDepth);
     switch (e.kind) {
       case Expr::Kind::kEmpty:
         return {};
@@ -266,7 +267,7 @@ class Lowering {
 
   // Can `e` match the empty string (rules per nullable_rules_, a fixpoint in run())?
   bool nullable(const Expr& e, int depth) const {
-    if (depth > kMaxDepth) return false;  // seq_of() reports the depth
+    if (depth > kMaxExprDepth) return false;  // seq_of() reports the depth
     switch (e.kind) {
       case Expr::Kind::kEmpty:
         return true;
@@ -294,7 +295,7 @@ class Lowering {
   // repeats make the closure explore exponentially many stacks (found by gbnf_fuzz:
   // `"x" [ ]?++++++++++++++++++`).
   std::optional<Expr> strip_empty(const Expr& e, int depth) {
-    if (depth > kMaxDepth) return e;
+    if (depth > kMaxExprDepth) return e;
     if (!nullable(e, depth)) return e;
     switch (e.kind) {
       case Expr::Kind::kEmpty:
@@ -406,7 +407,8 @@ class Lowering {
   }
 
   Status alts_of(const Expr& e, std::vector<Seq>& out, int depth) {
-    if (depth > kMaxDepth) return make_error("grammar: expression nested deeper than ", kMaxDepth);
+    if (depth > kMaxExprDepth)
+      return make_error("grammar: expression nested deeper than ", kMaxExprDepth);
     if (e.kind == Expr::Kind::kAlt) {
       for (const Expr& k : e.kids) SLUICE_RETURN_IF_ERROR(alts_of(k, out, depth + 1));
       return {};

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace sluice::hub_detail {
 namespace {
@@ -35,17 +36,6 @@ std::string_view trim(std::string_view s) {
          (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
     s.remove_suffix(1);
   return s;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = char(x + 32);
-    if (y >= 'A' && y <= 'Z') y = char(y + 32);
-    if (x != y) return false;
-  }
-  return true;
 }
 
 std::optional<uint64_t> parse_u64(std::string_view s) {
@@ -124,13 +114,13 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   if (colon == std::string_view::npos) return size * n;
   const std::string_view name = trim(line.substr(0, colon));
   const std::string_view value = trim(line.substr(colon + 1));
-  if (iequals(name, "content-length")) {
+  if (iequals_ascii(name, "content-length")) {
     t.hop.content_length = parse_u64(value);
-  } else if (iequals(name, "content-range")) {
+  } else if (iequals_ascii(name, "content-range")) {
     parse_content_range(value, t.hop);
-  } else if (iequals(name, "x-linked-size")) {
+  } else if (iequals_ascii(name, "x-linked-size")) {
     t.linked_size = parse_u64(value);
-  } else if (iequals(name, "x-error-message")) {
+  } else if (iequals_ascii(name, "x-error-message")) {
     t.hop.hub_error = std::string(value);
   }
   return size * n;

@@ -20,6 +20,7 @@
 
 #include "base/crc32c.h"
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace sluice {
 namespace {
@@ -93,10 +94,6 @@ std::string human_bytes(uint64_t n) {
   char buf[32];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
   return buf;
-}
-
-std::string errno_text(int e) {
-  return std::strerror(e);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

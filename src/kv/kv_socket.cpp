@@ -29,10 +29,6 @@ int ms_left(Deadline d) {
   return int(std::min<int64_t>(ms, INT_MAX));
 }
 
-std::string errno_text(int error) {
-  return std::system_category().message(error);
-}
-
 std::string host_port(const std::string& host, int port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);

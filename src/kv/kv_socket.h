@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "base/status.h"
+#include "base/strings.h"
 
 namespace sluice::kv_socket {
 
@@ -27,7 +28,6 @@ inline constexpr int kBufferBytes = 4 << 20;
 Deadline deadline_after(double seconds);
 // Milliseconds until `d`, rounded up (0: passed).
 int ms_left(Deadline d);
-std::string errno_text(int error);
 // "host:port", "[v6::addr]:port".
 std::string host_port(const std::string& host, int port);
 

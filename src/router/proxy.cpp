@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "router/routing_key.h"
 #include "server/api_error.h"
 
@@ -18,13 +19,6 @@ using server::send_error;
 using server::send_json;
 
 using server::status_error;
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 // Headers that describe one hop, not the message (RFC 9110 7.6.1), plus what httplib adds to a
 // parsed request and the router's own tag.
@@ -45,7 +39,7 @@ bool hop_by_hop(std::string_view name) {
                                            "X-Sluice-Route-Id",
                                            "Expect"};
   for (const char* n : kNames)
-    if (iequals(name, n)) return true;
+    if (iequals_ascii(name, n)) return true;
   return false;
 }
 
@@ -352,7 +346,7 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
     res.status = head->status;
     std::string content_type = head->header("Content-Type");
     for (const auto& [k, v] : head->headers) {
-      if (!hop_by_hop(k) && !iequals(k, "Content-Type")) res.set_header(k, v);
+      if (!hop_by_hop(k) && !iequals_ascii(k, "Content-Type")) res.set_header(k, v);
     }
     const bool sized = !head->header("Content-Length").empty() &&
                        head->header("Transfer-Encoding").find("chunked") == std::string::npos;
@@ -433,7 +427,7 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
   if (last_5xx) {
     res.status = last_5xx->first.status;
     for (const auto& [k, v] : last_5xx->first.headers) {
-      if (!hop_by_hop(k) && !iequals(k, "Content-Type")) res.set_header(k, v);
+      if (!hop_by_hop(k) && !iequals_ascii(k, "Content-Type")) res.set_header(k, v);
     }
     const std::string ct = last_5xx->first.header("Content-Type");
     res.set_content(std::move(last_5xx->second), ct.empty() ? "application/json" : ct);

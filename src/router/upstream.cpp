@@ -15,20 +15,12 @@
 #include <charconv>
 #include <cstring>
 
+#include "base/strings.h"
+
 namespace sluice::router {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  }
-  return true;
-}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -77,7 +69,7 @@ Result<Endpoint> parse_backend_url(std::string_view url) {
 
 std::string ResponseHead::header(std::string_view name) const {
   for (const auto& [k, v] : headers)
-    if (iequals(k, name)) return v;
+    if (iequals_ascii(k, name)) return v;
   return "";
 }
 
@@ -120,7 +112,7 @@ std::optional<Result<ResponseHead>> ResponseParser::take_head() {
                               std::string(trim(std::string_view(line).substr(colon + 1))));
   }
   const std::string conn = head.header("Connection");
-  keep_alive_ = http10 ? iequals(conn, "keep-alive") : !iequals(conn, "close");
+  keep_alive_ = http10 ? iequals_ascii(conn, "keep-alive") : !iequals_ascii(conn, "close");
   const std::string te = head.header("Transfer-Encoding");
   const std::string len = head.header("Content-Length");
   if (!te.empty() && te.find("chunked") != std::string::npos) {

@@ -65,6 +65,8 @@ Result<std::string> py_percent_format(Interpreter& in, std::string_view fmt, con
 using FilterFn = Result<Value> (*)(Interpreter&, const Value&, CallArgs&);
 using TestFn = Result<bool> (*)(Interpreter&, const Value&, CallArgs&);
 FilterFn find_filter(std::string_view name);
+// For filters that take no arguments besides their input: an error naming the filter otherwise.
+Status filter_no_args(std::string_view filter, const CallArgs& a);
 FilterFn find_sequence_filter(std::string_view name);  // the part in jinja_seq_filters.cpp
 TestFn find_test(std::string_view name);
 // Jinja's make_attrgetter: "a.b.0" looked up item-first along the path.

@@ -10,17 +10,17 @@
 #include "template/jinja_string.h"
 
 namespace sluice::jinja {
+
+Status filter_no_args(std::string_view filter, const CallArgs& a) {
+  if (a.args.empty() && a.kwargs.empty()) return {};
+  return make_error("filter '", filter, "' takes no arguments (", a.args.size() + a.kwargs.size(),
+                    " given)");
+}
+
 namespace {
 
 Value str_value(std::string s, bool safe = false) {
   return Value::string(std::move(s), safe);
-}
-
-// For filters that take no arguments besides their input.
-Status no_args(std::string_view filter, const CallArgs& a) {
-  if (a.args.empty() && a.kwargs.empty()) return {};
-  return make_error("filter '", filter, "' takes no arguments (", a.args.size() + a.kwargs.size(),
-                    " given)");
 }
 
 // soft_str: Markup stays Markup, anything else goes through str().
@@ -97,26 +97,26 @@ Result<Value> f_default(Interpreter&, const Value& v, CallArgs& args) {
 }
 
 Result<Value> f_safe(Interpreter& in, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("safe", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("safe", args));
   SLUICE_ASSIGN_OR_RETURN(std::string s, to_string(in, v));
   return str_value(std::move(s), true);
 }
 
 Result<Value> f_escape(Interpreter& in, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("escape", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("escape", args));
   if (v.is_safe()) return v;
   SLUICE_ASSIGN_OR_RETURN(std::string s, to_string(in, v));
   return str_value(html_escape(s), true);
 }
 
 Result<Value> f_forceescape(Interpreter& in, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("forceescape", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("forceescape", args));
   SLUICE_ASSIGN_OR_RETURN(std::string s, to_string(in, v));
   return str_value(html_escape(s), true);
 }
 
 Result<Value> f_string(Interpreter& in, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("string", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("string", args));
   return soft_str(in, v);
 }
 
@@ -173,7 +173,7 @@ Result<Value> f_replace(Interpreter& in, const Value& v, CallArgs& args) {
 }
 
 Result<Value> f_abs(Interpreter&, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("abs", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("abs", args));
   if (v.is_float()) return Value::number(std::fabs(v.as_double()));
   if (v.is_integral()) {
     if (v.as_int() == INT64_MIN) return make_error("integer overflow (sluice integers are 64-bit)");
@@ -353,7 +353,7 @@ Result<Value> f_center(Interpreter& in, const Value& v, CallArgs& args) {
 }
 
 Result<Value> f_wordcount(Interpreter& in, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("wordcount", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("wordcount", args));
   SLUICE_ASSIGN_OR_RETURN(std::string s, to_string(in, v));
   int64_t n = 0;
   bool in_word = false;
@@ -395,7 +395,7 @@ Result<Value> f_truncate(Interpreter& in, const Value& v, CallArgs& args) {
 }
 
 Result<Value> f_urlencode(Interpreter& in, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("urlencode", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("urlencode", args));
   SLUICE_ASSIGN_OR_RETURN(std::string s, to_string(in, v));
   std::string out;
   for (unsigned char c : s) {

@@ -6,7 +6,7 @@ namespace sluice::jinja {
 namespace {
 
 // Tests without a parameter reject arguments (`x is defined(1)`), as Python would.
-Status no_args(std::string_view test, const CallArgs& a) {
+Status test_no_args(std::string_view test, const CallArgs& a) {
   if (a.args.empty() && a.kwargs.empty()) return {};
   return make_error("test_", test, "() takes 1 positional argument but ",
                     1 + a.args.size() + a.kwargs.size(), " were given");
@@ -20,62 +20,62 @@ Result<const Value*> one_arg(const CallArgs& args, std::string_view test) {
 }
 
 Result<bool> t_defined(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("defined", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("defined", a));
   return !v.is_undefined();
 }
 Result<bool> t_undefined(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("undefined", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("undefined", a));
   return v.is_undefined();
 }
 Result<bool> t_none(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("none", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("none", a));
   return v.is_none();
 }
 Result<bool> t_boolean(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("boolean", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("boolean", a));
   return v.is_bool();
 }
 Result<bool> t_true(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("true", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("true", a));
   return v.is_bool() && v.as_bool();
 }
 Result<bool> t_false(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("false", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("false", a));
   return v.is_bool() && !v.as_bool();
 }
 Result<bool> t_integer(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("integer", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("integer", a));
   return v.is_int();
 }
 Result<bool> t_float(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("float", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("float", a));
   return v.is_float();
 }
 Result<bool> t_number(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("number", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("number", a));
   return v.is_number();
 }
 Result<bool> t_string(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("string", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("string", a));
   return v.is_string();
 }
 Result<bool> t_mapping(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("mapping", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("mapping", a));
   return v.is_dict();
 }
 Result<bool> t_escaped(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("escaped", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("escaped", a));
   return v.is_safe();
 }
 
 Result<bool> t_iterable(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("iterable", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("iterable", a));
   return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined() ||
          (v.is_object() && v.as_object()->kind() == Object::Kind::kLoop);
 }
 
 Result<bool> t_sequence(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("sequence", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("sequence", a));
   // len() and __getitem__: str, list, tuple, dict (and Undefined) qualify; views and generators do
   // not.
   return v.is_string() || v.is_dict() || v.is_undefined() || v.is_list_kind(ListKind::kList) ||
@@ -83,12 +83,12 @@ Result<bool> t_sequence(Interpreter&, const Value& v, CallArgs& a) {
 }
 
 Result<bool> t_callable(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("callable", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("callable", a));
   return v.is_undefined() || (v.is_object() && v.as_object()->is_callable());
 }
 
 Result<bool> t_lower(Interpreter& in, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("lower", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("lower", a));
   SLUICE_ASSIGN_OR_RETURN(std::string s, to_string(in, v));
   bool cased = false;
   for (uint32_t c : utf8_decode(s)) {
@@ -99,7 +99,7 @@ Result<bool> t_lower(Interpreter& in, const Value& v, CallArgs& a) {
 }
 
 Result<bool> t_upper(Interpreter& in, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("upper", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("upper", a));
   SLUICE_ASSIGN_OR_RETURN(std::string s, to_string(in, v));
   bool cased = false;
   for (uint32_t c : utf8_decode(s)) {
@@ -114,11 +114,11 @@ Result<bool> modulo_is(Interpreter& in, const Value& v, const Value& divisor, in
   return equals(r, Value::integer(expected));
 }
 Result<bool> t_odd(Interpreter& in, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("odd", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("odd", a));
   return modulo_is(in, v, Value::integer(2), 1);
 }
 Result<bool> t_even(Interpreter& in, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("even", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("even", a));
   return modulo_is(in, v, Value::integer(2), 0);
 }
 Result<bool> t_divisibleby(Interpreter& in, const Value& v, CallArgs& args) {
@@ -152,11 +152,11 @@ Result<bool> t_sameas(Interpreter&, const Value& v, CallArgs& args) {
 }
 
 Result<bool> t_filter(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("filter", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("filter", a));
   return v.is_string() && find_filter(v.as_string()) != nullptr;
 }
 Result<bool> t_test(Interpreter&, const Value& v, CallArgs& a) {
-  SLUICE_RETURN_IF_ERROR(no_args("test", a));
+  SLUICE_RETURN_IF_ERROR(test_no_args("test", a));
   return v.is_string() && find_test(v.as_string()) != nullptr;
 }
 

@@ -21,13 +21,6 @@ bool flag(const Value* v, bool dflt = false) {
   return v ? truthy(*v) : dflt;
 }
 
-// For filters that take no arguments besides their input.
-Status no_args(std::string_view filter, const CallArgs& a) {
-  if (a.args.empty() && a.kwargs.empty()) return {};
-  return make_error("filter '", filter, "' takes no arguments (", a.args.size() + a.kwargs.size(),
-                    " given)");
-}
-
 Result<Value> f_join(Interpreter& in, const Value& v, CallArgs& args) {
   std::vector<const Value*> a;
   SLUICE_RETURN_IF_ERROR(bind_args("join", args, {"d", "attribute"}, a));
@@ -51,14 +44,14 @@ Result<Value> f_join(Interpreter& in, const Value& v, CallArgs& args) {
 }
 
 Result<Value> f_first(Interpreter& in, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("first", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("first", args));
   SLUICE_ASSIGN_OR_RETURN(auto seq, iterate(in, v));
   if (seq->items.empty()) return Value::undefined("No first item, sequence was empty.");
   return seq->items.front();
 }
 
 Result<Value> f_last(Interpreter& in, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("last", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("last", args));
   if (v.is_list_kind(ListKind::kGenerator))
     return make_error("'generator' object is not reversible");
   SLUICE_ASSIGN_OR_RETURN(auto seq, iterate(in, v));
@@ -67,13 +60,13 @@ Result<Value> f_last(Interpreter& in, const Value& v, CallArgs& args) {
 }
 
 Result<Value> f_list(Interpreter& in, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("list", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("list", args));
   SLUICE_ASSIGN_OR_RETURN(auto seq, iterate(in, v));
   return Value::list(seq->items);
 }
 
 Result<Value> f_items(Interpreter&, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("items", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("items", args));
   if (v.is_undefined()) return Value::list({}, ListKind::kGenerator);
   if (!v.is_dict()) return make_error("Can only get item pairs from a mapping.");
   std::vector<Value> out;
@@ -83,7 +76,7 @@ Result<Value> f_items(Interpreter&, const Value& v, CallArgs& args) {
 }
 
 Result<Value> f_reverse(Interpreter& in, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("reverse", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("reverse", args));
   if (v.is_string()) {
     std::vector<uint32_t> cps = utf8_decode(v.as_string());
     std::reverse(cps.begin(), cps.end());
@@ -99,7 +92,7 @@ Result<Value> f_reverse(Interpreter& in, const Value& v, CallArgs& args) {
 }
 
 Result<Value> f_random(Interpreter& in, const Value& v, CallArgs& args) {
-  SLUICE_RETURN_IF_ERROR(no_args("random", args));
+  SLUICE_RETURN_IF_ERROR(filter_no_args("random", args));
   SLUICE_ASSIGN_OR_RETURN(auto seq, iterate(in, v));
   if (seq->items.empty()) return make_error("Cannot choose from an empty sequence");
   std::random_device entropy;  // like Python's random.choice: not reproducible by design

@@ -5,9 +5,6 @@
 namespace sluice {
 namespace {
 
-bool is_ws(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
@@ -41,27 +38,27 @@ JsonScanner::Step JsonScanner::fail(std::string message, char c) {
 JsonScanner::Step JsonScanner::push(char c) {
   switch (mode_) {
     case Mode::kValue:
-      if (is_ws(c)) return Step::kMore;
+      if (is_json_ws(c)) return Step::kMore;
       return begin_value(c);
     case Mode::kFirstValueOrClose:
-      if (is_ws(c)) return Step::kMore;
+      if (is_json_ws(c)) return Step::kMore;
       if (c == ']') return close(c);
       return begin_value(c);
     case Mode::kFirstKeyOrClose:
     case Mode::kKey:
-      if (is_ws(c)) return Step::kMore;
+      if (is_json_ws(c)) return Step::kMore;
       if (c == '}' && mode_ == Mode::kFirstKeyOrClose) return close(c);
       if (c != '"') return fail("expected an object key", c);
       mode_ = Mode::kString;
       in_key_ = true;
       return Step::kMore;
     case Mode::kColon:
-      if (is_ws(c)) return Step::kMore;
+      if (is_json_ws(c)) return Step::kMore;
       if (c != ':') return fail("expected ':' after an object key", c);
       mode_ = Mode::kValue;
       return Step::kMore;
     case Mode::kAfterValue:
-      if (is_ws(c)) return Step::kMore;
+      if (is_json_ws(c)) return Step::kMore;
       if (c == ',') {
         mode_ = stack_.back() == '{' ? Mode::kKey : Mode::kValue;
         return Step::kMore;

@@ -18,6 +18,11 @@
 
 namespace sluice {
 
+// JSON's insignificant whitespace (RFC 8259: space, tab, line feed, carriage return).
+inline bool is_json_ws(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
 class JsonScanner {
  public:
   static constexpr size_t kMaxDepth = 256;

@@ -16,10 +16,6 @@ constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
 constexpr std::string_view kAlnum =
     "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-bool is_ws(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 bool contains(std::string_view haystack, std::string_view needle) {
   return haystack.find(needle) != std::string_view::npos;
 }
@@ -205,22 +201,22 @@ void ToolCallParser::byte(char c) {
         if (++match_pos_ == kPythonTag.size()) match_pos_ = 0;
         return;
       }
-      if (is_ws(c)) return;
+      if (is_json_ws(c)) return;
       if (c == '{') return begin_object();
       break;  // not a call
     case Mode::kLlamaNext:
       raw_ += c;
-      if (is_ws(c) || c == ';') return;
+      if (is_json_ws(c) || c == ';') return;
       if (c == '{') return begin_object();
       break;  // text after the calls
     case Mode::kAfterMarker:
       raw_ += c;
-      if (is_ws(c)) return;
+      if (is_json_ws(c)) return;
       if (c == '{') return begin_object();
       return fail("expected '{' after " + marker_);
     case Mode::kListOpen:
       raw_ += c;
-      if (is_ws(c)) return;
+      if (is_json_ws(c)) return;
       list_ = c == '[';
       list_first_ = true;
       if (c == '[') {
@@ -231,7 +227,7 @@ void ToolCallParser::byte(char c) {
       return fail("expected '[' after " + marker_);
     case Mode::kListItem:
       raw_ += c;
-      if (is_ws(c)) return;
+      if (is_json_ws(c)) return;
       if (c == '{') return begin_object();
       if (c == ']' && list_first_) {  // "[TOOL_CALLS][]": no calls
         raw_.clear();
@@ -242,7 +238,7 @@ void ToolCallParser::byte(char c) {
       return fail("expected a call object in the list");
     case Mode::kListNext:
       raw_ += c;
-      if (is_ws(c)) return;
+      if (is_json_ws(c)) return;
       if (c == ',') {
         mode_ = Mode::kListItem;
         list_first_ = false;
@@ -257,7 +253,7 @@ void ToolCallParser::byte(char c) {
       return fail("expected ',' or ']' after a call in the list");
     case Mode::kHermesClose: {
       raw_ += c;
-      if (match_pos_ == 0 && is_ws(c)) return;
+      if (match_pos_ == 0 && is_json_ws(c)) return;
       if (c == kHermesClose[match_pos_]) {
         if (++match_pos_ == kHermesClose.size()) {
           raw_.clear();
@@ -298,7 +294,7 @@ void ToolCallParser::content_byte(char c) {
   std::string_view released = std::string_view(held_).substr(0, drop);
   if (after_call_) {
     size_t text = 0;
-    while (text < released.size() && is_ws(released[text])) ++text;
+    while (text < released.size() && is_json_ws(released[text])) ++text;
     ws_after_call_.append(released.substr(0, text));
     released.remove_prefix(text);
     if (!released.empty()) {
@@ -331,7 +327,7 @@ void ToolCallParser::call_byte(char c) {
   switch (obj_) {
     case Obj::kKeyOrEnd:
     case Obj::kKey:
-      if (is_ws(c)) return;
+      if (is_json_ws(c)) return;
       if (c == '}' && obj_ == Obj::kKeyOrEnd) return end_object();
       if (c != '"') return fail("expected a key in the call object");
       scratch_.assign(1, c);
@@ -356,12 +352,12 @@ void ToolCallParser::call_byte(char c) {
       return;
     }
     case Obj::kColon:
-      if (is_ws(c)) return;
+      if (is_json_ws(c)) return;
       if (c != ':') return fail("expected ':' after a key in the call object");
       obj_ = Obj::kValueStart;
       return;
     case Obj::kValueStart:
-      if (is_ws(c)) return;
+      if (is_json_ws(c)) return;
       if (slot_ == Slot::kName && c != '"') return fail("the function name is not a string");
       if (slot_ == Slot::kArgs && c != '{') return fail("the arguments are not a JSON object");
       if (slot_ == Slot::kArgs) have_args_ = true;
@@ -395,7 +391,7 @@ void ToolCallParser::call_byte(char c) {
       return;
     }
     case Obj::kCommaOrEnd:
-      if (is_ws(c)) return;
+      if (is_json_ws(c)) return;
       if (c == ',') {
         obj_ = Obj::kKey;
         return;
