@@ -32,14 +32,14 @@ std::vector<MatmulIsa> simd_isas() {
   return out;
 }
 
-struct Case {
+struct MatmulCase {
   std::vector<float> wf;    // [m, k] the quantized weights, dequantized
   std::vector<uint8_t> wq;  // [m, row_size]
   std::vector<float> x;     // [n, k]
 };
 
-Case make_case(GgmlType type, int64_t m, int64_t k, int64_t n, std::mt19937& rng) {
-  Case c;
+MatmulCase make_case(GgmlType type, int64_t m, int64_t k, int64_t n, std::mt19937& rng) {
+  MatmulCase c;
   const std::vector<float> w = random_floats(rng, m * k);
   const size_t rb = row_size(type, k);
   c.wq.resize(rb * size_t(m));
@@ -55,7 +55,7 @@ Case make_case(GgmlType type, int64_t m, int64_t k, int64_t n, std::mt19937& rng
 }
 
 // W [m, k] of `c` against its activations [n, k], on `isa`.
-MatmulParams params_of(const Case& c, GgmlType type, int64_t m, int64_t k, int64_t n,
+MatmulParams params_of(const MatmulCase& c, GgmlType type, int64_t m, int64_t k, int64_t n,
                        MatmulIsa isa = MatmulIsa::kAuto) {
   MatmulParams p;
   p.type = type;
@@ -70,7 +70,7 @@ MatmulParams params_of(const Case& c, GgmlType type, int64_t m, int64_t k, int64
 
 void check_int8(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, ThreadPool& pool,
                 std::mt19937& rng, bool packed = false) {
-  const Case c = make_case(type, m, k, n, rng);
+  const MatmulCase c = make_case(type, m, k, n, rng);
   Result<PackedWeights> pw = make_error("not packed");
   if (packed) {
     pw = PackedWeights::pack(type, c.wq.data(), m, k, &pool);
@@ -174,7 +174,7 @@ TEST(MatmulSimd, PackedVnniCopiesEqualTheAvx2KernelBitForBit) {
     for (int64_t k : {unit, 5 * unit, 2048 + 3 * unit}) {
       for (int64_t m : {9, 16, 33}) {
         for (int64_t n : {1, 2, 3, 4, 7, 130}) {
-          Case c = make_case(type, m, k, n, rng);
+          MatmulCase c = make_case(type, m, k, n, rng);
           if (type == GgmlType::Q8_0) {
             const size_t rb = row_size(type, k);
             for (int64_t r = 0; r < m; ++r) {
@@ -209,7 +209,7 @@ TEST(MatmulSimd, PackedQ8_0TakesTheWholeInt8Range) {
   if (!PackedWeights::supported(GgmlType::Q8_0)) GTEST_SKIP() << "no SIMD ISA on this CPU";
   SLUICE_FRESH_RNG(rng);
   const int64_t m = 19, k = 96, n = 3;
-  Case c = make_case(GgmlType::Q8_0, m, k, n, rng);
+  MatmulCase c = make_case(GgmlType::Q8_0, m, k, n, rng);
   const size_t rb = row_size(GgmlType::Q8_0, k);
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t b = 0; b < k / 32; ++b) {
@@ -255,7 +255,7 @@ TEST(MatmulSimd, PackedHalfTypesGiveTheRowKernelsResults) {
                           {31, 3072, 4}, {4097, 32, 1}, {300, 1040, 9}, {130, 256, 33}};
   for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
     for (const Shape& sh : shapes) {
-      const Case c = make_case(type, sh.m, sh.k, sh.n, rng);
+      const MatmulCase c = make_case(type, sh.m, sh.k, sh.n, rng);
       Result<PackedWeights> pw = PackedWeights::pack(type, c.wq.data(), sh.m, sh.k, &pool);
       ASSERT_TRUE(pw.ok()) << pw.status().message();
       const size_t rows =
@@ -303,7 +303,7 @@ TEST(MatmulSimd, Int8ManyRowsAndLongRows) {
 
 void check_half(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, ThreadPool& pool,
                 std::mt19937& rng) {
-  const Case c = make_case(type, m, k, n, rng);
+  const MatmulCase c = make_case(type, m, k, n, rng);
   std::vector<float> y(size_t(n * m), -1.0f), y1(size_t(n * m)), ref(size_t(n * m));
   MatmulParams p = params_of(c, type, m, k, n, isa);
   p.y = y.data();
@@ -376,7 +376,7 @@ TEST(MatmulSimd, QuantizeActsMatchesReferenceBitForBit) {
 TEST(MatmulSimd, PrequantizedActivationsGiveTheSameResult) {
   SLUICE_FRESH_RNG(rng);
   const int64_t m = 40, k = 512, n = 6;
-  const Case c = make_case(GgmlType::Q4_K, m, k, n, rng);
+  const MatmulCase c = make_case(GgmlType::Q4_K, m, k, n, rng);
   ActBuffer a;
   quantize_acts(c.x.data(), n, k, a);
   const QuantizedActs view = a.view();

@@ -116,13 +116,13 @@ class FakeKv {
   bool fail_exports_ = false;
 };
 
-constexpr int32_t kBlockSize = 4;
+constexpr int32_t kXferBlockSize = 4;
 
 KvCompat test_compat() {
   KvCompat c;
   c.model = "model 123456 bytes, hash 0123abcd";
   c.layout = "f16 L2 H2 D8 B4 k-dim-major/v-row-major";
-  c.block_size = kBlockSize;
+  c.block_size = kXferBlockSize;
   c.tp = 1;
   return c;
 }
@@ -305,17 +305,17 @@ TEST(KvTransferWire, ReplyFrameAndAckRoundTrip) {
 }
 
 TEST(KvTransferWire, CommonFullBlocks) {
-  const std::vector<int32_t> a = prompt(4 * kBlockSize + 2);
+  const std::vector<int32_t> a = prompt(4 * kXferBlockSize + 2);
   std::vector<int32_t> b = a;
-  EXPECT_EQ(common_full_blocks(a, 4, b, kBlockSize), 4);
-  EXPECT_EQ(common_full_blocks(a, 3, b, kBlockSize), 3);  // fewer blocks offered
-  b.resize(2 * kBlockSize + 3);
-  EXPECT_EQ(common_full_blocks(a, 4, b, kBlockSize), 2);  // shorter pulled prompt
+  EXPECT_EQ(common_full_blocks(a, 4, b, kXferBlockSize), 4);
+  EXPECT_EQ(common_full_blocks(a, 3, b, kXferBlockSize), 3);  // fewer blocks offered
+  b.resize(2 * kXferBlockSize + 3);
+  EXPECT_EQ(common_full_blocks(a, 4, b, kXferBlockSize), 2);  // shorter pulled prompt
   b = a;
-  b[2 * kBlockSize + 1] = -1;
-  EXPECT_EQ(common_full_blocks(a, 4, b, kBlockSize), 2);  // diverges in block 2
+  b[2 * kXferBlockSize + 1] = -1;
+  EXPECT_EQ(common_full_blocks(a, 4, b, kXferBlockSize), 2);  // diverges in block 2
   b[0] = -1;
-  EXPECT_EQ(common_full_blocks(a, 4, b, kBlockSize), 0);
+  EXPECT_EQ(common_full_blocks(a, 4, b, kXferBlockSize), 0);
   EXPECT_EQ(common_full_blocks(a, 4, a, 0), 0);
 }
 
@@ -345,7 +345,7 @@ TEST(KvTransfer, RoundTripEqualsTheSourceBytes) {
   ASSERT_TRUE(server);
   // 5 full blocks and a partial one: the partial block is pinned (released) but not served.
   const std::vector<int32_t> ids = {9, 2, 14, 0, 7, 11};
-  const std::vector<int32_t> tokens = prompt(5 * kBlockSize + 2);
+  const std::vector<int32_t> tokens = prompt(5 * kXferBlockSize + 2);
   const uint64_t handle = server->offer(tokens, ids);
   EXPECT_NE(handle, 0u);
   EXPECT_EQ(server->stats().pinned_blocks, 6);
@@ -375,7 +375,7 @@ TEST(KvTransfer, FirstBlockSkipsTheBlocksThePullerHas) {
   auto server = start_server(kv);
   ASSERT_TRUE(server);
   const std::vector<int32_t> ids = {1, 3, 5, 7, 0};
-  const std::vector<int32_t> tokens = prompt(5 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(5 * kXferBlockSize);
   KvPullRequest req = pull_request(*server, server->offer(tokens, ids), tokens);
   req.first_block = 2;
   const auto r = kv_pull(req);
@@ -392,7 +392,7 @@ TEST(KvTransfer, AllBlocksAlreadyHeldIsAnEmptyPull) {
   FakeKv kv(4, 64);
   auto server = start_server(kv);
   ASSERT_TRUE(server);
-  const std::vector<int32_t> tokens = prompt(2 * kBlockSize + 1);
+  const std::vector<int32_t> tokens = prompt(2 * kXferBlockSize + 1);
   KvPullRequest req = pull_request(*server, server->offer(tokens, {0, 1, 2}), tokens);
   req.first_block = 2;
   const auto r = kv_pull(req);
@@ -409,9 +409,9 @@ TEST(KvTransfer, DivergingPromptsServeOnlyTheCommonFullBlocks) {
   auto server = start_server(kv);
   ASSERT_TRUE(server);
   const std::vector<int32_t> ids = {4, 5, 6, 7};
-  const std::vector<int32_t> tokens = prompt(4 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(4 * kXferBlockSize);
   std::vector<int32_t> mine = tokens;
-  mine[2 * kBlockSize + 3] = -5;  // differs in block 2
+  mine[2 * kXferBlockSize + 3] = -5;  // differs in block 2
   const auto r = kv_pull(pull_request(*server, server->offer(tokens, ids), mine));
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(r->blocks.n_blocks, 2);
@@ -422,7 +422,7 @@ TEST(KvTransfer, TokensMismatchIsRefusedAndReleased) {
   FakeKv kv(8, 128);
   auto server = start_server(kv);
   ASSERT_TRUE(server);
-  const std::vector<int32_t> tokens = prompt(3 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(3 * kXferBlockSize);
   std::vector<int32_t> mine = tokens;
   mine[1] = 99999;
   const uint64_t h = server->offer(tokens, {0, 1, 2});
@@ -441,7 +441,7 @@ TEST(KvTransfer, TokensMismatchIsRefusedAndReleased) {
   // first_block beyond the common blocks is refused too.
   const uint64_t h2 = server->offer(tokens, {3, 4, 5});
   KvPullRequest req = pull_request(*server, h2, tokens);
-  req.tokens.resize(kBlockSize);
+  req.tokens.resize(kXferBlockSize);
   req.first_block = 2;
   const auto r2 = kv_pull(req);
   ASSERT_FALSE(r2.ok());
@@ -454,7 +454,7 @@ TEST(KvTransfer, CompatMismatchIsRefusedForEachField) {
   FakeKv kv(8, 64);
   auto server = start_server(kv);
   ASSERT_TRUE(server);
-  const std::vector<int32_t> tokens = prompt(2 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(2 * kXferBlockSize);
   const std::vector<std::pair<std::function<void(KvCompat&)>, std::string>> cases = {
       {[](KvCompat& c) { c.model = "model 9 bytes, hash ff"; },
        "refused: model differs (here: model 9 bytes, hash ff, there: model 123456 bytes, hash "
@@ -481,7 +481,7 @@ TEST(KvTransfer, UnknownHandleIsRefused) {
   FakeKv kv(4, 64);
   auto server = start_server(kv);
   ASSERT_TRUE(server);
-  const auto r = kv_pull(pull_request(*server, 0x3039, prompt(kBlockSize)));
+  const auto r = kv_pull(pull_request(*server, 0x3039, prompt(kXferBlockSize)));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("handle 0x0000000000003039 is unknown or expired (offered handles "
                              "live 60 s"),
@@ -495,7 +495,7 @@ TEST(KvTransfer, SecondPullOfAHandleIsRefused) {
   FakeKv kv(4, 64);
   auto server = start_server(kv);
   ASSERT_TRUE(server);
-  const std::vector<int32_t> tokens = prompt(2 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(2 * kXferBlockSize);
   const uint64_t h = server->offer(tokens, {0, 1});
   ASSERT_TRUE(kv_pull(pull_request(*server, h, tokens)).ok());
   const auto again = kv_pull(pull_request(*server, h, tokens));
@@ -512,7 +512,7 @@ TEST(KvTransfer, ExpiredHandleIsReleasedAndThenUnknown) {
   o.handle_ttl_s = 0.15;
   auto server = start_server(kv, o);
   ASSERT_TRUE(server);
-  const std::vector<int32_t> tokens = prompt(2 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(2 * kXferBlockSize);
   const auto t0 = Clock::now();
   const uint64_t h = server->offer(tokens, {2, 3});
   ASSERT_TRUE(wait_until([&] { return kv.n_releases() == 1; }));
@@ -531,7 +531,7 @@ TEST(KvTransfer, CancelReleasesOnce) {
   FakeKv kv(4, 64);
   auto server = start_server(kv);
   ASSERT_TRUE(server);
-  const uint64_t h = server->offer(prompt(2 * kBlockSize), {0, 1});
+  const uint64_t h = server->offer(prompt(2 * kXferBlockSize), {0, 1});
   server->cancel(h);
   server->cancel(h);        // no-op
   server->cancel(h ^ 0x1);  // unknown: no-op
@@ -547,7 +547,7 @@ TEST(KvTransfer, ServerClosingMidTransferFailsThePullAndReleases) {
   o.fail_after_blocks = 2;
   auto server = start_server(kv, o);
   ASSERT_TRUE(server);
-  const std::vector<int32_t> tokens = prompt(8 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(8 * kXferBlockSize);
   const std::vector<int32_t> ids = {0, 1, 2, 3, 4, 5, 6, 7};
   const auto r = kv_pull(pull_request(*server, server->offer(tokens, ids), tokens));
   ASSERT_FALSE(r.ok());
@@ -562,7 +562,7 @@ TEST(KvTransfer, ClientHangingUpMidTransferReleases) {
   FakeKv kv(64, 256 << 10);  // 16 MiB: more than the socket buffers hold
   auto server = start_server(kv);
   ASSERT_TRUE(server);
-  const std::vector<int32_t> tokens = prompt(64 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(64 * kXferBlockSize);
   std::vector<int32_t> ids(64);
   for (int i = 0; i < 64; ++i) ids[size_t(i)] = i;
   PullMessage p;
@@ -588,7 +588,7 @@ TEST(KvTransfer, CorruptedBlockFailsTheChecksum) {
   o.corrupt_block = 3;
   auto server = start_server(kv, o);
   ASSERT_TRUE(server);
-  const std::vector<int32_t> tokens = prompt(6 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(6 * kXferBlockSize);
   const auto r = kv_pull(pull_request(*server, server->offer(tokens, {0, 1, 2, 3, 4, 5}), tokens));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("block 3 checksum mismatch"), std::string::npos) << r.message();
@@ -603,7 +603,7 @@ TEST(KvTransfer, ExportFailureIsReportedAndReleases) {
   kv.fail_exports();
   auto server = start_server(kv);
   ASSERT_TRUE(server);
-  const std::vector<int32_t> tokens = prompt(2 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(2 * kXferBlockSize);
   const auto r = kv_pull(pull_request(*server, server->offer(tokens, {0, 1}), tokens));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("cannot read the offered blocks: device lost"), std::string::npos)
@@ -626,7 +626,7 @@ TEST(KvTransfer, PullTimesOutAgainstASilentListener) {
   req.host = "127.0.0.1";
   req.port = ntohs(a.sin_port);
   req.handle = 1;
-  req.tokens = prompt(2 * kBlockSize);
+  req.tokens = prompt(2 * kXferBlockSize);
   req.compat = test_compat();
   req.timeout_s = 0.3;
   const auto t0 = Clock::now();
@@ -668,19 +668,19 @@ TEST(KvTransfer, StopReleasesLiveHandlesAndIsIdempotent) {
   auto server = start_server(kv);
   ASSERT_TRUE(server);
   const int port = server->port();
-  server->offer(prompt(2 * kBlockSize), {0, 1});
-  server->offer(prompt(kBlockSize), {2});
+  server->offer(prompt(2 * kXferBlockSize), {0, 1});
+  server->offer(prompt(kXferBlockSize), {2});
   server->stop();
   EXPECT_EQ(kv.release_counts(), (std::map<int32_t, int>{{0, 1}, {1, 1}, {2, 1}}));
   server->stop();
   EXPECT_EQ(kv.n_releases(), 2u);
   // Offered after stop: never servable, released at once.
-  server->offer(prompt(kBlockSize), {3});
+  server->offer(prompt(kXferBlockSize), {3});
   EXPECT_EQ(kv.n_releases(), 3u);
   const auto st = server->stats();
   EXPECT_EQ(st.live_handles, 0);
   EXPECT_EQ(st.pinned_blocks, 0);
-  KvPullRequest req = pull_request(*server, 1, prompt(kBlockSize));
+  KvPullRequest req = pull_request(*server, 1, prompt(kXferBlockSize));
   req.port = port;
   EXPECT_FALSE(kv_pull(req).ok());  // the listener is closed
 }
@@ -689,7 +689,7 @@ TEST(KvTransfer, StopDoesNotHangOnAStalledTransfer) {
   FakeKv kv(64, 512 << 10);  // 32 MiB: the server blocks in send on a client that never reads
   auto server = start_server(kv);
   ASSERT_TRUE(server);
-  const std::vector<int32_t> tokens = prompt(64 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(64 * kXferBlockSize);
   std::vector<int32_t> ids(64);
   for (int i = 0; i < 64; ++i) ids[size_t(i)] = i;
   PullMessage p;
@@ -719,7 +719,7 @@ TEST(KvTransfer, ManyConcurrentPullsAreAllCorrect) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       const std::vector<int32_t> ids = {4 * t + 3, 4 * t + 1, 4 * t, 4 * t + 2};
-      const std::vector<int32_t> tokens = prompt(4 * kBlockSize + t % 3, 1000 * t);
+      const std::vector<int32_t> tokens = prompt(4 * kXferBlockSize + t % 3, 1000 * t);
       const uint64_t h = server->offer(tokens, ids);
       const auto r = kv_pull(pull_request(*server, h, tokens));
       if (!r.ok()) {
@@ -782,7 +782,7 @@ TEST(KvTransfer, GarbageGetsAnErrorAndTheServerGoesOn) {
     }
   }
   ASSERT_TRUE(wait_until([&] { return server->stats().malformed == 7; }));
-  const std::vector<int32_t> tokens = prompt(2 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(2 * kXferBlockSize);
   const auto r = kv_pull(pull_request(*server, server->offer(tokens, {0, 1}), tokens));
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(r->blocks.bytes, kv.expected(std::vector<int32_t>{0, 1}));
@@ -795,7 +795,7 @@ TEST(KvTransfer, ConnectionsBeyondTheLimitAreRefused) {
   auto server = start_server(kv, o);
   ASSERT_TRUE(server);
   const int idle = connect_raw(server->port());  // holds the one slot, sends nothing
-  const std::vector<int32_t> tokens = prompt(2 * kBlockSize);
+  const std::vector<int32_t> tokens = prompt(2 * kXferBlockSize);
   const uint64_t h = server->offer(tokens, {0, 1});
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const auto r = kv_pull(pull_request(*server, h, tokens));

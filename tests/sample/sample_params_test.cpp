@@ -13,7 +13,7 @@ namespace sluice {
 namespace {
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kParamsInf = std::numeric_limits<float>::infinity();
 
 // The error message of params modified by `edit`, or "" when valid.
 std::string error_of(const std::function<void(SamplingParams&)>& edit, int32_t n_vocab = 0) {
@@ -36,7 +36,7 @@ TEST(SampleParams, DefaultsAreValid) {
                   p.presence_penalty = -2.0f;
                   p.frequency_penalty = 2.0f;
                   p.n_logprobs = kMaxLogprobs;
-                  p.logit_bias = {{0, -kInf}, {5, 100.0f}, {7, -100.0f}};
+                  p.logit_bias = {{0, -kParamsInf}, {5, 100.0f}, {7, -100.0f}};
                 },
                 10),
             "");
@@ -50,7 +50,7 @@ TEST(SampleParams, RejectsEachBadField) {
   const Case cases[] = {
       {[](SamplingParams& p) { p.temperature = -0.1f; }, "temperature"},
       {[](SamplingParams& p) { p.temperature = kNan; }, "temperature"},
-      {[](SamplingParams& p) { p.temperature = kInf; }, "temperature"},
+      {[](SamplingParams& p) { p.temperature = kParamsInf; }, "temperature"},
       {[](SamplingParams& p) { p.top_k = -2; }, "top_k"},
       {[](SamplingParams& p) { p.top_p = 0.0f; }, "top_p"},
       {[](SamplingParams& p) { p.top_p = 1.01f; }, "top_p"},
@@ -59,7 +59,7 @@ TEST(SampleParams, RejectsEachBadField) {
       {[](SamplingParams& p) { p.min_p = 1.5f; }, "min_p"},
       {[](SamplingParams& p) { p.repetition_penalty = 0.0f; }, "repetition_penalty"},
       {[](SamplingParams& p) { p.repetition_penalty = -1.0f; }, "repetition_penalty"},
-      {[](SamplingParams& p) { p.repetition_penalty = kInf; }, "repetition_penalty"},
+      {[](SamplingParams& p) { p.repetition_penalty = kParamsInf; }, "repetition_penalty"},
       {[](SamplingParams& p) { p.penalty_last_n = -2; }, "penalty_last_n"},
       {[](SamplingParams& p) { p.presence_penalty = 2.5f; }, "presence_penalty"},
       {[](SamplingParams& p) { p.presence_penalty = -2.01f; }, "presence_penalty"},
@@ -80,7 +80,7 @@ TEST(SampleParams, RejectsEachBadField) {
        },
        "logit_bias for token 3"},
       {[](SamplingParams& p) {
-         p.logit_bias = {{3, kInf}};
+         p.logit_bias = {{3, kParamsInf}};
        },
        "logit_bias for token 3"},
       {[](SamplingParams& p) {

@@ -16,7 +16,7 @@
 namespace sluice {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kSamplerInf = std::numeric_limits<float>::infinity();
 
 Sampler make(const SamplingParams& p, std::span<const int32_t> prompt = {}) {
   Result<Sampler> s = Sampler::create(p, prompt);
@@ -43,7 +43,7 @@ TEST(SampleGreedy, ArgmaxLowestIdOnTies) {
   EXPECT_EQ(sample_token(s, tie), 1);
   const std::vector<float> all_equal(7, 0.25f);
   EXPECT_EQ(sample_token(s, all_equal), 0);
-  const std::vector<float> last = {-kInf, -3.0f, -2.0f};
+  const std::vector<float> last = {-kSamplerInf, -3.0f, -2.0f};
   EXPECT_EQ(sample_token(s, last), 2);
   const std::vector<float> one = {42.0f};
   EXPECT_EQ(sample_token(s, one), 0);
@@ -249,13 +249,13 @@ TEST(SamplePenalties, LogitBiasAppliedBeforePenalties) {
   SamplingParams p;
   p.temperature = 0.0f;
   p.repetition_penalty = 2.0f;
-  p.logit_bias = {{1, 1.5f}, {3, -100.0f}, {4, -kInf}, {5, -0.5f}};
+  p.logit_bias = {{1, 1.5f}, {3, -100.0f}, {4, -kSamplerInf}, {5, -0.5f}};
   const std::vector<int32_t> prompt = {1};
   Sampler s = make(p, prompt);
   Result<SampleResult> r = s.sample(logits);
   ASSERT_TRUE(r.ok()) << r.message();
   // id 1: -1 + 1.5 = 0.5 > 0, then / 2; -100 and -inf ban.
-  const std::vector<float> want = {1.0f, 0.25f, 4.0f, -kInf, -kInf, 1.5f};
+  const std::vector<float> want = {1.0f, 0.25f, 4.0f, -kSamplerInf, -kSamplerInf, 1.5f};
   EXPECT_EQ(std::vector<float>(s.last_logits().begin(), s.last_logits().end()), want);
   EXPECT_EQ(r->token, 2);  // 3 was the argmax before its ban
 }
@@ -267,7 +267,7 @@ TEST(SamplePenalties, NegativePenaltiesEncourageAndBannedStaysBanned) {
   p.presence_penalty = -1.0f;
   p.frequency_penalty = -0.5f;
   p.repetition_penalty = 0.5f;  // < 1 encourages repeats
-  p.logit_bias = {{2, -kInf}};
+  p.logit_bias = {{2, -kSamplerInf}};
   Sampler s = make(p);
   s.accept(1);
   s.accept(2);
@@ -275,7 +275,7 @@ TEST(SamplePenalties, NegativePenaltiesEncourageAndBannedStaysBanned) {
   ASSERT_TRUE(r.ok());
   // id 1: 1 / 0.5 = 2, then + 0.5 + 1 = 3.5; id 2 banned: stays -inf.
   EXPECT_EQ(std::vector<float>(s.last_logits().begin(), s.last_logits().end()),
-            (std::vector<float>{1.0f, 3.5f, -kInf}));
+            (std::vector<float>{1.0f, 3.5f, -kSamplerInf}));
   EXPECT_EQ(r->token, 1);
 }
 
@@ -313,7 +313,7 @@ TEST(SampleLogprobs, ChosenMatchesHandComputation) {
 }
 
 TEST(SampleLogprobs, TopNSortedAndNormalized) {
-  const std::vector<float> logits = {0.3f, -1.0f, 2.5f, 0.3f, 1.7f, -kInf, 2.5f, 0.0f};
+  const std::vector<float> logits = {0.3f, -1.0f, 2.5f, 0.3f, 1.7f, -kSamplerInf, 2.5f, 0.0f};
   SamplingParams p;
   p.n_logprobs = 20;  // more than the vocabulary: every finite token
   p.seed = 3;
@@ -402,11 +402,11 @@ TEST(SampleErrors, BadLogitsAndBans) {
   const std::vector<float> nan = {0.0f, std::numeric_limits<float>::quiet_NaN(), 1.0f};
   EXPECT_EQ(s.sample(nan).message(),
             "sample: logits[1] is NaN (the model produced a non-finite value)");
-  const std::vector<float> inf = {0.0f, 1.0f, kInf};
+  const std::vector<float> inf = {0.0f, 1.0f, kSamplerInf};
   EXPECT_EQ(s.sample(inf).message(),
             "sample: logits[2] is +inf (the model produced a non-finite value)");
 
-  const std::vector<float> banned = {-kInf, -kInf};
+  const std::vector<float> banned = {-kSamplerInf, -kSamplerInf};
   for (float t : {0.0f, 1.0f}) {
     for (int32_t k : {0, 1}) {
       SamplingParams q;

@@ -356,7 +356,7 @@ b 3, 1, 2 abc)J"},
 };
 // clang-format on
 
-std::time_t pinned_now() {
+std::time_t golden_pinned_now() {
   std::tm tm{};
   tm.tm_year = 2026 - 1900;
   tm.tm_mon = 0;
@@ -379,7 +379,7 @@ TEST_P(TemplateGolden, MatchesJinja2) {
   ASSERT_TRUE(tmpl.ok()) << tmpl.message();
   ChatTemplateInputs in;
   in.extra_context = nlohmann::ordered_json::parse(kContext);
-  in.now = pinned_now();
+  in.now = golden_pinned_now();
   auto out = tmpl->render(in);
   ASSERT_TRUE(out.ok()) << out.message();
   EXPECT_EQ(*out, c.expected) << "template: " << c.source;

@@ -101,8 +101,8 @@ struct SpmBuilder {
   }
 };
 
-const std::string kSp = "\xE2\x96\x81";  // ▁
-const std::string kG = "\xC4\xA0";       // Ġ (GPT-2 space)
+const std::string kUnitSp = "\xE2\x96\x81";  // ▁
+const std::string kG = "\xC4\xA0";           // Ġ (GPT-2 space)
 
 Ids encode(const Tokenizer& tok, std::string_view text, bool parse_special = false) {
   EncodeOptions o;
@@ -291,22 +291,22 @@ TEST(TokenizerSpecial, ParseSpecialLongestFirst) {
 TEST(TokenizerSpecial, Phi3RstripSwallowsWhitespace) {
   SpmBuilder s;
   s.spec.name = "Phi3";
-  s.add(kSp, -1);
+  s.add(kUnitSp, -1);
   s.add("h", -2);
   s.add("i", -2);
   s.add("hi", -1);
-  s.add(cat(kSp, "hi"), -0.5f);
+  s.add(cat(kUnitSp, "hi"), -0.5f);
   const TokenId end = s.add("<|end|>", 0, kControl);
   Tokenizer tok = s.build();
   EXPECT_TRUE(tok.vocab().has_attr(end, kAttrRstrip));
   EXPECT_FALSE(tok.vocab().has_attr(1, kAttrRstrip));  // <s> excluded
   // The whitespace after <|end|> is dropped; the text after it gets the SPM space prefix.
-  EXPECT_EQ(encode(tok, "<|end|> \n hi", true), (Ids{end, tok.vocab().find(cat(kSp, "hi"))}));
+  EXPECT_EQ(encode(tok, "<|end|> \n hi", true), (Ids{end, tok.vocab().find(cat(kUnitSp, "hi"))}));
 }
 
 TEST(TokenizerSpecial, BosEosOptions) {
   SpmBuilder s;
-  const TokenId a = s.add(cat(kSp, "a"), -1);
+  const TokenId a = s.add(cat(kUnitSp, "a"), -1);
   Tokenizer tok = s.build();
   EXPECT_EQ(*tok.encode("a"), (Ids{1, a}));
   EncodeOptions o;
@@ -327,17 +327,17 @@ TEST(TokenizerSpecial, BosEosOptions) {
 
 TEST(TokenizerSpm, ScoreOrderAndByteFallback) {
   SpmBuilder s;
-  s.add(kSp, -1);
+  s.add(kUnitSp, -1);
   s.add("a", -2);
   s.add("b", -3);
   s.add("ab", -1.5f);
-  s.add(cat(kSp, "a"), -1.2f);
-  const TokenId sp_ab = s.add(cat(kSp, "ab"), -0.5f);
+  s.add(cat(kUnitSp, "a"), -1.2f);
+  const TokenId sp_ab = s.add(cat(kUnitSp, "ab"), -0.5f);
   Tokenizer tok = s.build();
   EXPECT_EQ(encode(tok, "ab"), (Ids{sp_ab}));
   // "€" is not in the vocabulary: its three bytes as <0xNN> tokens.
   const Ids euro = encode(tok, "\xE2\x82\xAC");
-  EXPECT_EQ(euro, (Ids{tok.vocab().find(kSp), 3 + 0xE2, 3 + 0x82, 3 + 0xAC}));
+  EXPECT_EQ(euro, (Ids{tok.vocab().find(kUnitSp), 3 + 0xE2, 3 + 0x82, 3 + 0xAC}));
   EXPECT_EQ(tok.decode(euro), "\xE2\x82\xAC");
   const Ids with_bos = *tok.encode("ab");
   EXPECT_EQ(tok.decode(with_bos), "ab");
@@ -362,7 +362,7 @@ Tokenizer wpm_tokenizer(std::optional<bool> lowercase = std::nullopt) {
     s.token_types.push_back(i == 0 || i >= 100 ? kControl : kNormal);
   }
   for (const char* t : {"hello", "world", ",", "!", "cafe", "un", "\xE4\xBD\xA0", "\xE5\xA5\xBD"}) {
-    s.tokens.push_back(cat(kSp, t));
+    s.tokens.push_back(cat(kUnitSp, t));
     s.token_types.push_back(kNormal);
   }
   for (const char* t : {"aff", "able"}) {
