@@ -60,6 +60,9 @@ KernelTable make_avx512() {
   t.gemm_half = &kern_avx512::gemm_half;
   t.gemm_f16_tiled = &kern_avx512::gemm_f16_tiled;
   t.gemm_f32_tiled = &kern_avx2::gemm_f32_tiled;  // AVX-512 CPUs run AVX2; no 512-bit F32 tile yet
+  // BF16 from 2 activation rows where gemm_bf16_dp does not take them (2-3 rows, or CPUs
+  // without AVX512-BF16: Skylake-X, Ice Lake): the 256-bit register tiles, not the row kernel.
+  t.gemm_bf16_tiled = &kern_avx2::gemm_bf16_tiled;
   t.gemm_packed = &kern_avx512::gemm_packed;
   t.gemm_f16_packed = &kern_avx512::gemm_f16_packed;
   if (cpu_has_avx512_bf16()) {
