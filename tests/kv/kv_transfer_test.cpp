@@ -502,6 +502,9 @@ TEST(KvTransfer, SecondPullOfAHandleIsRefused) {
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.message().find("is unknown or expired"), std::string::npos) << again.message();
   ASSERT_TRUE(wait_until([&] { return server->stats().refused == 1; }));
+  // The first transfer's thread counts it and releases the blocks after the client has them all,
+  // so the refusal of the second pull, on another connection, can be counted first.
+  ASSERT_TRUE(wait_until([&] { return server->stats().pulled == 1 && kv.n_releases() == 1; }));
   EXPECT_EQ(server->stats().pulled, 1u);
   EXPECT_EQ(kv.n_releases(), 1u);
 }
