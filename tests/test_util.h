@@ -53,6 +53,32 @@ class TempDir {
   std::string dir_;
 };
 
+// Built with ASan or TSan (GCC defines __SANITIZE_*__; clang answers __has_feature): their
+// runtimes keep freed memory (shadow, quarantine) and run many times slower, so bounds on memory
+// and wall time hold in plain builds only.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitizedBuild = true;
+#elif defined(__has_feature)
+inline constexpr bool kSanitizedBuild =
+    __has_feature(address_sanitizer) || __has_feature(thread_sanitizer);
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+
+// ASAN_OPTIONS for a sluice process that runs MPI ranks (`--tp`, `--pp`): the caller's, plus
+// detect_leaks=0. Open MPI allocates at MPI_Init what it never frees, partly from plugins it
+// unloads before exit, whose frames LeakSanitizer can neither symbolize nor suppress by name;
+// the ranks' memory errors are still caught. Harmless in a build without ASan.
+inline std::string asan_options_for_mpi_ranks() {
+  const char* cur = std::getenv("ASAN_OPTIONS");
+  return (cur && *cur ? std::string(cur) + ":" : std::string()) + "detect_leaks=0";
+}
+
+// Whether a sluice command line starts MPI ranks.
+inline bool runs_mpi_ranks(const std::string& args) {
+  return args.find("--tp") != std::string::npos || args.find("--pp") != std::string::npos;
+}
+
 // True under CI (CI=true), where missing ../shared data must fail a test instead of skipping
 // it: a suite that silently tested nothing would pass.
 inline bool in_ci() {

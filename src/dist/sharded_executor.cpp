@@ -40,7 +40,7 @@ bool get_ids(std::span<const uint8_t> m, size_t& at, std::vector<int32_t>& ids) 
   uint64_t n = 0;
   if (!get_u64(m, at, n) || n > (m.size() - at) / 4) return false;
   ids.resize(size_t(n));
-  std::memcpy(ids.data(), m.data() + at, size_t(n) * 4);
+  if (n != 0) std::memcpy(ids.data(), m.data() + at, size_t(n) * 4);  // data() may be null
   at += size_t(n) * 4;
   return true;
 }

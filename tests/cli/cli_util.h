@@ -29,7 +29,9 @@ inline CommandResult run_sluice(const std::string& args, const std::string& stdi
     std::fwrite(stdin_text.data(), 1, stdin_text.size(), f);
     std::fclose(f);
   }
-  const std::string cmd = sluice_binary() + " " + args + " <" + in + " >" + out + " 2>" + err;
+  const std::string env =
+      runs_mpi_ranks(args) ? "ASAN_OPTIONS='" + asan_options_for_mpi_ranks() + "' " : "";
+  const std::string cmd = env + sluice_binary() + " " + args + " <" + in + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

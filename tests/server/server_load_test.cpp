@@ -10,14 +10,6 @@
 namespace sluice::test {
 namespace {
 
-// Sanitizer runtimes keep freed memory (shadow, quarantine) and run ~50x slower: the memory and
-// wall-time bounds are checked in plain builds only.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
 struct ClientResult {
   bool hung_up = false;  // planned to disconnect
   bool done = false;     // saw data: [DONE]
@@ -161,12 +153,12 @@ TEST(ServerLoad, ManyConcurrentStreamsWithRandomHangUps) {
         rss_after = p->rss_kib();
         return double(rss_after) <= double(rss_before) * 1.10;
       },
-      std::chrono::milliseconds(kSanitized ? 0 : 10000));
+      std::chrono::milliseconds(kSanitizedBuild ? 0 : 10000));
   std::printf(
       "[ load ] %d streams (%d hung up) in %.2f s; RSS cold %ld KiB, before %ld KiB, peak %ld KiB, "
       "after %ld KiB\n",
       kClients, hung_up, seconds, rss_cold, rss_before, rss_peak.load(), rss_after);
-  if (!kSanitized) {
+  if (!kSanitizedBuild) {  // bounds of plain builds only (test_util.h)
     EXPECT_LE(double(rss_after), double(rss_before) * 1.10);
     EXPECT_LT(seconds, 60);
   }

@@ -328,11 +328,15 @@ struct ServeProcess {
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     argv_s.push_back("--port");
     argv_s.push_back("0");
+    bool mpi = false;
+    for (const std::string& a : args) mpi = mpi || runs_mpi_ranks(a);
+    const std::string asan = mpi ? asan_options_for_mpi_ranks() : std::string();
     p->pid = ::fork();
     if (p->pid == 0) {
       // No `sluice bench --roofline` cache: the host's measured ceilings would change what the
       // engine's cost model decides (speculation gating), so results would depend on the host.
       ::setenv("SLUICE_CACHE", "/nonexistent/sluice-test-cache", 1);
+      if (!asan.empty()) ::setenv("ASAN_OPTIONS", asan.c_str(), 1);
       ::dup2(pipefd[1], 2);
       ::close(pipefd[0]);
       ::close(pipefd[1]);
