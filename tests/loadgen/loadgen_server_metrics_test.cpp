@@ -3,6 +3,7 @@
 // hit-rate rows of the reports.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <atomic>
 
 #include <thread>
 
@@ -155,7 +156,7 @@ class FakeMetrics {
   httplib::Server svr_;
   std::thread thread_;
   int port_ = 0;
-  int calls_a_ = 1;
+  std::atomic<int> calls_a_{1};  // each scrape is served on a connection thread of its own
 };
 
 TEST(LoadgenServerMetrics, ScrapesAndSumsReplicas) {

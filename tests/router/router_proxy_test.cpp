@@ -44,8 +44,9 @@ FakeBackend::Handler sse_handler(int n, std::chrono::milliseconds gap, bool then
 }
 
 TEST(RouterProxy, WholeAnswersPassThroughByteForByte) {
-  FakeBackend a("a");
+  // Declared before the backend, whose threads read it until the backend is destroyed.
   const std::string body = "{ \"odd\" :  [1,2 ,3], \"text\": \"caf\\u00e9 \xe2\x82\xac\" }\n";
+  FakeBackend a("a");
   a.set_generate([&](const httplib::Request& req, httplib::Response& res) {
     res.status = 201;
     res.set_header("X-Backend-Header", req.get_header_value("Authorization"));
@@ -81,12 +82,13 @@ TEST(RouterProxy, ExpectContinueIsAnsweredByTheRouterNotForwarded) {
 }
 
 TEST(RouterProxy, SseStreamsPassThroughByteForByteAsEventsArrive) {
-  FakeBackend a("a");
   // The backend sends its second event only after the client saw the first one through the
-  // router: a router that buffered the stream would never deliver it.
+  // router: a router that buffered the stream would never deliver it. (Declared before the
+  // backend, whose threads use them until it is destroyed.)
   std::mutex mu;
   std::condition_variable cv;
   bool client_saw_first = false;
+  FakeBackend a("a");
   a.set_generate([&](const httplib::Request&, httplib::Response& res) {
     auto i = std::make_shared<int>(0);
     res.set_chunked_content_provider("text/event-stream", [&, i](size_t, httplib::DataSink& sink) {
