@@ -3,8 +3,8 @@
 // hit-rate rows of the reports.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <atomic>
 
+#include <atomic>
 #include <thread>
 
 #include "loadgen/report.h"
