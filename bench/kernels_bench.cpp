@@ -64,7 +64,7 @@ void run(benchmark::State& state, GgmlType type, int64_t n, MatmulIsa isa, int t
   p.isa = isa;
   Result<PackedWeights> pw = make_error("not packed");
   if (packed) {
-    pw = PackedWeights::pack(type, w.q.data(), m, k, &pool);
+    pw = PackedWeights::pack(type, w.q.data(), m, k, &pool, nullptr, isa);
     if (!pw.ok()) {
       state.SkipWithError(pw.status().message().c_str());
       return;

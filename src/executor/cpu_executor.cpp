@@ -210,7 +210,8 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
   size_t total = 0;
   std::unordered_set<const void*> seen;
   for (const WeightMatrix* m : ms) {
-    if (!m->data || !PackedWeights::supported(m->type) || !seen.insert(m->data).second) continue;
+    if (!m->data || !PackedWeights::supported(m->type, isa) || !seen.insert(m->data).second)
+      continue;
     const Result<size_t> bytes = PackedWeights::bytes_needed(m->type, m->n_rows, m->n_cols);
     if (!bytes.ok()) continue;  // a shape it cannot pack: stays unpacked
     plan.emplace_back(m, total);
@@ -225,7 +226,7 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
   }
   for (const auto& [m, offset] : plan) {
     Result<PackedWeights> p = PackedWeights::pack(m->type, m->data, m->n_rows, m->n_cols, &pool_,
-                                                  packed_mem_.get() + offset);
+                                                  packed_mem_.get() + offset, isa);
     if (!p.ok()) continue;
     packed_.emplace(m->data, std::move(*p));
     // The file's copy is not read again (get_rows of a tied embedding touches a few rows, read

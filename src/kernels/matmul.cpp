@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -117,6 +119,11 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   }
   if (p.type == GgmlType::F16 && p.packed && kt.gemm_f16_packed) {
     const PackedWeights& pw = *p.packed;
+    if (pw.f16_packing() != kt.f16_packing) {  // packed for another ISA's kernels: a caller's bug
+      std::fprintf(stderr, "matmul: F16 weights packed for another ISA than %s\n",
+                   matmul_isa_name(isa));
+      std::abort();
+    }
     over_groups(p, pool, [&](int64_t g0, int64_t g1) {
       kt.gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m);
     });

@@ -1,13 +1,22 @@
-// AVX2 + F16C GEMM/GEMV over F16 weights (and F32 ones: the same tiles without the
-// conversion) packed in 4-row tiles (packed.h), the design of the
+// AVX2 + F16C GEMM/GEMV over F16 weights.
+//
+// GGUF rows (and F32 and BF16 ones: the same tiles with another conversion) in the design of the
 // AVX-512 kernel (matmul_avx512.cpp) at 256 bits: register tiles of NW weight rows x NX
 // activation rows (4 x 3 at most: 12 accumulators of 16 ymm registers), 1024-column k-blocks.
 // Each output is the sum over k-blocks, in order, of one f32 dot per block, accumulated 8
 // columns per fused multiply-add in column order whatever the tile: the result does not
 // depend on the batch or the thread count.
+//
+// Packed F16 weights (packed.h's kColumns16, what the model runs) in the other form: 16 rows
+// per column converted to two vectors of rows, times one broadcast activation, so an output
+// row is a vector lane and each output one FMA chain over its columns in order (no horizontal
+// sums, no k-block partial sums): 1 x 6 tiles of 16 rows in prefill, 2 conversions and 6
+// broadcasts per 12 FMAs.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -35,22 +44,6 @@ SLUICE_TARGET inline __m128 hsum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) 
   return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
-// A packed 4-row tile: 16 columns of the 4 rows in 128 contiguous bytes, one sequential stream
-// prefetched a fixed distance ahead.
-struct Tile4 {
-  static constexpr int64_t kAhead = 4096;
-  static constexpr bool kTail = false;  // columns come in multiples of 16
-  const uint8_t* w;
-  const uint8_t* at(int a, int64_t j) const { return w + 8 * (j - j % 16) + 32 * a + 2 * (j % 16); }
-  SLUICE_TARGET __m256 load(int a, int64_t j) const {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at(a, j))));
-  }
-  template <int NW>
-  SLUICE_TARGET void prefetch(int64_t j) const {
-    _mm_prefetch(reinterpret_cast<const char*>(w + 8 * j + kAhead), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w + 8 * j + kAhead + 64), _MM_HINT_T0);
-  }
-};
 // The GGUF rows of F16 or (kBf16) BF16 weights: row a of the tile at w + a * rb. A bf16 is the
 // high half of its f32, so BF16 converts exactly with a zero-extend and a shift.
 template <bool kBf16>
@@ -241,15 +234,143 @@ SLUICE_TARGET void gemm_f32_tiled(const uint8_t* w, int64_t r0, int64_t r1, cons
   f16_sweep(tile, rows_at, r0, r1, x, n, k, y, m);
 }
 
+namespace {
+
+// Packed F16 weights, the kColumns16 layout (packed.h): G groups of 16 rows x NX activation
+// rows over `len` columns, 2 G NX accumulators whose lanes are rows. Each output is one
+// fused multiply-add chain over its row's columns in column order, started from zero (`first`)
+// or continued from y: its value does not depend on the tile, the k-blocks, the batch or the
+// threads (bit for bit a scalar fmaf loop). The groups are `gs` bytes apart; the last one has
+// `nv` rows inside the matrix. Every other column the tile prefetches the line `pf` bytes
+// from the one it reads (the next tile's, in the prefill sweep; 0: none).
+template <int G, int NX>
+SLUICE_TARGET void tile_cols16(const uint8_t* w, size_t gs, const float* x, int64_t ldx,
+                               int64_t len, float* y, int64_t ldy, int nv, bool first,
+                               ptrdiff_t pf) {
+  __m256 acc[G][2][NX];
+  alignas(32) float part[16];
+#pragma GCC unroll 8
+  for (int a = 0; a < G; ++a) {
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+      float* yr = y + i * ldy + 16 * a;
+      if (first) {
+        acc[a][0][i] = acc[a][1][i] = _mm256_setzero_ps();
+      } else if (a + 1 < G || nv == 16) {
+        acc[a][0][i] = _mm256_loadu_ps(yr);
+        acc[a][1][i] = _mm256_loadu_ps(yr + 8);
+      } else {
+        std::memset(part, 0, sizeof(part));
+        std::memcpy(part, yr, size_t(nv) * 4);
+        acc[a][0][i] = _mm256_load_ps(part);
+        acc[a][1][i] = _mm256_load_ps(part + 8);
+      }
+    }
+  }
+  for (int64_t j = 0; j < len; ++j) {
+    const uint8_t* wj = w + 32 * j;
+    if (pf != 0 && j % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(wj + pf), _MM_HINT_T0);
+#pragma GCC unroll 8
+    for (int a = 0; a < G; ++a) {
+      const __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wj)));
+      const __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wj + 16)));
+      wj += gs;
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+        const __m256 b = _mm256_broadcast_ss(x + i * ldx + j);
+        acc[a][0][i] = _mm256_fmadd_ps(w0, b, acc[a][0][i]);
+        acc[a][1][i] = _mm256_fmadd_ps(w1, b, acc[a][1][i]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int a = 0; a < G; ++a) {
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+      float* yr = y + i * ldy + 16 * a;
+      if (a + 1 < G || nv == 16) {
+        _mm256_storeu_ps(yr, acc[a][0][i]);
+        _mm256_storeu_ps(yr + 8, acc[a][1][i]);
+      } else {
+        _mm256_store_ps(part, acc[a][0][i]);
+        _mm256_store_ps(part + 8, acc[a][1][i]);
+        std::memcpy(yr, part, size_t(nv) * 4);
+      }
+    }
+  }
+}
+
+// tile_cols16 with one group and nx (1..6) activation rows.
+SLUICE_TARGET void cols16_nx(const uint8_t* w, size_t gs, const float* x, int64_t ldx, int64_t len,
+                             float* y, int64_t ldy, int nv, bool first, ptrdiff_t pf, int64_t nx) {
+  switch (nx) {
+    case 6:
+      return tile_cols16<1, 6>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
+    case 5:
+      return tile_cols16<1, 5>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
+    case 4:
+      return tile_cols16<1, 4>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
+    case 3:
+      return tile_cols16<1, 3>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
+    case 2:
+      return tile_cols16<1, 2>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
+    default:
+      return tile_cols16<1, 1>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
+  }
+}
+
+}  // namespace
+
 SLUICE_TARGET void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
                                    int64_t n, float* y, int64_t m) {
-  constexpr int64_t kT = PackedWeights::kF16TileRows;
-  auto tile = [&](int64_t r, int64_t kb) { return Tile4{w.f16_tile(r / kT) + kb * 8}; };
-  auto rows_at = [m](int64_t r, int64_t) {  // rows past m are the tile's zero padding
-    return std::pair<int, int>(4, int(std::min<int64_t>(4, m - r)));
-  };
-  const int64_t r1 = std::min(m, g1 * PackedWeights::kRows);
-  f16_sweep(tile, rows_at, g0 * PackedWeights::kRows, r1, x, n, w.k(), y, m);
+  const int64_t k = w.k();
+  const size_t gs = size_t(k) * 32;  // bytes per group
+  g1 = std::min(g1, (m + 15) / 16);
+  auto valid = [m](int64_t g) { return int(std::min<int64_t>(16, m - 16 * g)); };
+  if (w.f16_packing() != F16Packing::kColumns16) std::abort();  // matmul() checked it
+  if (n < 6) {
+    // Decode: groups outermost, each over the whole k (x's few rows stay in cache), with 8-12
+    // accumulators: 4 groups x 1 row, 2 x 2, 1 x 3..5.
+    const int gt = n == 1 ? 4 : n == 2 ? 2 : 1;
+    for (int64_t g = g0; g < g1;) {
+      const int64_t left = g1 - g;
+      const uint8_t* wg = w.f16_group(g);
+      float* yg = y + 16 * g;
+      if (gt == 4 && left >= 4) {
+        tile_cols16<4, 1>(wg, gs, x, k, k, yg, m, valid(g + 3), true, 0);
+        g += 4;
+      } else if (gt >= 2 && left >= 2 && n <= 2) {
+        if (n == 1) {
+          tile_cols16<2, 1>(wg, gs, x, k, k, yg, m, valid(g + 1), true, 0);
+        } else {
+          tile_cols16<2, 2>(wg, gs, x, k, k, yg, m, valid(g + 1), true, 0);
+        }
+        g += 2;
+      } else {
+        cols16_nx(wg, gs, x, k, k, yg, m, valid(g), true, 0, n);
+        g += 1;
+      }
+    }
+    return;
+  }
+  // Prefill: per chunk of groups (~128 KiB of a k-block, kept in L2) and k-block, every 6
+  // activation rows sweep the chunk's groups; each tile prefetches the next one's k-block.
+  constexpr int64_t kKb = 1024;
+  const int64_t chunk = std::max<int64_t>(1, (128 << 10) / (32 * std::min(k, kKb)));
+  for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
+    const int64_t c1 = std::min(g1, c0 + chunk);
+    for (int64_t kb = 0; kb < k; kb += kKb) {
+      const int64_t len = std::min(kKb, k - kb);
+      for (int64_t i = 0; i < n; i += 6) {
+        const int64_t nx = std::min<int64_t>(6, n - i);
+        for (int64_t g = c0; g < c1; ++g) {
+          const ptrdiff_t pf = g + 1 < c1 ? ptrdiff_t(gs) : -ptrdiff_t(gs) * (c1 - 1 - c0);
+          cols16_nx(w.f16_group(g) + 32 * kb, gs, x + i * k + kb, k, len, y + i * m + 16 * g, m,
+                    valid(g), kb == 0, pf, nx);
+        }
+      }
+    }
+  }
 }
 
 #undef SLUICE_TARGET

@@ -69,7 +69,9 @@ void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, in
 // The same tiles over BF16 rows (k % 16 == 0; each bf16 widened to f32 exactly).
 void gemm_bf16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n, int64_t k,
                      float* y, int64_t m);
-// The same on packed F16 weights (4-row tiles), groups [g0, g1): bit for bit gemm_f16_tiled.
+// Packed F16 weights (packed.h's kColumns16), groups [g0, g1): each output is the fused
+// multiply-add chain over its row's columns in order from 0 (bit for bit a scalar fmaf loop,
+// whatever n, the tiles or the threads); not gemm_f16_tiled's sums.
 void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,
                      float* y, int64_t m);
 // F32 weights, any k: the same register tiles (the last k % 8 columns scalar). AVX-512 hosts

@@ -93,8 +93,8 @@ void over_groups(ThreadPool* pool, int64_t n_groups, F&& f) {
 
 }  // namespace
 
-bool PackedWeights::supported(GgmlType type) {
-  const KernelTable& kt = kernel_table();
+bool PackedWeights::supported(GgmlType type, MatmulIsa isa) {
+  const KernelTable& kt = kernel_table(isa);
   switch (type) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
@@ -142,7 +142,7 @@ Result<size_t> PackedWeights::bytes_needed(GgmlType type, int64_t m, int64_t k) 
 }
 
 Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t m, int64_t k,
-                                          ThreadPool* pool, uint8_t* dst) {
+                                          ThreadPool* pool, uint8_t* dst, MatmulIsa isa) {
   const Result<size_t> need = bytes_needed(type, m, k);
   if (!need.ok()) return need.status();
   PackedWeights p(type, m, k);
@@ -166,6 +166,29 @@ Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t 
     } else {
       copy(0, n_chunks);
     }
+  } else if (type == GgmlType::F16 && kernel_table(isa).f16_packing == F16Packing::kColumns16) {
+    // Each group column by column (packed.h), 64 columns at a time (2 KiB of output, the 16
+    // source rows' 128-byte pieces); the rows past m in the last group are zeros.
+    p.f16_packing_ = F16Packing::kColumns16;
+    over_groups(pool, p.n_groups(), [&](int64_t g0, int64_t g1) {
+      constexpr int64_t kCols = 64;
+      for (int64_t g = g0; g < g1; ++g) {
+        auto* out = reinterpret_cast<uint16_t*>(p.quants_ + g * kRows * k * 2);
+        for (int64_t c0 = 0; c0 < k; c0 += kCols) {
+          const int64_t c1 = std::min(k, c0 + kCols);
+          for (int64_t r = 0; r < kRows; ++r) {
+            const int64_t row = g * kRows + r;
+            if (row >= m) {
+              for (int64_t c = c0; c < c1; ++c) out[c * kRows + r] = 0;
+              continue;
+            }
+            uint16_t in[kCols];
+            std::memcpy(in, src + size_t(row * k + c0) * 2, size_t(c1 - c0) * 2);
+            for (int64_t c = c0; c < c1; ++c) out[c * kRows + r] = in[c - c0];
+          }
+        }
+      }
+    });
   } else if (type == GgmlType::F16) {
     // Rows into 4-row tiles (packed.h); the rows past m in the last group are zeros.
     over_groups(pool, p.n_groups(), [&](int64_t g0, int64_t g1) {

@@ -11,6 +11,7 @@
 #include <bit>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gguf/quants.h"
@@ -240,38 +241,66 @@ TEST(MatmulSimd, PackedQ8_0TakesTheWholeInt8Range) {
   }
 }
 
-// F16 packed in 4-row tiles and BF16 copied into huge pages: the same products bit for bit as
-// the row kernels, for every tail of the tiles and groups, several 1024-column k-blocks, the
-// decode tiles (n <= 6) and several prefill chunks.
-TEST(MatmulSimd, PackedHalfTypesGiveTheRowKernelsResults) {
-  if (!PackedWeights::supported(GgmlType::F16)) GTEST_SKIP() << "no AVX-512 on this CPU";
+// Packed F16 and BF16 (copied into huge pages) on every SIMD ISA, for every tail of the tiles
+// and groups, several 1024-column k-blocks, every decode tile (n <= 5) and several prefill
+// chunks. AVX-512's F16 (4-row tiles) and BF16 give the row kernels' results bit for bit. AVX2's
+// F16 (columns of 16 rows) gives, bit for bit, each output's fused multiply-add chain over its
+// columns in order, the scalar loop below, whatever the batch (row i of an n-row product is the
+// product of row i alone) and the threads.
+TEST(MatmulSimd, PackedHalfTypesGiveTheirSpecifiedResults) {
+  if (simd_isas().empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
   ThreadPool pool(2);
   SLUICE_FRESH_RNG(rng);
   struct Shape {
     int64_t m, k, n;
   };
-  const Shape shapes[] = {{37, 96, 1},   {37, 96, 5},   {37, 96, 13},   {1, 16, 1},
-                          {3, 32, 2},    {16, 48, 6},   {17, 64, 7},    {33, 2064, 1},
-                          {31, 3072, 4}, {4097, 32, 1}, {300, 1040, 9}, {130, 256, 33}};
-  for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
-    for (const Shape& sh : shapes) {
-      const MatmulCase c = make_case(type, sh.m, sh.k, sh.n, rng);
-      Result<PackedWeights> pw = PackedWeights::pack(type, c.wq.data(), sh.m, sh.k, &pool);
-      ASSERT_TRUE(pw.ok()) << pw.status().message();
-      const size_t rows =
-          type == GgmlType::F16 ? size_t(pw->n_groups() * PackedWeights::kRows) : size_t(sh.m);
-      EXPECT_EQ(pw->bytes(), rows * size_t(sh.k) * 2);
-      std::vector<float> y(size_t(sh.n * sh.m)), yp(size_t(sh.n * sh.m), -1.0f), y1(yp);
-      MatmulParams p = params_of(c, type, sh.m, sh.k, sh.n);
-      p.y = y.data();
-      matmul(p, &pool);
-      p.packed = &*pw;
-      p.y = yp.data();
-      matmul(p, &pool);
-      p.y = y1.data();
-      matmul(p, nullptr);
-      EXPECT_EQ(y, yp) << type_name(type) << " m=" << sh.m << " k=" << sh.k << " n=" << sh.n;
-      EXPECT_EQ(yp, y1) << "thread count changed the result";
+  const Shape shapes[] = {{37, 96, 1},   {37, 96, 5},    {37, 96, 13},   {1, 16, 1},
+                          {3, 32, 2},    {16, 48, 6},    {17, 64, 7},    {33, 2064, 1},
+                          {31, 3072, 4}, {4097, 32, 1},  {300, 1040, 9}, {130, 256, 33},
+                          {100, 64, 1},  {100, 64, 2},   {100, 64, 3},   {100, 48, 5},
+                          {4097, 32, 7}, {64, 2064, 12}, {129, 80, 2}};
+  for (MatmulIsa isa : simd_isas()) {
+    for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
+      for (const Shape& sh : shapes) {
+        const MatmulCase c = make_case(type, sh.m, sh.k, sh.n, rng);
+        Result<PackedWeights> pw =
+            PackedWeights::pack(type, c.wq.data(), sh.m, sh.k, &pool, nullptr, isa);
+        ASSERT_TRUE(pw.ok()) << pw.status().message();
+        const size_t rows =
+            type == GgmlType::F16 ? size_t(pw->n_groups() * PackedWeights::kRows) : size_t(sh.m);
+        EXPECT_EQ(pw->bytes(), rows * size_t(sh.k) * 2);
+        const bool chain = type == GgmlType::F16 && isa == MatmulIsa::kAvx2;
+        EXPECT_EQ(pw->f16_packing(), chain ? F16Packing::kColumns16 : F16Packing::kTiles4);
+        std::vector<float> y(size_t(sh.n * sh.m)), yp(size_t(sh.n * sh.m), -1.0f), y1(yp);
+        MatmulParams p = params_of(c, type, sh.m, sh.k, sh.n, isa);
+        if (chain) {
+          for (int64_t i = 0; i < sh.n; ++i) {
+            for (int64_t r = 0; r < sh.m; ++r) {
+              float acc = 0;
+              for (int64_t j = 0; j < sh.k; ++j) {
+                acc = std::fma(c.wf[size_t(r * sh.k + j)], c.x[size_t(i * sh.k + j)], acc);
+              }
+              y[size_t(i * sh.m + r)] = acc;
+            }
+          }
+        } else {
+          p.y = y.data();
+          matmul(p, &pool);
+        }
+        p.packed = &*pw;
+        p.y = yp.data();
+        matmul(p, &pool);
+        p.y = y1.data();
+        matmul(p, nullptr);
+        const std::string what = std::string(matmul_isa_name(isa)) + " " +
+                                 std::string(type_name(type)) + " m=" + std::to_string(sh.m) +
+                                 " k=" + std::to_string(sh.k) + " n=" + std::to_string(sh.n);
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(yp[i]), std::bit_cast<uint32_t>(y[i]))
+              << what << " at " << i << ": " << yp[i] << " vs " << y[i];
+        }
+        EXPECT_EQ(yp, y1) << what << ": thread count changed the result";
+      }
     }
   }
   const std::vector<uint8_t> w(64 * 2);
