@@ -48,7 +48,7 @@ struct CpuExecutorOptions {
   // min(n_ctx, 8192) tokens.
   int n_blocks = 0;
   // Repack Q8_0 / Q4_0 / Q4_K / Q6_K / F16 / BF16 weights at load for the SIMD kernels
-  // (kernels/packed.h: 16-row interleaved groups, F16 4-row tiles, BF16 in huge pages; as many
+  // (kernels/packed.h: 16-row interleaved groups, F16 per the ISA, BF16 in huge pages; as many
   // bytes again as those weights, the file's copy is then released). Not with kScalar kernels.
   bool repack_weights = true;
   // Matmul kernels: kAuto picks the best ISA (8-bit activation blocks for Q8_0/Q4_0/Q4_K/Q6_K,

@@ -40,7 +40,9 @@ KernelTable make_avx2() {
   t.gemm_f32_tiled = &kern_avx2::gemm_f32_tiled;
   t.gemm_packed = cpu_has_avx_vnni() ? &kern_avx2_vnni::gemm_packed : &kern_avx2::gemm_packed;
   t.gemm_f16_packed = &kern_avx2::gemm_f16_packed;
-  t.f16_packing = F16Packing::kColumns16;
+  t.f16_packing = HalfPacking::kColumns16;
+  t.gemm_bf16_packed = &kern_avx2::gemm_bf16_packed;
+  t.bf16_packing = HalfPacking::kColumns16;
   t.quantize_rows = &kern_avx2::quantize_rows;
   t.attention_head_dim_multiple = 8;
   t.attention_scratch_floats = &kern_avx2::attention_scratch_floats;

@@ -41,7 +41,11 @@ struct KernelTable {
                       float* y, int64_t m) = nullptr;
   void (*gemm_f16_packed)(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,
                           float* y, int64_t m) = nullptr;
-  F16Packing f16_packing = F16Packing::kTiles4;  // the layout gemm_f16_packed reads
+  HalfPacking f16_packing = HalfPacking::kTiles4;  // the layout gemm_f16_packed reads
+  // Packed BF16 weights (AVX2: kColumns16); without it BF16 is packed as a copy of the rows.
+  void (*gemm_bf16_packed)(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
+                           int64_t n, float* y, int64_t m) = nullptr;
+  HalfPacking bf16_packing = HalfPacking::kRows;
   // BF16 weights against bf16-rounded activations (AVX512-BF16 only; n >= 4, k % 32 == 0).
   void (*to_bf16)(const float* x, int64_t count, uint16_t* out) = nullptr;
   void (*gemm_bf16_dp)(const uint8_t* w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t n,

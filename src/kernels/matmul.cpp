@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -107,25 +105,30 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   const MatmulIsa isa = kt.isa;
   MatmulWorkspace local;
   MatmulWorkspace& ws = p.ws ? *p.ws : local;
-  const auto* w =
-      static_cast<const uint8_t*>(p.packed && p.packed->is_copy() ? p.packed->raw() : p.w);
+  // F16 and BF16 packed for another ISA's kernels (a layout this table does not read): the rows.
+  const PackedWeights* packed = p.packed;
+  if (packed && ((p.type == GgmlType::F16 && packed->half_packing() != kt.f16_packing) ||
+                 (p.type == GgmlType::BF16 && packed->half_packing() != kt.bf16_packing))) {
+    packed = nullptr;
+  }
+  const auto* w = static_cast<const uint8_t*>(packed && packed->is_copy() ? packed->raw() : p.w);
   const size_t rb = row_size(p.type, p.k);
   const bool int8 = matmul_uses_int8_acts(p.type) && p.k % kActBlock == 0 && kt.gemm_int8;
-  if (int8 && p.packed && kt.gemm_packed) {
+  if (int8 && packed && kt.gemm_packed) {
     const QuantizedActs a = int8_acts(p, isa, ws);
     const PackedWeights& pw = *p.packed;
     over_groups(p, pool, [&](int64_t g0, int64_t g1) { kt.gemm_packed(pw, g0, g1, a, p.y, p.m); });
     return;
   }
-  if (p.type == GgmlType::F16 && p.packed && kt.gemm_f16_packed) {
-    const PackedWeights& pw = *p.packed;
-    if (pw.f16_packing() != kt.f16_packing) {  // packed for another ISA's kernels: a caller's bug
-      std::fprintf(stderr, "matmul: F16 weights packed for another ISA than %s\n",
-                   matmul_isa_name(isa));
-      std::abort();
-    }
+  if (p.type == GgmlType::F16 && packed && kt.gemm_f16_packed) {
     over_groups(p, pool, [&](int64_t g0, int64_t g1) {
-      kt.gemm_f16_packed(pw, g0, g1, p.x, p.n, p.y, p.m);
+      kt.gemm_f16_packed(*packed, g0, g1, p.x, p.n, p.y, p.m);
+    });
+    return;
+  }
+  if (p.type == GgmlType::BF16 && packed && kt.gemm_bf16_packed) {
+    over_groups(p, pool, [&](int64_t g0, int64_t g1) {
+      kt.gemm_bf16_packed(*packed, g0, g1, p.x, p.n, p.y, p.m);
     });
     return;
   }

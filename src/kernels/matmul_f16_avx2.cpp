@@ -243,7 +243,7 @@ namespace {
 // threads (bit for bit a scalar fmaf loop). The groups are `gs` bytes apart; the last one has
 // `nv` rows inside the matrix. Every other column the tile prefetches the line `pf` bytes
 // from the one it reads (the next tile's, in the prefill sweep; 0: none).
-template <int G, int NX>
+template <bool kBf16, int G, int NX>
 SLUICE_TARGET void tile_cols16(const uint8_t* w, size_t gs, const float* x, int64_t ldx,
                                int64_t len, float* y, int64_t ldy, int nv, bool first,
                                ptrdiff_t pf) {
@@ -272,8 +272,15 @@ SLUICE_TARGET void tile_cols16(const uint8_t* w, size_t gs, const float* x, int6
     if (pf != 0 && j % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(wj + pf), _MM_HINT_T0);
 #pragma GCC unroll 8
     for (int a = 0; a < G; ++a) {
-      const __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wj)));
-      const __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wj + 16)));
+      __m256 w0, w1;
+      if constexpr (kBf16) {  // rows r and r + 8 in lane r: bf16 is the high half of its f32
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj));
+        w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        w1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u))));
+      } else {
+        w0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wj)));
+        w1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wj + 16)));
+      }
       wj += gs;
 #pragma GCC unroll 8
       for (int i = 0; i < NX; ++i) {
@@ -301,53 +308,54 @@ SLUICE_TARGET void tile_cols16(const uint8_t* w, size_t gs, const float* x, int6
 }
 
 // tile_cols16 with one group and nx (1..6) activation rows.
+template <bool kBf16>
 SLUICE_TARGET void cols16_nx(const uint8_t* w, size_t gs, const float* x, int64_t ldx, int64_t len,
                              float* y, int64_t ldy, int nv, bool first, ptrdiff_t pf, int64_t nx) {
   switch (nx) {
     case 6:
-      return tile_cols16<1, 6>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
+      return tile_cols16<kBf16, 1, 6>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
     case 5:
-      return tile_cols16<1, 5>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
+      return tile_cols16<kBf16, 1, 5>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
     case 4:
-      return tile_cols16<1, 4>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
+      return tile_cols16<kBf16, 1, 4>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
     case 3:
-      return tile_cols16<1, 3>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
+      return tile_cols16<kBf16, 1, 3>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
     case 2:
-      return tile_cols16<1, 2>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
+      return tile_cols16<kBf16, 1, 2>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
     default:
-      return tile_cols16<1, 1>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
+      return tile_cols16<kBf16, 1, 1>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
   }
 }
 
-}  // namespace
-
-SLUICE_TARGET void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
-                                   int64_t n, float* y, int64_t m) {
+// Packed F16 or BF16 weights (kColumns16), groups [g0, g1).
+template <bool kBf16>
+SLUICE_TARGET void half_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
+                               int64_t n, float* y, int64_t m) {
   const int64_t k = w.k();
   const size_t gs = size_t(k) * 32;  // bytes per group
   g1 = std::min(g1, (m + 15) / 16);
   auto valid = [m](int64_t g) { return int(std::min<int64_t>(16, m - 16 * g)); };
-  if (w.f16_packing() != F16Packing::kColumns16) std::abort();  // matmul() checked it
+  if (w.half_packing() != HalfPacking::kColumns16) std::abort();  // matmul() checked it
   if (n < 6) {
     // Decode: groups outermost, each over the whole k (x's few rows stay in cache), with 8-12
     // accumulators: 4 groups x 1 row, 2 x 2, 1 x 3..5.
     const int gt = n == 1 ? 4 : n == 2 ? 2 : 1;
     for (int64_t g = g0; g < g1;) {
       const int64_t left = g1 - g;
-      const uint8_t* wg = w.f16_group(g);
+      const uint8_t* wg = w.half_group(g);
       float* yg = y + 16 * g;
       if (gt == 4 && left >= 4) {
-        tile_cols16<4, 1>(wg, gs, x, k, k, yg, m, valid(g + 3), true, 0);
+        tile_cols16<kBf16, 4, 1>(wg, gs, x, k, k, yg, m, valid(g + 3), true, 0);
         g += 4;
       } else if (gt >= 2 && left >= 2 && n <= 2) {
         if (n == 1) {
-          tile_cols16<2, 1>(wg, gs, x, k, k, yg, m, valid(g + 1), true, 0);
+          tile_cols16<kBf16, 2, 1>(wg, gs, x, k, k, yg, m, valid(g + 1), true, 0);
         } else {
-          tile_cols16<2, 2>(wg, gs, x, k, k, yg, m, valid(g + 1), true, 0);
+          tile_cols16<kBf16, 2, 2>(wg, gs, x, k, k, yg, m, valid(g + 1), true, 0);
         }
         g += 2;
       } else {
-        cols16_nx(wg, gs, x, k, k, yg, m, valid(g), true, 0, n);
+        cols16_nx<kBf16>(wg, gs, x, k, k, yg, m, valid(g), true, 0, n);
         g += 1;
       }
     }
@@ -365,12 +373,24 @@ SLUICE_TARGET void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g
         const int64_t nx = std::min<int64_t>(6, n - i);
         for (int64_t g = c0; g < c1; ++g) {
           const ptrdiff_t pf = g + 1 < c1 ? ptrdiff_t(gs) : -ptrdiff_t(gs) * (c1 - 1 - c0);
-          cols16_nx(w.f16_group(g) + 32 * kb, gs, x + i * k + kb, k, len, y + i * m + 16 * g, m,
-                    valid(g), kb == 0, pf, nx);
+          cols16_nx<kBf16>(w.half_group(g) + 32 * kb, gs, x + i * k + kb, k, len,
+                           y + i * m + 16 * g, m, valid(g), kb == 0, pf, nx);
         }
       }
     }
   }
+}
+
+}  // namespace
+
+SLUICE_TARGET void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
+                                   int64_t n, float* y, int64_t m) {
+  half_packed<false>(w, g0, g1, x, n, y, m);
+}
+
+SLUICE_TARGET void gemm_bf16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
+                                    int64_t n, float* y, int64_t m) {
+  half_packed<true>(w, g0, g1, x, n, y, m);
 }
 
 #undef SLUICE_TARGET

@@ -74,6 +74,9 @@ void gemm_bf16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, i
 // whatever n, the tiles or the threads); not gemm_f16_tiled's sums.
 void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,
                      float* y, int64_t m);
+// The same over packed BF16 weights (kColumns16; each bf16 widened to f32 exactly).
+void gemm_bf16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,
+                      float* y, int64_t m);
 // F32 weights, any k: the same register tiles (the last k % 8 columns scalar). AVX-512 hosts
 // use it too.
 void gemm_f32_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n, int64_t k,

@@ -103,23 +103,31 @@ bool PackedWeights::supported(GgmlType type, MatmulIsa isa) {
       return kt.gemm_packed != nullptr;
     case GgmlType::F16:
       return kt.gemm_f16_packed != nullptr;
-    case GgmlType::BF16:
-      return kt.gemm_half != nullptr;  // a copy the row kernels read
+    case GgmlType::BF16:  // a copy the row kernels read, or the columns gemm_bf16_packed reads
+      return kt.gemm_half != nullptr || kt.gemm_bf16_packed != nullptr;
     default:
       return false;
   }
 }
 
-PackedWeights::PackedWeights(GgmlType type, int64_t m, int64_t k) : type_(type), m_(m), k_(k) {}
+PackedWeights::PackedWeights(GgmlType type, int64_t m, int64_t k, MatmulIsa isa)
+    : type_(type), m_(m), k_(k) {
+  if (type == GgmlType::F16) half_packing_ = kernel_table(isa).f16_packing;
+  if (type == GgmlType::BF16) half_packing_ = kernel_table(isa).bf16_packing;
+}
+
+bool PackedWeights::half() const {
+  return type_ == GgmlType::F16 || type_ == GgmlType::BF16;
+}
 
 size_t PackedWeights::quant_bytes() const {
   if (is_copy()) return size_t(m_ * k_ * 2);
-  if (type_ == GgmlType::F16) return size_t(n_groups() * kRows * k_ * 2);
+  if (half()) return size_t(n_groups() * kRows * k_ * 2);
   return size_t(n_groups() * n_units() * unit_quant_bytes());
 }
 
 size_t PackedWeights::meta_bytes() const {
-  if (is_copy() || type_ == GgmlType::F16) return 0;
+  if (half()) return 0;
   return size_t(n_groups() * n_units() * unit_meta_bytes());
 }
 
@@ -127,13 +135,13 @@ size_t PackedWeights::bytes() const {
   return quant_bytes() + meta_bytes();
 }
 
-Result<size_t> PackedWeights::bytes_needed(GgmlType type, int64_t m, int64_t k) {
-  const PackedWeights p(type, m, k);
+Result<size_t> PackedWeights::bytes_needed(GgmlType type, int64_t m, int64_t k, MatmulIsa isa) {
+  const PackedWeights p(type, m, k, isa);
   if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0 && type != GgmlType::Q4_K &&
       type != GgmlType::Q6_K && type != GgmlType::F16 && type != GgmlType::BF16) {
     return make_error("packed weights: ", type_name(type), " has no packed form");
   }
-  const int64_t unit = type == GgmlType::F16 ? 16 : p.is_copy() ? 1 : p.unit_cols();
+  const int64_t unit = p.is_copy() ? 1 : p.half() ? 16 : p.unit_cols();
   if (m <= 0 || k <= 0 || k % unit != 0) {
     return make_error("packed weights: shape [", m, ", ", k, "] of ", type_name(type),
                       " must be positive with k % ", unit, " == 0");
@@ -143,9 +151,9 @@ Result<size_t> PackedWeights::bytes_needed(GgmlType type, int64_t m, int64_t k) 
 
 Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t m, int64_t k,
                                           ThreadPool* pool, uint8_t* dst, MatmulIsa isa) {
-  const Result<size_t> need = bytes_needed(type, m, k);
+  const Result<size_t> need = bytes_needed(type, m, k, isa);
   if (!need.ok()) return need.status();
-  PackedWeights p(type, m, k);
+  PackedWeights p(type, m, k, isa);
   if (!dst) {
     p.own_ = alloc_streamed(*need);
     if (!p.own_) return make_error("packed weights: out of memory (", *need, " bytes)");
@@ -166,10 +174,11 @@ Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t 
     } else {
       copy(0, n_chunks);
     }
-  } else if (type == GgmlType::F16 && kernel_table(isa).f16_packing == F16Packing::kColumns16) {
+  } else if (p.half_packing_ == HalfPacking::kColumns16) {
     // Each group column by column (packed.h), 64 columns at a time (2 KiB of output, the 16
-    // source rows' 128-byte pieces); the rows past m in the last group are zeros.
-    p.f16_packing_ = F16Packing::kColumns16;
+    // source rows' 128-byte pieces); the rows past m in the last group are zeros. BF16 puts
+    // rows r and r + 8 in one 32-bit lane.
+    const bool bf16 = type == GgmlType::BF16;
     over_groups(pool, p.n_groups(), [&](int64_t g0, int64_t g1) {
       constexpr int64_t kCols = 64;
       for (int64_t g = g0; g < g1; ++g) {
@@ -178,13 +187,14 @@ Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t 
           const int64_t c1 = std::min(k, c0 + kCols);
           for (int64_t r = 0; r < kRows; ++r) {
             const int64_t row = g * kRows + r;
+            const int64_t at = bf16 ? (r < 8 ? 2 * r : 2 * (r - 8) + 1) : r;
             if (row >= m) {
-              for (int64_t c = c0; c < c1; ++c) out[c * kRows + r] = 0;
+              for (int64_t c = c0; c < c1; ++c) out[c * kRows + at] = 0;
               continue;
             }
             uint16_t in[kCols];
             std::memcpy(in, src + size_t(row * k + c0) * 2, size_t(c1 - c0) * 2);
-            for (int64_t c = c0; c < c1; ++c) out[c * kRows + r] = in[c - c0];
+            for (int64_t c = c0; c < c1; ++c) out[c * kRows + at] = in[c - c0];
           }
         }
       }

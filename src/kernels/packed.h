@@ -26,18 +26,21 @@
 //         bit pairs (bits 2s, 2s + 1 of byte t: column 16g + 4s + t), q in [0, 63]; meta:
 //         d[16] (f16), then the int8 scales sc[16][16] (weight = d * sc_g * (q - 32)); the
 //         offset 32 comes back through the activations' 16-column sums.
-//   F16 (k % 16 == 0), one of two layouts, the one the ISA's kernels read (f16_packing()):
-//     kTiles4 (AVX-512): tiles of 4 rows: tile t = rows [4t, 4t + 4) is 8k contiguous bytes,
+//   F16 and BF16 (k % 16 == 0), in the layout the ISA's kernels read (half_packing()):
+//     kTiles4 (F16 on AVX-512): tiles of 4 rows: tile t = rows [4t, 4t + 4) is 8k contiguous bytes,
 //         per 16 columns the 4 rows' 32 bytes in row order (column j of row 4t + a at
 //         tile + 8 (j - j % 16) + 32 a + 2 (j % 16)). The F16 kernels' 4-row register tiles then
 //         read one sequential stream instead of 4 rows 2k bytes apart; f16_tile(t) is tile t.
-//     kColumns16 (AVX2): per group, column by column, the 16 rows' halves: column j of row
-//         16g + r at f16_group(g) + 32 j + 2 r. The kernel converts a column to two 8-lane
-//         vectors of rows and multiplies them by one broadcast activation, so an output row is
-//         a lane: no horizontal sums, and 2 conversions + NX broadcasts per 2 NX FMAs.
-//     Either way group g is 32k contiguous bytes at f16_group(g).
-//   BF16: the rows unchanged (a copy into huge pages: decode streams them without a page
-//         walk every 4 KiB, which the file mapping cannot avoid); raw() is the [m, k] matrix.
+//     kColumns16 (F16 and BF16 on AVX2): per group, column by column, the 16 rows' halves:
+//         F16: column j of row 16g + r at half_group(g) + 32 j + 2 r; BF16: rows r and r + 8
+//         (r < 8) share a 32-bit lane, at half_group(g) + 32 j + 4 r (+ 2). The kernel turns a
+//         column into two 8-lane vectors of rows (F16: 2 conversions; BF16: a shift and a
+//         mask) and multiplies them by one broadcast activation, so an output row is a lane:
+//         no horizontal sums, and NX broadcasts per 2 NX FMAs.
+//     Both: group g is 32k contiguous bytes at half_group(g).
+//     kRows (BF16 on AVX-512): the rows unchanged (a copy into huge pages: decode streams them
+//         without a page walk every 4 KiB, which the file mapping cannot avoid); raw() is the
+//         [m, k] matrix.
 // Both are in huge pages.
 // The offsets come back exactly through the activation blocks' `bias` = -128 * sum(x_q)
 // (matmul_isa.h): dot(q + 128, x) + bias = dot(q, x), and bias / 16 for the 4-bit offset 8;
@@ -57,8 +60,8 @@
 
 namespace sluice {
 
-// How F16 weights are packed (packed.h's comment has both layouts).
-enum class F16Packing : uint8_t { kTiles4, kColumns16 };
+// How F16 / BF16 weights are packed (the comment above has the layouts).
+enum class HalfPacking : uint8_t { kTiles4, kColumns16, kRows };
 
 class PackedWeights {
  public:
@@ -72,10 +75,12 @@ class PackedWeights {
 
   // Bytes pack() writes for W [m, k] of `type` (the quants, then the scales 64-byte aligned),
   // or why that shape or type has no packed form (k must be a multiple of the unit; F16: 16).
-  static Result<size_t> bytes_needed(GgmlType type, int64_t m, int64_t k);
+  static Result<size_t> bytes_needed(GgmlType type, int64_t m, int64_t k,
+                                     MatmulIsa isa = MatmulIsa::kAuto);
 
   // Repacks W [m, k] of `type` (GGUF row layout) for the kernels of `isa` (kAuto: the
-  // process's; F16's layout depends on it, and matmul() on another ISA's table refuses it).
+  // process's; F16's and BF16's layouts depend on it: matmul() on a table whose kernels read
+  // another layout reads the rows at MatmulParams::w instead).
   // Threads over groups. Into `dst` when given (bytes_needed bytes, 64-byte aligned, kept alive
   // by the caller: one mapping for a whole model), else into huge-page memory of its own.
   static Result<PackedWeights> pack(GgmlType type, const void* w, int64_t m, int64_t k,
@@ -106,21 +111,22 @@ class PackedWeights {
   const uint8_t* quants(int64_t group) const {
     return quants_ + group * n_units() * unit_quant_bytes();
   }
-  bool is_copy() const { return type_ == GgmlType::BF16; }
+  bool is_copy() const { return half_packing_ == HalfPacking::kRows; }
   const uint8_t* raw() const { return quants_; }  // BF16: the rows
-  F16Packing f16_packing() const { return f16_packing_; }
+  HalfPacking half_packing() const { return half_packing_; }
   const uint8_t* f16_tile(int64_t t) const { return quants_ + t * kF16TileRows * k_ * 2; }
-  const uint8_t* f16_group(int64_t g) const { return quants_ + g * kRows * k_ * 2; }
+  const uint8_t* half_group(int64_t g) const { return quants_ + g * kRows * k_ * 2; }
   const uint8_t* meta(int64_t group) const { return meta_ + group * n_units() * unit_meta_bytes(); }
   size_t bytes() const;  // quants + scales
 
  private:
-  PackedWeights(GgmlType type, int64_t m, int64_t k);
+  PackedWeights(GgmlType type, int64_t m, int64_t k, MatmulIsa isa);
   size_t quant_bytes() const;
   size_t meta_bytes() const;
   bool k_quant() const { return type_ == GgmlType::Q4_K || type_ == GgmlType::Q6_K; }
+  bool half() const;  // F16 or BF16
   GgmlType type_ = GgmlType::Q8_0;
-  F16Packing f16_packing_ = F16Packing::kTiles4;
+  HalfPacking half_packing_ = HalfPacking::kTiles4;  // F16, BF16: the layout
   int64_t m_ = 0, k_ = 0;
   StreamedBuffer own_;  // null when packed into the caller's memory
   uint8_t* quants_ = nullptr;

@@ -241,12 +241,13 @@ TEST(MatmulSimd, PackedQ8_0TakesTheWholeInt8Range) {
   }
 }
 
-// Packed F16 and BF16 (copied into huge pages) on every SIMD ISA, for every tail of the tiles
-// and groups, several 1024-column k-blocks, every decode tile (n <= 5) and several prefill
-// chunks. AVX-512's F16 (4-row tiles) and BF16 give the row kernels' results bit for bit. AVX2's
-// F16 (columns of 16 rows) gives, bit for bit, each output's fused multiply-add chain over its
-// columns in order, the scalar loop below, whatever the batch (row i of an n-row product is the
-// product of row i alone) and the threads.
+// Packed F16 and BF16 on every SIMD ISA, for every tail of the tiles and groups, several
+// 1024-column k-blocks, every decode tile (n <= 5) and several prefill chunks. AVX-512's F16
+// (4-row tiles) and BF16 (the rows copied into huge pages) give the row kernels' results bit for
+// bit. AVX2's (columns of 16 rows) give, bit for bit, each output's fused multiply-add chain over
+// its columns in order, the scalar loop below, whatever the batch (row i of an n-row product is
+// the product of row i alone) and the threads. Weights packed for the other ISA's layout are
+// read from their rows: that ISA's unpacked result.
 TEST(MatmulSimd, PackedHalfTypesGiveTheirSpecifiedResults) {
   if (simd_isas().empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
   ThreadPool pool(2);
@@ -266,11 +267,13 @@ TEST(MatmulSimd, PackedHalfTypesGiveTheirSpecifiedResults) {
         Result<PackedWeights> pw =
             PackedWeights::pack(type, c.wq.data(), sh.m, sh.k, &pool, nullptr, isa);
         ASSERT_TRUE(pw.ok()) << pw.status().message();
+        const bool chain = isa == MatmulIsa::kAvx2;
+        EXPECT_EQ(pw->half_packing(), chain                   ? HalfPacking::kColumns16
+                                      : type == GgmlType::F16 ? HalfPacking::kTiles4
+                                                              : HalfPacking::kRows);
         const size_t rows =
-            type == GgmlType::F16 ? size_t(pw->n_groups() * PackedWeights::kRows) : size_t(sh.m);
+            pw->is_copy() ? size_t(sh.m) : size_t(pw->n_groups() * PackedWeights::kRows);
         EXPECT_EQ(pw->bytes(), rows * size_t(sh.k) * 2);
-        const bool chain = type == GgmlType::F16 && isa == MatmulIsa::kAvx2;
-        EXPECT_EQ(pw->f16_packing(), chain ? F16Packing::kColumns16 : F16Packing::kTiles4);
         std::vector<float> y(size_t(sh.n * sh.m)), yp(size_t(sh.n * sh.m), -1.0f), y1(yp);
         MatmulParams p = params_of(c, type, sh.m, sh.k, sh.n, isa);
         if (chain) {
@@ -300,6 +303,17 @@ TEST(MatmulSimd, PackedHalfTypesGiveTheirSpecifiedResults) {
               << what << " at " << i << ": " << yp[i] << " vs " << y[i];
         }
         EXPECT_EQ(yp, y1) << what << ": thread count changed the result";
+        for (MatmulIsa other : simd_isas()) {
+          if (other == isa) continue;
+          p.isa = other;
+          p.packed = nullptr;
+          p.y = y.data();
+          matmul(p, &pool);
+          p.packed = &*pw;
+          p.y = yp.data();
+          matmul(p, &pool);
+          EXPECT_EQ(yp, y) << what << " run on " << matmul_isa_name(other);
+        }
       }
     }
   }
