@@ -40,7 +40,6 @@ KernelTable make_avx2() {
   t.gemm_f32_tiled = &kern_avx2::gemm_f32_tiled;
   t.gemm_packed = cpu_has_avx_vnni() ? &kern_avx2_vnni::gemm_packed : &kern_avx2::gemm_packed;
   t.gemm_f16_packed = &kern_avx2::gemm_f16_packed;
-  t.f16_packing = HalfPacking::kColumns16;
   t.gemm_bf16_packed = &kern_avx2::gemm_bf16_packed;
   t.bf16_packing = HalfPacking::kColumns16;
   t.quantize_rows = &kern_avx2::quantize_rows;

@@ -41,7 +41,7 @@ struct KernelTable {
                       float* y, int64_t m) = nullptr;
   void (*gemm_f16_packed)(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,
                           float* y, int64_t m) = nullptr;
-  HalfPacking f16_packing = HalfPacking::kTiles4;  // the layout gemm_f16_packed reads
+  HalfPacking f16_packing = HalfPacking::kColumns16;  // the layout gemm_f16_packed reads
   // Packed BF16 weights (AVX2: kColumns16); without it BF16 is packed as a copy of the rows.
   void (*gemm_bf16_packed)(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
                            int64_t n, float* y, int64_t m) = nullptr;

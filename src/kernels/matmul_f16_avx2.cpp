@@ -236,161 +236,42 @@ SLUICE_TARGET void gemm_f32_tiled(const uint8_t* w, int64_t r0, int64_t r1, cons
 
 namespace {
 
-// Packed F16 weights, the kColumns16 layout (packed.h): G groups of 16 rows x NX activation
-// rows over `len` columns, 2 G NX accumulators whose lanes are rows. Each output is one
-// fused multiply-add chain over its row's columns in column order, started from zero (`first`)
-// or continued from y: its value does not depend on the tile, the k-blocks, the batch or the
-// threads (bit for bit a scalar fmaf loop). The groups are `gs` bytes apart; the last one has
-// `nv` rows inside the matrix. Every other column the tile prefetches the line `pf` bytes
-// from the one it reads (the next tile's, in the prefill sweep; 0: none).
-template <bool kBf16, int G, int NX>
-SLUICE_TARGET void tile_cols16(const uint8_t* w, size_t gs, const float* x, int64_t ldx,
-                               int64_t len, float* y, int64_t ldy, int nv, bool first,
-                               ptrdiff_t pf) {
-  __m256 acc[G][2][NX];
-  alignas(32) float part[16];
-#pragma GCC unroll 8
-  for (int a = 0; a < G; ++a) {
-#pragma GCC unroll 8
-    for (int i = 0; i < NX; ++i) {
-      float* yr = y + i * ldy + 16 * a;
-      if (first) {
-        acc[a][0][i] = acc[a][1][i] = _mm256_setzero_ps();
-      } else if (a + 1 < G || nv == 16) {
-        acc[a][0][i] = _mm256_loadu_ps(yr);
-        acc[a][1][i] = _mm256_loadu_ps(yr + 8);
-      } else {
-        std::memset(part, 0, sizeof(part));
-        std::memcpy(part, yr, size_t(nv) * 4);
-        acc[a][0][i] = _mm256_load_ps(part);
-        acc[a][1][i] = _mm256_load_ps(part + 8);
-      }
+// 256-bit vectors for matmul_cols16.inc: two per 16 rows. BF16 columns hold rows r and r + 8 in
+// lane r, so a shift and a mask (bf16 is the high half of its f32) give the two row vectors.
+struct Cols16Avx2 {
+  using V = __m256;
+  static constexpr int kVecs = 2;
+  static constexpr int kMaxNx = 6;  // 12 accumulators of 16 registers
+  static constexpr int64_t kKb = 1024;
+  template <bool kBf16>
+  SLUICE_TARGET static V load(const uint8_t* col, int h) {
+    if constexpr (kBf16) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col));
+      return h == 0 ? _mm256_castsi256_ps(_mm256_slli_epi32(v, 16))
+                    : _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u))));
+    } else {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + 16 * h)));
     }
   }
-  for (int64_t j = 0; j < len; ++j) {
-    const uint8_t* wj = w + 32 * j;
-    if (pf != 0 && j % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(wj + pf), _MM_HINT_T0);
-#pragma GCC unroll 8
-    for (int a = 0; a < G; ++a) {
-      __m256 w0, w1;
-      if constexpr (kBf16) {  // rows r and r + 8 in lane r: bf16 is the high half of its f32
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj));
-        w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-        w1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u))));
-      } else {
-        w0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wj)));
-        w1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wj + 16)));
-      }
-      wj += gs;
-#pragma GCC unroll 8
-      for (int i = 0; i < NX; ++i) {
-        const __m256 b = _mm256_broadcast_ss(x + i * ldx + j);
-        acc[a][0][i] = _mm256_fmadd_ps(w0, b, acc[a][0][i]);
-        acc[a][1][i] = _mm256_fmadd_ps(w1, b, acc[a][1][i]);
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int a = 0; a < G; ++a) {
-#pragma GCC unroll 8
-    for (int i = 0; i < NX; ++i) {
-      float* yr = y + i * ldy + 16 * a;
-      if (a + 1 < G || nv == 16) {
-        _mm256_storeu_ps(yr, acc[a][0][i]);
-        _mm256_storeu_ps(yr + 8, acc[a][1][i]);
-      } else {
-        _mm256_store_ps(part, acc[a][0][i]);
-        _mm256_store_ps(part + 8, acc[a][1][i]);
-        std::memcpy(yr, part, size_t(nv) * 4);
-      }
-    }
-  }
-}
+  SLUICE_TARGET static V bcast(const float* p) { return _mm256_broadcast_ss(p); }
+  SLUICE_TARGET static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  SLUICE_TARGET static V zero() { return _mm256_setzero_ps(); }
+  SLUICE_TARGET static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  SLUICE_TARGET static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
+};
 
-// tile_cols16 with one group and nx (1..6) activation rows.
-template <bool kBf16>
-SLUICE_TARGET void cols16_nx(const uint8_t* w, size_t gs, const float* x, int64_t ldx, int64_t len,
-                             float* y, int64_t ldy, int nv, bool first, ptrdiff_t pf, int64_t nx) {
-  switch (nx) {
-    case 6:
-      return tile_cols16<kBf16, 1, 6>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
-    case 5:
-      return tile_cols16<kBf16, 1, 5>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
-    case 4:
-      return tile_cols16<kBf16, 1, 4>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
-    case 3:
-      return tile_cols16<kBf16, 1, 3>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
-    case 2:
-      return tile_cols16<kBf16, 1, 2>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
-    default:
-      return tile_cols16<kBf16, 1, 1>(w, gs, x, ldx, len, y, ldy, nv, first, pf);
-  }
-}
-
-// Packed F16 or BF16 weights (kColumns16), groups [g0, g1).
-template <bool kBf16>
-SLUICE_TARGET void half_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
-                               int64_t n, float* y, int64_t m) {
-  const int64_t k = w.k();
-  const size_t gs = size_t(k) * 32;  // bytes per group
-  g1 = std::min(g1, (m + 15) / 16);
-  auto valid = [m](int64_t g) { return int(std::min<int64_t>(16, m - 16 * g)); };
-  if (w.half_packing() != HalfPacking::kColumns16) std::abort();  // matmul() checked it
-  if (n < 6) {
-    // Decode: groups outermost, each over the whole k (x's few rows stay in cache), with 8-12
-    // accumulators: 4 groups x 1 row, 2 x 2, 1 x 3..5.
-    const int gt = n == 1 ? 4 : n == 2 ? 2 : 1;
-    for (int64_t g = g0; g < g1;) {
-      const int64_t left = g1 - g;
-      const uint8_t* wg = w.half_group(g);
-      float* yg = y + 16 * g;
-      if (gt == 4 && left >= 4) {
-        tile_cols16<kBf16, 4, 1>(wg, gs, x, k, k, yg, m, valid(g + 3), true, 0);
-        g += 4;
-      } else if (gt >= 2 && left >= 2 && n <= 2) {
-        if (n == 1) {
-          tile_cols16<kBf16, 2, 1>(wg, gs, x, k, k, yg, m, valid(g + 1), true, 0);
-        } else {
-          tile_cols16<kBf16, 2, 2>(wg, gs, x, k, k, yg, m, valid(g + 1), true, 0);
-        }
-        g += 2;
-      } else {
-        cols16_nx<kBf16>(wg, gs, x, k, k, yg, m, valid(g), true, 0, n);
-        g += 1;
-      }
-    }
-    return;
-  }
-  // Prefill: per chunk of groups (~128 KiB of a k-block, kept in L2) and k-block, every 6
-  // activation rows sweep the chunk's groups; each tile prefetches the next one's k-block.
-  constexpr int64_t kKb = 1024;
-  const int64_t chunk = std::max<int64_t>(1, (128 << 10) / (32 * std::min(k, kKb)));
-  for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
-    const int64_t c1 = std::min(g1, c0 + chunk);
-    for (int64_t kb = 0; kb < k; kb += kKb) {
-      const int64_t len = std::min(kKb, k - kb);
-      for (int64_t i = 0; i < n; i += 6) {
-        const int64_t nx = std::min<int64_t>(6, n - i);
-        for (int64_t g = c0; g < c1; ++g) {
-          const ptrdiff_t pf = g + 1 < c1 ? ptrdiff_t(gs) : -ptrdiff_t(gs) * (c1 - 1 - c0);
-          cols16_nx<kBf16>(w.half_group(g) + 32 * kb, gs, x + i * k + kb, k, len,
-                           y + i * m + 16 * g, m, valid(g), kb == 0, pf, nx);
-        }
-      }
-    }
-  }
-}
+#include "kernels/matmul_cols16.inc"
 
 }  // namespace
 
 SLUICE_TARGET void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
                                    int64_t n, float* y, int64_t m) {
-  half_packed<false>(w, g0, g1, x, n, y, m);
+  cols16::gemm<Cols16Avx2, false>(w, g0, g1, x, n, y, m);
 }
 
 SLUICE_TARGET void gemm_bf16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x,
                                     int64_t n, float* y, int64_t m) {
-  half_packed<true>(w, g0, g1, x, n, y, m);
+  cols16::gemm<Cols16Avx2, true>(w, g0, g1, x, n, y, m);
 }
 
 #undef SLUICE_TARGET

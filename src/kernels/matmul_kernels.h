@@ -105,8 +105,8 @@ void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, f
 // activation rows in 512-bit f32 FMA.
 void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n, int64_t k,
                     float* y, int64_t m);
-// The same on packed F16 weights (4-row tiles, packed.h), groups [g0, g1): bit for bit the
-// result of gemm_f16_tiled on the rows.
+// Packed F16 weights (kColumns16, 512-bit vectors), groups [g0, g1): bit for bit
+// kern_avx2::gemm_f16_packed (each output one FMA chain over its columns in order).
 void gemm_f16_packed(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,
                      float* y, int64_t m);
 // BF16 weights, activations rounded to bf16 `xb` [n, k] (k % 32 == 0), vdpbf16ps (needs

@@ -174,7 +174,7 @@ Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t 
     } else {
       copy(0, n_chunks);
     }
-  } else if (p.half_packing_ == HalfPacking::kColumns16) {
+  } else if (p.half()) {  // kColumns16
     // Each group column by column (packed.h), 64 columns at a time (2 KiB of output, the 16
     // source rows' 128-byte pieces); the rows past m in the last group are zeros. BF16 puts
     // rows r and r + 8 in one 32-bit lane.
@@ -195,24 +195,6 @@ Result<PackedWeights> PackedWeights::pack(GgmlType type, const void* w, int64_t 
             uint16_t in[kCols];
             std::memcpy(in, src + size_t(row * k + c0) * 2, size_t(c1 - c0) * 2);
             for (int64_t c = c0; c < c1; ++c) out[c * kRows + at] = in[c - c0];
-          }
-        }
-      }
-    });
-  } else if (type == GgmlType::F16) {
-    // Rows into 4-row tiles (packed.h); the rows past m in the last group are zeros.
-    over_groups(pool, p.n_groups(), [&](int64_t g0, int64_t g1) {
-      constexpr int64_t kTilesPerGroup = kRows / kF16TileRows;
-      for (int64_t t = g0 * kTilesPerGroup; t < g1 * kTilesPerGroup; ++t) {
-        uint8_t* out = p.quants_ + t * kF16TileRows * k * 2;
-        for (int64_t c = 0; c < k; c += 16) {
-          for (int64_t a = 0; a < kF16TileRows; ++a, out += 32) {
-            const int64_t row = t * kF16TileRows + a;
-            if (row < m) {
-              std::memcpy(out, src + size_t(row * k + c) * 2, 32);
-            } else {
-              std::memset(out, 0, 32);
-            }
           }
         }
       }

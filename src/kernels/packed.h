@@ -27,17 +27,13 @@
 //         d[16] (f16), then the int8 scales sc[16][16] (weight = d * sc_g * (q - 32)); the
 //         offset 32 comes back through the activations' 16-column sums.
 //   F16 and BF16 (k % 16 == 0), in the layout the ISA's kernels read (half_packing()):
-//     kTiles4 (F16 on AVX-512): tiles of 4 rows: tile t = rows [4t, 4t + 4) is 8k contiguous bytes,
-//         per 16 columns the 4 rows' 32 bytes in row order (column j of row 4t + a at
-//         tile + 8 (j - j % 16) + 32 a + 2 (j % 16)). The F16 kernels' 4-row register tiles then
-//         read one sequential stream instead of 4 rows 2k bytes apart; f16_tile(t) is tile t.
-//     kColumns16 (F16 and BF16 on AVX2): per group, column by column, the 16 rows' halves:
+//     kColumns16 (F16; BF16 on AVX2): per group, column by column, the 16 rows' halves:
 //         F16: column j of row 16g + r at half_group(g) + 32 j + 2 r; BF16: rows r and r + 8
 //         (r < 8) share a 32-bit lane, at half_group(g) + 32 j + 4 r (+ 2). The kernel turns a
-//         column into two 8-lane vectors of rows (F16: 2 conversions; BF16: a shift and a
-//         mask) and multiplies them by one broadcast activation, so an output row is a lane:
-//         no horizontal sums, and NX broadcasts per 2 NX FMAs.
-//     Both: group g is 32k contiguous bytes at half_group(g).
+//         column into vectors of rows (AVX-512 F16: one conversion; AVX2 F16: two; AVX2 BF16:
+//         a shift and a mask) and multiplies them by one broadcast activation, so an output
+//         row is a lane: no horizontal sums (matmul_cols16.inc).
+//         Group g is 32k contiguous bytes at half_group(g).
 //     kRows (BF16 on AVX-512): the rows unchanged (a copy into huge pages: decode streams them
 //         without a page walk every 4 KiB, which the file mapping cannot avoid); raw() is the
 //         [m, k] matrix.
@@ -61,13 +57,11 @@
 namespace sluice {
 
 // How F16 / BF16 weights are packed (the comment above has the layouts).
-enum class HalfPacking : uint8_t { kTiles4, kColumns16, kRows };
+enum class HalfPacking : uint8_t { kColumns16, kRows };
 
 class PackedWeights {
  public:
   static constexpr int64_t kRows = 16;  // rows per group
-
-  static constexpr int64_t kF16TileRows = 4;
 
   // Whether `type` has a packed form (Q8_0, Q4_0, Q4_K, Q6_K, F16, BF16) and `isa` (kAuto: the
   // process's) has kernels for it (kernel_table.h).
@@ -114,7 +108,6 @@ class PackedWeights {
   bool is_copy() const { return half_packing_ == HalfPacking::kRows; }
   const uint8_t* raw() const { return quants_; }  // BF16: the rows
   HalfPacking half_packing() const { return half_packing_; }
-  const uint8_t* f16_tile(int64_t t) const { return quants_ + t * kF16TileRows * k_ * 2; }
   const uint8_t* half_group(int64_t g) const { return quants_ + g * kRows * k_ * 2; }
   const uint8_t* meta(int64_t group) const { return meta_ + group * n_units() * unit_meta_bytes(); }
   size_t bytes() const;  // quants + scales
@@ -126,7 +119,7 @@ class PackedWeights {
   bool k_quant() const { return type_ == GgmlType::Q4_K || type_ == GgmlType::Q6_K; }
   bool half() const;  // F16 or BF16
   GgmlType type_ = GgmlType::Q8_0;
-  HalfPacking half_packing_ = HalfPacking::kTiles4;  // F16, BF16: the layout
+  HalfPacking half_packing_ = HalfPacking::kColumns16;  // F16, BF16: the layout
   int64_t m_ = 0, k_ = 0;
   StreamedBuffer own_;  // null when packed into the caller's memory
   uint8_t* quants_ = nullptr;
