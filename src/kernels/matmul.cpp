@@ -116,8 +116,8 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   const bool int8 = matmul_uses_int8_acts(p.type) && p.k % kActBlock == 0 && kt.gemm_int8;
   if (int8 && packed && kt.gemm_packed) {
     const QuantizedActs a = int8_acts(p, isa, ws);
-    const PackedWeights& pw = *p.packed;
-    over_groups(p, pool, [&](int64_t g0, int64_t g1) { kt.gemm_packed(pw, g0, g1, a, p.y, p.m); });
+    over_groups(p, pool,
+                [&](int64_t g0, int64_t g1) { kt.gemm_packed(*packed, g0, g1, a, p.y, p.m); });
     return;
   }
   if (p.type == GgmlType::F16 && packed && kt.gemm_f16_packed) {
