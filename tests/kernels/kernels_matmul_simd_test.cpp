@@ -259,7 +259,7 @@ TEST(MatmulSimd, PackedHalfTypesGiveTheirSpecifiedResults) {
                           {3, 32, 2},    {16, 48, 6},    {17, 64, 7},    {33, 2064, 1},
                           {31, 3072, 4}, {4097, 32, 1},  {300, 1040, 9}, {130, 256, 33},
                           {100, 64, 1},  {100, 64, 2},   {100, 64, 3},   {100, 48, 5},
-                          {4097, 32, 7}, {64, 2064, 12}, {129, 80, 2}};
+                          {4097, 32, 7}, {64, 2064, 12}, {129, 80, 2},   {37, 96, 0}};
   for (MatmulIsa isa : simd_isas()) {
     for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
       for (const Shape& sh : shapes) {
