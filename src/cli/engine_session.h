@@ -27,7 +27,7 @@ struct EngineCliOptions {
   int block_size = 16;
   std::string kv_type = "f16";
   std::string spec = "none";  // speculative decoding: none | ngram
-  int spec_k = 8;
+  int spec_k = 16;
   int spec_ngram_min = 2;
   int spec_ngram_max = 4;
   double spec_cache_mtokens = 1.0;  // suffix cache of finished requests, millions of tokens

@@ -90,7 +90,8 @@ const char* spec_mode_name(SpecMode m);
 
 struct SpecConfig {
   SpecMode mode = SpecMode::kNone;
-  int32_t k = 8;  // longest draft per request and step (--spec-k)
+  // Longest draft per request and step (--spec-k; llama.cpp's --draft-max defaults to 16 too).
+  int32_t k = 16;
   NgramConfig ngram;
   // kDraft: the draft model's executor (same vocabulary and block size as the target's; its KV
   // cache is the draft proposer's alone). Not owned.
