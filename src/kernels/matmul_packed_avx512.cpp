@@ -30,7 +30,7 @@ enum Kind { kQ8_0, kQ4_0, kQ4_K, kQ6_K };
 // overlap: kernels_bench, 3-4 interleaved rounds (ranges), 2 threads, T0 4 KiB -> T1 8 KiB:
 // Gemm8Dram Q8_0 6.0-7.9 -> 3.9-4.9 ms, Q4_K 5.1-7.9 -> 3.8-4.4; Gemm16Dram Q4_K 8.6-11.2 ->
 // 7.4-7.9, Q8_0 9.5-9.8 -> 9.0-9.9; GemvDram with T1 was slower (Q4_K 1.65 -> 2.11 ms), 2 rows
-// even. `l` is the byte offset of the line in the block the tile is about to read.
+// even. `p` is the line the tile is about to read.
 template <int NX>
 SLUICE_TARGET inline void prefetch_ahead(const uint8_t* p) {
   if constexpr (NX <= 2) {
