@@ -25,6 +25,22 @@ inline void finish_act_block(float amax, int32_t h0, int32_t h1, int64_t b, floa
   bias[b] = -128 * sum;
 }
 
+// Software prefetch of a packed weight stream for a register tile of NX activation rows; `p` is
+// the line the tile is about to read. One or two rows (decode) compute little per weight byte:
+// into L1 4 KiB ahead keeps the stream flowing. From 3 rows on a block takes longer to compute,
+// and 64 lines in flight into L1 starved the stream (the L1 tracks few misses); into L2 8 KiB
+// ahead the stream and the compute overlap (docs/perf.md, "The weight stream prefetched into L2
+// for 3+ rows": Gemm8Dram Q8_0 6.0 -> 3.9 ms on AVX-512; one row was slower that way, GemvDram
+// Q4_K 1.65 -> 2.11 ms, two rows even). Every packed kernel, every ISA, uses this one policy.
+template <int NX>
+inline void prefetch_weights(const uint8_t* p) {
+  if constexpr (NX <= 2) {
+    __builtin_prefetch(p + 4096, 0, 3);  // prefetcht0
+  } else {
+    __builtin_prefetch(p + 8192, 0, 2);  // prefetcht1
+  }
+}
+
 // Pointers to activation rows i0 .. i0 + NX of `a` (the packed kernels' register tiles).
 template <int NX>
 struct ActRows {

@@ -23,23 +23,6 @@ namespace {
 
 enum Kind { kQ8_0, kQ4_0, kQ4_K, kQ6_K };
 
-// Software prefetch of the weight stream, by tile width. One activation row (decode) computes
-// little per weight byte: prefetching into L1 4 KiB ahead keeps the stream flowing. From 3 rows
-// on, a block takes longer to compute, and 64 lines in flight into L1 left the stream starved
-// (the L1 tracks few misses); into L2 8 KiB ahead, the hardware prefetchers and the compute
-// overlap: kernels_bench, 3-4 interleaved rounds (ranges), 2 threads, T0 4 KiB -> T1 8 KiB:
-// Gemm8Dram Q8_0 6.0-7.9 -> 3.9-4.9 ms, Q4_K 5.1-7.9 -> 3.8-4.4; Gemm16Dram Q4_K 8.6-11.2 ->
-// 7.4-7.9, Q8_0 9.5-9.8 -> 9.0-9.9; GemvDram with T1 was slower (Q4_K 1.65 -> 2.11 ms), 2 rows
-// even. `p` is the line the tile is about to read.
-template <int NX>
-SLUICE_TARGET inline void prefetch_ahead(const uint8_t* p) {
-  if constexpr (NX <= 2) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + 4096), _MM_HINT_T0);
-  } else {
-    _mm_prefetch(reinterpret_cast<const char*>(p + 8192), _MM_HINT_T1);
-  }
-}
-
 SLUICE_TARGET inline __m512i bcast4(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -127,7 +110,7 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, const QuantizedActs& 
       const __m512 d = load_f16x16(mt), dmin = load_f16x16(mt + 32);
       for (int p = 0; p < 4; ++p) {
         for (int64_t l = 0; l < 512; l += 64) {
-          prefetch_ahead<NX>(v + 512 * p + l);
+          prefetch_weights<NX>(v + 512 * p + l);
         }
         const int64_t sb = 8 * u + 2 * p;  // activation block of the pair's low sub-block
         __m512i lo_acc[NX], hi_acc[NX];
@@ -163,7 +146,7 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, const QuantizedActs& 
       for (int g = 0; g < 16; ++g) {
         const uint8_t* gv = v + 192 * g;
         for (int64_t l = 0; l < 192; l += 64) {
-          prefetch_ahead<NX>(gv + l);
+          prefetch_weights<NX>(gv + l);
         }
         const __m512i v0 = _mm512_load_si512(gv), v1 = _mm512_load_si512(gv + 64);
         const __m512i vh = _mm512_load_si512(gv + 128);
@@ -193,7 +176,7 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, const QuantizedActs& 
     for (int64_t b = 0; b < nu; ++b) {
       // Weights stream from memory while the block is computed: fetch ahead (past the group's
       // end that is the next group, which is contiguous).
-      for (int64_t l = 0; l < kQb; l += 64) prefetch_ahead<NX>(wq + b * kQb + l);
+      for (int64_t l = 0; l < kQb; l += 64) prefetch_weights<NX>(wq + b * kQb + l);
       __m512i acc[NX];
       block_dots<NX, K>(wq + b * kQb, x, b, acc);
       const __m512 dw = load_f16x16(meta + 32 * b);
@@ -226,8 +209,8 @@ SLUICE_TARGET void tile2(const PackedWeights& w, int64_t g, const QuantizedActs&
     const uint8_t* v0 = wq0 + b * kQb;
     const uint8_t* v1 = wq1 + b * kQb;
     for (int64_t l = 0; l < kQb; l += 64) {  // both weight streams
-      prefetch_ahead<NX>(v0 + l);
-      prefetch_ahead<NX>(v1 + l);
+      prefetch_weights<NX>(v0 + l);
+      prefetch_weights<NX>(v1 + l);
     }
     __m512i a0[NX], a1[NX];
     for (int i = 0; i < NX; ++i)
