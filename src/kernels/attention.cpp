@@ -38,6 +38,19 @@ inline const float* v_row(const PagedAttentionParams& p, int t, int kv_head, flo
   return buf;
 }
 
+// The SIMD kernels that run p: the ISA's own; else, on an AVX-512 CPU (which runs AVX2 too),
+// the AVX2 ones for a head size that is a multiple of 8 but not of 16 (stories260K's 8: the
+// portable items ran its decode 3.5x slower than the AVX2 path); nullptr: the portable items.
+const KernelTable* attention_kernels(const PagedAttentionParams& p) {
+  const KernelTable& kt = kernel_table(p.isa);
+  if (kt.attention_runs(p)) return &kt;
+  if (kt.isa == MatmulIsa::kAvx512) {
+    const KernelTable& avx2 = kernel_table(MatmulIsa::kAvx2);
+    if (avx2.attention_runs(p)) return &avx2;
+  }
+  return nullptr;
+}
+
 // Scratch floats of paged_attention_item.
 size_t item_scratch_floats(const PagedAttentionParams& p) {
   const int group = p.n_head / p.n_kv_head;
@@ -68,9 +81,9 @@ void store_kv_token(KvType type, const KvLayout& l, const float* k, const float*
 }
 
 size_t paged_attention_scratch_floats(const PagedAttentionParams& p) {
-  const KernelTable& kt = kernel_table(p.isa);
+  const KernelTable* kt = attention_kernels(p);
   const size_t item = item_scratch_floats(p);
-  return kt.attention_runs(p) ? std::max(item, kt.attention_scratch_floats(p)) : item;
+  return kt ? std::max(item, kt->attention_scratch_floats(p)) : item;
 }
 
 void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head, float* scratch) {
@@ -135,30 +148,30 @@ void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head, fl
 
 void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head,
                            float* scratch) {
-  const KernelTable& kt = kernel_table(p.isa);
-  if (kt.attention_runs(p)) {
-    kt.attention_block(p, q0, q1, kv_head, scratch);
+  if (const KernelTable* kt = attention_kernels(p)) {
+    kt->attention_block(p, q0, q1, kv_head, scratch);
     return;
   }
   for (int qi = q0; qi < q1; ++qi) paged_attention_item(p, qi, kv_head, scratch);
 }
 
 bool paged_attention_splits(const PagedAttentionParams& p) {
-  return kernel_table(p.isa).attention_runs(p) && p.n_q <= kAttentionQueryBlock;
+  return attention_kernels(p) && p.n_q <= kAttentionQueryBlock;
 }
 
 size_t paged_attention_partial_floats(const PagedAttentionParams& p) {
-  return kernel_table(p.isa).attention_partial_floats(p);
+  return attention_kernels(p)->attention_partial_floats(p);
 }
 
 void paged_attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial,
                               float* scratch) {
-  kernel_table(p.isa).attention_segments(p, s0, s1, partial, scratch);
+  attention_kernels(p)->attention_segments(p, s0, s1, partial, scratch);
 }
 
 void paged_attention_merge(const PagedAttentionParams& p, int kv_head, const float* partial,
                            float* scratch) {
-  kernel_table(p.isa).attention_merge(p, kv_head, paged_attention_n_segments(p), partial, scratch);
+  attention_kernels(p)->attention_merge(p, kv_head, paged_attention_n_segments(p), partial,
+                                        scratch);
 }
 
 void paged_attention_batch(std::span<const PagedAttentionParams> seqs, AttentionWorkspace& ws,

@@ -107,21 +107,22 @@ size_t paged_attention_scratch_floats(const PagedAttentionParams& p);
 void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head, float* scratch);
 
 // Query tokens [q0, q1) (at most kAttentionQueryBlock), every query head of kv head `kv_head`:
-// each key tile is converted and read once for all of them. AVX-512 (head_dim % 16 == 0) or
+// each key tile is converted and read once for all of them. The SIMD kernel where one runs p
+// (AVX-512: head_dim % 16 == 0, else AVX2's; AVX2: head_dim % 8 == 0), else
 // paged_attention_item per token. A query's result does not depend on q0, q1.
 constexpr int kAttentionQueryBlock = 16;
 void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head,
                            float* scratch);
 
-// The AVX-512 kernel's arithmetic, whatever the split of the work: per query row, keys in
+// The SIMD kernels' arithmetic, whatever the split of the work: per query row, keys in
 // segments of kAttentionSegment positions from 0; within a segment the online softmax over
 // 16-key tiles in order; the segments' states (max, sum of exponentials, weighted sum of V)
 // merged in order. (The portable fallback folds every key in one pass and is never split.)
 constexpr int kAttentionSegment = 256;
 
 // Flash-decoding: few queries (n_q <= kAttentionQueryBlock) over a long context split by key
-// segments between threads, then merged per kv head. Whether this CPU's kernel does it for p
-// (AVX-512, head_dim % 16 == 0), and into how many segments.
+// segments between threads, then merged per kv head. Whether a SIMD kernel does it for p
+// (the ones paged_attention_block runs), and into how many segments.
 bool paged_attention_splits(const PagedAttentionParams& p);
 inline int paged_attention_n_segments(const PagedAttentionParams& p) {
   return (p.kv_len + kAttentionSegment - 1) / kAttentionSegment;
