@@ -18,7 +18,8 @@ struct StreamedFree {
 };
 using StreamedBuffer = std::unique_ptr<uint8_t[], StreamedFree>;
 
-// At least `bytes` bytes (contents unspecified); null when the memory is not there.
+// At least `bytes` bytes; null when the memory is not there. A mapping (get_deleter().mapped
+// > 0) reads as zeros until written; a heap buffer's contents are unspecified.
 StreamedBuffer alloc_streamed(size_t bytes);
 
 }  // namespace sluice
