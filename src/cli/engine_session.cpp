@@ -36,6 +36,13 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
                   "Draft model for --spec draft (same vocabulary as the model)");
   cmd->add_option("--spec-k", o.spec_k, "Longest draft per request and step (1..64)")
       ->capture_default_str();
+  cmd->add_option("--spec-gate", o.spec_gate,
+                  "How each step's drafts are priced, to cut those that would cost more time "
+                  "than they save: measured (what steps have cost on this run, correcting the "
+                  "roofline's price where `sluice bench --roofline` measured one); roofline (its "
+                  "price alone, no gate without one); off (every draft verified)")
+      ->check(CLI::IsMember({"measured", "roofline", "off"}))
+      ->capture_default_str();
   cmd->add_option("--spec-ngram-min", o.spec_ngram_min, "Shortest n-gram looked up")
       ->capture_default_str();
   cmd->add_option("--spec-ngram-max", o.spec_ngram_max, "Longest n-gram looked up")
@@ -65,6 +72,7 @@ Result<SpecConfig> spec_config_from(const EngineCliOptions& o) {
   SpecConfig sc;
   SLUICE_ASSIGN_OR_RETURN(sc.mode, parse_spec_mode(o.spec));
   sc.k = o.spec_k;
+  SLUICE_ASSIGN_OR_RETURN(sc.gate, parse_spec_gate(o.spec_gate));
   sc.ngram.n_min = o.spec_ngram_min;
   sc.ngram.n_max = o.spec_ngram_max;
   if (!(o.spec_cache_mtokens >= 0 && o.spec_cache_mtokens <= 1e4)) {

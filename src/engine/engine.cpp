@@ -31,6 +31,14 @@ Result<SpecMode> parse_spec_mode(std::string_view name) {
                     "' (expected none, ngram or draft)");
 }
 
+Result<SpecGate> parse_spec_gate(std::string_view name) {
+  if (name == "off") return SpecGate::kOff;
+  if (name == "roofline") return SpecGate::kRoofline;
+  if (name == "measured") return SpecGate::kMeasured;
+  return make_error("unknown speculation gate '", std::string(name),
+                    "' (expected measured, roofline or off)");
+}
+
 const char* spec_mode_name(SpecMode m) {
   switch (m) {
     case SpecMode::kNone:
@@ -427,21 +435,28 @@ void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t draft
 void Engine::gate_drafts(SchedulerOutput& out) {
   int32_t longest = 0;
   for (const ScheduledSeq& s : out.seqs) longest = std::max(longest, s.n_draft);
-  if (longest == 0 || !roofline_) return;
-  // The roofline prices the step with every draft cut to at most L tokens, for L = 0 and
-  // powers of two up to the longest draft; the L with the most expected tokens per second
-  // wins. Draft token i of a request adds acceptance^i expected tokens. Memory-bound steps
-  // keep long drafts (extra tokens are nearly free); compute-bound ones (large batches) cut
-  // them, to 0 when they would cost more time than they save.
+  const bool measured = config_.spec.gate == SpecGate::kMeasured;
+  if (longest == 0 || config_.spec.gate == SpecGate::kOff || (!roofline_ && !measured)) return;
+  // The step is priced with every draft cut to at most L tokens, for L = 0 and powers of two
+  // up to the longest draft; the L with the most expected tokens per second wins. Draft token
+  // i of a request adds acceptance^i expected tokens. Memory-bound steps keep long drafts
+  // (extra tokens are nearly free); compute-bound ones (large batches, tiny models) cut them,
+  // to 0 when they would cost more time than they save. The price: the roofline's, corrected
+  // by what steps of that size have cost on this run (MeasuredStepCost), or the measured cost
+  // alone without a roofline. Sizes with no price yet are explored one at a time.
   int32_t n_sampling = 0;
   alpha_.clear();
   for (const ScheduledSeq& s : out.seqs) {
     n_sampling += s.samples ? 1 : 0;
     const Request& r = requests_.at(s.id);
-    alpha_.push_back((r.spec_accepts + 1.0) / (r.spec_accepts + r.spec_rejects + 2.0));
+    // Optimistic (one accepted token as the prior, none rejected): a request's drafts are
+    // tried until one is rejected. The gate learns acceptance only from drafts it lets
+    // through: priced with draft_len's 0.5 prior, a repeated request's first drafts were cut
+    // on that guess and the estimate never moved.
+    alpha_.push_back((r.spec_accepts + 1.0) / (r.spec_accepts + r.spec_rejects + 1.0));
   }
   double best_rate = -1;
-  int32_t best_cap = longest;
+  int32_t best_cap = longest, last_priced = -1;
   for (int32_t cap = 0;; cap = cap == 0 ? 1 : std::min(2 * cap, longest)) {
     build_batch(out, batch_alt_, cap);
     double expected = n_sampling;
@@ -450,12 +465,27 @@ void Engine::gate_drafts(SchedulerOutput& out) {
       const int32_t n_draft = std::min(out.seqs[i].n_draft, cap);
       for (int32_t j = 0; j < n_draft; ++j) expected += (p *= alpha_[i]);
     }
-    const double rate = expected / roofline_->predict(batch_alt_);
+    const std::optional<double> seconds = step_price(batch_alt_);
+    if (!seconds) {
+      // No price for this size yet: run it (and so measure it) when the sizes priced so far
+      // gained with size, or none is priced; else the best priced one.
+      if (last_priced < 0 || best_cap == last_priced) best_cap = cap;
+      break;
+    }
+    last_priced = cap;
+    const double rate = expected / *seconds;
     if (rate > best_rate * (1 + 1e-9)) {
       best_rate = rate;
       best_cap = cap;
     }
     if (cap >= longest) break;
+  }
+  // Now and then a step the gate would run without drafts verifies one draft token per
+  // request anyway, so the prices of the sizes it skips and the requests' acceptance stay
+  // current: a slow measurement (a busy moment) would otherwise keep drafts off for good.
+  if (best_cap == 0 && measured && ++skips_since_probe_ >= kGateProbeEvery) {
+    best_cap = 1;
+    skips_since_probe_ = 0;
   }
   if (best_cap >= longest) return;
   ++(best_cap == 0 ? stats_.spec_skipped_steps : stats_.spec_cut_steps);
@@ -466,6 +496,30 @@ void Engine::gate_drafts(SchedulerOutput& out) {
     out.n_tokens -= cut;
   }
   build_batch(out, batch_);
+}
+
+namespace {
+// Whether a step computes more than each sequence's last known token (and its drafts): a
+// prompt chunk, or a prompt recomputed after preemption.
+bool has_prompt_tokens(const SchedulerOutput& out) {
+  for (const ScheduledSeq& s : out.seqs) {
+    if (!s.samples || s.n_new_tokens - s.n_draft != 1) return true;
+  }
+  return false;
+}
+}  // namespace
+
+std::optional<double> Engine::step_price(const Batch& batch) {
+  const bool measured = config_.spec.gate == SpecGate::kMeasured;
+  if (roofline_) {
+    double t = roofline_->predict(batch);
+    if (measured) {
+      if (const std::optional<double> c = measured_.correction(batch.n_tokens())) t *= *c;
+    }
+    return t;
+  }
+  if (!measured) return std::nullopt;
+  return measured_.seconds(batch.n_tokens());
 }
 
 Status Engine::verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& v) {
@@ -503,10 +557,14 @@ Status Engine::verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& 
       v.samples.push_back(sr2);
     }
   }
-  // Decayed counts (about the last 5 verifications).
-  constexpr double kDecay = 0.8;
-  r.spec_accepts = r.spec_accepts * kDecay + v.n_accepted;
-  r.spec_rejects = r.spec_rejects * kDecay + (v.n_accepted < s.n_draft ? 1.0 : 0.0);
+  // Counts decayed per draft token (about the last 30): short drafts, each accepted whole,
+  // are as much evidence as one long one. (Decayed per verification, a request whose drafts
+  // the gate had cut to one token could not estimate above (5 + 1) / (5 + 2) = 0.86, and the
+  // gate kept cutting them for that estimate.)
+  constexpr double kDecayPerToken = 0.97;
+  const double decay = std::pow(kDecayPerToken, double(s.n_draft));
+  r.spec_accepts = r.spec_accepts * decay + v.n_accepted;
+  r.spec_rejects = r.spec_rejects * decay + (v.n_accepted < s.n_draft ? 1.0 : 0.0);
   ++stats_.spec_verify_seqs;
   stats_.spec_draft_tokens += uint64_t(s.n_draft);
   stats_.spec_accepted_tokens += uint64_t(v.n_accepted);
@@ -611,6 +669,12 @@ Result<std::vector<EngineEvent>> Engine::step() {
                         executor_.last_step_comm());
     }
     SLUICE_RETURN_IF_ERROR(process_step(out, events));
+    if (proposer_ && config_.spec.gate == SpecGate::kMeasured && !has_prompt_tokens(out)) {
+      // The whole step, drafting, scheduling and sampling included: what a draft token costs.
+      // Steps of decoding sequences only: the gate prices drafts on top of those, and a
+      // prompt's tokens cost less (one row of logits, no sampling) and come cold.
+      measured_.record(batch_.n_tokens(), now() - t0, roofline_ ? roofline_->predict(batch_) : 0);
+    }
   }
   ++stats_.steps;
   stats_.busy_seconds += now() - t0;

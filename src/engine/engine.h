@@ -24,6 +24,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "engine/step_cost.h"
 #include "executor/batch.h"
 #include "executor/executor.h"
 #include "executor/step_roofline.h"
@@ -88,6 +89,16 @@ enum class SpecMode : uint8_t { kNone, kNgram, kDraft };
 Result<SpecMode> parse_spec_mode(std::string_view name);  // "none" | "ngram" | "draft"
 const char* spec_mode_name(SpecMode m);
 
+// How a step's drafts are priced before it runs (Engine::gate_drafts), which cuts them where
+// they would cost more time than they save:
+//   kMeasured  by what this run's steps have cost (MeasuredStepCost): the roofline's price
+//              corrected by it, or it alone without a roofline (sluice run|serve|bench);
+//   kRoofline  by the roofline alone, no gate without one; what is drafted does not depend on
+//              the host's timing (the engine's default, and the tests');
+//   kOff       every draft verified.
+enum class SpecGate : uint8_t { kOff, kRoofline, kMeasured };
+Result<SpecGate> parse_spec_gate(std::string_view name);  // "off" | "roofline" | "measured"
+
 struct SpecConfig {
   SpecMode mode = SpecMode::kNone;
   // Longest draft per request and step (--spec-k; llama.cpp's --draft-max defaults to 16 too).
@@ -102,6 +113,7 @@ struct SpecConfig {
   // Per request, draft i is proposed while the estimated chance that it is accepted,
   // acceptance^i, stays >= min_gain (acceptance: the request's recent per-token rate).
   double min_gain = 0.1;
+  SpecGate gate = SpecGate::kRoofline;
 };
 
 struct EngineConfig {
@@ -262,6 +274,8 @@ class Engine {
   // Cuts the drafts of `out` to the length the roofline cost model says yields the most
   // expected tokens per second (0: they would cost more time than they save).
   void gate_drafts(SchedulerOutput& out);
+  // gate_drafts: the seconds a step of `batch` is expected to take (nullopt: no price yet).
+  std::optional<double> step_price(const Batch& batch);
   // The step's batch; each draft cut to at most `draft_cap` tokens (what out itself says).
   void build_batch(const SchedulerOutput& out, Batch& batch,
                    int32_t draft_cap = std::numeric_limits<int32_t>::max()) const;
@@ -308,6 +322,9 @@ class Engine {
   SampleWorkspace sample_ws_;  // sampling scratch shared by all requests (engine thread only)
   EngineStats stats_;
   std::optional<StepRoofline> roofline_;
+  MeasuredStepCost measured_;  // speculation's gate: what steps have cost, by size
+  static constexpr int32_t kGateProbeEvery = 32;  // steps skipped by the measured gate per probe
+  int32_t skips_since_probe_ = 0;
   std::chrono::steady_clock::time_point epoch_;
 };
 

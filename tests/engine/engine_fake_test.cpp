@@ -4,10 +4,12 @@
 // request run alone, plainly, and no block leaks.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <random>
 
 #include "engine/engine.h"
+#include "engine/step_cost.h"
 #include "support/fake_executor.h"
 
 namespace sluice {
@@ -298,4 +300,106 @@ TEST(EngineFake, SpeculationRunsOneStepAtATime) {
 }
 
 }  // namespace
+// The measured gate (SpecGate::kMeasured) on a model whose step costs are known exactly (the
+// fake advances a virtual clock by fixed + per-token seconds): where a step's price is almost
+// all fixed (memory-bound), every draft is verified; where every token costs its full price
+// (compute-bound), no draft saves time and the gate drops them once it has measured that.
+// Output is the same in every case.
+TEST(EngineSpecGate, MeasuredPricesKeepDraftsWhenTokensAreCheapAndDropThemWhenNot) {
+  const Tokenizer tok = test::fake_tokenizer(kVocab);
+  struct Run {
+    std::vector<std::vector<int32_t>> tokens;
+    EngineStats stats;
+  };
+  const auto run = [&](SpecGate gate, double fixed_s, double per_token_s) {
+    test::FakeExecutor exec(512, 16, kVocab, 512);
+    VirtualClock clock;
+    exec.set_virtual_cost(&clock, fixed_s, per_token_s);
+    EngineConfig cfg;
+    cfg.clock = &clock;
+    cfg.spec.mode = SpecMode::kNgram;
+    cfg.spec.k = 8;
+    cfg.spec.gate = gate;
+    auto engine = Engine::create(tok, exec, cfg);
+    EXPECT_TRUE(engine.ok()) << engine.message();
+    GenerationParams gp;
+    gp.sampling.temperature = 0;
+    gp.max_tokens = 200;
+    gp.ignore_eos = true;
+    Run r;
+    std::map<RequestId, size_t> index;
+    for (int i = 0; i < 3; ++i) {
+      auto id = (*engine)->add_request({5, 6, int32_t(7 + i)}, gp);
+      EXPECT_TRUE(id.ok());
+      index[*id] = r.tokens.size();
+      r.tokens.emplace_back();
+    }
+    while ((*engine)->has_work()) {
+      auto events = (*engine)->step();
+      EXPECT_TRUE(events.ok()) << events.message();
+      if (!events.ok()) break;
+      for (const EngineEvent& ev : *events) {
+        for (int32_t t : ev.tokens) r.tokens[index.at(ev.id)].push_back(t);
+      }
+    }
+    r.stats = (*engine)->stats();
+    return r;
+  };
+  const Run off = run(SpecGate::kOff, 0.01, 1e-4);
+  ASSERT_GT(off.stats.spec_draft_tokens, 100u);
+  EXPECT_EQ(off.stats.spec_skipped_steps + off.stats.spec_cut_steps, 0u);
+
+  // Memory-bound: 10 ms a step, 0.1 ms a token. Only the first few drafting steps are cut,
+  // while the sizes are being measured (kMinSteps each: nothing priced, no drafts; then one
+  // size up at a time until two sizes give a line).
+  const Run cheap = run(SpecGate::kMeasured, 0.01, 1e-4);
+  EXPECT_EQ(cheap.tokens, off.tokens);
+  EXPECT_LE(cheap.stats.spec_skipped_steps + cheap.stats.spec_cut_steps, 10u);
+  EXPECT_GE(cheap.stats.spec_draft_tokens * 10, off.stats.spec_draft_tokens * 9);
+
+  // Compute-bound: every token 10 ms, nothing fixed. A draft can at best tie with decoding.
+  const Run dear = run(SpecGate::kMeasured, 0, 0.01);
+  EXPECT_EQ(dear.tokens, off.tokens);
+  EXPECT_GT(dear.stats.spec_skipped_steps, 100u);
+  EXPECT_LT(dear.stats.spec_draft_tokens * 20, off.stats.spec_draft_tokens);
+
+  // The roofline gate has no roofline here: it lets every draft through.
+  const Run roofline = run(SpecGate::kRoofline, 0, 0.01);
+  EXPECT_EQ(roofline.stats.spec_draft_tokens, off.stats.spec_draft_tokens);
+}
+
+TEST(MeasuredStepCost, InterpolatesExtrapolatesAndIgnoresOutliers) {
+  MeasuredStepCost c;
+  EXPECT_FALSE(c.seconds(1));
+  c.record(1, 7.0);  // a size's first steps run cold: no price before kMinSteps of them
+  c.record(1, 1.0);
+  EXPECT_FALSE(c.seconds(1));
+  c.record(1, 1.0);
+  EXPECT_DOUBLE_EQ(*c.seconds(1), 1.0);
+  EXPECT_FALSE(c.seconds(4)) << "one size seen: nothing past it";
+  for (int i = 0; i < 5; ++i) c.record(5, 3.0);
+  EXPECT_DOUBLE_EQ(*c.seconds(3), 2.0);   // between (1, 1) and (5, 3)
+  EXPECT_DOUBLE_EQ(*c.seconds(9), 5.0);   // along that line past 5
+  EXPECT_DOUBLE_EQ(*c.seconds(17), 9.0);  //
+  // A few slow steps (a page fault, another process) do not move the median.
+  c.record(5, 100.0);
+  c.record(5, 50.0);
+  EXPECT_DOUBLE_EQ(*c.seconds(5), 3.0);
+  // Below the smallest size seen: along the line, never below a proportional share.
+  MeasuredStepCost d;
+  for (int i = 0; i < 3; ++i) {
+    d.record(4, 4.0);
+    d.record(8, 4.5);
+  }
+  EXPECT_NEAR(*d.seconds(2), 3.75, 1e-12);
+  EXPECT_FALSE(d.correction(4));
+  d.record(4, 4.0, 2.0);
+  EXPECT_DOUBLE_EQ(*d.correction(3), 2.0);  // measured / predicted of the nearest size
+  // Nonsense is ignored.
+  d.record(0, 1.0);
+  d.record(16, -1.0);
+  d.record(16, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_NEAR(*d.seconds(16), 5.5, 1e-12);  // along (4, 4) .. (8, 4.5)
+}
+
 }  // namespace sluice

@@ -73,11 +73,12 @@ TEST(ServeProcess, ShutdownTimeoutCancelsWhatIsStillRunning) {
 }
 
 // `sluice serve --spec ngram`: the same greedy request twice gives the same text, the second
-// is drafted from the first one's output, and /metrics counts it.
+// is drafted from the first one's output, and /metrics counts it. (`--spec-gate off`: every
+// draft verified; the measured gate's cuts would depend on this host's step times.)
 TEST(ServeProcess, SpeculativeNgramServesIdenticalTextAndCountsAcceptance) {
   SLUICE_REQUIRE_SHARED(model, kStoriesModel);
-  auto p = ServeProcess::start(
-      {model, "-c", "512", "-t", "1", "--kv-cache-gb", "0.01", "--spec", "ngram", "--spec-k", "6"});
+  auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--kv-cache-gb", "0.01", "--spec",
+                                "ngram", "--spec-k", "6", "--spec-gate", "off"});
   ASSERT_TRUE(p);
   const json body = {{"prompt", "Once upon a time"},
                      {"max_tokens", 120},

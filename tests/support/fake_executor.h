@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "executor/executor.h"
 
 namespace sluice::test {
@@ -36,9 +37,17 @@ class FakeExecutor final : public Executor {
   void fail_when_batch_has(int32_t min_seqs) { fail_min_seqs_ = min_seqs; }
   // Each execute() takes at least this long (a slower "model", so requests overlap in time).
   void set_step_delay(std::chrono::microseconds d) { step_delay_ = d; }
+  // Each execute() advances `clock` (the engine's EngineConfig::clock) by fixed + per_token x
+  // the batch's tokens: a model whose step costs are known exactly.
+  void set_virtual_cost(VirtualClock* clock, double fixed_s, double per_token_s) {
+    clock_ = clock;
+    fixed_s_ = fixed_s;
+    per_token_s_ = per_token_s;
+  }
 
   Status execute(const Batch& batch, Logits& out) override {
     if (step_delay_.count() > 0) std::this_thread::sleep_for(step_delay_);
+    if (clock_) clock_->advance(fixed_s_ + per_token_s_ * double(batch.n_tokens()));
     if (fail_min_seqs_ > 0 && batch.n_seqs() >= fail_min_seqs_) {
       fail_min_seqs_ = 0;
       return make_error("fake executor: backend lost (a batch of ", batch.n_seqs(), " sequences)");
@@ -182,6 +191,8 @@ class FakeExecutor final : public Executor {
   uint64_t n_tokens_ = 0;
   int32_t fail_min_seqs_ = 0;
   std::chrono::microseconds step_delay_{0};
+  VirtualClock* clock_ = nullptr;
+  double fixed_s_ = 0, per_token_s_ = 0;
   int32_t depth_ = 1;
   std::vector<Batch> queue_;               // submitted, not collected
   std::vector<int32_t> in_flight_writes_;  // per slot: batches in queue_ that write it
