@@ -38,9 +38,9 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
       ->capture_default_str();
   cmd->add_option("--spec-gate", o.spec_gate,
                   "How each step's drafts are priced, to cut those that would cost more time "
-                  "than they save: measured (what steps have cost on this run, correcting the "
-                  "roofline's price where `sluice bench --roofline` measured one); roofline (its "
-                  "price alone, no gate without one); off (every draft verified)")
+                  "than they save: measured (by what steps have cost on this run); roofline (by "
+                  "the price `sluice bench --roofline` measurements give, no gate without "
+                  "them); off (every draft verified)")
       ->check(CLI::IsMember({"measured", "roofline", "off"}))
       ->capture_default_str();
   cmd->add_option("--spec-ngram-min", o.spec_ngram_min, "Shortest n-gram looked up")

@@ -441,9 +441,9 @@ void Engine::gate_drafts(SchedulerOutput& out) {
   // up to the longest draft; the L with the most expected tokens per second wins. Draft token
   // i of a request adds acceptance^i expected tokens. Memory-bound steps keep long drafts
   // (extra tokens are nearly free); compute-bound ones (large batches, tiny models) cut them,
-  // to 0 when they would cost more time than they save. The price: the roofline's, corrected
-  // by what steps of that size have cost on this run (MeasuredStepCost), or the measured cost
-  // alone without a roofline. Sizes with no price yet are explored one at a time.
+  // to 0 when they would cost more time than they save. The price (step_price): what steps of
+  // that size have cost on this run (MeasuredStepCost), or the roofline's. Sizes with no
+  // measured price yet are explored one at a time.
   int32_t n_sampling = 0;
   alpha_.clear();
   for (const ScheduledSeq& s : out.seqs) {
@@ -510,16 +510,9 @@ bool has_prompt_tokens(const SchedulerOutput& out) {
 }  // namespace
 
 std::optional<double> Engine::step_price(const Batch& batch) {
-  const bool measured = config_.spec.gate == SpecGate::kMeasured;
-  if (roofline_) {
-    double t = roofline_->predict(batch);
-    if (measured) {
-      if (const std::optional<double> c = measured_.correction(batch.n_tokens())) t *= *c;
-    }
-    return t;
-  }
-  if (!measured) return std::nullopt;
-  return measured_.seconds(batch.n_tokens());
+  if (config_.spec.gate == SpecGate::kMeasured) return measured_.seconds(batch.n_tokens());
+  if (roofline_) return roofline_->predict(batch);
+  return std::nullopt;
 }
 
 Status Engine::verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& v) {
@@ -673,7 +666,7 @@ Result<std::vector<EngineEvent>> Engine::step() {
       // The whole step, drafting, scheduling and sampling included: what a draft token costs.
       // Steps of decoding sequences only: the gate prices drafts on top of those, and a
       // prompt's tokens cost less (one row of logits, no sampling) and come cold.
-      measured_.record(batch_.n_tokens(), now() - t0, roofline_ ? roofline_->predict(batch_) : 0);
+      measured_.record(batch_.n_tokens(), now() - t0);
     }
   }
   ++stats_.steps;

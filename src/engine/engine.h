@@ -91,8 +91,8 @@ const char* spec_mode_name(SpecMode m);
 
 // How a step's drafts are priced before it runs (Engine::gate_drafts), which cuts them where
 // they would cost more time than they save:
-//   kMeasured  by what this run's steps have cost (MeasuredStepCost): the roofline's price
-//              corrected by it, or it alone without a roofline (sluice run|serve|bench);
+//   kMeasured  by what this run's steps have cost (MeasuredStepCost), roofline or not
+//              (sluice run|serve|bench);
 //   kRoofline  by the roofline alone, no gate without one; what is drafted does not depend on
 //              the host's timing (the engine's default, and the tests');
 //   kOff       every draft verified.
@@ -271,8 +271,8 @@ class Engine {
   int32_t draft_len(const Request& r, const SchedRequest& sr) const;
   // Verifies seq's draft on its logits rows [row, row + 1 + n_draft).
   Status verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& v);
-  // Cuts the drafts of `out` to the length the roofline cost model says yields the most
-  // expected tokens per second (0: they would cost more time than they save).
+  // Cuts the drafts of `out` to the length whose price (step_price: SpecConfig::gate) yields the
+  // most expected tokens per second (0: they would cost more time than they save).
   void gate_drafts(SchedulerOutput& out);
   // gate_drafts: the seconds a step of `batch` is expected to take (nullopt: no price yet).
   std::optional<double> step_price(const Batch& batch);

@@ -1,11 +1,9 @@
-// What this run's steps have cost, by their number of new tokens: the price the speculation
-// gate (Engine::gate_drafts) puts on a step with and without its drafts.
-//
-// Without a measured roofline it is the only price there is. With one it corrects the
-// roofline's, which counts bytes and FLOPs but knows neither the per-step overheads
-// (scheduling, sampling, waking threads) nor how the kernels fare at small sizes: stories260K's
-// steps cost 37 us + 40 us per token on a 2-core Zen 4, where the roofline sees a few
-// microseconds and calls every draft token free.
+// What this run's steps have cost, by their number of new tokens: the price the measured
+// speculation gate (Engine::gate_drafts, SpecGate::kMeasured) puts on a step with and without
+// its drafts. The roofline counts bytes and FLOPs but knows neither the per-step overheads
+// (scheduling, sampling, waking threads) nor how the kernels fare at small sizes:
+// stories260K's steps cost 37 us + 40 us per token on a 2-core Zen 4, where the roofline sees
+// a few microseconds and calls every draft token free.
 #pragma once
 
 #include <array>
@@ -16,17 +14,13 @@ namespace sluice {
 
 class MeasuredStepCost {
  public:
-  // One step of `n_tokens` new tokens took `seconds`; `predicted`: the roofline's price of it
-  // (0: none).
-  void record(int64_t n_tokens, double seconds, double predicted = 0);
+  // One step of `n_tokens` new tokens took `seconds`.
+  void record(int64_t n_tokens, double seconds);
   // Seconds a step of n new tokens takes: interpolated between the step sizes seen (each at
   // least kMinSteps times: a size's first step runs cold), and past them along the line
   // through the two nearest. nullopt where that is not known: nothing seen yet, or n beyond
   // the one size seen.
   std::optional<double> seconds(int64_t n_tokens) const;
-  // Measured over predicted seconds of the steps seen nearest in size to n (nullopt: none
-  // with a prediction yet).
-  std::optional<double> correction(int64_t n_tokens) const;
 
   // Steps are grouped by size in powers of two: 1, 2, 3-4, 5-8, ..; each group stands for the
   // median step (by seconds) of its last kWindow: a step slowed by a page fault, another
@@ -37,12 +31,12 @@ class MeasuredStepCost {
 
  private:
   struct Step {
-    double n = 0, seconds = 0, ratio = 0;  // ratio: measured / predicted (0: none)
+    double n = 0, seconds = 0;
   };
   struct Bucket {
     std::array<Step, kWindow> last{};
     int64_t count = 0;  // steps recorded (the last min(count, kWindow) are in `last`)
-    double n = 0, seconds = 0, ratio = 0;  // the median step's; ratio 0: no prediction
+    Step median;        // of `last` by seconds, kept for seconds(), which runs per candidate
   };
   static int bucket_of(int64_t n_tokens);
   std::array<Bucket, kBuckets> b_{};

@@ -392,9 +392,6 @@ TEST(MeasuredStepCost, InterpolatesExtrapolatesAndIgnoresOutliers) {
     d.record(8, 4.5);
   }
   EXPECT_NEAR(*d.seconds(2), 3.75, 1e-12);
-  EXPECT_FALSE(d.correction(4));
-  d.record(4, 4.0, 2.0);
-  EXPECT_DOUBLE_EQ(*d.correction(3), 2.0);  // measured / predicted of the nearest size
   // Nonsense is ignored.
   d.record(0, 1.0);
   d.record(16, -1.0);

@@ -13,6 +13,7 @@
 #include "engine/engine_test_util.h"
 #include "model/convert.h"
 #include "model/presets.h"
+#include "support/fake_executor.h"
 #include "test_util.h"
 
 namespace sluice {
@@ -301,6 +302,46 @@ TEST(EngineSpec, CostModelKeepsDraftsWhenMemoryBoundAndDropsThemWhenComputeBound
   EXPECT_EQ(skipped[0], 0u);
   EXPECT_EQ(drafted[1], 0u) << "compute-bound: no draft is worth its cost";
   EXPECT_GT(skipped[1], 10u);
+}
+
+// The measured gate prices by what steps cost, roofline or not: a roofline that calls draft
+// tokens free (memory-bound) on a model where every token costs its full price (the fake on a
+// virtual clock: 10 ms a token, nothing fixed) keeps every draft under the roofline gate; the
+// measured gate drops them. Output is the same.
+TEST(EngineSpec, MeasuredGatePricesByStepTimesWhereTheRooflineCallsDraftsFree) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
+  auto l = load(path, 512, 64);
+  ASSERT_TRUE(l);
+  constexpr int32_t kVocab = 64;
+  const Tokenizer tok = test::fake_tokenizer(kVocab);
+  const auto run = [&](SpecGate gate, EngineStats& st) {
+    test::FakeExecutor exec(512, 16, kVocab, 512);
+    VirtualClock clock;
+    exec.set_virtual_cost(&clock, 0, 0.01);
+    EngineConfig cfg = spec_config(8);
+    cfg.clock = &clock;
+    cfg.spec.gate = gate;
+    cfg.cost_model = make_step_cost_model(l->model, machine(0.001, 1e6), KvType::kF16);
+    auto e = Engine::create(tok, exec, cfg);
+    EXPECT_TRUE(e.ok()) << e.message();
+    GenerationParams g = greedy(200);
+    g.ignore_eos = true;
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 3; ++i) prompts.push_back({5, 6, int32_t(7 + i)});
+    const auto out = run_all(**e, prompts, {g, g, g}, {0, 0, 0});
+    st = (*e)->stats();
+    std::vector<std::vector<int32_t>> tokens;
+    for (const auto& o : out) tokens.push_back(o.tokens);
+    return tokens;
+  };
+  EngineStats roof, measured;
+  const auto want = run(SpecGate::kRoofline, roof);
+  const auto got = run(SpecGate::kMeasured, measured);
+  EXPECT_EQ(got, want);
+  ASSERT_GT(roof.spec_draft_tokens, 100u);
+  EXPECT_EQ(roof.spec_skipped_steps + roof.spec_cut_steps, 0u) << "the roofline alone: all kept";
+  EXPECT_GT(measured.spec_skipped_steps, 100u);
+  EXPECT_LT(measured.spec_draft_tokens * 10, roof.spec_draft_tokens);
 }
 
 }  // namespace
