@@ -52,7 +52,7 @@ struct KernelTable {
                        int64_t k, float* y, int64_t m) = nullptr;
   // Activation rows -> 8-bit blocks, bit for bit quantize_acts_ref.
   void (*quantize_rows)(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, float* s,
-                        int32_t* bias, int32_t* sum16) = nullptr;
+                        int32_t* bias, int32_t* bias16) = nullptr;
 
   // ---- paged attention (attention.h): for head_dim % attention_head_dim_multiple == 0 ----
   int attention_head_dim_multiple = 0;

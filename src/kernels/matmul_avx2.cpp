@@ -27,7 +27,7 @@ namespace sluice::kern_avx2 {
 #define SLUICE_TARGET __attribute__((target("avx2,fma,f16c")))
 
 SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d_out,
-                                 float* s_out, int32_t* bias_out, int32_t* sum16_out) {
+                                 float* s_out, int32_t* bias_out, int32_t* bias16_out) {
   const int64_t nb = k / 32;
   const __m256 sign = _mm256_set1_ps(-0.0f);
   // packs_epi32 / packs_epi16 interleave the 128-bit lanes; this puts the 8 dwords back in order.
@@ -38,7 +38,7 @@ SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* q
     float* d = d_out + i * nb;
     float* s = s_out + i * nb;
     int32_t* bias = bias_out + i * nb;
-    int32_t* sum16 = sum16_out + 2 * i * nb;
+    int32_t* bias16 = bias16_out + 2 * i * nb;
     for (int64_t b = 0; b < nb; ++b) {
       __m256 v[4];
       for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(xr + 32 * b + 8 * j);
@@ -66,7 +66,7 @@ SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* q
         h0 += lanes[l];
         h1 += lanes[8 + l];
       }
-      finish_act_block(amax, h0, h1, b, d, s, bias, sum16);
+      finish_act_block(amax, h0, h1, b, d, s, bias, bias16);
     }
   }
 }

@@ -41,7 +41,7 @@ SLUICE_TARGET inline float hsum512(__m512 v) {
 }  // namespace
 
 SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d_out,
-                                 float* s_out, int32_t* bias_out, int32_t* sum16_out) {
+                                 float* s_out, int32_t* bias_out, int32_t* bias16_out) {
   const int64_t nb = k / 32;
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t i = 0; i < n; ++i) {
@@ -50,7 +50,7 @@ SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* q
     float* d = d_out + i * nb;
     float* s = s_out + i * nb;
     int32_t* bias = bias_out + i * nb;
-    int32_t* sum16 = sum16_out + 2 * i * nb;
+    int32_t* bias16 = bias16_out + 2 * i * nb;
     for (int64_t b = 0; b < nb; ++b) {
       const __m512 x0 = _mm512_loadu_ps(xr + 32 * b);
       const __m512 x1 = _mm512_loadu_ps(xr + 32 * b + 16);
@@ -70,7 +70,7 @@ SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* q
         h0 += lanes[l];
         h1 += lanes[16 + l];
       }
-      finish_act_block(amax, h0, h1, b, d, s, bias, sum16);
+      finish_act_block(amax, h0, h1, b, d, s, bias, bias16);
     }
   }
 }

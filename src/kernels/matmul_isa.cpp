@@ -149,14 +149,14 @@ void ActBuffer::resize(int64_t n, int64_t k) {
     d_.resize(size_t(n * k / kActBlock));
     s_.resize(size_t(n * k / kActBlock));
     bias_.resize(size_t(n * k / kActBlock));
-    sum16_.resize(size_t(2 * n * k / kActBlock));
+    bias16_.resize(size_t(2 * n * k / kActBlock));
   }
 }
 
 namespace {
 
 void quantize_rows_ref(const float* x, int64_t n_blocks, int8_t* qs, float* d, float* s,
-                       int32_t* bias, int32_t* sum16) {
+                       int32_t* bias, int32_t* bias16) {
   for (int64_t b = 0; b < n_blocks; ++b) {
     const float* xb = x + b * kActBlock;
     float amax = 0;
@@ -169,7 +169,7 @@ void quantize_rows_ref(const float* x, int64_t n_blocks, int8_t* qs, float* d, f
       sum += q;
       if (j < 16) half += q;
     }
-    finish_act_block(amax, half, sum - half, b, d, s, bias, sum16);
+    finish_act_block(amax, half, sum - half, b, d, s, bias, bias16);
   }
 }
 
@@ -177,7 +177,7 @@ void quantize_rows_ref(const float* x, int64_t n_blocks, int8_t* qs, float* d, f
 
 void quantize_acts_ref(const float* x, int64_t n, int64_t k, ActBuffer& out) {
   out.resize(n, k);
-  quantize_rows_ref(x, n * k / kActBlock, out.qs(), out.d(), out.s(), out.bias(), out.sum16());
+  quantize_rows_ref(x, n * k / kActBlock, out.qs(), out.d(), out.s(), out.bias(), out.bias16());
 }
 
 void quantize_acts_rows(const float* x, int64_t r0, int64_t r1, ActBuffer& out, MatmulIsa isa) {
@@ -185,10 +185,10 @@ void quantize_acts_rows(const float* x, int64_t r0, int64_t r1, ActBuffer& out, 
   const auto fn = kernel_table(isa).quantize_rows;
   if (fn) {
     fn(x + r0 * k, r1 - r0, k, out.qs() + r0 * k, out.d() + r0 * nb, out.s() + r0 * nb,
-       out.bias() + r0 * nb, out.sum16() + 2 * r0 * nb);
+       out.bias() + r0 * nb, out.bias16() + 2 * r0 * nb);
   } else {
     quantize_rows_ref(x + r0 * k, (r1 - r0) * nb, out.qs() + r0 * k, out.d() + r0 * nb,
-                      out.s() + r0 * nb, out.bias() + r0 * nb, out.sum16() + 2 * r0 * nb);
+                      out.s() + r0 * nb, out.bias() + r0 * nb, out.bias16() + 2 * r0 * nb);
   }
 }
 
@@ -197,10 +197,10 @@ void quantize_acts_row(const float* x, int64_t r, ActBuffer& out, MatmulIsa isa)
   const auto fn = kernel_table(isa).quantize_rows;
   if (fn) {
     fn(x, 1, k, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb, out.bias() + r * nb,
-       out.sum16() + 2 * r * nb);
+       out.bias16() + 2 * r * nb);
   } else {
     quantize_rows_ref(x, nb, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb,
-                      out.bias() + r * nb, out.sum16() + 2 * r * nb);
+                      out.bias() + r * nb, out.bias16() + 2 * r * nb);
   }
 }
 

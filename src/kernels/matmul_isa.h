@@ -57,13 +57,14 @@ constexpr int64_t kActBlock = 32;
 //   s   [n, k / 32]   f32 d * sum of the block's qs (for weight types with block minimums)
 //   bias [n, k / 32]  int32 -128 * sum of the block's qs: the packed kernels (packed.h) dot
 //                     unsigned weights (w + 128, or w + 8 for 4-bit) and start from this
-//   sum16 [n, k / 16] int32 sum of each half block's qs (for weights with 16-column scales)
+//   bias16 [n, k / 16] int32 -32 * the sum of each half block's qs: where a dot with weights of
+//                     16-column scales stored + 32 (Q6_K) starts
 struct QuantizedActs {
   const int8_t* qs = nullptr;
   const float* d = nullptr;
   const float* s = nullptr;
   const int32_t* bias = nullptr;
-  const int32_t* sum16 = nullptr;
+  const int32_t* bias16 = nullptr;
   int64_t n = 0;
   int64_t k = 0;  // a multiple of 32
 };
@@ -73,27 +74,27 @@ struct QuantizedActs {
 class ActBuffer {
  public:
   QuantizedActs view() const {
-    return {qs_.data(), d_.data(), s_.data(), bias_.data(), sum16_.data(), n_, k_};
+    return {qs_.data(), d_.data(), s_.data(), bias_.data(), bias16_.data(), n_, k_};
   }
   void resize(int64_t n, int64_t k);
   int8_t* qs() { return qs_.data(); }
   float* d() { return d_.data(); }
   float* s() { return s_.data(); }
   int32_t* bias() { return bias_.data(); }
-  int32_t* sum16() { return sum16_.data(); }
+  int32_t* bias16() { return bias16_.data(); }
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
 
  private:
   std::vector<int8_t> qs_;
   std::vector<float> d_, s_;
-  std::vector<int32_t> bias_, sum16_;
+  std::vector<int32_t> bias_, bias16_;
   int64_t n_ = 0, k_ = 0;
 };
 
 // x [n, k] -> out (k a multiple of 32). Per block: d = amax / 127, qs = round-half-even(x / d)
-// (computed as x * (127 / amax)), s = d * sum(qs), bias = -128 * sum(qs), sum16 = the sums of
-// its two halves; an all-zero block has d = 0 and qs = 0.
+// (computed as x * (127 / amax)), s = d * sum(qs), bias = -128 * sum(qs), bias16 = -32 * the sums
+// of its two halves; an all-zero block has d = 0 and qs = 0.
 void quantize_acts(const float* x, int64_t n, int64_t k, ActBuffer& out,
                    MatmulIsa isa = MatmulIsa::kAuto);
 // The specification (scalar).

@@ -16,9 +16,9 @@ class PackedWeights;
 // The per-block sums of a quantized activation block b (matmul_isa.h, QuantizedActs) from its
 // amax and the sums h0, h1 of its two 16-value halves: every quantizer writes them the same way.
 inline void finish_act_block(float amax, int32_t h0, int32_t h1, int64_t b, float* d, float* s,
-                             int32_t* bias, int32_t* sum16) {
-  sum16[2 * b] = h0;
-  sum16[2 * b + 1] = h1;
+                             int32_t* bias, int32_t* bias16) {
+  bias16[2 * b] = -32 * h0;
+  bias16[2 * b + 1] = -32 * h1;
   const int32_t sum = h0 + h1;
   d[b] = amax / 127.0f;
   s[b] = d[b] * float(sum);
@@ -48,7 +48,7 @@ struct ActRows {
   const float* d[NX];
   const float* s[NX];
   const int32_t* bias[NX];
-  const int32_t* sum16[NX];
+  const int32_t* bias16[NX];
   ActRows(const QuantizedActs& a, int64_t i0) {
     const int64_t nb = a.k / 32;
     for (int i = 0; i < NX; ++i) {
@@ -56,7 +56,7 @@ struct ActRows {
       d[i] = a.d + (i0 + i) * nb;
       s[i] = a.s + (i0 + i) * nb;
       bias[i] = a.bias + (i0 + i) * nb;
-      sum16[i] = a.sum16 + (i0 + i) * 2 * nb;
+      bias16[i] = a.bias16 + (i0 + i) * 2 * nb;
     }
   }
 };
@@ -73,7 +73,7 @@ namespace kern_avx2 {
 SLUICE_KERNEL_DECLS
 // As kern_avx512::quantize_rows (bit for bit quantize_acts_ref).
 void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, float* s,
-                   int32_t* bias, int32_t* sum16);
+                   int32_t* bias, int32_t* bias16);
 // Packed Q8_0 / Q4_0 / Q4_K / Q6_K weights (packed.h, the AVX-512 layout read as 256-bit
 // halves), groups [g0, g1), against every quantized activation row; y [n, m].
 void gemm_packed(const PackedWeights& w, int64_t g0, int64_t g1, const QuantizedActs& a, float* y,
@@ -113,10 +113,10 @@ void gemm_packed(const PackedWeights& w, int64_t g0, int64_t g1, const Quantized
 
 namespace kern_avx512 {
 SLUICE_KERNEL_DECLS
-// n rows of x [n, k] -> qs [n, k], d, s, bias [n, k / 32], sum16 [n, k / 16], as
+// n rows of x [n, k] -> qs [n, k], d, s, bias [n, k / 32], bias16 [n, k / 16], as
 // quantize_acts_ref (bit for bit).
 void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, float* s,
-                   int32_t* bias, int32_t* sum16);
+                   int32_t* bias, int32_t* bias16);
 // F16 weights, f32 activations, k % 16 == 0: register tiles of up to 4 weight rows x 6
 // activation rows in 512-bit f32 FMA.
 void gemm_f16_tiled(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n, int64_t k,

@@ -161,7 +161,7 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, const QuantizedActs& 
         const __m512 dsc = _mm512_mul_ps(d, load_s8x16(mt + 32 + 16 * g));
         const int64_t col = 256 * u + 16 * g;
         for (int i = 0; i < NX; ++i) {
-          __m512i acc = _mm512_set1_epi32(-32 * x.sum16[i][col / 16]);
+          __m512i acc = _mm512_set1_epi32(x.bias16[i][col / 16]);
           acc = _mm512_dpbusd_epi32(acc, q0, bcast4(x.q[i] + col));
           acc = _mm512_dpbusd_epi32(acc, q1, bcast4(x.q[i] + col + 4));
           acc = _mm512_dpbusd_epi32(acc, q2, bcast4(x.q[i] + col + 8));

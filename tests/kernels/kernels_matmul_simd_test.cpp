@@ -405,12 +405,12 @@ TEST(MatmulSimd, QuantizeActsMatchesReferenceBitForBit) {
           ASSERT_EQ(got.d()[b], want.d()[b]);
           ASSERT_EQ(got.s()[b], want.s()[b]);
           ASSERT_EQ(got.bias()[b], want.bias()[b]);
-          ASSERT_EQ(got.sum16()[2 * b], want.sum16()[2 * b]);
-          ASSERT_EQ(got.sum16()[2 * b + 1], want.sum16()[2 * b + 1]);
+          ASSERT_EQ(got.bias16()[2 * b], want.bias16()[2 * b]);
+          ASSERT_EQ(got.bias16()[2 * b + 1], want.bias16()[2 * b + 1]);
           int32_t sum = 0;
           for (int j = 0; j < 32; ++j) sum += want.qs()[32 * b + j];
           ASSERT_EQ(want.bias()[b], -128 * sum);
-          ASSERT_EQ(want.sum16()[2 * b] + want.sum16()[2 * b + 1], sum);
+          ASSERT_EQ(want.bias16()[2 * b] + want.bias16()[2 * b + 1], -32 * sum);
         }
       }
     }
