@@ -198,7 +198,12 @@ void matmul_act_ref(const MatmulParams& p) {
   ActBuffer a;
   quantize_acts_ref(p.x, p.n, p.k, a);
   std::vector<float> xd(size_t(p.n * p.k));
-  for (int64_t i = 0; i < p.n * p.k; ++i) xd[size_t(i)] = a.d()[i / kActBlock] * float(a.qs()[i]);
+  for (int64_t i = 0; i < p.n; ++i) {
+    for (int64_t j = 0; j < p.k; ++j) {
+      xd[size_t(i * p.k + j)] =
+          a.d()[(i * p.k + j) / kActBlock] * float(a.qs()[i * a.stride() + j]);
+    }
+  }
   MatmulParams q = p;
   q.x = xd.data();
   matmul_ref(q);

@@ -144,7 +144,8 @@ bool matmul_uses_int8_acts(GgmlType type) {
 void ActBuffer::resize(int64_t n, int64_t k) {
   n_ = n;
   k_ = k;
-  if (int64_t(qs_.size()) < n * k) qs_.resize(size_t(n * k));
+  stride_ = act_row_stride(k);
+  if (int64_t(qs_.size()) < n * stride_) qs_.resize(size_t(n * stride_));
   if (int64_t(d_.size()) < n * k / kActBlock) {
     d_.resize(size_t(n * k / kActBlock));
     s_.resize(size_t(n * k / kActBlock));
@@ -177,29 +178,25 @@ void quantize_rows_ref(const float* x, int64_t n_blocks, int8_t* qs, float* d, f
 
 void quantize_acts_ref(const float* x, int64_t n, int64_t k, ActBuffer& out) {
   out.resize(n, k);
-  quantize_rows_ref(x, n * k / kActBlock, out.qs(), out.d(), out.s(), out.bias(), out.bias16());
+  const int64_t nb = k / kActBlock;
+  for (int64_t r = 0; r < n; ++r) {
+    quantize_rows_ref(x + r * k, nb, out.qs() + r * out.stride(), out.d() + r * nb,
+                      out.s() + r * nb, out.bias() + r * nb, out.bias16() + 2 * r * nb);
+  }
 }
 
 void quantize_acts_rows(const float* x, int64_t r0, int64_t r1, ActBuffer& out, MatmulIsa isa) {
-  const int64_t k = out.k(), nb = k / kActBlock;
-  const auto fn = kernel_table(isa).quantize_rows;
-  if (fn) {
-    fn(x + r0 * k, r1 - r0, k, out.qs() + r0 * k, out.d() + r0 * nb, out.s() + r0 * nb,
-       out.bias() + r0 * nb, out.bias16() + 2 * r0 * nb);
-  } else {
-    quantize_rows_ref(x + r0 * k, (r1 - r0) * nb, out.qs() + r0 * k, out.d() + r0 * nb,
-                      out.s() + r0 * nb, out.bias() + r0 * nb, out.bias16() + 2 * r0 * nb);
-  }
+  for (int64_t r = r0; r < r1; ++r) quantize_acts_row(x + r * out.k(), r, out, isa);
 }
 
 void quantize_acts_row(const float* x, int64_t r, ActBuffer& out, MatmulIsa isa) {
   const int64_t k = out.k(), nb = k / kActBlock;
   const auto fn = kernel_table(isa).quantize_rows;
   if (fn) {
-    fn(x, 1, k, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb, out.bias() + r * nb,
-       out.bias16() + 2 * r * nb);
+    fn(x, 1, k, out.qs() + r * out.stride(), out.d() + r * nb, out.s() + r * nb,
+       out.bias() + r * nb, out.bias16() + 2 * r * nb);
   } else {
-    quantize_rows_ref(x, nb, out.qs() + r * k, out.d() + r * nb, out.s() + r * nb,
+    quantize_rows_ref(x, nb, out.qs() + r * out.stride(), out.d() + r * nb, out.s() + r * nb,
                       out.bias() + r * nb, out.bias16() + 2 * r * nb);
   }
 }

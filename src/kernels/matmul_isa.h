@@ -52,7 +52,7 @@ bool matmul_uses_int8_acts(GgmlType type);
 constexpr int64_t kActBlock = 32;
 
 // Activation rows quantized to 8-bit blocks, a view:
-//   qs  [n, k]        int8, x[i, j] ~= d[i, j / 32] * qs[i, j]
+//   qs  [n, k]        int8 (rows `stride` apart), x[i, j] ~= d[i, j / 32] * qs[i, j]
 //   d   [n, k / 32]   f32 block scales (amax / 127)
 //   s   [n, k / 32]   f32 d * sum of the block's qs (for weight types with block minimums)
 //   bias [n, k / 32]  int32 -128 * sum of the block's qs: the packed kernels (packed.h) dot
@@ -60,36 +60,46 @@ constexpr int64_t kActBlock = 32;
 //   bias16 [n, k / 16] int32 -32 * the sum of each half block's qs: where a dot with weights of
 //                     16-column scales stored + 32 (Q6_K) starts
 struct QuantizedActs {
-  const int8_t* qs = nullptr;
+  const int8_t* qs = nullptr;  // row i at qs + i * stride
   const float* d = nullptr;
   const float* s = nullptr;
   const int32_t* bias = nullptr;
   const int32_t* bias16 = nullptr;
   int64_t n = 0;
-  int64_t k = 0;  // a multiple of 32
+  int64_t k = 0;       // a multiple of 32
+  int64_t stride = 0;  // bytes from one row of qs to the next: act_row_stride(k)
 };
+
+// The row stride of quantized activations with k columns: k, padded by a cache line where k is a
+// multiple of 2048. The register tiles read 4-8 rows at once; rows 4 KiB apart map to the same
+// L1 set, and 8 of them with the weight stream overflowed its 8 ways (the AVX2 Q4_K 8-row tile
+// ran 7% below its 4-row one at k 4096 and 8192, and 8% above it at k 8448).
+constexpr int64_t act_row_stride(int64_t k) {
+  return k % 2048 == 0 ? k + 64 : k;
+}
 
 // Owns the memory of a QuantizedActs; grows to the largest (n, k) seen, never shrinks, so
 // steady-state decode quantizes without allocating.
 class ActBuffer {
  public:
   QuantizedActs view() const {
-    return {qs_.data(), d_.data(), s_.data(), bias_.data(), bias16_.data(), n_, k_};
+    return {qs_.data(), d_.data(), s_.data(), bias_.data(), bias16_.data(), n_, k_, stride_};
   }
   void resize(int64_t n, int64_t k);
-  int8_t* qs() { return qs_.data(); }
+  int8_t* qs() { return qs_.data(); }  // row i at qs() + i * stride()
   float* d() { return d_.data(); }
   float* s() { return s_.data(); }
   int32_t* bias() { return bias_.data(); }
   int32_t* bias16() { return bias16_.data(); }
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
+  int64_t stride() const { return stride_; }
 
  private:
   std::vector<int8_t> qs_;
   std::vector<float> d_, s_;
   std::vector<int32_t> bias_, bias16_;
-  int64_t n_ = 0, k_ = 0;
+  int64_t n_ = 0, k_ = 0, stride_ = 0;
 };
 
 // x [n, k] -> out (k a multiple of 32). Per block: d = amax / 127, qs = round-half-even(x / d)

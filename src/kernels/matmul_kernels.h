@@ -52,7 +52,7 @@ struct ActRows {
   ActRows(const QuantizedActs& a, int64_t i0) {
     const int64_t nb = a.k / 32;
     for (int i = 0; i < NX; ++i) {
-      q[i] = a.qs + (i0 + i) * a.k;
+      q[i] = a.qs + (i0 + i) * a.stride;
       d[i] = a.d + (i0 + i) * nb;
       s[i] = a.s + (i0 + i) * nb;
       bias[i] = a.bias + (i0 + i) * nb;

@@ -99,7 +99,7 @@ void check_int8(GgmlType type, MatmulIsa isa, int64_t m, int64_t k, int64_t n, T
       double mag = 0, act_err = 0;
       for (int64_t j = 0; j < k; ++j) {
         const double wj = c.wf[size_t(r * k + j)];
-        mag += std::fabs(wj * a.d()[(i * k + j) / 32] * a.qs()[i * k + j]) +
+        mag += std::fabs(wj * a.d()[(i * k + j) / 32] * a.qs()[i * a.stride() + j]) +
                std::fabs(wj * c.x[size_t(i * k + j)]);
         act_err += std::fabs(wj) * a.d()[(i * k + j) / 32] * 0.5;
       }
@@ -392,7 +392,7 @@ TEST(MatmulSimd, HalfTypesOddShapes) {
 TEST(MatmulSimd, QuantizeActsMatchesReferenceBitForBit) {
   SLUICE_FRESH_RNG(rng);
   for (MatmulIsa isa : simd_isas()) {
-    for (int64_t k : {32, 96, 1056, 4096}) {
+    for (int64_t k : {32, 96, 1056, 2048, 4096}) {
       for (int64_t n : {1, 3, 33}) {
         std::vector<float> x = random_floats(rng, n * k, -3.0f, 3.0f);
         for (int64_t j = 0; j < 32 && j < n * k; ++j) x[size_t(j)] = 0.0f;  // an all-zero block
@@ -400,7 +400,14 @@ TEST(MatmulSimd, QuantizeActsMatchesReferenceBitForBit) {
         ActBuffer got, want;
         quantize_acts(x.data(), n, k, got, isa);
         quantize_acts_ref(x.data(), n, k, want);
-        for (int64_t j = 0; j < n * k; ++j) ASSERT_EQ(got.qs()[j], want.qs()[j]) << j;
+        ASSERT_EQ(got.stride(), act_row_stride(k));
+        ASSERT_EQ(want.stride(), act_row_stride(k));
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t j = 0; j < k; ++j) {
+            ASSERT_EQ(got.qs()[i * got.stride() + j], want.qs()[i * want.stride() + j])
+                << i << "," << j;
+          }
+        }
         for (int64_t b = 0; b < n * k / 32; ++b) {
           ASSERT_EQ(got.d()[b], want.d()[b]);
           ASSERT_EQ(got.s()[b], want.s()[b]);
@@ -408,7 +415,8 @@ TEST(MatmulSimd, QuantizeActsMatchesReferenceBitForBit) {
           ASSERT_EQ(got.bias16()[2 * b], want.bias16()[2 * b]);
           ASSERT_EQ(got.bias16()[2 * b + 1], want.bias16()[2 * b + 1]);
           int32_t sum = 0;
-          for (int j = 0; j < 32; ++j) sum += want.qs()[32 * b + j];
+          const int64_t row = 32 * b / k, col = 32 * b % k;
+          for (int j = 0; j < 32; ++j) sum += want.qs()[row * want.stride() + col + j];
           ASSERT_EQ(want.bias()[b], -128 * sum);
           ASSERT_EQ(want.bias16()[2 * b] + want.bias16()[2 * b + 1], -32 * sum);
         }
