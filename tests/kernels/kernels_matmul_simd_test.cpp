@@ -152,6 +152,8 @@ TEST(MatmulSimd, PackedWeightsOddShapes) {
       check_int8(type, isa, 4097, 256, 1, pool, rng, true);
       check_int8(type, isa, 67, 4096, 7, pool, rng, true);
       check_int8(type, isa, 50, 512, 300, pool, rng, true);  // several L2 chunks
+      // Rows padded apart (act_row_stride), through the 8-row AVX2 tiles and their tails.
+      check_int8(type, isa, 40, 2048, 19, pool, rng, true);
     }
   }
 }
