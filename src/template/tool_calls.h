@@ -191,9 +191,8 @@ class ToolCallParser {
   std::string name_;     // decoded
   bool have_name_ = false;
   bool have_args_ = false;  // the arguments key was seen
-  bool args_done_ = false;
-  std::string args_held_;  // arguments text before the call began
-  bool begun_ = false;     // kCallBegin was emitted
+  std::string args_held_;   // arguments text before the call began
+  bool begun_ = false;      // kCallBegin was emitted
 
   int n_calls_ = 0;
   std::vector<std::string> ids_;
