@@ -43,7 +43,7 @@ struct TileColumns {
 // or straight from the cache (block_size % 16 == 0: the tile lies in one block whose K is
 // dim-major, attention.h, so column d is 16 contiguous positions at k + d * block_size),
 // converted on the fly. Full tiles take plain loads: masked loads that miss the cache stall
-// (Zen 4), and decode's K comes from DRAM (BM_Attention/decode/4096/16: 0.85 -> 0.67 ms).
+// (measured on Zen 4, docs/perf-log.md), and decode's K comes from DRAM.
 template <bool kF16>
 struct CacheColumns {
   const void* k;   // the tile's first position, dimension 0

@@ -159,9 +159,9 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
     });
     return;
   }
-  // One activation row streams BF16 faster through the row kernel (GemvDram/BF16 8.2 ms against
-  // the tiles' 11.0 on AVX2); from two rows the tiles win (Gemm2Dram 14.3 -> 12.7 ms, Gemm128
-  // 52 -> 29). As gemm_bf16_dp, a row's value then depends on whether it ran alone.
+  // One activation row streams BF16 faster through the row kernel; from two rows the tiles win
+  // (both measured on the AVX2 path, docs/perf-log.md). As gemm_bf16_dp, a row's value then
+  // depends on whether it ran alone.
   if (p.type == GgmlType::BF16 && p.n >= 2 && p.k % 16 == 0 && kt.gemm_bf16_tiled) {
     over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
       kt.gemm_bf16_tiled(w, r0, r1, p.x, p.n, p.k, p.y, p.m);

@@ -72,8 +72,9 @@ struct QuantizedActs {
 
 // The row stride of quantized activations with k columns: k, padded by a cache line where k is a
 // multiple of 2048. The register tiles read 4-8 rows at once; rows 4 KiB apart map to the same
-// L1 set, and 8 of them with the weight stream overflowed its 8 ways (the AVX2 Q4_K 8-row tile
-// ran 7% below its 4-row one at k 4096 and 8192, and 8% above it at k 8448).
+// L1 set, and 8 of them with the weight stream overflowed its 8 ways (measured with the AVX2
+// Q4_K 8-row tile on Zen 4: slower than the 4-row one at k 4096 and 8192, faster at k 8448;
+// docs/perf-log.md).
 constexpr int64_t act_row_stride(int64_t k) {
   return k % 2048 == 0 ? k + 64 : k;
 }

@@ -29,9 +29,9 @@ inline void finish_act_block(float amax, int32_t h0, int32_t h1, int64_t b, floa
 // the line the tile is about to read. One or two rows (decode) compute little per weight byte:
 // into L1 4 KiB ahead keeps the stream flowing. From 3 rows on a block takes longer to compute,
 // and 64 lines in flight into L1 starved the stream (the L1 tracks few misses); into L2 8 KiB
-// ahead the stream and the compute overlap (docs/perf.md, "The weight stream prefetched into L2
-// for 3+ rows": Gemm8Dram Q8_0 6.0 -> 3.9 ms on AVX-512; one row was slower that way, GemvDram
-// Q4_K 1.65 -> 2.11 ms, two rows even). Every packed kernel, every ISA, uses this one policy.
+// ahead the stream and the compute overlap (measured on Zen 4: faster from 3 rows, slower for
+// one row, even for two; docs/perf-log.md, "The weight stream prefetched into L2 for 3+ rows").
+// Every packed kernel, every ISA, uses this one policy.
 template <int NX>
 inline void prefetch_weights(const uint8_t* p) {
   if constexpr (NX <= 2) {

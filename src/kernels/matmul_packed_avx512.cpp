@@ -277,9 +277,9 @@ SLUICE_TARGET void gemm_packed_t(const PackedWeights& w, int64_t g0, int64_t g1,
         if constexpr (K == kQ8_0 || K == kQ4_0) {
           // Pairs of groups share the activation broadcasts (4 rows at a time); what is left of
           // the rows goes through the one-group tiles of both groups below. From 8 to 15 rows
-          // (batched decode) one group x 8 rows reads each weight vector once instead of twice:
-          // Gemm8Dram 18% faster for Q4_0 and 6% for Q8_0; for 16 and more, pairs (prefill
-          // Q4_0 7% slower with the 8-row tile).
+          // (batched decode) one group x 8 rows reads each weight vector once instead of twice,
+          // which measured faster; for 16 and more, pairs (there the 8-row tile measured slower;
+          // Zen 4, docs/perf-log.md).
           if (g + 1 < gw1 && c1 - c0 >= 4 && (c1 - c0 < 8 || c1 - c0 >= 16)) {
             const int64_t r1 = r0 + PackedWeights::kRows;
             const __mmask16 mask1 =
