@@ -120,7 +120,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Execu
   kv.block_size = cap.block_size;
   kv.enable_prefix_cache = config.enable_prefix_cache;
   kv.salt = 0x5eed;
-  kv.sliding_window = cap.kv_window;
+  kv.group_windows = cap.kv_group_windows;
   return std::unique_ptr<Engine>(new Engine(tokenizer, executor, config, n_ctx, kv));
 }
 
@@ -217,7 +217,7 @@ Result<std::vector<RequestId>> Engine::add_request_group(
     return make_error("the prompt has ", prompt.size(), " tokens; the context holds ", n_ctx_,
                       " (one more is needed to generate)");
   }
-  const int32_t blocks_needed = int32_t(prompt.size() / size_t(kv_.block_size())) + 1;
+  const int32_t blocks_needed = kv_.blocks_for_step(int32_t(prompt.size()) + 1);
   if (blocks_needed > kv_.n_blocks()) {
     return make_error("the prompt needs ", blocks_needed, " KV blocks; the cache has only ",
                       kv_.n_blocks(), " (raise --kv-cache-gb)");
@@ -414,6 +414,7 @@ Status Engine::propose_drafts() {
 
 void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t draft_cap) const {
   batch.clear();
+  batch.n_kv_groups = kv_.n_groups();
   batch.block_copies.assign(out.copies.begin(), out.copies.end());
   for (const ScheduledSeq& s : out.seqs) {
     const SchedRequest* sr = scheduler_.find(s.id);
@@ -421,13 +422,13 @@ void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t draft
     const int32_t n_draft = std::min(s.n_draft, draft_cap);
     std::span<const int32_t> toks(sr->tokens.data() + s.n_computed, size_t(n_known));
     if (n_draft == 0) {
-      batch.add_sequence(toks, s.n_computed, kv_.block_table(s.id),
+      batch.add_sequence(toks, s.n_computed, kv_.block_tables(s.id),
                          s.samples ? LogitsMode::kLast : LogitsMode::kNone);
     } else {
       // The last known token, then the draft: logits at each of them.
       seq_tokens_.assign(toks.begin(), toks.end());
       seq_tokens_.insert(seq_tokens_.end(), sr->draft.begin(), sr->draft.begin() + n_draft);
-      batch.add_sequence(seq_tokens_, s.n_computed, kv_.block_table(s.id), LogitsMode::kAll);
+      batch.add_sequence(seq_tokens_, s.n_computed, kv_.block_tables(s.id), LogitsMode::kAll);
     }
   }
 }

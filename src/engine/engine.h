@@ -233,6 +233,8 @@ class Engine {
   // Forward passes against the roofline (null without EngineConfig::cost_model).
   const StepRoofline* roofline() const { return roofline_ ? &*roofline_ : nullptr; }
   const KvCacheManager& kv() const { return kv_; }
+  // K and V bytes of one block in the executor's memory (0: not known).
+  size_t kv_bytes_per_block() const { return executor_.capacity().bytes_per_block; }
   const Scheduler& scheduler() const { return scheduler_; }
   int32_t n_ctx() const { return n_ctx_; }
   double now() const;  // seconds since the engine started (EngineConfig::clock when set)

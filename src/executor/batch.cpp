@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <cstring>
 
 namespace sluice {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "the wire form is little-endian");
-constexpr char kBatchMagic[8] = {'S', 'L', 'B', 'A', 'T', 'C', 'H', '1'};
+constexpr char kBatchMagic[8] = {'S', 'L', 'B', 'A', 'T', 'C', 'H', '2'};
 constexpr size_t kHeaderBytes = 32;
 constexpr size_t kSeqInts = 6;
 
@@ -34,15 +35,16 @@ struct Reader {
 
 void serialize_batch(const Batch& b, std::vector<uint8_t>& out) {
   out.clear();
-  out.reserve(kHeaderBytes + 4 * (3 * b.token_ids.size() + kSeqInts * b.seqs.size() +
-                                  b.block_tables.size() + 2 * b.block_copies.size() + 1));
+  out.reserve(kHeaderBytes +
+              4 * (2 * b.token_ids.size() + 2 * b.kv_slots.size() + kSeqInts * b.seqs.size() +
+                   b.block_tables.size() + 2 * b.block_copies.size() + 1));
   out.insert(out.end(), kBatchMagic, kBatchMagic + 8);
   put_i32(out, b.block_size);
   put_i32(out, int32_t(b.token_ids.size()));
   put_i32(out, int32_t(b.seqs.size()));
   put_i32(out, int32_t(b.block_tables.size()));
   put_i32(out, int32_t(b.block_copies.size()));
-  put_i32(out, 0);  // reserved
+  put_i32(out, b.n_kv_groups);
   for (int32_t t : b.token_ids) put_i32(out, t);
   for (int32_t p : b.positions) put_i32(out, p);
   for (const KvSlot& s : b.kv_slots) {
@@ -66,20 +68,21 @@ void serialize_batch(const Batch& b, std::vector<uint8_t>& out) {
 
 Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
   if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kBatchMagic, 8) != 0) {
-    return make_error("batch wire form: missing the SLBATCH1 header (", bytes.size(), " bytes)");
+    return make_error("batch wire form: missing the SLBATCH2 header (", bytes.size(), " bytes)");
   }
   Reader r{bytes, 8};
   Batch b;
   b.block_size = r.next();
   const int32_t n_tokens = r.next(), n_seqs = r.next(), n_table = r.next(), n_copies = r.next();
-  const int32_t reserved = r.next();
+  b.n_kv_groups = r.next();
   if (b.block_size <= 0 || n_tokens < 0 || n_seqs < 0 || n_table < 0 || n_copies < 0 ||
-      reserved != 0) {
+      b.n_kv_groups < 1 || b.n_kv_groups > 4096) {
     return make_error(
-        "batch wire form: bad header (a negative count or block size, or a "
-        "non-zero reserved field)");
+        "batch wire form: bad header (a negative count or block size, or K/V groups not in "
+        "[1, 4096])");
   }
-  const uint64_t ints = 4ull * uint64_t(n_tokens) + kSeqInts * uint64_t(n_seqs) +
+  const uint64_t G = uint64_t(b.n_kv_groups);
+  const uint64_t ints = (2ull + 2ull * G) * uint64_t(n_tokens) + kSeqInts * uint64_t(n_seqs) +
                         uint64_t(n_table) + 2ull * uint64_t(n_copies);
   if (bytes.size() - kHeaderBytes != 4 * ints) {
     return make_error("batch wire form: ", bytes.size(), " bytes, the header's counts need ",
@@ -87,7 +90,7 @@ Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
   }
   b.token_ids.resize(size_t(n_tokens));
   b.positions.resize(size_t(n_tokens));
-  b.kv_slots.resize(size_t(n_tokens));
+  b.kv_slots.resize(size_t(n_tokens) * G);
   b.seqs.resize(size_t(n_seqs));
   b.block_tables.resize(size_t(n_table));
   b.block_copies.resize(size_t(n_copies));
@@ -111,7 +114,8 @@ Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
     s.logits = LogitsMode(mode);
     if (s.token_start < 0 || s.n_new_tokens < 0 || s.token_start > n_tokens ||
         s.n_new_tokens > n_tokens - s.token_start || s.block_table_start < 0 || s.n_blocks < 0 ||
-        s.block_table_start > n_table || s.n_blocks > n_table - s.block_table_start) {
+        s.block_table_start > n_table ||
+        uint64_t(s.n_blocks) * G > uint64_t(n_table - s.block_table_start)) {
       return make_error("batch wire form: sequence ", i, " reaches outside the arrays");
     }
   }
@@ -155,6 +159,7 @@ void split_batch(const Batch& batch, int n_parts, std::vector<Batch>& parts) {
     Batch& b = parts[size_t(p)];
     b.clear();
     b.block_size = batch.block_size;
+    b.n_kv_groups = batch.n_kv_groups;
     if (p == 0) b.block_copies = batch.block_copies;
     // Sequences until this part holds its share of the tokens (at least one each, and one
     // left for every later part).
@@ -172,9 +177,12 @@ void split_batch(const Batch& batch, int n_parts, std::vector<Batch>& parts) {
                          tok(batch.token_ids).end());
       b.positions.insert(b.positions.end(), tok(batch.positions).begin(),
                          tok(batch.positions).end());
-      b.kv_slots.insert(b.kv_slots.end(), tok(batch.kv_slots).begin(), tok(batch.kv_slots).end());
-      const auto table =
-          std::span(batch.block_tables).subspan(size_t(s.block_table_start), size_t(s.n_blocks));
+      const size_t G = size_t(batch.n_kv_groups);
+      const auto slots =
+          std::span(batch.kv_slots).subspan(size_t(s.token_start) * G, size_t(s.n_new_tokens) * G);
+      b.kv_slots.insert(b.kv_slots.end(), slots.begin(), slots.end());
+      const auto table = std::span(batch.block_tables)
+                             .subspan(size_t(s.block_table_start), size_t(s.n_blocks) * G);
       b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
       b.seqs.push_back(t);
       ++si;
@@ -202,12 +210,20 @@ void Batch::clear() {
 
 void Batch::add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
                          std::span<const int32_t> block_table, LogitsMode logits) {
+  assert(n_kv_groups == 1);
+  const std::vector<int32_t> one(block_table.begin(), block_table.end());
+  add_sequence(tokens, n_computed, std::span<const std::vector<int32_t>>(&one, 1), logits);
+}
+
+void Batch::add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
+                         std::span<const std::vector<int32_t>> tables, LogitsMode logits) {
+  assert(int32_t(tables.size()) == n_kv_groups);
   BatchSequence s;
   s.token_start = n_tokens();
   s.n_new_tokens = int32_t(tokens.size());
   s.context_len = n_computed + s.n_new_tokens;
   s.block_table_start = int32_t(block_tables.size());
-  s.n_blocks = int32_t(block_table.size());
+  s.n_blocks = tables.empty() ? 0 : int32_t(tables[0].size());
   s.logits = logits;
   for (int32_t j = 0; j < s.n_new_tokens; ++j) {
     const int32_t pos = n_computed + j;
@@ -215,9 +231,14 @@ void Batch::add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
     positions.push_back(pos);
     // A table too short for the step gets block -1 here, which the executor rejects.
     const size_t b = size_t(pos / block_size);
-    kv_slots.push_back({b < block_table.size() ? block_table[b] : -1, pos % block_size});
+    for (const std::vector<int32_t>& table : tables) {
+      kv_slots.push_back({b < table.size() ? table[b] : -1, pos % block_size});
+    }
   }
-  block_tables.insert(block_tables.end(), block_table.begin(), block_table.end());
+  for (const std::vector<int32_t>& table : tables) {
+    assert(int32_t(table.size()) == s.n_blocks);
+    block_tables.insert(block_tables.end(), table.begin(), table.end());
+  }
   seqs.push_back(s);
 }
 
@@ -226,10 +247,14 @@ Status validate_batch(const Batch& b, const ExecutorCapacity& cap) {
   if (b.block_size != bs) {
     return make_error("batch: block size ", b.block_size, " differs from the executor's ", bs);
   }
+  const int32_t G = cap.n_kv_groups();
+  if (b.n_kv_groups != G) {
+    return make_error("batch: ", b.n_kv_groups, " K/V groups, the executor has ", G);
+  }
   const size_t n = b.token_ids.size();
-  if (b.positions.size() != n || b.kv_slots.size() != n) {
+  if (b.positions.size() != n || b.kv_slots.size() != n * size_t(G)) {
     return make_error("batch: ", n, " token ids but ", b.positions.size(), " positions and ",
-                      b.kv_slots.size(), " KV slots");
+                      b.kv_slots.size(), " KV slots (", G, " per token)");
   }
   int64_t next_token = 0;
   for (size_t si = 0; si < b.seqs.size(); ++si) {
@@ -246,31 +271,39 @@ Status validate_batch(const Batch& b, const ExecutorCapacity& cap) {
                         s.n_new_tokens, " new tokens, model context ", cap.n_ctx, ")");
     }
     if (s.block_table_start < 0 || s.n_blocks < 0 ||
-        int64_t(s.block_table_start) + s.n_blocks > int64_t(b.block_tables.size()) ||
+        int64_t(s.block_table_start) + int64_t(s.n_blocks) * G > int64_t(b.block_tables.size()) ||
         int64_t(s.n_blocks) * bs < s.context_len) {
-      return make_error("batch: sequence ", si, " block table [", s.block_table_start, ", +",
-                        s.n_blocks, ") is out of range or too short for ", s.context_len,
+      return make_error("batch: sequence ", si, " block tables [", s.block_table_start, ", +", G,
+                        " x ", s.n_blocks, ") are out of range or too short for ", s.context_len,
                         " tokens");
     }
-    const int32_t* table = b.block_tables.data() + s.block_table_start;
+    const int32_t first_pos = s.context_len - s.n_new_tokens;
     const int32_t needed = int32_t((int64_t(s.context_len) + bs - 1) / bs);
-    for (int32_t i = 0; i < needed; ++i) {
-      if (table[i] < 0 || table[i] >= cap.n_blocks) {
-        return make_error("batch: sequence ", si, " uses block ", table[i], " (the cache has ",
-                          cap.n_blocks, ")");
+    for (int32_t g = 0; g < G; ++g) {
+      const int32_t* table = b.block_tables.data() + s.block_table_start + int64_t(g) * s.n_blocks;
+      // Entries a windowed group released are stale but must still be valid ids (the kernels
+      // may read, and mask, a few positions before a window).
+      for (int32_t i = 0; i < needed; ++i) {
+        if (table[i] < 0 || table[i] >= cap.n_blocks) {
+          return make_error("batch: sequence ", si, " uses block ", table[i], " (the cache has ",
+                            cap.n_blocks, "; K/V group ", g, ")");
+        }
+      }
+      for (int32_t j = 0; j < s.n_new_tokens; ++j) {
+        const size_t t = size_t(s.token_start + j);
+        const int32_t p = first_pos + j;
+        const KvSlot want{table[p / bs], p % bs};
+        const KvSlot have = b.kv_slots[t * size_t(G) + size_t(g)];
+        if (have.block_id != want.block_id || have.offset != want.offset) {
+          return make_error("batch: token ", t, " of sequence ", si, " has KV slot (",
+                            have.block_id, ", ", have.offset,
+                            ") but its block table puts cache position ", p, " at (", want.block_id,
+                            ", ", want.offset, ") (K/V group ", g, ")");
+        }
       }
     }
-    const int32_t first_pos = s.context_len - s.n_new_tokens;
     for (int32_t j = 0; j < s.n_new_tokens; ++j) {
       const size_t t = size_t(s.token_start + j);
-      const int32_t p = first_pos + j;
-      const KvSlot want{table[p / bs], p % bs};
-      if (b.kv_slots[t].block_id != want.block_id || b.kv_slots[t].offset != want.offset) {
-        return make_error("batch: token ", t, " of sequence ", si, " has KV slot (",
-                          b.kv_slots[t].block_id, ", ", b.kv_slots[t].offset,
-                          ") but its block table puts cache position ", p, " at (", want.block_id,
-                          ", ", want.offset, ")");
-      }
       if (b.token_ids[t] < 0 || b.token_ids[t] >= cap.n_vocab) {
         return make_error("batch: token id ", b.token_ids[t], " at ", t, " is out of range [0, ",
                           cap.n_vocab, ")");

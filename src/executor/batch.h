@@ -11,6 +11,11 @@
 //   seqs        a: {token_start 0, n_new_tokens 4, context_len 9, table [0, 1)}, b: {4, 1, 42, [1,
 //   4)} ... block_tables[ 7 | 2 9 4 | 5 ] block_copies[ (9 -> 4) ]     copy-on-write: block 4 takes
 //   block 9's K/V before the step runs
+//
+// K/V groups (base/cache_layout.h): with n_kv_groups G > 1 each sequence has G block table
+// rows of n_blocks entries, group-major (block_tables[start + g * n_blocks + i]), and each token
+// G KV slots (kv_slots[t * G + g]). A windowed group's entries wholly before the window of the
+// sequence's first new token may be stale (released blocks): valid ids whose contents are masked.
 #pragma once
 
 #include <cstdint>
@@ -36,16 +41,18 @@ struct BatchSequence {
   int32_t token_start = 0;        // first new token in Batch::token_ids
   int32_t n_new_tokens = 0;       // >= 1
   int32_t context_len = 0;        // tokens with K/V after this step (computed + new)
-  int32_t block_table_start = 0;  // its block table: Batch::block_tables[start, start + n_blocks)
+  int32_t block_table_start = 0;  // its block tables: Batch::block_tables[start, start +
+                                  // n_kv_groups * n_blocks), one row of n_blocks per group
   int32_t n_blocks = 0;           // >= ceil(context_len / block_size)
   LogitsMode logits = LogitsMode::kLast;
 };
 
 struct Batch {
   int32_t block_size = 16;            // tokens per KV block (must match the executor's)
+  int32_t n_kv_groups = 1;            // K/V groups (must match the executor's)
   std::vector<int32_t> token_ids;     // [n_tokens]
   std::vector<int32_t> positions;     // [n_tokens] RoPE positions
-  std::vector<KvSlot> kv_slots;       // [n_tokens]
+  std::vector<KvSlot> kv_slots;       // [n_tokens][n_kv_groups]
   std::vector<BatchSequence> seqs;    // [n_seqs], tokens in order, back to back
   std::vector<int32_t> block_tables;  // concatenated block table rows
   // Applied in order before the forward pass (a later copy may overwrite an earlier source).
@@ -62,8 +69,12 @@ struct Batch {
   // Appends one sequence's step: `tokens` are its new tokens, to be placed at positions
   // n_computed, n_computed + 1, ...; `block_table` lists the blocks of the whole sequence and
   // must cover n_computed + tokens.size() positions. Fills positions and KV slots from it.
+  // One K/V group (n_kv_groups 1).
   void add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
                     std::span<const int32_t> block_table, LogitsMode logits);
+  // The same with one block table per K/V group (n_kv_groups of them, all of one length).
+  void add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
+                    std::span<const std::vector<int32_t>> block_tables, LogitsMode logits);
 };
 
 // What batches an executor accepts (Executor::capacity()).
@@ -72,10 +83,19 @@ struct ExecutorCapacity {
   int32_t block_size = 0;  // tokens per block
   int32_t n_vocab = 0;     // token ids [0, n_vocab) and logits row width
   int32_t n_ctx = 0;       // longest context of one sequence
-  // > 0: every layer attends only to this many newest positions (a sliding window on every
-  // layer), so blocks wholly older than the window are never read again and may be released
-  // while the sequence runs (their block table entries are then stale and ignored).
-  int32_t kv_window = 0;
+  // The K/V groups' windows (KvCacheLayout::group_window: > 0 that many newest positions, 0
+  // global); empty: one global group. A windowed group's blocks wholly older than its window
+  // are never read again and may be released while the sequence runs (their block table
+  // entries are then stale, and masked).
+  std::vector<int32_t> kv_group_windows = {};
+  // K and V bytes of one block in this executor's memory (0: not known, or none).
+  size_t bytes_per_block = 0;
+  int32_t n_kv_groups() const {
+    return kv_group_windows.empty() ? 1 : int32_t(kv_group_windows.size());
+  }
+  int32_t group_window(int32_t g) const {
+    return kv_group_windows.empty() ? 0 : kv_group_windows[size_t(g)];
+  }
 };
 
 // The checks every executor makes before running a batch: token ids in [0, n_vocab), positions
@@ -87,9 +107,10 @@ Status validate_batch(const Batch& batch, const ExecutorCapacity& cap);
 Status validate_block_copies(std::span<const BlockCopy> copies, int32_t n_blocks);
 
 // Flat wire form of a Batch (rank broadcast, remote executors): a 32-byte header
-// ("SLBATCH1", block_size, then the counts of tokens, sequences, block-table entries and block
-// copies, u32 little-endian), then token_ids, positions, kv_slots (block, offset), seqs (six
-// i32 each, logits mode last), block_tables and block_copies (src, dst), all i32 little-endian.
+// ("SLBATCH2", block_size, then the counts of tokens, sequences, block-table entries and block
+// copies, and n_kv_groups, u32 little-endian), then token_ids, positions, kv_slots (block,
+// offset; n_kv_groups per token), seqs (six i32 each, logits mode last), block_tables and
+// block_copies (src, dst), all i32 little-endian.
 // Deterministic: equal batches give equal bytes.
 void serialize_batch(const Batch& batch, std::vector<uint8_t>& out);
 // The inverse. Checks the header and that the sizes add up exactly, and that every sequence's

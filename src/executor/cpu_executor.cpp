@@ -8,6 +8,7 @@
 
 #include "base/fp16.h"
 #include "base/log.h"
+#include "executor/kv_sizing.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -87,9 +88,16 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
   if (options.n_blocks < 0 || options.n_threads < 0) {
     return make_error("CPU executor: block count and thread count must not be negative");
   }
+  const KvCacheLayout layout = c.kv_cache_layout();
+  if (layout.n_groups() == 0) {
+    return make_error("CPU executor: the model has no attention layer (no K/V to cache)");
+  }
   int n_blocks = options.n_blocks;
   if (n_blocks == 0) {
-    n_blocks = (std::min(c.n_ctx, 8192) + options.block_size - 1) / options.block_size;
+    // One sequence of min(n_ctx, 8192) tokens that keeps every block (as an executor driven
+    // directly does: BlockFreeList).
+    n_blocks = layout.n_groups() *
+               ((std::min(c.n_ctx, 8192) + options.block_size - 1) / options.block_size);
   }
 
   const ShardInfo& shard = model.shard();
@@ -107,8 +115,12 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
   std::unique_ptr<CpuExecutor> e(new CpuExecutor(model, options.n_threads, options.matmul_isa));
   if (shard.sharded()) e->coll_ = options.collective;
   if (shard.pipelined()) e->link_ = options.stage_link;
+  // A pipeline stage stores only the slots its layers use.
+  const KvStageSlots slots = kv_stage_slots(c);
+  e->layout_ = layout;
+  e->slot_base_ = slots.base;
   KvCacheShape shape;
-  shape.n_layer = c.n_stage_layers();  // a pipeline stage: its layers only
+  shape.n_layer = slots.n;
   shape.n_blocks = n_blocks;
   shape.block_size = options.block_size;
   shape.n_kv_head = c.n_kv_head;
@@ -132,8 +144,8 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
 
 ExecutorCapacity CpuExecutor::capacity() const {
   const ModelConfig& c = model_.config();
-  return {n_blocks(), block_size(), model_.shard().n_vocab, int32_t(c.n_ctx),
-          c.all_windowed() ? c.sliding_window : 0};
+  return {n_blocks(),       block_size(),         model_.shard().n_vocab,
+          int32_t(c.n_ctx), layout_.group_window, kv_->bytes_per_block()};
 }
 
 Status CpuExecutor::copy_blocks(std::span<const BlockCopy> copies) {
@@ -335,8 +347,10 @@ class CpuExecutor::Ops final : public ForwardOps {
     const ModelConfig& c = e_.model_.config();
     const int64_t qd = q.cols, kvd = k.cols, hd = c.head_dim;
     const RopeParams rp = c.rope_params(nullptr);
-    void* k_cache = e_.kv_->k(layer - c.layer_begin);  // a pipeline stage: its layers only
-    void* v_cache = e_.kv_->v(layer - c.layer_begin);
+    void* k_cache = e_.kv_->k(e_.kv_slot(layer));
+    void* v_cache = e_.kv_->v(e_.kv_slot(layer));
+    const size_t group = size_t(e_.layout_.layer_group[size_t(layer)]);
+    const size_t n_groups = size_t(b_.n_kv_groups);
     const KvType kv_type = e_.kv_->shape().type;
     const KvLayout layout{e_.block_size(), c.n_kv_head, c.head_dim};
     const float* inv_freq =
@@ -358,7 +372,7 @@ class CpuExecutor::Ops final : public ForwardOps {
         const int32_t pos = b_.positions[size_t(t)];
         rope(qt, c.n_head, pos, rp, inv_freq);
         rope(kt, c.n_kv_head, pos, rp, inv_freq);
-        const KvSlot slot = b_.kv_slots[size_t(t)];
+        const KvSlot slot = b_.kv_slots[size_t(t) * n_groups + group];
         store_kv_token(kv_type, layout, kt, v.data + t * kvd, k_cache, v_cache, slot.block_id,
                        slot.offset);
       }
@@ -370,6 +384,7 @@ class CpuExecutor::Ops final : public ForwardOps {
     const int64_t qd = q.cols;
     const float scale = c.attention_scale();
     const int window = c.layer_window(layer);
+    const int64_t group = e_.layout_.layer_group[size_t(layer)];
     s_.attn_params.clear();
     for (const BatchSequence& seq : b_.seqs) {
       PagedAttentionParams p;
@@ -378,9 +393,9 @@ class CpuExecutor::Ops final : public ForwardOps {
       p.n_q = seq.n_new_tokens;
       p.kv_len = seq.context_len;
       p.kv_type = e_.kv_->shape().type;
-      p.k_cache = e_.kv_->k(layer - c.layer_begin);
-      p.v_cache = e_.kv_->v(layer - c.layer_begin);
-      p.block_table = b_.block_tables.data() + seq.block_table_start;
+      p.k_cache = e_.kv_->k(e_.kv_slot(layer));
+      p.v_cache = e_.kv_->v(e_.kv_slot(layer));
+      p.block_table = b_.block_tables.data() + seq.block_table_start + group * seq.n_blocks;
       p.block_size = e_.block_size();
       p.n_head = c.n_head;
       p.n_kv_head = c.n_kv_head;

@@ -114,6 +114,10 @@ class CpuExecutor final : public Executor {
   const Model& model_;
   ThreadPool pool_;
   std::unique_ptr<KvCacheStorage> kv_;
+  KvCacheLayout layout_;  // the model's K/V groups (ModelConfig::kv_cache_layout)
+  int slot_base_ = 0;     // the first K/V slot this pipeline stage stores
+  // Layer il's K/V slot in kv_ (its slot in its group's blocks, less the stage's first).
+  int kv_slot(int il) const { return layout_.layer_slot[size_t(il)] - slot_base_; }
   std::vector<float> rope_inv_freq_;      // [n_rot / 2]
   std::vector<float> rope_inv_freq_swa_;  // [n_rot / 2] windowed layers' (rope_theta_swa > 0)
   MatmulIsa isa_ = MatmulIsa::kAuto;

@@ -24,6 +24,8 @@
 namespace sluice {
 
 struct KvCacheShape {
+  // K/V layer slots per block: KvCacheLayout::layers_per_group (every layer of a model of one
+  // K/V group), or a pipeline stage's share of them (executor/kv_sizing.h, kv_stage_slots).
   int n_layer = 0;
   int n_blocks = 0;
   int block_size = 0;  // tokens per block

@@ -7,8 +7,20 @@
 
 namespace sluice {
 
+KvStageSlots kv_stage_slots(const ModelConfig& c) {
+  const KvCacheLayout layout = c.kv_cache_layout();
+  int lo = layout.layers_per_group, hi = 0;
+  for (int il = c.layer_begin; il < c.stage_layer_end(); ++il) {
+    const int slot = layout.layer_slot[size_t(il)];
+    if (slot < 0) continue;
+    lo = std::min(lo, slot);
+    hi = std::max(hi, slot + 1);
+  }
+  return hi > lo ? KvStageSlots{lo, hi - lo} : KvStageSlots{0, 1};
+}
+
 size_t kv_bytes_per_block(const ModelConfig& c, int block_size, KvType type) {
-  return 2 * size_t(c.n_stage_layers()) * size_t(block_size) * size_t(c.n_kv_head) *
+  return 2 * size_t(kv_stage_slots(c).n) * size_t(block_size) * size_t(c.n_kv_head) *
          size_t(c.head_dim) * size_t(kv_type_size(type));
 }
 
@@ -25,16 +37,19 @@ size_t available_memory_bytes() {
 Result<KvPlan> plan_kv_cache(const ModelConfig& c, int block_size, KvType type, double kv_cache_gb,
                              int max_seqs) {
   const size_t per_block = kv_bytes_per_block(c, block_size, type);
-  const int32_t blocks_per_context = int32_t((int64_t(c.n_ctx) + block_size - 1) / block_size);
+  // What one sequence of the full context holds over every K/V group (windowed groups only
+  // their window).
+  const KvCacheLayout layout = c.kv_cache_layout();
+  const int32_t blocks_per_context = int32_t(layout.blocks_held(c.n_ctx, block_size));
   KvPlan p;
   char line[256];
   if (kv_cache_gb > 0) {
     const double bytes = kv_cache_gb * double(size_t(1) << 30);
     p.n_blocks = int32_t(std::min(bytes / double(per_block), 2.0e9));
     if (p.n_blocks < blocks_per_context) {
-      return make_error("--kv-cache-gb ", kv_cache_gb, " holds ", p.n_blocks * int64_t(block_size),
-                        " tokens, less than one full context of ", c.n_ctx,
-                        " (raise it or lower --ctx-size)");
+      return make_error("--kv-cache-gb ", kv_cache_gb, " holds ", p.n_blocks, " blocks of ",
+                        block_size, " tokens, less than the ", blocks_per_context,
+                        " one full context of ", c.n_ctx, " needs (raise it or lower --ctx-size)");
     }
     std::snprintf(line, sizeof line, "KV cache: %.2f GiB (--kv-cache-gb)", kv_cache_gb);
   } else {
@@ -52,9 +67,17 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& c, int block_size, KvType type, 
         double(avail) / double(size_t(1) << 30), std::max(max_seqs, 1), c.n_ctx);
   }
   p.bytes = size_t(p.n_blocks) * per_block;
-  char tail[128];
-  std::snprintf(tail, sizeof tail, ", %d blocks of %d tokens = %lld tokens", p.n_blocks, block_size,
-                (long long)p.n_blocks * block_size);
+  char tail[160];
+  if (layout.single_group()) {
+    std::snprintf(tail, sizeof tail, ", %d blocks of %d tokens = %lld tokens", p.n_blocks,
+                  block_size, (long long)p.n_blocks * block_size);
+  } else {
+    std::snprintf(tail, sizeof tail,
+                  ", %d blocks of %d tokens x %d layers in %d K/V groups (%lld blocks per "
+                  "%d-token sequence)",
+                  p.n_blocks, block_size, layout.layers_per_group, layout.n_groups(),
+                  (long long)blocks_per_context, c.n_ctx);
+  }
   p.description = std::string(line) + tail;
   return p;
 }

@@ -16,7 +16,16 @@ namespace sluice {
 // Share of MemAvailable the KV cache takes when --kv-cache-gb is not given.
 constexpr double kDefaultKvMemoryShare = 0.40;
 
-// K and V bytes of one block: 2 x n_layer x block_size x n_kv_head x head_dim x element size.
+// The K/V slots of a block this instance stores (ModelConfig::kv_cache_layout): every slot of
+// a block, or a pipeline stage's share [base, base + n) of them.
+struct KvStageSlots {
+  int base = 0;
+  int n = 0;
+};
+KvStageSlots kv_stage_slots(const ModelConfig& config);
+
+// K and V bytes of one block: 2 x its slots (kv_stage_slots; n_layer for a model of one K/V
+// group) x block_size x n_kv_head x head_dim x element size.
 size_t kv_bytes_per_block(const ModelConfig& config, int block_size, KvType type);
 
 struct KvPlan {
@@ -26,7 +35,8 @@ struct KvPlan {
 };
 
 // kv_cache_gb > 0: exactly that budget (an error if it holds less than one full context);
-// otherwise the default share of MemAvailable, capped at max_seqs * n_ctx tokens.
+// otherwise the default share of MemAvailable, capped at what max_seqs sequences of n_ctx
+// tokens hold (KvCacheLayout::blocks_held: windowed layers only their window).
 Result<KvPlan> plan_kv_cache(const ModelConfig& config, int block_size, KvType type,
                              double kv_cache_gb, int max_seqs);
 

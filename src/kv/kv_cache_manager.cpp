@@ -16,15 +16,88 @@ uint64_t mix(uint64_t h, uint64_t x) {
   return h ^ (h >> 31);
 }
 const std::vector<BlockId> kEmpty;
+const std::vector<std::vector<BlockId>> kEmptyTables;
 }  // namespace
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
-    : config_(config), pool_(config.n_blocks, config.block_size) {}
+    : config_(config),
+      windows_(config.group_windows.empty() ? std::vector<int32_t>{0} : config.group_windows),
+      pool_(config.n_blocks, config.block_size) {}
 
 BlockHash KvCacheManager::hash_block(BlockHash parent, std::span<const int32_t> tokens) const {
   uint64_t h = mix(parent, config_.salt);
   for (int32_t t : tokens) h = mix(h, uint64_t(uint32_t(t)));
   return h;
+}
+
+BlockHash KvCacheManager::group_key(BlockHash h, int32_t g) {
+  return g == 0 ? h : mix(h, 0x6b76'6772'6f75'7000ull + uint64_t(g));  // "kvgroup" + g
+}
+
+size_t KvCacheManager::first_needed_block(int32_t w, int64_t first_pos) const {
+  if (w <= 0) return 0;
+  return size_t(std::max<int64_t>(0, first_pos - w + 1) / block_size());
+}
+
+int32_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, int32_t max_blocks,
+                                     std::vector<BlockId>* out) const {
+  const int32_t bs = block_size();
+  const int32_t G = n_groups();
+  // ids[g * max_blocks + b]: group g's cached copy of block b (kNoBlock: none). A global
+  // group ends the scan at its first miss; a windowed one may have lost early blocks (released
+  // oldest first while its request ran) and still hold the last window of a deeper prefix.
+  std::vector<BlockId> ids(size_t(G) * size_t(std::max(max_blocks, 0)), kNoBlock);
+  const auto at = [&](int32_t g, size_t b) -> BlockId& {
+    return ids[size_t(g) * size_t(max_blocks) + b];
+  };
+  int32_t limit = 0;
+  BlockHash parent = 0;
+  for (int32_t b = 0; b < max_blocks; ++b) {
+    auto block_tokens = tokens.subspan(size_t(b) * size_t(bs), size_t(bs));
+    const BlockHash h = hash_block(parent, block_tokens);
+    bool global_miss = false;
+    for (int32_t g = 0; g < G; ++g) {
+      const std::optional<BlockId> id = pool_.find_cached(group_key(h, g), block_tokens);
+      if (id) {
+        at(g, size_t(b)) = *id;
+      } else if (windows_[size_t(g)] <= 0) {
+        global_miss = true;
+      }
+    }
+    if (global_miss) break;
+    limit = b + 1;
+    parent = h;
+  }
+  // run[g][b]: cached blocks of group g ending at b. The deepest n <= limit at which every
+  // windowed group holds its blocks first_needed_block(w, n x bs) .. n-1.
+  std::vector<int32_t> run(ids.size(), 0);
+  for (int32_t g = 0; g < G; ++g) {
+    for (int32_t b = 0; b < limit; ++b) {
+      const size_t i = size_t(g) * size_t(max_blocks) + size_t(b);
+      run[i] = ids[i] == kNoBlock ? 0 : (b > 0 ? run[i - 1] : 0) + 1;
+    }
+  }
+  int32_t n = limit;
+  for (; n > 0; --n) {
+    bool ok = true;
+    for (int32_t g = 0; g < G && ok; ++g) {
+      const int32_t w = windows_[size_t(g)];
+      if (w <= 0) continue;
+      const int64_t needed = n - int64_t(first_needed_block(w, int64_t(n) * bs));
+      ok = needed <= run[size_t(g) * size_t(max_blocks) + size_t(n - 1)];
+    }
+    if (ok) break;
+  }
+  if (out) {
+    out->assign(size_t(G) * size_t(n), kNoBlock);
+    for (int32_t g = 0; g < G; ++g) {
+      const size_t first = first_needed_block(windows_[size_t(g)], int64_t(n) * bs);
+      for (size_t b = first; b < size_t(n); ++b) {
+        (*out)[size_t(g) * size_t(n) + b] = at(g, b);
+      }
+    }
+  }
+  return n;
 }
 
 PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens) {
@@ -36,26 +109,21 @@ PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens) {
   PrefixCacheStats& st = pool_.stats();
   ++st.lookups;
   st.queried_blocks += uint64_t(max_blocks);
-  BlockHash parent = 0;
-  for (int32_t b = 0; b < max_blocks; ++b) {
-    auto block_tokens = tokens.subspan(size_t(b) * size_t(bs), size_t(bs));
-    const BlockHash h = hash_block(parent, block_tokens);
-    auto id = pool_.find_cached(h, block_tokens);
-    if (!id) break;
-    hit.blocks.push_back(*id);
-    parent = h;
-  }
-  hit.n_tokens = int32_t(hit.blocks.size()) * bs;
-  st.hit_blocks += hit.blocks.size();
+  const int32_t n = match_prefix(tokens, max_blocks, &hit.blocks);
+  hit.n_tokens = n * bs;
+  st.hit_blocks += uint64_t(n);
   st.hit_tokens += uint64_t(hit.n_tokens);
   return hit;
 }
 
 int32_t KvCacheManager::n_cached_prefix_tokens(std::span<const int32_t> tokens) const {
-  return int32_t(cached_prefix_blocks(tokens).size()) * block_size();
+  if (!config_.enable_prefix_cache) return 0;
+  const int32_t bs = block_size();
+  return match_prefix(tokens, int32_t(tokens.size() / size_t(bs)), nullptr) * bs;
 }
 
 std::vector<BlockId> KvCacheManager::cached_prefix_blocks(std::span<const int32_t> tokens) const {
+  assert(n_groups() == 1);
   std::vector<BlockId> out;
   if (!config_.enable_prefix_cache) return out;
   const int32_t bs = block_size();
@@ -108,6 +176,7 @@ std::vector<KvCacheManager::CachedBlock> KvCacheManager::take_newly_cached() {
 
 std::vector<KvCacheManager::ImportedBlock> KvCacheManager::import_prefix(
     std::span<const int32_t> tokens, int32_t first_block) {
+  assert(n_groups() == 1);
   std::vector<ImportedBlock> out;
   if (!config_.enable_prefix_cache) return out;
   const int32_t bs = block_size();
@@ -142,73 +211,123 @@ bool KvCacheManager::allocate_slots(RequestId id, int32_t n_computed, int32_t n_
   auto it = tables_.find(id);
   const bool fresh = it == tables_.end();
   assert(!fresh || !prefix || n_computed >= prefix->n_tokens);
-  const size_t have = fresh ? (prefix ? prefix->blocks.size() : 0) : it->second.blocks.size();
+  const int32_t G = n_groups();
+  const size_t n_prefix = prefix ? size_t(prefix->n_tokens / block_size()) : 0;
+  assert(!prefix || prefix->blocks.size() == size_t(G) * n_prefix);
+  const size_t have = fresh ? (prefix ? n_prefix : 0) : it->second.size();
   const int32_t n_tokens = n_computed + n_new_tokens;
   const int32_t need = std::max(0, blocks_for(n_tokens) - int32_t(have));
   // Blocks this step writes into that another table shares need a private copy first. Only a
   // known table can hold such blocks (adopted prefix blocks all lie before n_computed).
   const size_t first_written = size_t(n_computed / block_size());
   const size_t end_written = std::min(have, size_t(blocks_for(n_tokens)));
-  int32_t n_cow = 0;
+  int32_t n_cow = 0, n_freed = 0;
   if (!fresh) {
-    for (size_t b = first_written; b < end_written; ++b) {
-      n_cow += pool_.ref_count(it->second.blocks[b]) > 1 ? 1 : 0;
+    const Table& t = it->second;
+    for (int32_t g = 0; g < G; ++g) {
+      const std::vector<BlockId>& row = t.blocks[size_t(g)];
+      for (size_t b = first_written; b < end_written; ++b) {
+        n_cow += pool_.ref_count(row[b]) > 1 ? 1 : 0;
+      }
+      // Blocks the window releases below that no other table holds come back first.
+      const size_t first =
+          std::min(row.size(), first_needed_block(windows_[size_t(g)], n_computed));
+      for (size_t b = t.n_released[size_t(g)]; b < first; ++b) {
+        n_freed += pool_.ref_count(row[b]) == 1 ? 1 : 0;
+      }
     }
   }
   // Adopting free cached prefix blocks takes them out of the free pool too.
   int32_t taken_from_free = 0;
   if (fresh && prefix) {
-    for (BlockId b : prefix->blocks) taken_from_free += pool_.ref_count(b) == 0 ? 1 : 0;
+    for (BlockId b : prefix->blocks) taken_from_free += b != kNoBlock && pool_.ref_count(b) == 0;
   }
-  if (!pool_.can_allocate(need + n_cow + taken_from_free)) return false;
+  if (!pool_.can_allocate(G * need + n_cow + taken_from_free - n_freed)) return false;
 
   Table* table = nullptr;
   if (fresh) {
     table = &tables_[id];
+    table->blocks.assign(size_t(G), {});
+    table->n_released.assign(size_t(G), 0);
     if (prefix) {
-      for (BlockId b : prefix->blocks) pool_.retain(b);
-      table->blocks = prefix->blocks;
+      for (int32_t g = 0; g < G; ++g) {
+        std::vector<BlockId>& row = table->blocks[size_t(g)];
+        row.assign(prefix->blocks.begin() + std::ptrdiff_t(size_t(g) * n_prefix),
+                   prefix->blocks.begin() + std::ptrdiff_t(size_t(g + 1) * n_prefix));
+        size_t released = 0;
+        while (released < row.size() && row[released] == kNoBlock) ++released;
+        table->n_released[size_t(g)] = released;
+        for (size_t b = released; b < row.size(); ++b) pool_.retain(row[b]);
+      }
     }
   } else {
     table = &it->second;
   }
-  for (size_t b = first_written; n_cow > 0 && b < end_written; ++b) {
-    const BlockId src = table->blocks[b];
-    if (pool_.ref_count(src) <= 1) continue;
-    // A partial block: never hashed (only committed full blocks are, and they precede it).
-    assert(b >= table->hashes.size());
-    const BlockId dst = pool_.allocate(1)[0];
-    pool_.release(std::span<const BlockId>(&src, 1));  // stays held by the other tables
-    table->blocks[b] = dst;
-    copies_.push_back({src, dst});
-    ++share_stats_.cow_copies;
-  }
-  if (need > 0) {
-    std::vector<BlockId> fresh_blocks = pool_.allocate(need);
-    table->blocks.insert(table->blocks.end(), fresh_blocks.begin(), fresh_blocks.end());
-  }
   release_outside_window(*table, n_computed);
+  for (int32_t g = 0; g < G; ++g) {
+    std::vector<BlockId>& row = table->blocks[size_t(g)];
+    for (size_t b = std::max(first_written, table->n_released[size_t(g)]);
+         n_cow > 0 && b < end_written; ++b) {
+      const BlockId src = row[b];
+      if (pool_.ref_count(src) <= 1) continue;
+      // A partial block: never hashed (only committed full blocks are, and they precede it).
+      assert(b >= table->hashes.size());
+      const BlockId dst = pool_.allocate(1)[0];
+      pool_.release(std::span<const BlockId>(&src, 1));  // stays held by the other tables
+      row[b] = dst;
+      copies_.push_back({src, dst});
+      ++share_stats_.cow_copies;
+    }
+    if (need > 0) {
+      std::vector<BlockId> fresh_blocks = pool_.allocate(need);
+      row.insert(row.end(), fresh_blocks.begin(), fresh_blocks.end());
+    }
+    // Released entries name the first block still held: the attention kernels may read (and
+    // mask) a few positions before a window in whole key tiles, so every entry must be a valid
+    // block id, whatever that block holds by then (kernels/attention.h).
+    const size_t released = table->n_released[size_t(g)];
+    if (released > 0 && released < row.size()) {
+      std::fill(row.begin(), row.begin() + std::ptrdiff_t(released), row[released]);
+    }
+  }
   return true;
 }
 
 void KvCacheManager::release_outside_window(Table& t, int32_t first_pos) {
-  if (config_.sliding_window <= 0) return;
-  const int32_t first_seen = first_pos - config_.sliding_window + 1;
-  const size_t n = std::min(t.blocks.size(), size_t(std::max(0, first_seen) / block_size()));
-  if (n <= t.n_released) return;
-  // Oldest first: they are the first to be evicted from the prefix cache.
-  pool_.release(std::span<const BlockId>(t.blocks.data() + t.n_released, n - t.n_released));
-  t.n_released = n;
+  for (int32_t g = 0; g < n_groups(); ++g) {
+    const int32_t w = windows_[size_t(g)];
+    if (w <= 0) continue;
+    std::vector<BlockId>& row = t.blocks[size_t(g)];
+    size_t& released = t.n_released[size_t(g)];
+    const size_t n = std::min(row.size(), first_needed_block(w, first_pos));
+    if (n <= released) continue;
+    // Oldest first: they are the first to be evicted from the prefix cache. Their entries are
+    // refilled by allocate_slots.
+    pool_.release(std::span<const BlockId>(row.data() + released, n - released));
+    released = n;
+  }
+}
+
+int32_t KvCacheManager::blocks_for_step(int32_t n_tokens) const {
+  int32_t n = 0;
+  for (int32_t w : windows_) {
+    n += blocks_for(n_tokens) - int32_t(first_needed_block(w, std::max(0, n_tokens - 1)));
+  }
+  return n;
 }
 
 int32_t KvCacheManager::n_released(RequestId id) const {
   auto it = tables_.find(id);
-  return it == tables_.end() ? 0 : int32_t(it->second.n_released);
+  if (it == tables_.end()) return 0;
+  size_t n = 0;
+  for (size_t r : it->second.n_released) n += r;
+  return int32_t(n);
 }
 
 int32_t KvCacheManager::n_held(RequestId id) const {
   auto it = tables_.find(id);
-  return it == tables_.end() ? 0 : int32_t(it->second.blocks.size() - it->second.n_released);
+  if (it == tables_.end()) return 0;
+  return int32_t(it->second.size()) * n_groups() - n_released(id);
 }
 
 std::vector<BlockCopy> KvCacheManager::take_copies() {
@@ -221,11 +340,14 @@ void KvCacheManager::fork(RequestId parent, RequestId child) {
   assert(!tables_.count(child));
   auto it = tables_.find(parent);
   if (it == tables_.end()) return;
-  Table t = it->second;  // block ids and hashes: a few dozen integers
-  // The released leading blocks stay released (stale entries) in the child too.
-  for (size_t b = t.n_released; b < t.blocks.size(); ++b) pool_.retain(t.blocks[b]);
+  Table t = it->second;  // block ids and hashes: a few dozen integers per group
+  // The released leading blocks stay released (kNoBlock) in the child too.
+  for (int32_t g = 0; g < n_groups(); ++g) {
+    const std::vector<BlockId>& row = t.blocks[size_t(g)];
+    for (size_t b = t.n_released[size_t(g)]; b < row.size(); ++b) pool_.retain(row[b]);
+    share_stats_.forked_blocks += row.size() - t.n_released[size_t(g)];
+  }
   ++share_stats_.forks;
-  share_stats_.forked_blocks += t.blocks.size() - t.n_released;
   tables_.emplace(child, std::move(t));
 }
 
@@ -245,15 +367,19 @@ void KvCacheManager::commit_computed(RequestId id, std::span<const int32_t> toke
   if (it == tables_.end()) return;
   Table& t = it->second;
   const int32_t bs = block_size();
-  const size_t n_full = std::min(size_t(n_computed / bs), t.blocks.size());
+  const size_t n_full = std::min(size_t(n_computed / bs), t.size());
   while (t.hashes.size() < n_full) {
     const size_t b = t.hashes.size();
     auto block_tokens = tokens.subspan(b * size_t(bs), size_t(bs));
     const BlockHash h = hash_block(b == 0 ? 0 : t.hashes.back(), block_tokens);
-    pool_.cache(t.blocks[b], h, block_tokens);
+    for (int32_t g = 0; g < n_groups(); ++g) {
+      const BlockId blk = t.blocks[size_t(g)][b];
+      if (blk != kNoBlock) pool_.cache(blk, group_key(h, g), block_tokens);
+    }
     t.hashes.push_back(h);
     if (record_cached_) {
-      newly_cached_.push_back({t.blocks[b], h, {block_tokens.begin(), block_tokens.end()}});
+      assert(n_groups() == 1);
+      newly_cached_.push_back({t.blocks[0][b], h, {block_tokens.begin(), block_tokens.end()}});
     }
   }
 }
@@ -263,12 +389,15 @@ void KvCacheManager::truncate(RequestId id, int32_t n_tokens) {
   if (it == tables_.end()) return;
   Table& t = it->second;
   const size_t keep = size_t(blocks_for(std::max(n_tokens, 0)));
-  if (t.blocks.size() <= keep) return;
+  if (t.size() <= keep) return;
   assert(t.hashes.size() <= keep);  // committed full blocks hold only kept tokens
-  assert(keep >= t.n_released);     // only rejected new tokens are truncated
-  std::vector<BlockId> dropped(t.blocks.rbegin(), t.blocks.rend() - std::ptrdiff_t(keep));
-  pool_.release(dropped);
-  t.blocks.resize(keep);
+  for (int32_t g = 0; g < n_groups(); ++g) {
+    std::vector<BlockId>& row = t.blocks[size_t(g)];
+    assert(keep >= t.n_released[size_t(g)]);  // only rejected new tokens are truncated
+    std::vector<BlockId> dropped(row.rbegin(), row.rend() - std::ptrdiff_t(keep));
+    pool_.release(dropped);
+    row.resize(keep);
+  }
 }
 
 void KvCacheManager::free(RequestId id) {
@@ -276,14 +405,24 @@ void KvCacheManager::free(RequestId id) {
   if (it == tables_.end()) return;
   // Tail first: a request's last blocks are the least likely to be shared, evict them first.
   const Table& t = it->second;
-  std::vector<BlockId> reversed(t.blocks.rbegin(), t.blocks.rend() - std::ptrdiff_t(t.n_released));
+  std::vector<BlockId> reversed;
+  for (int32_t g = 0; g < n_groups(); ++g) {
+    const std::vector<BlockId>& row = t.blocks[size_t(g)];
+    reversed.insert(reversed.end(), row.rbegin(),
+                    row.rend() - std::ptrdiff_t(t.n_released[size_t(g)]));
+  }
   pool_.release(reversed);
   tables_.erase(it);
 }
 
 const std::vector<BlockId>& KvCacheManager::block_table(RequestId id) const {
   auto it = tables_.find(id);
-  return it == tables_.end() ? kEmpty : it->second.blocks;
+  return it == tables_.end() ? kEmpty : it->second.blocks[0];
+}
+
+const std::vector<std::vector<BlockId>>& KvCacheManager::block_tables(RequestId id) const {
+  auto it = tables_.find(id);
+  return it == tables_.end() ? kEmptyTables : it->second.blocks;
 }
 
 }  // namespace sluice

@@ -32,14 +32,15 @@ struct KvCacheConfig {
   int32_t block_size = 16;
   bool enable_prefix_cache = true;
   uint64_t salt = 0;  // distinguishes models/adapters sharing one cache
-  // > 0: every layer of the model attends only to this many newest positions. A step whose
-  // first new token is at position p reads nothing before p - sliding_window + 1, and no later
-  // step reads less recent positions, so allocate_slots() releases the blocks wholly before it:
-  // a long sequence holds about window / block_size blocks, not its whole context. Released
-  // full blocks keep their prefix-cache entries (evictable, as a finished request's), so a
-  // later prompt sharing the prefix still finds them until they are reused. (Models that mix
-  // windowed and global layers keep every block: 0.)
-  int32_t sliding_window = 0;
+  // The K/V groups (base/cache_layout.h, KvCacheLayout::group_window): each request holds one
+  // block table per group, all drawing from the one pool; empty: one global group. A group
+  // with window w > 0 attends only to the w newest positions: a step whose first new token is
+  // at position p reads nothing before p - w + 1, and no later step reads less recent
+  // positions, so allocate_slots() releases that group's blocks wholly before it (their table
+  // entries are stale): a long sequence holds about w / block_size blocks there, not its
+  // whole context. Released full blocks keep their prefix-cache entries (evictable, as a
+  // finished request's), so a later prompt sharing the prefix still finds them until reused.
+  std::vector<int32_t> group_windows = {};
 };
 
 // Counters of block sharing since start.
@@ -49,9 +50,13 @@ struct BlockShareStats {
   uint64_t cow_copies = 0;     // shared blocks copied before a write (copy-on-write)
 };
 
-// Cached full blocks that prefix a token sequence (from find_prefix; no references held).
+// Cached full blocks that prefix a token sequence (from find_prefix; no references held): per
+// K/V group the blocks of the first n_tokens / block_size positions, group-major. A windowed
+// group needs only the blocks of the last window before n_tokens; the others are kNoBlock.
+//
+//   blocks: [ g0: b7 b2 b9 | g1: -1 b4 b5 ]   n_tokens 48, block_size 16, g1's window 20
 struct PrefixHit {
-  std::vector<BlockId> blocks;
+  std::vector<BlockId> blocks;  // [n_groups][n_tokens / block_size]
   int32_t n_tokens = 0;
 };
 
@@ -62,6 +67,9 @@ class KvCacheManager {
   KvCacheManager& operator=(const KvCacheManager&) = delete;
 
   int32_t block_size() const { return pool_.block_size(); }
+  // K/V groups: a request holds one block table per group (KvCacheConfig::group_windows).
+  int32_t n_groups() const { return int32_t(windows_.size()); }
+  int32_t group_window(int32_t g) const { return windows_[size_t(g)]; }
   int32_t n_blocks() const { return pool_.n_blocks(); }
   int32_t n_free_blocks() const { return pool_.n_free(); }
   int32_t n_used_blocks() const { return pool_.n_used(); }
@@ -72,11 +80,19 @@ class KvCacheManager {
   // Longest run of cached full blocks that prefixes `tokens`, leaving at least one token to
   // compute (its logits are needed). Counts a lookup in the stats.
   PrefixHit find_prefix(std::span<const int32_t> tokens);
+  // With windowed groups a hit of n blocks needs every global group's blocks 0 .. n-1 and each
+  // windowed group's blocks of the last window before position n x block_size; the deepest
+  // such n wins (windowed blocks released or evicted before that window do not matter).
+  //
   // Tokens of the longest run of cached full blocks that prefixes `tokens` (every full block
   // may match; find_prefix leaves one token). A read-only probe: no stats, no references, no
-  // LRU change. Costs one block hash per matched block.
+  // LRU change. Costs one block hash and a lookup per group per block.
   int32_t n_cached_prefix_tokens(std::span<const int32_t> tokens) const;
-  // The blocks of that run, in order (the same read-only probe).
+  // The blocks of the run of cached full blocks from the first on, in order (the same
+  // read-only probe; with a windowed group, every block of the run is still cached, which a
+  // hit does not need: what a transfer moves). One K/V group only, as the
+  // rest of this block-transfer interface (import_prefix, pin_prefix, set_record_cached): the
+  // disk tier and the K/V transfer move single-group caches (their callers refuse the others).
   std::vector<BlockId> cached_prefix_blocks(std::span<const int32_t> tokens) const;
 
   // Disaggregated serving (a prefill elsewhere, a KV transfer, a disk tier): the full blocks of
@@ -123,7 +139,9 @@ class KvCacheManager {
   // [n_computed, n_computed + n_new_tokens) are written next: a block there that another table
   // shares is first replaced by a fresh private one (copy-on-write, queued for take_copies()). On a
   // request's first call, `prefix` blocks are adopted first (n_computed is then
-  // prefix->n_tokens). Returns false, changing nothing, if the pool is short.
+  // prefix->n_tokens). In every windowed group the blocks wholly before the window of
+  // position n_computed are released (no step reads them again). Returns false, changing
+  // nothing, if the pool is short.
   bool allocate_slots(RequestId id, int32_t n_computed, int32_t n_new_tokens,
                       const PrefixHit* prefix = nullptr);
   // The copies allocate_slots() queued since the last call, in order (apply them in order:
@@ -150,30 +168,50 @@ class KvCacheManager {
   void free(RequestId id);
 
   bool has(RequestId id) const { return tables_.count(id) != 0; }
-  // Leading blocks of the request's table released as outside the sliding window (their
-  // entries are stale: the executor never reads them).
+  // Blocks a sequence of n_tokens holds over every group while its last token is computed
+  // alone: the least a prompt of n_tokens - 1 tokens needs to run (a windowed group only its
+  // window).
+  int32_t blocks_for_step(int32_t n_tokens) const;
+  // Leading blocks of the request's tables released as outside a window, summed over the
+  // groups (their entries then name the group's first held block: never read, always valid).
   int32_t n_released(RequestId id) const;
-  // Blocks the request holds (its table less the released ones).
+  // Blocks the request holds, summed over the groups (its tables less the released entries).
   int32_t n_held(RequestId id) const;
-  // The request's block table (empty if unknown).
+  // The request's block table in group 0 (empty if unknown): the whole story for a single
+  // group cache.
   const std::vector<BlockId>& block_table(RequestId id) const;
+  // Its tables, one per group ([n_groups][positions / block_size], all the same length; empty
+  // if unknown).
+  const std::vector<std::vector<BlockId>>& block_tables(RequestId id) const;
   int32_t ref_count(BlockId id) const { return pool_.ref_count(id); }
   void reset_prefix_cache() { pool_.clear_cache(); }
 
  private:
   struct Table {
-    std::vector<BlockId> blocks;
-    std::vector<BlockHash> hashes;  // of the leading full blocks already committed
-    size_t n_released = 0;          // blocks[0, n_released) released (sliding window)
+    std::vector<std::vector<BlockId>> blocks;  // [n_groups][positional]
+    std::vector<size_t> n_released;  // [n_groups] blocks[g][0, n_released[g]) released (stale)
+    std::vector<BlockHash> hashes;   // of the leading full blocks already committed
+    size_t size() const { return blocks[0].size(); }
   };
-  // Releases the blocks of `t` wholly before position first_pos - sliding_window + 1.
+  // Releases each windowed group's blocks of `t` wholly before position first_pos - window + 1.
   void release_outside_window(Table& t, int32_t first_pos);
+  // The first block a group of window w (0: global) needs when position `first_pos` is
+  // computed next.
+  size_t first_needed_block(int32_t w, int64_t first_pos) const;
+  // The deepest n <= max_blocks such that blocks 0 .. n-1 of `tokens` are a prefix hit (see
+  // find_prefix); with `out`, the hit's blocks (PrefixHit::blocks layout).
+  int32_t match_prefix(std::span<const int32_t> tokens, int32_t max_blocks,
+                       std::vector<BlockId>* out) const;
+  // The key a group's copy of a block is cached under: group 0's is the chain hash itself
+  // (what the disk tier files blocks under), the others' are derived from it.
+  static BlockHash group_key(BlockHash h, int32_t g);
   int32_t blocks_for(int32_t n_tokens) const {
     return (n_tokens + block_size() - 1) / block_size();
   }
   BlockHash hash_block(BlockHash parent, std::span<const int32_t> tokens) const;
 
   KvCacheConfig config_;
+  std::vector<int32_t> windows_;  // [n_groups] config_.group_windows, or {0}
   BlockPool pool_;
   std::unordered_map<RequestId, Table> tables_;
   std::vector<BlockCopy> copies_;  // queued by allocate_slots, drained by take_copies

@@ -220,4 +220,12 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
   return c;
 }
 
+KvCacheLayout ModelConfig::kv_cache_layout() const {
+  std::vector<int32_t> windows(static_cast<size_t>(n_layer));
+  for (int il = 0; il < n_layer; ++il) {
+    windows[size_t(il)] = layer_kind(il) == LayerKind::kRecurrent ? -1 : layer_window(il);
+  }
+  return KvCacheLayout::from_windows(windows);
+}
+
 }  // namespace sluice

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/cache_layout.h"
 #include "base/model_shape.h"
 #include "base/status.h"
 #include "gguf/gguf.h"
@@ -79,8 +80,13 @@ struct ModelConfig : ModelShape {
     return swa_period > 0 && il % swa_period == swa_period - 1 ? 0 : sliding_window;
   }
   bool any_window() const { return sliding_window > 0; }
-  // Whether every layer is windowed (blocks older than the window are never read again).
-  bool all_windowed() const { return sliding_window > 0 && swa_period <= 0; }
+  // What cache state layer il keeps (base/cache_layout.h).
+  LayerKind layer_kind(int il) const {
+    return layer_window(il) > 0 ? LayerKind::kWindowed : LayerKind::kGlobal;
+  }
+  // How the layers' K/V map onto blocks: one group per window kind of gcd-many layers (every
+  // layer of the model, whatever stage this instance runs; KvCacheLayout::from_windows).
+  KvCacheLayout kv_cache_layout() const;
   // The factor applied to q.k: attn_scale (default 1 / sqrt(head_dim)) times the square of
   // rope_attn_factor (the rotation scales both q and k by it).
   float attention_scale() const {

@@ -526,6 +526,7 @@ void EngineBridge::publish(const Engine& engine) {
   s.running = int64_t(engine.scheduler().n_running());
   s.kv_blocks_used = engine.kv().n_used_blocks();
   s.kv_blocks_total = engine.kv().n_blocks();
+  s.kv_bytes_per_block = int64_t(engine.kv_bytes_per_block());
   const PrefixCacheStats& p = engine.kv().prefix_stats();
   s.prefix_queried_blocks = p.queried_blocks;
   s.prefix_hit_blocks = p.hit_blocks;

@@ -123,6 +123,14 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
   }
   const bool listen = config.role == ServeRole::kPrefill ||
                       (config.role == ServeRole::kBoth && config.transfer_port >= 0);
+  // A model with windowed and global layers keeps its K/V in several groups of blocks
+  // (base/cache_layout.h); the transfer and the disk tier move one group's blocks today.
+  if (engine.kv().n_groups() > 1 &&
+      (config.role != ServeRole::kBoth || listen || !config.disk_dir.empty())) {
+    return make_error("this model keeps its K/V in ", engine.kv().n_groups(),
+                      " groups of blocks (windowed and global layers); --role prefill|decode, "
+                      "--kv-transfer-port and --kv-disk-dir support models of one group only");
+  }
   if (listen) {
     KvTransferServerOptions o;
     o.host = config.transfer_host;

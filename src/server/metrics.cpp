@@ -156,6 +156,11 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
          double(e.kv_blocks_used));
   scalar(out, "sluice_kv_blocks_total", "gauge", "KV blocks in the cache.",
          double(e.kv_blocks_total));
+  scalar(out, "sluice_kv_bytes_used", "gauge",
+         "K/V bytes in the blocks requests reference (windowed layers hold only their window).",
+         double(e.kv_blocks_used) * double(e.kv_bytes_per_block));
+  scalar(out, "sluice_kv_bytes_total", "gauge", "K/V bytes of the cache.",
+         double(e.kv_blocks_total) * double(e.kv_bytes_per_block));
   scalar(out, "sluice_kv_cache_usage_ratio", "gauge", "kv_blocks_used / kv_blocks_total.",
          e.kv_blocks_total > 0 ? double(e.kv_blocks_used) / double(e.kv_blocks_total) : 0.0);
   scalar(out, "sluice_prefix_cache_queries_total", "counter",

@@ -48,6 +48,7 @@ struct EngineSnapshot {
   int64_t running = 0;         // requests in the running batch
   int64_t kv_blocks_used = 0;  // referenced by a request (cached-but-free blocks not counted)
   int64_t kv_blocks_total = 0;
+  int64_t kv_bytes_per_block = 0;  // K and V of every layer slot of a block (0: not known)
   uint64_t prefix_queried_blocks = 0;
   uint64_t prefix_hit_blocks = 0;
   uint64_t prefix_hit_tokens = 0;

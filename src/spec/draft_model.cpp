@@ -7,8 +7,10 @@ namespace sluice {
 DraftModelProposer::DraftModelProposer(Executor& draft)
     : exec_(draft),
       n_vocab_(draft.capacity().n_vocab),
-      kv_(KvCacheConfig{draft.capacity().n_blocks, draft.capacity().block_size, false, 0}) {
+      kv_(KvCacheConfig{draft.capacity().n_blocks, draft.capacity().block_size, false, 0,
+                        draft.capacity().kv_group_windows}) {
   batch_.block_size = draft.capacity().block_size;
+  batch_.n_kv_groups = kv_.n_groups();
 }
 
 Result<std::unique_ptr<Sampler>> DraftModelProposer::make_sampler(const DraftSlot& slot) const {
@@ -68,7 +70,7 @@ Status DraftModelProposer::propose(std::span<DraftSlot> slots) {
       ++stats_.dropped;
       continue;
     }
-    batch_.add_sequence(slot.tokens.subspan(size_t(computed)), computed, kv_.block_table(slot.id),
+    batch_.add_sequence(slot.tokens.subspan(size_t(computed)), computed, kv_.block_tables(slot.id),
                         LogitsMode::kLast);
     s.seen.assign(slot.tokens.begin(), slot.tokens.end());
     active_.push_back(i);
@@ -81,7 +83,7 @@ Status DraftModelProposer::propose(std::span<DraftSlot> slots) {
         const Seq& s = seqs_.at(slots[i].id);
         const int32_t last = slots[i].draft->back();
         batch_.add_sequence(std::span<const int32_t>(&last, 1), int32_t(s.seen.size()),
-                            kv_.block_table(slots[i].id), LogitsMode::kLast);
+                            kv_.block_tables(slots[i].id), LogitsMode::kLast);
       }
     }
     SLUICE_RETURN_IF_ERROR(exec_.execute(batch_, logits_));

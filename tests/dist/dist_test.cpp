@@ -111,13 +111,15 @@ void check_model(const std::string& path, bool exact, int tp, int pp, int n_micr
   single_opts.stage_link = nullptr;
   auto single = CpuExecutor::create(*whole, single_opts);
   ASSERT_TRUE(single.ok()) << single.message();
-  const test::Rows want = test::run_script(
-      [&](const Batch& b, Logits& o) { return (*single)->execute(b, o); }, 16, 64, prompt, 12);
+  const int n_groups = (*single)->capacity().n_kv_groups();
+  const test::Rows want =
+      test::run_script([&](const Batch& b, Logits& o) { return (*single)->execute(b, o); }, 16, 64,
+                       prompt, 12, nullptr, n_groups);
   test::Rows got;
   {
     ShardedExecutor sharded(c, std::move(rs.local), n_micro);
     got = test::run_script([&](const Batch& b, Logits& o) { return sharded.execute(b, o); }, 16, 64,
-                           prompt, 12, exact ? nullptr : &want.greedy);
+                           prompt, 12, exact ? nullptr : &want.greedy, n_groups);
     // A prefix shared by copy-on-write: block copies reach every rank.
     const BlockCopy copy{0, 63};
     ASSERT_TRUE(sharded.copy_blocks({&copy, 1}).ok());
@@ -218,6 +220,7 @@ TEST(MpiParallel, PipelinedStepsMatchOneProcess) {
         for (int g = 0; g < pp; ++g) {
           Batch b;
           b.block_size = 16;
+          b.n_kv_groups = (*single)->capacity().n_kv_groups();
           for (int k = 0; k < 2; ++k) {
             test::TestSequence& sq = seqs[size_t(2 * g + k)];
             std::vector<int32_t> toks;

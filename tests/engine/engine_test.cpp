@@ -509,13 +509,14 @@ TEST(EngineGroups, AbortedLeaderAbortedSampleAndEarlyFinish) {
   EXPECT_FALSE(e.has_work());
 }
 
-// The CPU executor with its sliding window hidden: the engine keeps every block (the oracle).
+// The CPU executor with its sliding windows hidden: the engine keeps every block of every K/V
+// group (the oracle).
 class KeepAllBlocks final : public Executor {
  public:
   explicit KeepAllBlocks(Executor& e) : e_(e) {}
   ExecutorCapacity capacity() const override {
     ExecutorCapacity c = e_.capacity();
-    c.kv_window = 0;
+    for (int32_t& w : c.kv_group_windows) w = 0;
     return c;
   }
   Status execute(const Batch& b, Logits& out) override { return e_.execute(b, out); }
@@ -531,18 +532,35 @@ class KeepAllBlocks final : public Executor {
   Executor& e_;
 };
 
-// Models windowed on every layer (tiny-phi3: window 4, tiny-mistral: 6; blocks of 4): the
-// engine releases each sequence's blocks older than the window while it runs. A mixture of
-// experts (tiny-mixtral) keeps every block. With shared prefixes (prefix-cache hits), chunked
-// prefill and preemption (24 blocks for 12 requests of up to 94 tokens) every output equals the
-// request alone with every block kept.
+// The blocks a sequence of `context` tokens holds after a step whose first new token was at
+// first_pos, computed from the windows alone: per group, every block of the context (global)
+// or those from the one holding position first_pos - window + 1 on (windowed).
+int32_t expected_blocks_held(const std::vector<int32_t>& windows, int32_t context,
+                             int32_t first_pos, int32_t bs) {
+  int32_t n = 0;
+  for (int32_t w : windows) {
+    const int32_t total = (context + bs - 1) / bs;
+    n += w <= 0 ? total : total - std::max(0, first_pos - w + 1) / bs;
+  }
+  return n;
+}
+
+// Windowed models (blocks of 4): every layer windowed (tiny-phi3: window 4, tiny-mistral: 6),
+// even layers windowed (tiny-gemma2: 5; two K/V groups), five windowed layers and a global one
+// (tiny-gemma3: 5; six groups): the engine releases each sequence's windowed blocks older than
+// the window while it runs. A mixture of experts (tiny-mixtral) keeps every block. With shared
+// prefixes (prefix-cache hits), chunked prefill and preemption (24 to 72 blocks for 12 requests
+// of up to 94 tokens) every output equals the request alone with every block kept, and a long
+// decode holds exactly the blocks the windows say.
 TEST(EngineSlidingWindow, ReleasedBlocksChangeNoOutput) {
   test::TempDir dir;
   struct Case {
     const char* variant;
-    int window;
+    std::vector<int32_t> windows;  // of the K/V groups
   };
-  for (const Case& cs : {Case{"tiny-phi3", 4}, Case{"tiny-mistral", 6}, Case{"tiny-mixtral", 0}}) {
+  for (const Case& cs :
+       {Case{"tiny-phi3", {4}}, Case{"tiny-mistral", {6}}, Case{"tiny-mixtral", {0}},
+        Case{"tiny-gemma2", {5, 0}}, Case{"tiny-gemma3", {5, 5, 5, 5, 5, 0}}}) {
     SCOPED_TRACE(cs.variant);
     const std::string path = dir.path(std::string(cs.variant) + ".gguf");
     test::write_synthetic_model(cs.variant, FileType::MOSTLY_Q8_0, path);
@@ -557,7 +575,8 @@ TEST(EngineSlidingWindow, ReleasedBlocksChangeNoOutput) {
     }
     auto big = load(path, 256, 512, 4);
     ASSERT_TRUE(big);
-    ASSERT_EQ(big->executor->capacity().kv_window, cs.window);
+    ASSERT_EQ(big->executor->capacity().kv_group_windows, cs.windows);
+    const int32_t n_groups = int32_t(cs.windows.size());
     std::vector<Output> reference;
     for (size_t i = 0; i < prompts.size(); ++i) {
       KeepAllBlocks keep(*big->executor);
@@ -566,7 +585,7 @@ TEST(EngineSlidingWindow, ReleasedBlocksChangeNoOutput) {
       reference.push_back(run_all(**engine, {prompts[i]}, {params[i]}, {0})[0]);
     }
     for (int chunk : {3, 64}) {
-      auto l = load(path, 256, 24, 4);
+      auto l = load(path, 256, 24 * n_groups, 4);
       ASSERT_TRUE(l);
       EngineConfig cfg;
       cfg.scheduler.prefill_chunk = chunk;
@@ -583,6 +602,28 @@ TEST(EngineSlidingWindow, ReleasedBlocksChangeNoOutput) {
       EXPECT_GT((*engine)->kv().prefix_stats().hit_tokens, 0u) << "chunk " << chunk;
       EXPECT_EQ((*engine)->kv().n_used_blocks(), 0);
     }
+    // One long request: after each decode step it holds what the windows say, no more.
+    auto engine = Engine::create(big->tokenizer, *big->executor, {});
+    ASSERT_TRUE(engine.ok());
+    const std::vector<int32_t> prompt = byte_tokens(61, 9);
+    auto id = (*engine)->add_request(prompt, greedy(40));
+    ASSERT_TRUE(id.ok());
+    int32_t checked = 0;
+    while ((*engine)->has_work()) {
+      bool done = false;
+      auto events = (*engine)->step();
+      ASSERT_TRUE(events.ok()) << events.message();
+      for (const EngineEvent& ev : *events) done |= ev.finished();
+      if (done) break;
+      // Step k (from 0) computed the prompt (k 0), then position prompt + k - 1.
+      const int32_t context = int32_t(prompt.size()) + checked;
+      const int32_t first_pos = checked++ == 0 ? 0 : context - 1;
+      EXPECT_EQ((*engine)->kv().n_held(*id),
+                expected_blocks_held(cs.windows, context, first_pos, 4))
+          << "context " << context;
+      EXPECT_EQ((*engine)->kv().n_used_blocks(), (*engine)->kv().n_held(*id));
+    }
+    EXPECT_GT(checked, 30);
   }
 }
 

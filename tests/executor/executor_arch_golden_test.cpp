@@ -40,6 +40,7 @@ void check_golden(const ArchGolden& g, KvType kv_type, const std::string& what) 
   BlockFreeList blocks((*exec)->n_blocks());
   test::TestSequence seq;
   Batch batch;
+  batch.n_kv_groups = (*exec)->capacity().n_kv_groups();
   batch.block_size = (*exec)->block_size();
   Logits out;
   test::add_step(batch, blocks, seq, g.prompt_tokens, LogitsMode::kLast);

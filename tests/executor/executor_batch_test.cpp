@@ -92,7 +92,7 @@ TEST(Batch, SplitIntoMicroBatchesAndReassembleLogits) {
                     b.positions[size_t(y.token_start + t)]);
         }
       }
-      ExecutorCapacity cap{256, 16, 512, 1 << 20, 0};
+      ExecutorCapacity cap{256, 16, 512, 1 << 20, {}};
       EXPECT_TRUE(validate_batch(part, cap).ok()) << validate_batch(part, cap).message();
       if (exec && trial < 20) {
         Batch run = part;
@@ -262,7 +262,7 @@ TEST_F(BadBatch, BlockOutOfCache) {
   b.block_size = 4;
   b.add_sequence(std::vector<int32_t>{1, 2, 3, 4, 5}, 0, std::vector<int32_t>{3, 8},
                  LogitsMode::kLast);
-  EXPECT_HAS(error_of(b), "uses block 8 (the cache has 8)");
+  EXPECT_HAS(error_of(b), "uses block 8 (the cache has 8; K/V group 0)");
 }
 
 TEST_F(BadBatch, TableTooShort) {
@@ -305,7 +305,7 @@ TEST(Batch, ValidationOfAHugeBlockSizeDoesNotOverflow) {
   const std::vector<int32_t> tokens(126, 1);
   const std::vector<int32_t> table = {0};
   b.add_sequence(tokens, 0, table, LogitsMode::kLast);
-  const ExecutorCapacity cap{4, std::numeric_limits<int32_t>::max(), 512, 1 << 20, 0};
+  const ExecutorCapacity cap{4, std::numeric_limits<int32_t>::max(), 512, 1 << 20, {}};
   EXPECT_TRUE(validate_batch(b, cap).ok()) << validate_batch(b, cap).message();
 }
 

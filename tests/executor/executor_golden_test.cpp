@@ -30,6 +30,7 @@ GoldenResult run_golden(const GoldenCase& gc, const CpuExecutorOptions& opts, in
   BlockFreeList blocks((*exec)->n_blocks());
   test::TestSequence seq;
   Batch batch;
+  batch.n_kv_groups = (*exec)->capacity().n_kv_groups();
   batch.block_size = (*exec)->block_size();
   Logits out;
 

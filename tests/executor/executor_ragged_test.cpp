@@ -45,6 +45,7 @@ void check_ragged(const Model& model, const RaggedSpec& spec, KvType kv_type, ui
   std::map<std::pair<size_t, size_t>, std::vector<float>> batched;
   std::vector<test::TestSequence> seqs(n_seqs);
   Batch batch;
+  batch.n_kv_groups = (*exec)->capacity().n_kv_groups();
   batch.block_size = (*exec)->block_size();
   Logits out;
   int max_rows_in_a_batch = 0, mixed_steps = 0;
@@ -80,7 +81,7 @@ void check_ragged(const Model& model, const RaggedSpec& spec, KvType kv_type, ui
     }
   }
   EXPECT_GT(mixed_steps, 0) << "no step mixed prefill and decode";
-  for (auto& sq : seqs) blocks.free(sq.table);
+  for (auto& sq : seqs) test::free_blocks(blocks, sq);
   ASSERT_EQ(blocks.n_free(), blocks.n_blocks());
 
   // Each sequence alone: whole prompt in one batch, then one token per step.
@@ -194,6 +195,7 @@ TEST(Ragged, BatchedDecodeReadsEachExpertOnce) {
   BlockFreeList blocks((*exec)->n_blocks());
   std::vector<test::TestSequence> seqs(16);
   Batch batch;
+  batch.n_kv_groups = (*exec)->capacity().n_kv_groups();
   batch.block_size = (*exec)->block_size();
   Logits out;
   for (size_t i = 0; i < seqs.size(); ++i) {

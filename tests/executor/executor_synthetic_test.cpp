@@ -60,8 +60,7 @@ double compare_with_reference(const Model& model, KvType kv_type, int block_size
   if (!exec.ok()) return 1.0;
   BlockFreeList blocks((*exec)->n_blocks());
   test::TestSequence seq;
-  Batch batch;
-  batch.block_size = block_size;
+  Batch batch = test::batch_for(**exec);
   Logits out;
   double worst = 0;
   size_t pos = 0;

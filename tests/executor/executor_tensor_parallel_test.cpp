@@ -10,6 +10,7 @@
 
 #include "executor/cpu_executor.h"
 #include "executor/executor_test_util.h"
+#include "executor/kv_sizing.h"
 #include "model/golden_util.h"
 #include "model/model_test_util.h"
 #include "support/thread_collective.h"
@@ -88,12 +89,14 @@ void check_tp(const std::string& path, int n, const std::vector<int32_t>& prompt
   ASSERT_TRUE(group) << err;
   EXPECT_EQ(group->rank0().capacity().n_vocab, (*single)->capacity().n_vocab);
   const int bs = (*single)->block_size();
-  const test::Rows want = test::run_script(
-      [&](const Batch& b, Logits& o) { return (*single)->execute(b, o); }, bs, 64, prompt, 12);
+  const int n_groups = (*single)->capacity().n_kv_groups();
+  const test::Rows want =
+      test::run_script([&](const Batch& b, Logits& o) { return (*single)->execute(b, o); }, bs, 64,
+                       prompt, 12, nullptr, n_groups);
   // Fast kernels: teacher-forced with the reference's tokens (test::expect_rows_match).
   const test::Rows got =
       test::run_script([&](const Batch& b, Logits& o) { return group->execute(b, o); }, bs, 64,
-                       prompt, 12, exact ? nullptr : &want.greedy);
+                       prompt, 12, exact ? nullptr : &want.greedy, n_groups);
   const double worst = test::expect_rows_match(got, want, !exact);
   EXPECT_LT(worst, exact ? 1e-4 : 1e-2);
   std::printf("[ tp ] %-24s --tp %d %s: %zu logits rows, worst rel-L2 %.2e\n", what.c_str(), n,
@@ -221,8 +224,13 @@ TEST(PipelineParallel, StagesInThreadsMatchOneExecutor) {
         opts.stage_link = &pipe.stage(s);
         auto e = CpuExecutor::create(*stages.back(), opts);
         ASSERT_TRUE(e.ok()) << e.message();
-        // The KV cache holds this stage's layers only.
-        EXPECT_EQ(e.value()->kv_cache().shape().n_layer, stages.back()->config().n_stage_layers());
+        // The KV cache holds this stage's layer slots only: its layers for a model of one K/V
+        // group (gemma2's two groups: the slots its windowed and global layers use).
+        const ModelConfig& sc = stages.back()->config();
+        EXPECT_EQ(e.value()->kv_cache().shape().n_layer, kv_stage_slots(sc).n);
+        if (sc.kv_cache_layout().single_group()) {
+          EXPECT_EQ(e.value()->kv_cache().shape().n_layer, sc.n_stage_layers());
+        }
         execs.push_back(std::move(e).value());
       }
       const auto run_stages = [&](const Batch& b, Logits& out) -> Status {
@@ -241,9 +249,11 @@ TEST(PipelineParallel, StagesInThreadsMatchOneExecutor) {
         for (const Status& x : st) SLUICE_RETURN_IF_ERROR(x);
         return Status{};
       };
-      const test::Rows want = test::run_script(
-          [&](const Batch& b, Logits& o) { return (*single)->execute(b, o); }, 16, 64, kPrompt, 8);
-      const test::Rows got = test::run_script(run_stages, 16, 64, kPrompt, 8);
+      const int n_groups = (*single)->capacity().n_kv_groups();
+      const test::Rows want =
+          test::run_script([&](const Batch& b, Logits& o) { return (*single)->execute(b, o); }, 16,
+                           64, kPrompt, 8, nullptr, n_groups);
+      const test::Rows got = test::run_script(run_stages, 16, 64, kPrompt, 8, nullptr, n_groups);
       EXPECT_EQ(got.greedy, want.greedy);
       EXPECT_EQ(got.logits, want.logits);
     }

@@ -16,19 +16,37 @@ namespace sluice::test {
 
 // One sequence as the engine will track it: its tokens so far and its blocks.
 struct TestSequence {
-  std::vector<int32_t> tokens;  // all tokens fed so far (num_computed_tokens = size)
-  std::vector<int32_t> table;   // its block table
+  std::vector<int32_t> tokens;               // all tokens fed so far (num_computed_tokens = size)
+  std::vector<std::vector<int32_t>> tables;  // its block table per K/V group (every block kept)
 };
 
-// Adds `new_tokens` of `seq` to `batch`, growing its block table from `blocks`.
+// A batch for `exec`: its block size and K/V groups.
+inline Batch batch_for(const Executor& exec) {
+  Batch b;
+  b.block_size = exec.capacity().block_size;
+  b.n_kv_groups = exec.capacity().n_kv_groups();
+  return b;
+}
+
+// Adds `new_tokens` of `seq` to `batch`, growing its block tables (batch.n_kv_groups of them)
+// from `blocks`.
 inline void add_step(Batch& batch, BlockFreeList& blocks, TestSequence& seq,
                      const std::vector<int32_t>& new_tokens, LogitsMode mode) {
   const int32_t n_computed = int32_t(seq.tokens.size());
-  ASSERT_TRUE(
-      blocks.allocate_for(n_computed + int32_t(new_tokens.size()), batch.block_size, seq.table))
-      << "out of KV blocks";
-  batch.add_sequence(new_tokens, n_computed, seq.table, mode);
+  seq.tables.resize(size_t(batch.n_kv_groups));
+  for (std::vector<int32_t>& table : seq.tables) {
+    ASSERT_TRUE(
+        blocks.allocate_for(n_computed + int32_t(new_tokens.size()), batch.block_size, table))
+        << "out of KV blocks";
+  }
+  batch.add_sequence(new_tokens, n_computed, seq.tables, mode);
   seq.tokens.insert(seq.tokens.end(), new_tokens.begin(), new_tokens.end());
+}
+
+// Returns a sequence's blocks.
+inline void free_blocks(BlockFreeList& blocks, TestSequence& seq) {
+  for (const std::vector<int32_t>& table : seq.tables) blocks.free(table);
+  seq.tables.clear();
 }
 
 // Runs `tokens` alone: the first `n_prompt` as one batch (logits for all), then the rest one
@@ -38,8 +56,7 @@ inline std::vector<std::vector<float>> run_alone(CpuExecutor& exec, BlockFreeLis
                                                  size_t n_prompt) {
   std::vector<std::vector<float>> rows;
   TestSequence seq;
-  Batch batch;
-  batch.block_size = exec.block_size();
+  Batch batch = batch_for(exec);
   Logits out;
   size_t i = 0;
   while (i < tokens.size()) {
@@ -55,7 +72,7 @@ inline std::vector<std::vector<float>> run_alone(CpuExecutor& exec, BlockFreeLis
     }
     i += n;
   }
-  blocks.free(seq.table);
+  free_blocks(blocks, seq);
   return rows;
 }
 
@@ -70,12 +87,13 @@ struct Rows {
 // batches with chunked prefill. `prompt` has at least two tokens.
 template <typename Exec>
 Rows run_script(Exec&& execute, int block_size, int n_blocks, const std::vector<int32_t>& prompt,
-                int n_gen, const std::vector<int32_t>* forced = nullptr) {
+                int n_gen, const std::vector<int32_t>* forced = nullptr, int n_kv_groups = 1) {
   Rows rows;
   BlockFreeList blocks(n_blocks);
   test::TestSequence a, b;
   Batch batch;
   batch.block_size = block_size;
+  batch.n_kv_groups = n_kv_groups;
   Logits out;
   const size_t half = prompt.size() / 2;
   const std::vector<int32_t> p0(prompt.begin(), prompt.begin() + long(half));

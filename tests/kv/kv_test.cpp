@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <map>
 #include <numeric>
+#include <random>
 
 #include "kv/kv_cache_manager.h"
 
@@ -227,7 +229,7 @@ TEST(KvCacheManager, SlidingWindowReleasesBlocksOutsideTheWindow) {
                      .block_size = 4,
                      .enable_prefix_cache = true,
                      .salt = 0,
-                     .sliding_window = 6});
+                     .group_windows = {6}});
   const auto tokens = iota_tokens(40);
   ASSERT_TRUE(kv.allocate_slots(1, 0, 10));  // prompt of 10: blocks 0..2, nothing released yet
   kv.commit_computed(1, tokens, 10);
@@ -381,6 +383,113 @@ TEST(KvCacheManager, PinnedBlocksSurviveAnyPressureUntilUnpinned) {
   EXPECT_EQ(kv.n_cached_prefix_tokens(prompt), 0);
   // Nothing cached: nothing pinned.
   EXPECT_TRUE(kv.pin_prefix(iota_tokens(8, 77)).empty());
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// K/V groups of different windows (3, global, 9; blocks of 4) over one small pool, driven at
+// random: requests from a few shared prefixes, chunked prefill, decode, preemption when the pool
+// is short, finishing. A shadow of every block's contents (which group wrote which token) checks
+// after each allocation that every position a group reads next holds this request's token in
+// that group: prefix hits, copy-on-write, released and evicted windowed blocks never serve a
+// wrong row. At the end every block is free again.
+TEST(KvCacheManager, GroupsOfDifferentWindowsReadOnlyTheirOwnTokens) {
+  const std::vector<int32_t> windows = {3, 0, 9};
+  const int32_t bs = 4, G = 3;
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937 rng(seed);
+    KvCacheManager kv({.n_blocks = 60,
+                       .block_size = bs,
+                       .enable_prefix_cache = true,
+                       .salt = 0,
+                       .group_windows = windows});
+    ASSERT_EQ(kv.n_groups(), G);
+    // shadow[block * bs + offset] = (group, token) last written there.
+    std::vector<std::pair<int32_t, int32_t>> shadow(size_t(60 * bs), {-1, -1});
+    struct Req {
+      std::vector<int32_t> tokens;
+      int32_t n_computed = 0;
+      int32_t target = 0;
+    };
+    std::map<RequestId, Req> live;
+    std::vector<std::vector<int32_t>> prefixes;
+    for (int i = 0; i < 3; ++i) prefixes.push_back(iota_tokens(8 + int(rng() % 20), 1000 * i));
+    RequestId next_id = 1;
+    int hits = 0, released_seen = 0;
+    for (int op = 0; op < 400; ++op) {
+      if (live.size() < 4 && rng() % 3 == 0) {
+        Req r;
+        r.tokens = prefixes[rng() % prefixes.size()];
+        r.tokens.resize(r.tokens.size() - rng() % 5);
+        for (int k = int(rng() % 9); k > 0; --k) r.tokens.push_back(int32_t(rng() % 50));
+        r.target = int32_t(r.tokens.size()) + 1 + int32_t(rng() % 20);
+        const RequestId id = next_id++;
+        PrefixHit hit = kv.find_prefix(r.tokens);
+        ASSERT_EQ(hit.blocks.size(), size_t(G) * size_t(hit.n_tokens / bs));
+        r.n_computed = hit.n_tokens;
+        hits += hit.n_tokens > 0;
+        const int32_t n_new =
+            std::min<int32_t>(int32_t(r.tokens.size()) - r.n_computed, 1 + int32_t(rng() % 7));
+        if (!kv.allocate_slots(id, r.n_computed, n_new, &hit)) continue;
+        live[id] = r;
+        continue;
+      }
+      if (live.empty()) continue;
+      auto it = live.begin();
+      std::advance(it, rng() % live.size());
+      const RequestId id = it->first;
+      Req& r = it->second;
+      // The step: a chunk of the prompt or one decode token (a request just admitted allocates
+      // its first chunk again, which changes nothing).
+      const bool decoding = r.n_computed >= int32_t(r.tokens.size());
+      if (decoding) r.tokens.push_back(int32_t(rng() % 50));
+      const int32_t n_new =
+          std::min<int32_t>(int32_t(r.tokens.size()) - r.n_computed, 1 + int32_t(rng() % 7));
+      if (!kv.allocate_slots(id, r.n_computed, n_new)) {
+        if (decoding) r.tokens.pop_back();
+        kv.free(id);  // preempted: recomputed from scratch (or a prefix hit) later
+        live.erase(it);
+        continue;
+      }
+      const auto& tables = kv.block_tables(id);
+      ASSERT_EQ(int32_t(tables.size()), G);
+      for (int32_t g = 0; g < G; ++g) {
+        for (int32_t p = r.n_computed; p < r.n_computed + n_new; ++p) {
+          shadow[size_t(tables[size_t(g)][size_t(p / bs)] * bs + p % bs)] = {g,
+                                                                             r.tokens[size_t(p)]};
+        }
+      }
+      for (int32_t g = 0; g < G; ++g) {
+        const int32_t w = windows[size_t(g)];
+        const int32_t from = w > 0 ? std::max(0, r.n_computed - w + 1) : 0;
+        for (int32_t p = from; p < r.n_computed + n_new; ++p) {
+          const BlockId b = tables[size_t(g)][size_t(p / bs)];
+          ASSERT_GE(b, 0);
+          ASSERT_LT(b, 60);
+          ASSERT_EQ(shadow[size_t(b * bs + p % bs)], std::make_pair(g, r.tokens[size_t(p)]))
+              << "request " << id << " group " << g << " position " << p;
+        }
+        // Every entry, released ones too, is a valid block id.
+        for (BlockId b : tables[size_t(g)]) ASSERT_TRUE(b >= 0 && b < 60);
+      }
+      released_seen = std::max(released_seen, kv.n_released(id));
+      r.n_computed += n_new;
+      kv.commit_computed(id, r.tokens, r.n_computed);
+      if (r.n_computed >= r.target) {
+        kv.free(id);
+        live.erase(it);
+      }
+    }
+    for (const auto& [id, r] : live) kv.free(id);
+    EXPECT_EQ(kv.n_used_blocks(), 0);
+    EXPECT_GT(hits, 0);
+    EXPECT_GT(released_seen, 0);
+  }
 }
 
 }  // namespace

@@ -157,7 +157,7 @@ TEST(ModelConfig, WindowsSoftCapsAndExperts) {
   EXPECT_EQ(g2->config().arch, Arch::kGemma2);
   EXPECT_EQ(g2->config().layer_window(0), 5);
   EXPECT_EQ(g2->config().layer_window(1), 0);
-  EXPECT_FALSE(g2->config().all_windowed());
+  EXPECT_EQ(g2->config().kv_cache_layout().group_window, (std::vector<int32_t>{5, 0}));
   EXPECT_FLOAT_EQ(g2->config().final_softcap, 0.5f);
   EXPECT_EQ(g2->weights().layers[1].ffn_post_norm.size(), size_t(g2->config().n_embd));
 
@@ -173,6 +173,10 @@ TEST(ModelConfig, WindowsSoftCapsAndExperts) {
     EXPECT_FLOAT_EQ(c3.layer_rope_params(il, nullptr).theta_base, 10000.0f);
   }
   EXPECT_EQ(c3.layer_window(5), 0);
+  // 5 windowed layers and 1 global: six K/V groups of one layer (no slot is padding).
+  const KvCacheLayout kv3 = c3.kv_cache_layout();
+  EXPECT_EQ(kv3.layers_per_group, 1);
+  EXPECT_EQ(kv3.group_window, (std::vector<int32_t>{5, 5, 5, 5, 5, 0}));
   EXPECT_FALSE(c3.layer_uses_swa_rope(5));
   EXPECT_FLOAT_EQ(c3.layer_rope_params(5, nullptr).theta_base, 1000000.0f);
   EXPECT_EQ(c3.attn_softcap, 0.0f);

@@ -188,7 +188,14 @@ TEST(ForwardSeam, Gemma2NormsTheOutputsAndCapsTheLogits) {
   EXPECT_EQ(c.layer_window(0), 16);
   EXPECT_EQ(c.layer_window(1), 0);
   EXPECT_EQ(c.layer_window(24), 16);
-  EXPECT_FALSE(c.all_windowed());
+  // 13 windowed and 13 global layers: two K/V groups of 13 layers, the even ones first.
+  const KvCacheLayout kv = c.kv_cache_layout();
+  EXPECT_EQ(kv.layers_per_group, 13);
+  EXPECT_EQ(kv.group_window, (std::vector<int32_t>{16, 0}));
+  EXPECT_EQ(kv.layer_group[24], 0);
+  EXPECT_EQ(kv.layer_slot[24], 12);
+  EXPECT_EQ(kv.layer_group[25], 1);
+  EXPECT_EQ(kv.layer_slot[25], 12);
   EXPECT_FLOAT_EQ(c.attn_softcap, 3.0f);
   EXPECT_FLOAT_EQ(c.final_softcap, 5.0f);
   EXPECT_FLOAT_EQ(c.attention_scale(), 1.0f / std::sqrt(32.0f));  // head_dim, 26 layers
@@ -212,7 +219,7 @@ TEST(ForwardSeam, Phi3BindsFusedTensorsAsViews) {
   EXPECT_EQ(c.arch, Arch::kPhi3);
   EXPECT_TRUE(c.fused_qkv);
   EXPECT_TRUE(c.fused_gate_up);
-  EXPECT_TRUE(c.all_windowed());
+  EXPECT_EQ(c.kv_cache_layout().group_window, std::vector<int32_t>{8});  // every layer windowed
   EXPECT_EQ(c.layer_window(2), 8);
   const LayerWeights& l = model->weights().layers[1];
   const size_t row = row_size(l.wq.type, l.wq.n_cols);
