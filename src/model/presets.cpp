@@ -139,6 +139,27 @@ const std::vector<ModelPreset>& model_presets() {
       p.push_back(m);
     }
     {
+      // google/gemma-3-4b-pt: q/k norms, window 1024 on 5 of every 6 layers (29 of 34). The
+      // real file's linear RoPE scaling (factor 8 on the global layers) is not written.
+      ModelPreset m;
+      m.name = "gemma-3-4b";
+      m.arch = "gemma3";
+      m.n_layer = 34;
+      m.n_embd = 2560;
+      m.n_ff = 10240;
+      m.n_head = 8;
+      m.n_kv_head = 4;
+      m.head_dim = 256;
+      m.n_vocab = 262144;
+      m.n_ctx = 131072;
+      m.rope_theta = 1000000.0f;
+      m.rms_eps = 1e-6f;
+      m.tied_embeddings = true;
+      m.qk_norm = true;
+      m.sliding_window = 1024;
+      p.push_back(m);
+    }
+    {
       ModelPreset m;  // microsoft/Phi-3-mini-4k-instruct: fused qkv / gate_up, window 2047
       m.name = "phi-3-mini";
       m.arch = "phi3";

@@ -111,6 +111,13 @@ TEST(ArchGolden, Gemma2) {
   check_arch("gemma2");
 }
 
+// Gemma 3 against llama.cpp 2026 (d32676d): q/k norms, a window of 8 on every layer but 5 and
+// 11 (ten windowed and two global layers: six K/V groups of two layers), linear RoPE scaling 8
+// on the global layers, base 10000 on the windowed ones, tied output.
+TEST(ArchGolden, Gemma3) {
+  check_arch("gemma3");
+}
+
 // Fused qkv and gate_up, a window of 8 on every layer.
 TEST(ArchGolden, Phi3) {
   check_arch("phi3");

@@ -59,6 +59,9 @@ TEST(ServerApi, HealthModelsAndMetrics) {
   EXPECT_EQ(metric(t, "sluice_num_requests_waiting"), 0) << t;
   EXPECT_EQ(metric(t, "sluice_kv_blocks_used"), 0) << t;
   EXPECT_EQ(metric(t, "sluice_kv_blocks_total"), 512) << t;
+  // K and V of 5 layers x 16 tokens x 4 KV heads x 8 dims in f16: 10240 bytes a block.
+  EXPECT_EQ(metric(t, "sluice_kv_bytes_total"), 512 * 10240) << t;
+  EXPECT_EQ(metric(t, "sluice_kv_bytes_used"), 0) << t;
   EXPECT_GE(metric(t, "sluice_prefix_cache_hit_ratio"), 0) << t;
   EXPECT_EQ(metric(t, "sluice_ready"), 1) << t;
   EXPECT_GE(metric(t, "sluice_http_connection_threads"), 1) << t;

@@ -1,0 +1,98 @@
+// K/V memory per layer kind (base/cache_layout.h, executor/kv_sizing.h): what a sequence holds
+// equals the per-layer-kind formula, and windowed models fit more long sequences.
+#include <gtest/gtest.h>
+
+#include "executor/kv_sizing.h"
+#include "model/config.h"
+
+namespace sluice {
+namespace {
+
+// google/gemma-3-4b's attention shape: 34 layers, the global ones at il % 6 == 5 (5, 11, 17,
+// 23, 29: five), a window of 1024 on the other 29, 4 KV heads of 256.
+ModelConfig gemma3_4b(int n_ctx) {
+  ModelConfig c;
+  c.arch = Arch::kGemma3;
+  c.n_layer = 34;
+  c.n_head = 8;
+  c.n_kv_head = 4;
+  c.head_dim = 256;
+  c.n_ctx = n_ctx;
+  c.sliding_window = 1024;
+  c.swa_period = 6;
+  return c;
+}
+
+TEST(KvSizing, GroupsOfEveryLayerKindAndTheirBytes) {
+  const ModelConfig c = gemma3_4b(32768);
+  const KvCacheLayout l = c.kv_cache_layout();
+  ASSERT_EQ(l.layers_per_group, 1);  // gcd(29, 5): no padding slot
+  ASSERT_EQ(l.n_groups(), 34);
+  int n_global = 0;
+  for (int g = 0; g < l.n_groups(); ++g) n_global += l.group_window[size_t(g)] == 0;
+  EXPECT_EQ(n_global, 5);
+  // A block is one layer's K and V for 16 positions: 2 x 16 x 4 x 256 x 2 bytes.
+  const size_t per_block = kv_bytes_per_block(c, 16, KvType::kF16);
+  EXPECT_EQ(per_block, 65536u);
+  // The formula: (global layers x C + windowed layers x what the window keeps) x bytes per
+  // token-layer, where a decoding sequence's window keeps the blocks from the one holding
+  // position C - 1 - 1024 + 1 on.
+  const size_t token_layer = 2 * 4 * 256 * 2;
+  for (int64_t ctx : {1, 15, 16, 17, 1000, 1024, 1025, 1040, 4096, 32768}) {
+    const int64_t all = (ctx + 15) / 16;
+    const int64_t kept = all - std::max<int64_t>(0, ctx - 1 - 1024 + 1) / 16;
+    const size_t formula = size_t(5 * all * 16 + 29 * kept * 16) * token_layer;
+    EXPECT_EQ(size_t(l.blocks_held(ctx, 16)) * per_block, formula) << ctx;
+    // At most window + one block of positions in a windowed layer.
+    EXPECT_LE(kept * 16, 1024 + 16) << ctx;
+  }
+  // Every layer global (one group of 34): the old layout, for comparison.
+  ModelConfig flat = c;
+  flat.sliding_window = 0;
+  const KvCacheLayout f = flat.kv_cache_layout();
+  ASSERT_EQ(f.n_groups(), 1);
+  ASSERT_EQ(f.layers_per_group, 34);
+  const double ratio = double(f.blocks_held(32768, 16)) *
+                       double(kv_bytes_per_block(flat, 16, KvType::kF16)) /
+                       (double(l.blocks_held(32768, 16)) * double(per_block));
+  // 34 x 32768 token-layers against 5 x 32768 + 29 x 1024: 5.76x the sequences in one budget.
+  EXPECT_GT(ratio, 5.7);
+  EXPECT_LT(ratio, 5.8);
+}
+
+TEST(KvSizing, PlanCountsWhatAFullContextHoldsPerLayerKind) {
+  const ModelConfig c = gemma3_4b(32768);
+  // 4 GiB hold 65536 one-layer blocks; a 32768-token sequence holds 5 x 2048 + 29 x 64.
+  auto plan = plan_kv_cache(c, 16, KvType::kF16, 4.0, 8);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_EQ(plan->n_blocks, 65536);
+  EXPECT_EQ(c.kv_cache_layout().blocks_held(32768, 16), 5 * 2048 + 29 * 64);
+  EXPECT_NE(plan->description.find("34 K/V groups"), std::string::npos) << plan->description;
+  // Too small for one full context: the error says so in blocks.
+  auto small = plan_kv_cache(c, 16, KvType::kF16, 0.5, 8);
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.message().find("less than the 12096"), std::string::npos) << small.message();
+}
+
+TEST(KvSizing, PipelineStagesStoreTheSlotsTheirLayersUse) {
+  // gemma2-like: 26 layers, even ones windowed: two groups of 13; a stage of layers [13, 26)
+  // uses windowed slots 7..12 and global slots 6..12.
+  ModelConfig c;
+  c.arch = Arch::kGemma2;
+  c.n_layer = 26;
+  c.n_kv_head = 2;
+  c.head_dim = 32;
+  c.sliding_window = 16;
+  c.swa_period = 2;
+  c.layer_begin = 13;
+  c.layer_end = 26;
+  const KvStageSlots s = kv_stage_slots(c);
+  EXPECT_EQ(s.base, 6);
+  EXPECT_EQ(s.n, 7);
+  c.layer_begin = 0;
+  c.layer_end = 0;
+  EXPECT_EQ(kv_stage_slots(c).n, 13);
+}
+
+}  // namespace
+}  // namespace sluice
