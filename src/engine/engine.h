@@ -32,8 +32,8 @@
 #include "sample/sampler.h"
 #include "sample/stop.h"
 #include "sched/scheduler.h"
-#include "spec/draft_model.h"
-#include "spec/ngram.h"
+#include "speculative/draft_model.h"
+#include "speculative/ngram.h"
 #include "tokenizer/detokenize.h"
 #include "tokenizer/tokenizer.h"
 

@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 
 namespace sluice {
 

@@ -18,7 +18,7 @@
 #include "executor/executor.h"
 #include "kv/kv_cache_manager.h"
 #include "sample/sampler.h"
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 
 namespace sluice {
 
