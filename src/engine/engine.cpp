@@ -299,13 +299,13 @@ Status Engine::propose_drafts() {
   return speculator_->propose(draft_requests_, scheduler_, stats_);
 }
 
-void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t draft_cap) const {
+void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t n_draft_max) const {
   batch.clear();
   batch.block_copies.assign(out.copies.begin(), out.copies.end());
   for (const ScheduledSeq& s : out.seqs) {
     const SchedRequest* sr = scheduler_.find(s.id);
     const int32_t n_known = s.n_new_tokens - s.n_draft;
-    const int32_t n_draft = std::min(s.n_draft, draft_cap);
+    const int32_t n_draft = std::min(s.n_draft, n_draft_max);
     std::span<const int32_t> toks(sr->tokens.data() + s.n_computed, size_t(n_known));
     if (n_draft == 0) {
       batch.add_sequence(toks, s.n_computed, kv_.block_table(s.id),
@@ -445,8 +445,8 @@ Result<std::vector<EngineEvent>> Engine::step() {
     }
     build_batch(out, batch_);
     if (speculator_) {
-      const auto build = [&](int32_t draft_cap) -> const Batch& {
-        build_batch(out, batch_alt_, draft_cap);
+      const auto build = [&](int32_t n_draft_max) -> const Batch& {
+        build_batch(out, batch_alt_, n_draft_max);
         return batch_alt_;
       };
       StepRoofline* roofline = roofline_ ? &*roofline_ : nullptr;

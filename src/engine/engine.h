@@ -75,7 +75,9 @@ struct RequestTimes {
 // One request's progress in one step.
 struct EngineEvent {
   RequestId id = 0;
-  std::vector<int32_t> tokens;        // sampled this step (0 or 1 today)
+  // Emitted this step: none (an abort, a failed request), one, or with speculative decoding up
+  // to 1 + the draft's length (its accepted tokens, then the target's own).
+  std::vector<int32_t> tokens;
   std::vector<SampleResult> samples;  // logprobs of those tokens (when requested)
   std::string text;                   // newly emitted text (complete UTF-8, stops removed)
   FinishReason finish = FinishReason::kNone;
@@ -217,9 +219,9 @@ class Engine {
   Status propose_drafts();
   // Verifies seq's draft on its logits rows [row, row + 1 + n_draft).
   Status verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& v);
-  // The step's batch; each draft cut to at most `draft_cap` tokens (what out itself says).
+  // The step's batch; each draft cut to at most `n_draft_max` tokens (what out itself says).
   void build_batch(const SchedulerOutput& out, Batch& batch,
-                   int32_t draft_cap = std::numeric_limits<int32_t>::max()) const;
+                   int32_t n_draft_max = std::numeric_limits<int32_t>::max()) const;
   void finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev);
   // Request times and prompt-token counts of a scheduled step (at time t).
   void note_scheduled(const SchedulerOutput& out, double t);

@@ -42,8 +42,8 @@ Result<std::unique_ptr<Speculator>> Speculator::create(const SpecConfig& config,
                                                        const ExecutorCapacity& target,
                                                        int32_t n_ctx, const Clock* clock) {
   if (config.mode == SpecMode::kNone) return std::unique_ptr<Speculator>();
-  if (config.k < 1 || config.k > 64) {
-    return make_error("speculative draft length must be in [1, 64] (got ", config.k, ")");
+  if (config.n_draft_max < 1 || config.n_draft_max > 64) {
+    return make_error("speculative draft length must be in [1, 64] (got ", config.n_draft_max, ")");
   }
   if (config.mode == SpecMode::kDraft) {
     if (!config.draft) return make_error("--spec draft needs a draft model (--model-draft)");
@@ -98,21 +98,27 @@ double Speculator::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-int32_t Speculator::draft_len(const State& st, const DraftRequest& r,
-                              const SchedRequest& sr) const {
-  // Acceptance estimated from decayed counts with a uniform prior; draft i is worth proposing
-  // while acceptance^i >= min_gain.
+double Speculator::acceptance(const State& st) {
+  return (st.accepts + 1.0) / (st.accepts + st.rejects + 1.0);
+}
+
+int32_t Speculator::n_draft_max(const State& st, const DraftRequest& r,
+                                const SchedRequest& sr) const {
+  // Acceptance estimated from the decayed counts with a uniform prior.
   const double alpha = (st.accepts + 1.0) / (st.accepts + st.rejects + 2.0);
-  int32_t k = config_.k;
+  int32_t n = config_.n_draft_max;
   if (alpha < 1.0) {
-    k = std::min(k, int32_t(std::floor(std::log(config_.min_gain) / std::log(alpha))));
+    // alpha^i >= min_gain for i <= log(min_gain) / log(alpha); compared as a double: alpha
+    // can be as close to 1 as the decayed rejections are small.
+    const double worth = std::floor(std::log(config_.min_gain) / std::log(alpha));
+    if (worth < double(n)) n = int32_t(worth);
   }
-  k = std::max(k, 1);
+  n = std::max(n, 1);
   // Every token emitted must fit max_tokens (the last emitted one is the target's own) and
   // every computed position the context.
-  k = std::min(k, r.n_emit_max - 1);
-  k = std::min(k, n_ctx_ - sr.num_tokens());
-  return k;
+  n = std::min(n, r.n_emit_max - 1);
+  n = std::min(n, n_ctx_ - sr.num_tokens());
+  return n;
 }
 
 Status Speculator::propose(std::span<const DraftRequest> requests, Scheduler& scheduler,
@@ -129,15 +135,15 @@ Status Speculator::propose(std::span<const DraftRequest> requests, Scheduler& sc
       scheduler.set_draft(r.id, {});
       continue;
     }
-    const int32_t k = draft_len(st, r, *sr);
-    if (k <= 0) {
+    const int32_t n = n_draft_max(st, r, *sr);
+    if (n <= 0) {
       scheduler.set_draft(r.id, {});
       continue;
     }
     DraftSlot slot;
     slot.id = r.id;
     slot.tokens = sr->tokens;
-    slot.max_k = k;
+    slot.n_draft_max = n;
     slot.params = r.params;
     slot.draft = &st.draft;
     slot.q = &st.q;
@@ -178,61 +184,57 @@ bool Speculator::gate(SchedulerOutput& out, StepRoofline* roofline, const BatchB
   for (const ScheduledSeq& s : out.seqs) longest = std::max(longest, s.n_draft);
   const bool measured = config_.gate == SpecGate::kMeasured;
   if (longest == 0 || config_.gate == SpecGate::kOff || (!roofline && !measured)) return false;
-  // The step is priced with every draft cut to at most L tokens, for L = 0 and powers of two
-  // up to the longest draft; the L with the most expected tokens per second wins. Draft token
-  // i of a request adds acceptance^i expected tokens. Memory-bound steps keep long drafts
-  // (extra tokens are nearly free); compute-bound ones (large batches, tiny models) cut them,
-  // to 0 when they would cost more time than they save. The price (step_price): what steps of
+  // The step is priced with every draft cut to at most L (n_draft_max) tokens, for L = 0 and
+  // powers of two up to the longest draft; the L with the most expected tokens per second
+  // wins. Draft token i of a request adds acceptance^i expected tokens. Memory-bound steps keep
+  // long drafts (extra tokens are nearly free); compute-bound ones (large batches, tiny models) cut
+  // them, to 0 when they would cost more time than they save. The price (step_price): what steps of
   // that size have cost on this run (MeasuredStepCost), or the roofline's. Sizes with no
   // measured price yet are explored one at a time.
   int32_t n_sampling = 0;
   alpha_.clear();
   for (const ScheduledSeq& s : out.seqs) {
     n_sampling += s.samples ? 1 : 0;
-    const State* st = nullptr;
-    if (auto it = states_.find(s.id); it != states_.end()) st = &it->second;
-    const double a = st ? st->accepts : 0.0, r = st ? st->rejects : 0.0;
-    // Optimistic (one accepted token as the prior, none rejected): a request's drafts are
-    // tried until one is rejected. The gate learns acceptance only from drafts it lets
-    // through: priced with draft_len's 0.5 prior, a repeated request's first drafts were cut
-    // on that guess and the estimate never moved.
-    alpha_.push_back((a + 1.0) / (a + r + 1.0));
+    // (A sequence without state has no draft: its estimate is not used.)
+    auto it = states_.find(s.id);
+    alpha_.push_back(it == states_.end() ? 1.0 : acceptance(it->second));
   }
   double best_rate = -1;
-  int32_t best_cap = longest, last_priced = -1;
-  for (int32_t cap = 0;; cap = cap == 0 ? 1 : std::min(2 * cap, longest)) {
+  int32_t best = longest, last_priced = -1;  // n_draft_max: the best so far, the last priced
+  for (int32_t n_draft_max = 0;;
+       n_draft_max = n_draft_max == 0 ? 1 : std::min(2 * n_draft_max, longest)) {
     double expected = n_sampling;
     for (size_t i = 0; i < out.seqs.size(); ++i) {
       double p = 1.0;
-      const int32_t n_draft = std::min(out.seqs[i].n_draft, cap);
+      const int32_t n_draft = std::min(out.seqs[i].n_draft, n_draft_max);
       for (int32_t j = 0; j < n_draft; ++j) expected += (p *= alpha_[i]);
     }
-    const std::optional<double> seconds = step_price(out, cap, roofline, build);
+    const std::optional<double> seconds = step_price(out, n_draft_max, roofline, build);
     if (!seconds) {
       // No price for this size yet: run it (and so measure it) when the sizes priced so far
       // gained with size, or none is priced; else the best priced one.
-      if (last_priced < 0 || best_cap == last_priced) best_cap = cap;
+      if (last_priced < 0 || best == last_priced) best = n_draft_max;
       break;
     }
-    last_priced = cap;
+    last_priced = n_draft_max;
     const double rate = expected / *seconds;
     if (rate > best_rate * (1 + 1e-9)) {
       best_rate = rate;
-      best_cap = cap;
+      best = n_draft_max;
     }
-    if (cap >= longest) break;
+    if (n_draft_max >= longest) break;
   }
   // Now and then a step the gate would run without drafts verifies one draft token per
   // request anyway, so the prices of the sizes it skips and the requests' acceptance stay
   // current: a slow measurement (a busy moment) would otherwise keep drafts off for good.
-  if (best_cap == 0 && measured && ++skips_since_probe_ >= kGateProbeEvery) {
-    best_cap = 1;
+  if (best == 0 && measured && ++skips_since_probe_ >= kGateProbeEvery) {
+    best = 1;
     skips_since_probe_ = 0;
   }
-  if (best_cap >= longest) return false;
-  ++(best_cap == 0 ? stats.spec_skipped_steps : stats.spec_cut_steps);
+  if (best >= longest) return false;
+  ++(best == 0 ? stats.spec_skipped_steps : stats.spec_cut_steps);
   for (ScheduledSeq& s : out.seqs) {
-    const int32_t cut = std::max(0, s.n_draft - best_cap);
+    const int32_t cut = std::max(0, s.n_draft - best);
     s.n_new_tokens -= cut;
     s.n_draft -= cut;
     out.n_tokens -= cut;
@@ -240,28 +242,28 @@ bool Speculator::gate(SchedulerOutput& out, StepRoofline* roofline, const BatchB
   return true;
 }
 
-std::optional<double> Speculator::step_price(const SchedulerOutput& out, int32_t draft_cap,
+std::optional<double> Speculator::step_price(const SchedulerOutput& out, int32_t n_draft_max,
                                              StepRoofline* roofline,
                                              const BatchBuilder& build) const {
   if (config_.gate == SpecGate::kMeasured) {
-    // The batch's tokens: every sequence's known ones and its draft cut to draft_cap.
+    // The batch's tokens: every sequence's known ones and its draft cut to n_draft_max.
     int64_t n_tokens = 0;
     for (const ScheduledSeq& s : out.seqs) {
-      n_tokens += s.n_new_tokens - s.n_draft + std::min(s.n_draft, draft_cap);
+      n_tokens += s.n_new_tokens - s.n_draft + std::min(s.n_draft, n_draft_max);
     }
     return measured_.seconds(n_tokens);
   }
-  if (roofline) return roofline->predict(build(draft_cap));
+  if (roofline) return roofline->predict(build(n_draft_max));
   return std::nullopt;
 }
 
 void Speculator::on_verified(RequestId id, int32_t n_draft, int32_t n_accepted, int32_t n_emitted,
                              SpecStats& stats) {
   State& st = states_[id];
-  // Counts decayed per draft token (about the last 30): short drafts, each accepted whole,
-  // are as much evidence as one long one. (Decayed per verification, a request whose drafts
-  // the gate had cut to one token could not estimate above (5 + 1) / (5 + 2) = 0.86, and the
-  // gate kept cutting them for that estimate.)
+  // The counts decay per draft token verified (0.97: about the last 30 tokens), not per
+  // verification, so that a run of short drafts, each accepted whole, is as much evidence as
+  // one long one: decayed per verification, the counts of a request whose drafts the gate
+  // cuts to one token would stay small, its estimate low, and the gate would keep cutting.
   constexpr double kDecayPerToken = 0.97;
   const double decay = std::pow(kDecayPerToken, double(n_draft));
   st.accepts = st.accepts * decay + n_accepted;

@@ -38,8 +38,8 @@
 
 namespace sluice {
 
-// Speculative decoding (docs/speculative.md): each decoding request carries up to k guessed
-// tokens that one forward pass verifies exactly (Sampler::verify); accepted ones cost a
+// Speculative decoding (docs/speculative.md): each decoding request carries up to n_draft_max
+// guessed tokens that one forward pass verifies exactly (Sampler::verify); accepted ones cost a
 // fraction of a step each, rejected ones are rolled back by n_computed alone.
 enum class SpecMode : uint8_t { kNone, kNgram, kDraft };
 Result<SpecMode> parse_spec_mode(std::string_view name);  // "none" | "ngram" | "draft"
@@ -58,7 +58,7 @@ Result<SpecGate> parse_spec_gate(std::string_view name);  // "off" | "roofline" 
 struct SpecConfig {
   SpecMode mode = SpecMode::kNone;
   // Longest draft per request and step (--spec-k; llama.cpp's --draft-max defaults to 16 too).
-  int32_t k = 16;
+  int32_t n_draft_max = 16;
   NgramConfig ngram;
   // kDraft: the draft model's executor (same vocabulary and block size as the target's; its KV
   // cache is the draft proposer's alone). Not owned.
@@ -102,9 +102,9 @@ struct DraftRequest {
 
 class Speculator {
  public:
-  // The step's batch with every draft cut to at most `draft_cap` tokens (gate() prices it).
+  // The step's batch with every draft cut to at most `n_draft_max` tokens (gate() prices it).
   // The reference must stay valid until the next call.
-  using BatchBuilder = std::function<const Batch&(int32_t draft_cap)>;
+  using BatchBuilder = std::function<const Batch&(int32_t n_draft_max)>;
 
   // Checks `config` against the target (its tokenizer and executor capacity: a draft model
   // must have the same vocabulary and KV block size) and makes its proposer. Null when
@@ -152,11 +152,23 @@ class Speculator {
   Speculator(const SpecConfig& config, std::unique_ptr<Proposer> proposer, int32_t n_vocab,
              int32_t n_ctx, const Clock* clock);
   double now() const;
-  // Draft length for request `r` (its scheduler state `sr`) now.
-  int32_t draft_len(const State& st, const DraftRequest& r, const SchedRequest& sr) const;
+  // The gate's per-token acceptance estimate, from the request's decayed counts
+  // (on_verified) with one accepted draft token as the prior and none rejected:
+  //
+  //   acceptance = (accepts + 1) / (accepts + rejects + 1)
+  //
+  // Optimistic on purpose: the gate learns acceptance only from drafts it lets through. An
+  // estimate that starts low is never corrected where a step's price needs more (the gate
+  // cuts the very drafts that would show it wrong); one that starts at 1 is corrected by the
+  // first rejection (nothing accepted, one rejection: 1/2).
+  static double acceptance(const State& st);
+  // The longest draft request `r` (its scheduler state `sr`) proposes now: draft token i is
+  // worth proposing while acceptance^i >= SpecConfig::min_gain, within SpecConfig::n_draft_max,
+  // max_tokens and the context.
+  int32_t n_draft_max(const State& st, const DraftRequest& r, const SchedRequest& sr) const;
   // gate(): the seconds the step `out` is expected to take with every draft cut to at most
-  // `draft_cap` tokens (nullopt: no price yet).
-  std::optional<double> step_price(const SchedulerOutput& out, int32_t draft_cap,
+  // `n_draft_max` tokens (nullopt: no price yet).
+  std::optional<double> step_price(const SchedulerOutput& out, int32_t n_draft_max,
                                    StepRoofline* roofline, const BatchBuilder& build) const;
 
   SpecConfig config_;

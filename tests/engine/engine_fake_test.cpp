@@ -160,7 +160,7 @@ TEST(EngineFake, RandomWorkloadsEqualPlainAloneWithAndWithoutDrafts) {
     EngineConfig& cfg = setup.cfg;
     if (rng() % 3 != 0) {
       cfg.spec.mode = SpecMode::kNgram;
-      cfg.spec.k = 1 + int32_t(rng() % 10);
+      cfg.spec.n_draft_max = 1 + int32_t(rng() % 10);
       cfg.spec.ngram.n_min = 1 + int32_t(rng() % 2);
       cfg.spec.ngram.n_max = cfg.spec.ngram.n_min + int32_t(rng() % 3);
     }
@@ -316,7 +316,7 @@ TEST(EngineSpecGate, MeasuredPricesKeepDraftsWhenTokensAreCheapAndDropThemWhenNo
     EngineConfig cfg;
     cfg.clock = &clock;
     cfg.spec.mode = SpecMode::kNgram;
-    cfg.spec.k = 8;
+    cfg.spec.n_draft_max = 8;
     cfg.spec.gate = gate;
     auto engine = Engine::create(tok, exec, cfg);
     EXPECT_TRUE(engine.ok()) << engine.message();

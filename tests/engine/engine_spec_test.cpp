@@ -22,7 +22,7 @@ namespace {
 EngineConfig spec_config(int k = 8) {
   EngineConfig c;
   c.spec.mode = SpecMode::kNgram;
-  c.spec.k = k;
+  c.spec.n_draft_max = k;
   return c;
 }
 
@@ -353,7 +353,7 @@ namespace {
 EngineConfig draft_config(Executor& draft, int k = 6, const Tokenizer* tok = nullptr) {
   EngineConfig c;
   c.spec.mode = SpecMode::kDraft;
-  c.spec.k = k;
+  c.spec.n_draft_max = k;
   c.spec.draft = &draft;
   c.spec.draft_tokenizer = tok;
   return c;
