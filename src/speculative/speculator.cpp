@@ -104,9 +104,8 @@ double Speculator::acceptance(const State& st) {
 
 int32_t Speculator::n_draft_max(const State& st, const DraftRequest& r,
                                 const SchedRequest& sr) const {
-  // Acceptance estimated from the decayed counts with a uniform prior.
-  const double alpha = (st.accepts + 1.0) / (st.accepts + st.rejects + 2.0);
   int32_t n = config_.n_draft_max;
+  const double alpha = acceptance(st);
   if (alpha < 1.0) {
     // alpha^i >= min_gain for i <= log(min_gain) / log(alpha); compared as a double: alpha
     // can be as close to 1 as the decayed rejections are small.

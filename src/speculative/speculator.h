@@ -152,15 +152,16 @@ class Speculator {
   Speculator(const SpecConfig& config, std::unique_ptr<Proposer> proposer, int32_t n_vocab,
              int32_t n_ctx, const Clock* clock);
   double now() const;
-  // The gate's per-token acceptance estimate, from the request's decayed counts
-  // (on_verified) with one accepted draft token as the prior and none rejected:
+  // The request's per-token acceptance estimate, from its decayed counts (on_verified) with
+  // one accepted draft token as the prior and none rejected:
   //
   //   acceptance = (accepts + 1) / (accepts + rejects + 1)
   //
-  // Optimistic on purpose: the gate learns acceptance only from drafts it lets through. An
-  // estimate that starts low is never corrected where a step's price needs more (the gate
-  // cuts the very drafts that would show it wrong); one that starts at 1 is corrected by the
-  // first rejection (nothing accepted, one rejection: 1/2).
+  // Both the draft length and the gate use it. Optimistic on purpose: acceptance is learnt
+  // only from drafts that are verified, and these two decide what is verified. An estimate
+  // that starts low is never corrected where a step's price needs more (the gate cuts the very
+  // drafts that would show it wrong); one that starts at 1 is corrected by the first
+  // rejection (nothing accepted, one rejection: 1/2).
   static double acceptance(const State& st);
   // The longest draft request `r` (its scheduler state `sr`) proposes now: draft token i is
   // worth proposing while acceptance^i >= SpecConfig::min_gain, within SpecConfig::n_draft_max,
