@@ -71,7 +71,7 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
 Result<SpecConfig> spec_config_from(const EngineCliOptions& o) {
   SpecConfig sc;
   SLUICE_ASSIGN_OR_RETURN(sc.mode, parse_spec_mode(o.spec));
-  sc.k = o.spec_k;
+  sc.n_draft_max = o.spec_k;
   SLUICE_ASSIGN_OR_RETURN(sc.gate, parse_spec_gate(o.spec_gate));
   sc.ngram.n_min = o.spec_ngram_min;
   sc.ngram.n_max = o.spec_ngram_max;

@@ -26,9 +26,9 @@ struct EngineCliOptions {
   bool no_prefix_cache = false;
   int block_size = 16;
   std::string kv_type = "f16";
-  std::string spec = "none";           // speculative decoding: none | ngram
-  std::string spec_gate = "measured";  // how drafts are priced: measured | roofline | off
-  int spec_k = SpecConfig{}.k;         // the engine's default
+  std::string spec = "none";              // speculative decoding: none | ngram
+  std::string spec_gate = "measured";     // how drafts are priced: measured | roofline | off
+  int spec_k = SpecConfig{}.n_draft_max;  // the engine's default
   int spec_ngram_min = 2;
   int spec_ngram_max = 4;
   double spec_cache_mtokens = 1.0;  // suffix cache of finished requests, millions of tokens

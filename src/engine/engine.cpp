@@ -1,7 +1,6 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace sluice {
 
@@ -19,34 +18,6 @@ const char* finish_reason_name(FinishReason r) {
       return "abort";
     case FinishReason::kError:
       return "error";
-  }
-  return "none";
-}
-
-Result<SpecMode> parse_spec_mode(std::string_view name) {
-  if (name == "none" || name.empty()) return SpecMode::kNone;
-  if (name == "ngram") return SpecMode::kNgram;
-  if (name == "draft") return SpecMode::kDraft;
-  return make_error("unknown speculative decoding mode '", std::string(name),
-                    "' (expected none, ngram or draft)");
-}
-
-Result<SpecGate> parse_spec_gate(std::string_view name) {
-  if (name == "off") return SpecGate::kOff;
-  if (name == "roofline") return SpecGate::kRoofline;
-  if (name == "measured") return SpecGate::kMeasured;
-  return make_error("unknown speculation gate '", std::string(name),
-                    "' (expected measured, roofline or off)");
-}
-
-const char* spec_mode_name(SpecMode m) {
-  switch (m) {
-    case SpecMode::kNone:
-      return "none";
-    case SpecMode::kNgram:
-      return "ngram";
-    case SpecMode::kDraft:
-      return "draft";
   }
   return "none";
 }
@@ -80,69 +51,33 @@ Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Execu
     return make_error("engine: the tokenizer has ", tokenizer.vocab().n_tokens(),
                       " tokens but the model's output has ", cap.n_vocab, " rows");
   }
-  if (config.spec.mode != SpecMode::kNone) {
-    if (config.spec.k < 1 || config.spec.k > 64) {
-      return make_error("speculative draft length must be in [1, 64] (got ", config.spec.k, ")");
-    }
-    if (config.spec.mode == SpecMode::kDraft) {
-      if (!config.spec.draft) return make_error("--spec draft needs a draft model (--model-draft)");
-      const ExecutorCapacity dc = config.spec.draft->capacity();
-      if (dc.n_vocab != cap.n_vocab) {
-        return make_error("the draft model's vocabulary has ", dc.n_vocab, " tokens, the target's ",
-                          cap.n_vocab, ": they must be identical");
-      }
-      if (const Tokenizer* dt = config.spec.draft_tokenizer) {
-        const Vocab& a = tokenizer.vocab();
-        const Vocab& b = dt->vocab();
-        if (a.n_tokens() != b.n_tokens()) {
-          return make_error("the draft model's vocabulary has ", b.n_tokens(),
-                            " tokens, the target's ", a.n_tokens(), ": they must be identical");
-        }
-        for (int32_t t = 0; t < a.n_tokens(); ++t) {
-          if (a.text(t) != b.text(t)) {
-            return make_error("the draft model's vocabulary differs from the target's at token ", t,
-                              " ('", b.text(t), "' vs '", a.text(t), "')");
-          }
-        }
-      }
-      if (dc.block_size != cap.block_size) {
-        return make_error("the draft executor's KV block size differs from the target's");
-      }
-    }
-    const NgramConfig& g = config.spec.ngram;
-    if (g.n_min < 1 || g.n_max < g.n_min || g.n_max > 64) {
-      return make_error("n-gram sizes must satisfy 1 <= min <= max <= 64 (got ", g.n_min, ", ",
-                        g.n_max, ")");
-    }
-  }
+  SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<Speculator> speculator,
+                          Speculator::create(config.spec, tokenizer, cap, n_ctx, config.clock));
   KvCacheConfig kv;
   kv.n_blocks = cap.n_blocks;
   kv.block_size = cap.block_size;
   kv.enable_prefix_cache = config.enable_prefix_cache;
   kv.salt = 0x5eed;
   kv.group_windows = cap.kv_group_windows;
-  return std::unique_ptr<Engine>(new Engine(tokenizer, executor, config, n_ctx, kv));
+  return std::unique_ptr<Engine>(
+      new Engine(tokenizer, executor, config, n_ctx, kv, std::move(speculator)));
 }
 
 Engine::Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfig& config,
-               int32_t n_ctx, KvCacheConfig kv_config)
+               int32_t n_ctx, KvCacheConfig kv_config, std::unique_ptr<Speculator> speculator)
     : tokenizer_(tokenizer),
       executor_(executor),
       config_(config),
       n_ctx_(n_ctx),
       kv_(kv_config),
       scheduler_(config.scheduler, kv_),
+      speculator_(std::move(speculator)),
       epoch_(std::chrono::steady_clock::now()) {
   batch_.block_size = executor.capacity().block_size;
   batch_alt_.block_size = batch_.block_size;
   if (config.cost_model) roofline_.emplace(*config.cost_model);
-  if (config.spec.mode == SpecMode::kNone) depth_ = std::max(1, executor.pipeline_depth());
+  if (!speculator_) depth_ = std::max(1, executor.pipeline_depth());
   grammar_vocab_ = make_grammar_vocab(tokenizer, executor.capacity().n_vocab);
-  if (config.spec.mode == SpecMode::kNgram) {
-    proposer_ = std::make_unique<NgramProposer>(config.spec.ngram);
-  } else if (config.spec.mode == SpecMode::kDraft) {
-    proposer_ = std::make_unique<DraftModelProposer>(*config.spec.draft);
-  }
 }
 
 double Engine::now() const {
@@ -282,8 +217,9 @@ void Engine::finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev)
   }
   ev.finish = why;
   r.times.finished = now();
-  if (proposer_) {
-    if (const SchedRequest* sr = scheduler_.find(id)) proposer_->finish(id, sr->tokens);
+  if (speculator_) {
+    const SchedRequest* sr = scheduler_.find(id);
+    speculator_->finish(id, sr ? &sr->tokens : nullptr);
   }
   scheduler_.finish(id);
   finished_times_[id] = std::move(r.times);
@@ -346,80 +282,31 @@ bool Engine::emit(RequestId id, Request& r, const SampleResult& s, bool append, 
   return false;
 }
 
-int32_t Engine::draft_len(const Request& r, const SchedRequest& sr) const {
-  // Acceptance estimated from decayed counts with a uniform prior; draft i is worth proposing
-  // while acceptance^i >= min_gain.
-  const double alpha = (r.spec_accepts + 1.0) / (r.spec_accepts + r.spec_rejects + 2.0);
-  int32_t k = config_.spec.k;
-  if (alpha < 1.0) {
-    k = std::min(k, int32_t(std::floor(std::log(config_.spec.min_gain) / std::log(alpha))));
-  }
-  k = std::max(k, 1);
-  // Every token emitted must fit max_tokens (the last emitted one is the target's own) and
-  // every computed position the context.
-  if (r.params.max_tokens > 0) k = std::min(k, r.params.max_tokens - r.n_generated - 1);
-  k = std::min(k, n_ctx_ - sr.num_tokens());
-  return k;
-}
-
 Status Engine::propose_drafts() {
-  if (!proposer_) return {};
-  slots_.clear();
+  if (!speculator_) return {};
+  draft_requests_.clear();
   for (RequestId id : scheduler_.running()) {
-    const SchedRequest* sr = scheduler_.find(id);
     auto it = requests_.find(id);
-    if (!sr || it == requests_.end()) continue;
+    if (it == requests_.end()) continue;
     Request& r = it->second;
-    r.draft.clear();
-    r.draft_q.clear();
-    // Every token but the last computed, and not a group's leader about to fork.
-    if (sr->n_computed + 1 != sr->num_tokens() || !sr->awaiting_fork.empty()) {
-      scheduler_.set_draft(id, {});
-      continue;
-    }
-    const int32_t k = draft_len(r, *sr);
-    if (k <= 0) {
-      scheduler_.set_draft(id, {});
-      continue;
-    }
-    DraftSlot slot;
-    slot.id = id;
-    slot.tokens = sr->tokens;
-    slot.max_k = k;
-    slot.params = &r.params.sampling;
-    slot.draft = &r.draft;
-    slot.q = &r.draft_q;
-    slots_.push_back(slot);
+    DraftRequest d;
+    d.id = id;
+    d.params = &r.params.sampling;
+    d.sampler = &r.sampler;
+    if (r.params.max_tokens > 0) d.n_emit_max = r.params.max_tokens - r.n_generated;
+    draft_requests_.push_back(d);
   }
-  if (!slots_.empty()) {
-    const double t0 = now();
-    SLUICE_RETURN_IF_ERROR(proposer_->propose(slots_));
-    stats_.spec_propose_seconds += now() - t0;
-  }
-  for (const DraftSlot& slot : slots_) {
-    // A draft token the grammar refuses would be rejected: cut the draft there.
-    Request& r = requests_.at(slot.id);
-    if (r.sampler.has_grammar() && !slot.draft->empty()) {
-      const size_t keep = size_t(r.sampler.grammar_allowed_prefix(*slot.draft));
-      if (keep < slot.draft->size()) {
-        stats_.spec_grammar_cut_tokens += uint64_t(slot.draft->size() - keep);
-        slot.draft->resize(keep);
-        if (!slot.q->empty()) slot.q->resize(keep * size_t(executor_.capacity().n_vocab));
-      }
-    }
-    scheduler_.set_draft(slot.id, *slot.draft);
-  }
-  return {};
+  return speculator_->propose(draft_requests_, scheduler_, stats_);
 }
 
-void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t draft_cap) const {
+void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t n_draft_max) const {
   batch.clear();
   batch.n_kv_groups = kv_.n_groups();
   batch.block_copies.assign(out.copies.begin(), out.copies.end());
   for (const ScheduledSeq& s : out.seqs) {
     const SchedRequest* sr = scheduler_.find(s.id);
     const int32_t n_known = s.n_new_tokens - s.n_draft;
-    const int32_t n_draft = std::min(s.n_draft, draft_cap);
+    const int32_t n_draft = std::min(s.n_draft, n_draft_max);
     std::span<const int32_t> toks(sr->tokens.data() + s.n_computed, size_t(n_known));
     if (n_draft == 0) {
       batch.add_sequence(toks, s.n_computed, kv_.block_tables(s.id),
@@ -433,102 +320,20 @@ void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t draft
   }
 }
 
-void Engine::gate_drafts(SchedulerOutput& out) {
-  int32_t longest = 0;
-  for (const ScheduledSeq& s : out.seqs) longest = std::max(longest, s.n_draft);
-  const bool measured = config_.spec.gate == SpecGate::kMeasured;
-  if (longest == 0 || config_.spec.gate == SpecGate::kOff || (!roofline_ && !measured)) return;
-  // The step is priced with every draft cut to at most L tokens, for L = 0 and powers of two
-  // up to the longest draft; the L with the most expected tokens per second wins. Draft token
-  // i of a request adds acceptance^i expected tokens. Memory-bound steps keep long drafts
-  // (extra tokens are nearly free); compute-bound ones (large batches, tiny models) cut them,
-  // to 0 when they would cost more time than they save. The price (step_price): what steps of
-  // that size have cost on this run (MeasuredStepCost), or the roofline's. Sizes with no
-  // measured price yet are explored one at a time.
-  int32_t n_sampling = 0;
-  alpha_.clear();
-  for (const ScheduledSeq& s : out.seqs) {
-    n_sampling += s.samples ? 1 : 0;
-    const Request& r = requests_.at(s.id);
-    // Optimistic (one accepted token as the prior, none rejected): a request's drafts are
-    // tried until one is rejected. The gate learns acceptance only from drafts it lets
-    // through: priced with draft_len's 0.5 prior, a repeated request's first drafts were cut
-    // on that guess and the estimate never moved.
-    alpha_.push_back((r.spec_accepts + 1.0) / (r.spec_accepts + r.spec_rejects + 1.0));
-  }
-  double best_rate = -1;
-  int32_t best_cap = longest, last_priced = -1;
-  for (int32_t cap = 0;; cap = cap == 0 ? 1 : std::min(2 * cap, longest)) {
-    build_batch(out, batch_alt_, cap);
-    double expected = n_sampling;
-    for (size_t i = 0; i < out.seqs.size(); ++i) {
-      double p = 1.0;
-      const int32_t n_draft = std::min(out.seqs[i].n_draft, cap);
-      for (int32_t j = 0; j < n_draft; ++j) expected += (p *= alpha_[i]);
-    }
-    const std::optional<double> seconds = step_price(batch_alt_);
-    if (!seconds) {
-      // No price for this size yet: run it (and so measure it) when the sizes priced so far
-      // gained with size, or none is priced; else the best priced one.
-      if (last_priced < 0 || best_cap == last_priced) best_cap = cap;
-      break;
-    }
-    last_priced = cap;
-    const double rate = expected / *seconds;
-    if (rate > best_rate * (1 + 1e-9)) {
-      best_rate = rate;
-      best_cap = cap;
-    }
-    if (cap >= longest) break;
-  }
-  // Now and then a step the gate would run without drafts verifies one draft token per
-  // request anyway, so the prices of the sizes it skips and the requests' acceptance stay
-  // current: a slow measurement (a busy moment) would otherwise keep drafts off for good.
-  if (best_cap == 0 && measured && ++skips_since_probe_ >= kGateProbeEvery) {
-    best_cap = 1;
-    skips_since_probe_ = 0;
-  }
-  if (best_cap >= longest) return;
-  ++(best_cap == 0 ? stats_.spec_skipped_steps : stats_.spec_cut_steps);
-  for (ScheduledSeq& s : out.seqs) {
-    const int32_t cut = std::max(0, s.n_draft - best_cap);
-    s.n_new_tokens -= cut;
-    s.n_draft -= cut;
-    out.n_tokens -= cut;
-  }
-  build_batch(out, batch_);
-}
-
-namespace {
-// Whether a step computes more than each sequence's last known token (and its drafts): a
-// prompt chunk, or a prompt recomputed after preemption.
-bool has_prompt_tokens(const SchedulerOutput& out) {
-  for (const ScheduledSeq& s : out.seqs) {
-    if (!s.samples || s.n_new_tokens - s.n_draft != 1) return true;
-  }
-  return false;
-}
-}  // namespace
-
-std::optional<double> Engine::step_price(const Batch& batch) {
-  if (config_.spec.gate == SpecGate::kMeasured) return measured_.seconds(batch.n_tokens());
-  if (roofline_) return roofline_->predict(batch);
-  return std::nullopt;
-}
-
 Status Engine::verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& v) {
   const int32_t n_vocab = executor_.capacity().n_vocab;
   const SchedRequest* sr = scheduler_.find(s.id);
   v.samples.clear();
   v.n_accepted = 0;
   v.error.clear();
+  const std::span<const float> q_rows = speculator_->draft_q(s.id);
   for (int32_t j = 0; j <= s.n_draft; ++j) {
     std::span<const float> logits(logits_.row(row + j), size_t(n_vocab));
     if (j < s.n_draft) {
       // q of draft token j (empty: one-hot, as n-gram and greedy drafts are).
       std::span<const float> q;
-      if (r.draft_q.size() >= size_t(j + 1) * size_t(n_vocab)) {
-        q = std::span<const float>(r.draft_q.data() + size_t(j) * size_t(n_vocab), size_t(n_vocab));
+      if (q_rows.size() >= size_t(j + 1) * size_t(n_vocab)) {
+        q = q_rows.subspan(size_t(j) * size_t(n_vocab), size_t(n_vocab));
       }
       Result<VerifyResult> verified = r.sampler.verify(logits, sr->draft[size_t(j)], q, sample_ws_);
       if (!verified.ok() && r.sampler.has_grammar()) {
@@ -551,18 +356,7 @@ Status Engine::verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& 
       v.samples.push_back(sr2);
     }
   }
-  // Counts decayed per draft token (about the last 30): short drafts, each accepted whole,
-  // are as much evidence as one long one. (Decayed per verification, a request whose drafts
-  // the gate had cut to one token could not estimate above (5 + 1) / (5 + 2) = 0.86, and the
-  // gate kept cutting them for that estimate.)
-  constexpr double kDecayPerToken = 0.97;
-  const double decay = std::pow(kDecayPerToken, double(s.n_draft));
-  r.spec_accepts = r.spec_accepts * decay + v.n_accepted;
-  r.spec_rejects = r.spec_rejects * decay + (v.n_accepted < s.n_draft ? 1.0 : 0.0);
-  ++stats_.spec_verify_seqs;
-  stats_.spec_draft_tokens += uint64_t(s.n_draft);
-  stats_.spec_accepted_tokens += uint64_t(v.n_accepted);
-  stats_.spec_emitted_tokens += uint64_t(v.samples.size());
+  speculator_->on_verified(s.id, s.n_draft, v.n_accepted, int32_t(v.samples.size()), stats_);
   return {};
 }
 
@@ -651,7 +445,14 @@ Result<std::vector<EngineEvent>> Engine::step() {
       return events;
     }
     build_batch(out, batch_);
-    gate_drafts(out);
+    if (speculator_) {
+      const auto build = [&](int32_t n_draft_max) -> const Batch& {
+        build_batch(out, batch_alt_, n_draft_max);
+        return batch_alt_;
+      };
+      StepRoofline* roofline = roofline_ ? &*roofline_ : nullptr;
+      if (speculator_->gate(out, roofline, build, stats_)) build_batch(out, batch_);
+    }
     note_scheduled(out, t0);
     const double t_exec = now();
     if (Status st = executor_.execute(batch_, logits_); !st.ok()) {
@@ -663,12 +464,7 @@ Result<std::vector<EngineEvent>> Engine::step() {
                         executor_.last_step_comm());
     }
     SLUICE_RETURN_IF_ERROR(process_step(out, events));
-    if (proposer_ && config_.spec.gate == SpecGate::kMeasured && !has_prompt_tokens(out)) {
-      // The whole step, drafting, scheduling and sampling included: what a draft token costs.
-      // Steps of decoding sequences only: the gate prices drafts on top of those, and a
-      // prompt's tokens cost less (one row of logits, no sampling) and come cold.
-      measured_.record(batch_.n_tokens(), now() - t0);
-    }
+    if (speculator_) speculator_->on_step_done(out, batch_.n_tokens(), now() - t0);
   }
   ++stats_.steps;
   stats_.busy_seconds += now() - t0;

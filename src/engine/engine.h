@@ -9,6 +9,10 @@
 // n samples of one prompt (add_request_group) compute the prompt once: the first request of
 // the group prefills it, each sample draws its first token from that one logits row with its
 // own sampler, and they share the prompt's KV blocks (copy-on-write of the partial last one).
+//
+// Speculative decoding's policy (drafts, their length, the cost gate) is the Speculator's
+// (speculative/speculator.h); the engine calls its hooks around scheduling and verifies and
+// emits the drafts it schedules.
 #pragma once
 
 #include <chrono>
@@ -24,7 +28,6 @@
 
 #include "base/clock.h"
 #include "base/status.h"
-#include "engine/step_cost.h"
 #include "executor/batch.h"
 #include "executor/executor.h"
 #include "executor/step_roofline.h"
@@ -32,8 +35,7 @@
 #include "sample/sampler.h"
 #include "sample/stop.h"
 #include "sched/scheduler.h"
-#include "spec/draft_model.h"
-#include "spec/ngram.h"
+#include "speculative/speculator.h"
 #include "tokenizer/detokenize.h"
 #include "tokenizer/tokenizer.h"
 
@@ -73,47 +75,15 @@ struct RequestTimes {
 // One request's progress in one step.
 struct EngineEvent {
   RequestId id = 0;
-  std::vector<int32_t> tokens;        // sampled this step (0 or 1 today)
+  // Emitted this step: none (an abort, a failed request), one, or with speculative decoding up
+  // to 1 + the draft's length (its accepted tokens, then the target's own).
+  std::vector<int32_t> tokens;
   std::vector<SampleResult> samples;  // logprobs of those tokens (when requested)
   std::string text;                   // newly emitted text (complete UTF-8, stops removed)
   FinishReason finish = FinishReason::kNone;
   int32_t stop_index = -1;  // which stop string matched, if one did
   std::string error;        // FinishReason::kError: what went wrong
   bool finished() const { return finish != FinishReason::kNone; }
-};
-
-// Speculative decoding (docs/speculative.md): each decoding request carries up to k guessed
-// tokens that one forward pass verifies exactly (Sampler::verify); accepted ones cost a
-// fraction of a step each, rejected ones are rolled back by n_computed alone.
-enum class SpecMode : uint8_t { kNone, kNgram, kDraft };
-Result<SpecMode> parse_spec_mode(std::string_view name);  // "none" | "ngram" | "draft"
-const char* spec_mode_name(SpecMode m);
-
-// How a step's drafts are priced before it runs (Engine::gate_drafts), which cuts them where
-// they would cost more time than they save:
-//   kMeasured  by what this run's steps have cost (MeasuredStepCost), roofline or not
-//              (sluice run|serve|bench);
-//   kRoofline  by the roofline alone, no gate without one; what is drafted does not depend on
-//              the host's timing (the engine's default, and the tests');
-//   kOff       every draft verified.
-enum class SpecGate : uint8_t { kOff, kRoofline, kMeasured };
-Result<SpecGate> parse_spec_gate(std::string_view name);  // "off" | "roofline" | "measured"
-
-struct SpecConfig {
-  SpecMode mode = SpecMode::kNone;
-  // Longest draft per request and step (--spec-k; llama.cpp's --draft-max defaults to 16 too).
-  int32_t k = 16;
-  NgramConfig ngram;
-  // kDraft: the draft model's executor (same vocabulary and block size as the target's; its KV
-  // cache is the draft proposer's alone). Not owned.
-  Executor* draft = nullptr;
-  // The draft model's tokenizer, checked token by token against the target's (recommended;
-  // without it only the vocabulary sizes are compared).
-  const Tokenizer* draft_tokenizer = nullptr;
-  // Per request, draft i is proposed while the estimated chance that it is accepted,
-  // acceptance^i, stays >= min_gain (acceptance: the request's recent per-token rate).
-  double min_gain = 0.1;
-  SpecGate gate = SpecGate::kRoofline;
 };
 
 struct EngineConfig {
@@ -130,29 +100,14 @@ struct EngineConfig {
   const Clock* clock = nullptr;
 };
 
-// Counters since start.
-struct EngineStats {
+// Counters since start; the speculative decoding ones (spec_*) are SpecStats, which the
+// Speculator counts.
+struct EngineStats : SpecStats {
   uint64_t steps = 0;
   // Tokens computed for prompts (excludes prefix-cache hits; a group's shared prompt counts once).
   uint64_t prompt_tokens = 0;
   uint64_t generated_tokens = 0;
   double busy_seconds = 0;  // inside step()
-  // Speculative decoding.
-  uint64_t spec_verify_seqs = 0;   // sequence-steps that verified a draft
-  uint64_t spec_draft_tokens = 0;  // draft tokens verified
-  uint64_t spec_accepted_tokens = 0;
-  uint64_t spec_emitted_tokens = 0;  // tokens those sequence-steps produced (accepted + 1 each)
-  uint64_t spec_skipped_steps = 0;   // steps whose drafts the cost model dropped (compute-bound)
-  uint64_t spec_cut_steps = 0;       // steps whose drafts the cost model shortened
-  double spec_propose_seconds = 0;   // inside the proposer (a draft model's forward passes)
-  uint64_t spec_grammar_cut_tokens = 0;  // draft tokens dropped because the grammar refused them
-  // Mean tokens per verifying sequence-step (accepted + the target's own token).
-  double spec_mean_accepted_length() const {
-    return spec_verify_seqs ? double(spec_emitted_tokens) / double(spec_verify_seqs) : 0.0;
-  }
-  double spec_acceptance_rate() const {
-    return spec_draft_tokens ? double(spec_accepted_tokens) / double(spec_draft_tokens) : 0.0;
-  }
 };
 
 // The vocabulary as grammars see it: each of the n_vocab output rows' bytes (a token's text
@@ -248,11 +203,6 @@ class Engine {
     int32_t n_prompt = 0;
     int32_t n_generated = 0;
     RequestTimes times;
-    // Adaptive draft length: decayed counts of accepted and rejected draft tokens.
-    double spec_accepts = 0;
-    double spec_rejects = 0;
-    std::vector<int32_t> draft{};  // this step's proposal
-    std::vector<float> draft_q{};  // its q rows ([draft.size(), n_vocab]; empty: one-hot)
   };
   // Tokens a row of logits yields for a scheduled sequence, before they are emitted.
   struct Verified {
@@ -261,26 +211,19 @@ class Engine {
     std::string error;  // the request's sampling failed (its grammar allowed nothing)
   };
   Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfig& config, int32_t n_ctx,
-         KvCacheConfig kv_config);
+         KvCacheConfig kv_config, std::unique_ptr<Speculator> speculator);
   // Samples request `id` from `logits`, appends the token and checks every stop condition.
   Status advance(RequestId id, Request& r, const float* logits, EngineEvent& ev);
   // Reports sampled token `s` of request `id` (appending it to the scheduler's tokens when
   // `append`) and checks every stop condition. Returns true when the request finished.
   bool emit(RequestId id, Request& r, const SampleResult& s, bool append, EngineEvent& ev);
-  // Gives every decoding request a draft (before scheduling).
+  // Gives every decoding request a draft (before scheduling: Speculator::propose).
   Status propose_drafts();
-  // Draft length for request r now.
-  int32_t draft_len(const Request& r, const SchedRequest& sr) const;
   // Verifies seq's draft on its logits rows [row, row + 1 + n_draft).
   Status verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& v);
-  // Cuts the drafts of `out` to the length whose price (step_price: SpecConfig::gate) yields the
-  // most expected tokens per second (0: they would cost more time than they save).
-  void gate_drafts(SchedulerOutput& out);
-  // gate_drafts: the seconds a step of `batch` is expected to take (nullopt: no price yet).
-  std::optional<double> step_price(const Batch& batch);
-  // The step's batch; each draft cut to at most `draft_cap` tokens (what out itself says).
+  // The step's batch; each draft cut to at most `n_draft_max` tokens (what out itself says).
   void build_batch(const SchedulerOutput& out, Batch& batch,
-                   int32_t draft_cap = std::numeric_limits<int32_t>::max()) const;
+                   int32_t n_draft_max = std::numeric_limits<int32_t>::max()) const;
   void finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev);
   // Request times and prompt-token counts of a scheduled step (at time t).
   void note_scheduled(const SchedulerOutput& out, double t);
@@ -302,7 +245,7 @@ class Engine {
   std::vector<EngineEvent> pending_events_;                     // aborts, reported at the next step
   RequestId next_id_ = 1;
   Batch batch_;
-  Batch batch_alt_;  // the same step with drafts cut (cost model comparison)
+  Batch batch_alt_;  // the same step with drafts cut (Speculator::gate's candidates)
   mutable std::vector<int32_t> seq_tokens_;  // build_batch: a drafted sequence's tokens
   Logits logits_;
   // Pipelined execution: the steps submitted and not collected, oldest first.
@@ -315,18 +258,14 @@ class Engine {
   std::deque<InFlight> in_flight_;
   std::vector<InFlight> spare_in_flight_;  // collected, kept for their buffers
   std::vector<bool> forked_;  // process_step: per scheduled sequence, whether its samples forked
-  std::unique_ptr<Proposer> proposer_;
-  std::vector<DraftSlot> slots_;
-  std::vector<Verified> verified_;   // per scheduled sequence of the step
-  std::vector<int32_t> n_accepted_;  // per scheduled sequence of the step
-  std::vector<double> alpha_;        // gate_drafts: acceptance estimate per scheduled sequence
+  std::unique_ptr<Speculator> speculator_;    // null without speculative decoding
+  std::vector<DraftRequest> draft_requests_;  // propose_drafts(): the running requests
+  std::vector<Verified> verified_;            // per scheduled sequence of the step
+  std::vector<int32_t> n_accepted_;           // per scheduled sequence of the step
   std::shared_ptr<const grammar::TokenVocab> grammar_vocab_;
   SampleWorkspace sample_ws_;  // sampling scratch shared by all requests (engine thread only)
   EngineStats stats_;
   std::optional<StepRoofline> roofline_;
-  MeasuredStepCost measured_;  // speculation's gate: what steps have cost, by size
-  static constexpr int32_t kGateProbeEvery = 32;  // steps skipped by the measured gate per probe
-  int32_t skips_since_probe_ = 0;
   std::chrono::steady_clock::time_point epoch_;
 };
 

@@ -38,7 +38,7 @@ TEST(EngineGrammar, SampledOutputsAreSentencesOfTheGrammar) {
   for (SpecMode mode : {SpecMode::kNone, SpecMode::kNgram}) {
     EngineConfig c;
     c.spec.mode = mode;
-    c.spec.k = 4;
+    c.spec.n_draft_max = 4;
     auto engine = Engine::create(l->tokenizer, *l->executor, c);
     ASSERT_TRUE(engine.ok()) << engine.message();
     auto g = list_grammar();

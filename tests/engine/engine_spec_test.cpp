@@ -1,8 +1,10 @@
 // Speculative decoding end to end: greedy output is identical with and without drafts (alone,
 // batched, chunked, preempted, with groups and aborts), a repeated request is served from the
-// suffix cache, stops inside an accepted run cut it, and sampled output keeps its distribution.
+// suffix cache, stops inside an accepted run cut it, and sampled output keeps its distribution;
+// the cost gate, each request's own draft length, and the grammar's cut of drafts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
+#include "grammar/grammar.h"
 #include "model/convert.h"
 #include "model/presets.h"
 #include "support/fake_executor.h"
@@ -22,7 +25,7 @@ namespace {
 EngineConfig spec_config(int k = 8) {
   EngineConfig c;
   c.spec.mode = SpecMode::kNgram;
-  c.spec.k = k;
+  c.spec.n_draft_max = k;
   return c;
 }
 
@@ -344,6 +347,111 @@ TEST(EngineSpec, MeasuredGatePricesByStepTimesWhereTheRooflineCallsDraftsFree) {
   EXPECT_LT(measured.spec_draft_tokens * 10, roof.spec_draft_tokens);
 }
 
+// Each request's draft length follows its own acceptance. On the fake (whose greedy output is
+// mostly a 7-token cycle), a greedy request's n-gram drafts are nearly all accepted and stay
+// long; a request sampled at temperature 5 (nearly uniform: a drafted token has 1-7% of the
+// mass) starts as long (nothing is known yet), is rejected, and drafts one token at a time.
+TEST(EngineSpec, DraftLengthFollowsEachRequestsAcceptance) {
+  constexpr int32_t kVocab = 64;
+  const Tokenizer tok = test::fake_tokenizer(kVocab);
+  test::FakeExecutor exec(512, 16, kVocab, 512);
+  EngineConfig cfg = spec_config(8);
+  cfg.spec.ngram.n_min = 1;         // the sampled request finds a match for nearly any token
+  cfg.spec.ngram.cache_tokens = 0;  // each request drafts from its own tokens only
+  auto engine = Engine::create(tok, exec, cfg);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  Engine& e = **engine;
+  GenerationParams kept = greedy(300);
+  kept.ignore_eos = true;
+  GenerationParams rejected = kept;
+  rejected.sampling.temperature = 5;
+  rejected.sampling.seed = 7;
+  const RequestId a = *e.add_request({5, 6, 7}, kept);
+  const RequestId b = *e.add_request({5, 6, 8}, rejected);
+  // Each step's draft lengths, per request (a sequence is known by its first KV block).
+  std::map<int32_t, RequestId> by_block;
+  std::map<RequestId, std::vector<int32_t>> drafts;
+  while (e.has_work()) {
+    auto events = e.step();
+    ASSERT_TRUE(events.ok()) << events.message();
+    const Batch& batch = exec.last_batch();
+    const auto first_block = [&](const BatchSequence& s) {
+      return batch.block_tables[size_t(s.block_table_start)];
+    };
+    if (by_block.empty()) {  // the first step: both prompts, in the order they came
+      ASSERT_EQ(batch.seqs.size(), 2u);
+      by_block[first_block(batch.seqs[0])] = a;
+      by_block[first_block(batch.seqs[1])] = b;
+      ASSERT_EQ(by_block.size(), 2u);
+    }
+    for (const BatchSequence& s : batch.seqs) {
+      if (s.logits == LogitsMode::kAll)
+        drafts[by_block.at(first_block(s))].push_back(s.n_new_tokens - 1);
+    }
+  }
+  const std::vector<int32_t>& da = drafts[a];
+  const std::vector<int32_t>& db = drafts[b];
+  ASSERT_GE(da.size(), 20u);
+  ASSERT_GE(db.size(), 40u);
+  // The accepted request: after its first drafts (the cycle's start, rejected now and then),
+  // nearly all are 6 tokens or more (what the 7-token cycle offers; fewer where the output
+  // sits on the cycle's fixed point or max_tokens is near), and some the full 8.
+  int32_t long_a = 0;
+  for (size_t i = 10; i < da.size(); ++i) long_a += da[i] >= 6;
+  EXPECT_GE(long_a * 4, int32_t(da.size() - 10) * 3) << ::testing::PrintToString(da);
+  EXPECT_EQ(*std::max_element(da.begin(), da.end()), 8);
+  // The rejected one: a long first draft, then one token at a time.
+  EXPECT_GE(db.front(), 4) << ::testing::PrintToString(db);
+  for (size_t i = 4; i < db.size(); ++i) EXPECT_EQ(db[i], 1) << "draft " << i;
+  EXPECT_EQ(e.kv().n_used_blocks(), 0);
+}
+
+// The engine cuts a draft where the request's grammar refuses a token, before it is verified.
+// The grammar allows 30 to 60 of the words w10 .. w29; the prompt follows each of them with
+// w40, so the first n-gram drafts, looked up in the prompt, start with w40 and are cut (to
+// nothing); later ones, from the output's own repeats, are verified. Output equals plain
+// decoding under the same grammar.
+TEST(EngineSpec, GrammarCutsTheDraftTokensItRefuses) {
+  constexpr int32_t kVocab = 64;
+  const Tokenizer tok = test::fake_tokenizer(kVocab);
+  // root ::= (" w1" [0-9] | " w2" [0-9]){30,60}
+  grammar::GrammarSpec spec;
+  using grammar::Expr;
+  spec.rules.push_back(
+      {"root", Expr::repeat(Expr::alt({Expr::seq({Expr::lit(" w1"), Expr::cls({{'0', '9'}})}),
+                                       Expr::seq({Expr::lit(" w2"), Expr::cls({{'0', '9'}})})}),
+                            30, 60)});
+  auto g = grammar::lower(spec);
+  ASSERT_TRUE(g.ok()) << g.message();
+  std::vector<int32_t> prompt;
+  for (int32_t t = 10; t < 30; ++t) prompt.insert(prompt.end(), {t, 40});
+  const auto run = [&](const EngineConfig& cfg, EngineStats& st) {
+    test::FakeExecutor exec(512, 16, kVocab, 512);
+    auto e = Engine::create(tok, exec, cfg);
+    EXPECT_TRUE(e.ok()) << e.message();
+    GenerationParams p = greedy(60);
+    p.sampling.grammar = grammar::CompiledGrammar::make(*g, (*e)->grammar_vocab());
+    const auto out = run_all(**e, {prompt}, {p}, {0});
+    st = (*e)->stats();
+    return out[0];
+  };
+  EngineStats plain_stats, spec_stats;
+  const Output want = run({}, plain_stats);
+  EngineConfig cfg = spec_config(8);
+  cfg.spec.ngram.n_min = 1;
+  const Output got = run(cfg, spec_stats);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.finish, want.finish);
+  ASSERT_GE(got.tokens.size(), 30u);
+  // Words of the grammar, and at the end perhaps the end-of-generation token (</s>, 2).
+  for (size_t i = 0; i < got.tokens.size(); ++i) {
+    const int32_t t = got.tokens[i];
+    EXPECT_TRUE((t >= 10 && t < 30) || (t == 2 && i + 1 == got.tokens.size())) << i << ": " << t;
+  }
+  EXPECT_GT(spec_stats.spec_grammar_cut_tokens, 0u) << "the grammar cut no draft";
+  EXPECT_GT(spec_stats.spec_draft_tokens, 0u) << "no draft was verified after the cuts";
+}
+
 }  // namespace
 }  // namespace sluice
 
@@ -353,7 +461,7 @@ namespace {
 EngineConfig draft_config(Executor& draft, int k = 6, const Tokenizer* tok = nullptr) {
   EngineConfig c;
   c.spec.mode = SpecMode::kDraft;
-  c.spec.k = k;
+  c.spec.n_draft_max = k;
   c.spec.draft = &draft;
   c.spec.draft_tokenizer = tok;
   return c;

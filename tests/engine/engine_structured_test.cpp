@@ -426,7 +426,7 @@ void run_model(Loaded& l, const ModelRun& run, Tally& tally) {
     EngineConfig c;
     if (spec) {
       c.spec.mode = SpecMode::kNgram;
-      c.spec.k = 4;
+      c.spec.n_draft_max = 4;
     }
     auto engine = Engine::create(l.tokenizer, *l.executor, c);
     ASSERT_TRUE(engine.ok()) << engine.message();

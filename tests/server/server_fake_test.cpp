@@ -41,7 +41,7 @@ std::unique_ptr<FakeServer> start_fake(const FakeKnobs& k) {
     ec.n_ctx = 512;
     ec.scheduler.max_seqs = k.max_seqs;
     ec.spec.mode = k.spec;
-    ec.spec.k = 4;
+    ec.spec.n_draft_max = 4;
     SLUICE_ASSIGN_OR_RETURN(s->engine, Engine::create(s->tokenizer, s->executor, ec));
     server::ServedModel m;
     m.engine = s->engine.get();

@@ -54,6 +54,7 @@ class FakeExecutor final : public Executor {
     }
     SLUICE_RETURN_IF_ERROR(validate_batch(batch, cap_));
     SLUICE_RETURN_IF_ERROR(copy_blocks(batch.block_copies));
+    last_batch_ = batch;
     ++n_executes_;
     n_tokens_ += uint64_t(batch.n_tokens());
     out.n_vocab = cap_.n_vocab;
@@ -175,6 +176,8 @@ class FakeExecutor final : public Executor {
   // The most batches that were in flight at once.
   int32_t max_in_flight() const { return max_in_flight_; }
 
+  // The batch the last execute() ran (what a step computed: its drafts, its chunks).
+  const Batch& last_batch() const { return last_batch_; }
   uint64_t n_executes() const { return n_executes_; }
   uint64_t n_tokens() const { return n_tokens_; }
 
@@ -187,6 +190,7 @@ class FakeExecutor final : public Executor {
 
   ExecutorCapacity cap_;
   std::vector<int32_t> slots_;
+  Batch last_batch_;
   uint64_t n_executes_ = 0;
   uint64_t n_tokens_ = 0;
   int32_t fail_min_seqs_ = 0;

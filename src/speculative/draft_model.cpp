@@ -1,4 +1,4 @@
-#include "spec/draft_model.h"
+#include "speculative/draft_model.h"
 
 #include <algorithm>
 
@@ -38,7 +38,7 @@ Status DraftModelProposer::propose(std::span<DraftSlot> slots) {
     if (slot.q) slot.q->clear();
     slot.source = DraftSource::kNone;
     const int32_t len = int32_t(slot.tokens.size());
-    if (slot.max_k < 1 || len < 1) continue;
+    if (slot.n_draft_max < 1 || len < 1) continue;
     Seq& s = seqs_[slot.id];
     if (!s.sampler) {
       SLUICE_ASSIGN_OR_RETURN(s.sampler, make_sampler(slot));
@@ -50,8 +50,8 @@ Status DraftModelProposer::propose(std::span<DraftSlot> slots) {
     s.seen.resize(common);
     kv_.truncate(slot.id, int32_t(common));
     const int32_t computed = int32_t(common);
-    // Positions [computed, len) now, then len .. len + k - 2 for the guesses fed back.
-    const int32_t n_new_tokens = len - computed + slot.max_k - 1;
+    // Positions [computed, len) now, then len .. len + n_draft_max - 2 for the guesses fed back.
+    const int32_t n_new_tokens = len - computed + slot.n_draft_max - 1;
     bool ok = kv_.allocate_slots(slot.id, computed, n_new_tokens);
     if (!ok && !evicted) {
       // Make room (once per call: O(slots + requests)): requests not proposed for now give
@@ -75,7 +75,7 @@ Status DraftModelProposer::propose(std::span<DraftSlot> slots) {
     s.seen.assign(slot.tokens.begin(), slot.tokens.end());
     active_.push_back(i);
   }
-  // Step 1 catches up and guesses the first token; steps 2..k feed each guess back.
+  // Step 1 catches up and guesses the first token; steps 2..n_draft_max feed each guess back.
   for (int32_t step = 0; !active_.empty(); ++step) {
     if (step > 0) {
       batch_.clear();
@@ -107,7 +107,7 @@ Status DraftModelProposer::propose(std::span<DraftSlot> slots) {
       }
       slot.draft->push_back(token);
       slot.source = DraftSource::kDraftModel;
-      if (int32_t(slot.draft->size()) < slot.max_k) active_[kept++] = active_[a];
+      if (int32_t(slot.draft->size()) < slot.n_draft_max) active_[kept++] = active_[a];
     }
     active_.resize(kept);
   }

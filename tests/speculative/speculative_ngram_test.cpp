@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "spec/ngram.h"
+#include "speculative/ngram.h"
 
 namespace sluice {
 namespace {

@@ -1,5 +1,5 @@
 // What this run's steps have cost, by their number of new tokens: the price the measured
-// speculation gate (Engine::gate_drafts, SpecGate::kMeasured) puts on a step with and without
+// speculation gate (Speculator::gate, SpecGate::kMeasured) puts on a step with and without
 // its drafts. The roofline counts bytes and FLOPs but knows neither the per-step overheads
 // (scheduling, sampling, waking threads) nor how the kernels fare at small sizes:
 // stories260K's steps cost 37 us + 40 us per token on a 2-core Zen 4, where the roofline sees

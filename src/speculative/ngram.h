@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 
 namespace sluice {
 
@@ -52,7 +52,7 @@ class NgramProposer final : public Proposer {
   Status propose(std::span<DraftSlot> slots) override;
   void finish(RequestId id, std::span<const int32_t> tokens) override;
   // One request's draft (what propose() does per slot).
-  DraftSource propose_one(RequestId id, std::span<const int32_t> tokens, int32_t max_k,
+  DraftSource propose_one(RequestId id, std::span<const int32_t> tokens, int32_t n_draft_max,
                           std::vector<int32_t>& draft);
 
   const NgramStats& stats() const { return stats_; }

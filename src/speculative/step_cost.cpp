@@ -1,4 +1,4 @@
-#include "engine/step_cost.h"
+#include "speculative/step_cost.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,7 +1,7 @@
 // Drafts from a smaller model with the same vocabulary (--spec draft --model-draft FILE): each
 // step it catches up on the tokens it has not seen (the prompt, the target's accepted and
-// corrected tokens) for every decoding request in one ragged batch, then decodes k - 1 more
-// single-token steps, all requests together, sampling each guess with the request's own
+// corrected tokens) for every decoding request in one ragged batch, then decodes n_draft_max - 1
+// more single-token steps, all requests together, sampling each guess with the request's own
 // sampling parameters and reporting the distribution it drew from (q) for exact verification.
 //
 // Its K/V lives in the draft executor's own cache, in blocks of the same size as the target's,
@@ -18,7 +18,7 @@
 #include "executor/executor.h"
 #include "kv/kv_cache_manager.h"
 #include "sample/sampler.h"
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 
 namespace sluice {
 

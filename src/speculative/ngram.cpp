@@ -1,4 +1,4 @@
-#include "spec/ngram.h"
+#include "speculative/ngram.h"
 
 #include <algorithm>
 #include <cassert>
@@ -52,18 +52,18 @@ const NgramProposer::Cached* NgramProposer::find_cached(uint64_t serial) const {
 
 Status NgramProposer::propose(std::span<DraftSlot> slots) {
   for (DraftSlot& s : slots) {
-    s.source = propose_one(s.id, s.tokens, s.max_k, *s.draft);
+    s.source = propose_one(s.id, s.tokens, s.n_draft_max, *s.draft);
     if (s.q) s.q->clear();
   }
   return {};
 }
 
-DraftSource NgramProposer::propose_one(RequestId id, std::span<const int32_t> tokens, int32_t max_k,
-                                       std::vector<int32_t>& draft) {
+DraftSource NgramProposer::propose_one(RequestId id, std::span<const int32_t> tokens,
+                                       int32_t n_draft_max, std::vector<int32_t>& draft) {
   draft.clear();
   ++stats_.lookups;
   const int32_t len = int32_t(tokens.size());
-  if (max_k <= 0 || len < config_.n_min) return DraftSource::kNone;
+  if (n_draft_max <= 0 || len < config_.n_min) return DraftSource::kNone;
 
   // Index the n-grams that gained a continuation since the last call (ends <= len - 1).
   Live& live = live_[id];
@@ -107,7 +107,7 @@ DraftSource NgramProposer::propose_one(RequestId id, std::span<const int32_t> to
       source = DraftSource::kPrompt;
       ++stats_.prompt_hits;
     }
-    const int32_t to = std::min(int32_t(src.size()), from + max_k);
+    const int32_t to = std::min(int32_t(src.size()), from + n_draft_max);
     draft.assign(src.begin() + from, src.begin() + to);
     return draft.empty() ? DraftSource::kNone : source;
   }

@@ -1,5 +1,5 @@
-// Draft proposers for speculative decoding: each step, every decoding request may carry k
-// guessed tokens that the target model verifies in the same forward pass (engine.h,
+// Draft proposers for speculative decoding: each step, every decoding request may carry up to
+// n_draft_max guessed tokens that the target model verifies in the same forward pass (engine.h,
 // Sampler::verify). A proposer only guesses; exactness comes from verification, so a bad
 // guess costs compute, never correctness — provided a proposer that reports q reports the
 // distribution its guess was really drawn from.
@@ -22,9 +22,9 @@ enum class DraftSource : uint8_t { kNone, kPrompt, kSuffixCache, kDraftModel };
 struct DraftSlot {
   RequestId id = 0;
   std::span<const int32_t> tokens;         // the request's prompt and generated tokens so far
-  int32_t max_k = 0;                       // longest draft wanted (>= 1)
+  int32_t n_draft_max = 0;                 // longest draft wanted (>= 1)
   const SamplingParams* params = nullptr;  // the request's sampling (draft models sample alike)
-  // Out: up to max_k tokens (cleared first; empty: no guess) ...
+  // Out: up to n_draft_max tokens (cleared first; empty: no guess) ...
   std::vector<int32_t>* draft = nullptr;
   // ... and, for proposers that sample, q: [draft.size(), n_vocab] the distribution each token
   // was drawn from. Left empty for one-hot drafts (n-gram lookups).
