@@ -103,10 +103,17 @@ class Runner {
  public:
   Runner(Executor& exec, StepRoofline* roof) : exec_(exec), roof_(roof) {}
 
-  // Adds one sequence: the new tokens `toks` after `n_computed` computed ones.
-  void add(std::vector<int32_t>& table, int32_t n_computed, const std::vector<int32_t>& toks) {
-    blocks_->allocate_for(n_computed + int32_t(toks.size()), exec_.capacity().block_size, table);
-    batch_.add_sequence(toks, n_computed, table, LogitsMode::kLast);
+  // Adds sequence `s`: the new tokens `toks` after `n_computed` computed ones, its block table
+  // per K/V group grown (every block kept) and its recurrent state slot `s`, if any.
+  void add(std::vector<std::vector<int32_t>>& tables, int32_t s, int32_t n_computed,
+           const std::vector<int32_t>& toks) {
+    const ExecutorCapacity cap = exec_.capacity();
+    tables.resize(size_t(cap.n_kv_groups()));
+    for (std::vector<int32_t>& t : tables) {
+      blocks_->allocate_for(n_computed + int32_t(toks.size()), cap.block_size, t);
+    }
+    batch_.add_sequence(toks, n_computed, tables, LogitsMode::kLast,
+                        cap.n_state_slots > 0 ? s : -1);
   }
 
   // Seconds for prefill of p tokens (fresh KV) and then n decode steps of `b` sequences, and
@@ -124,16 +131,17 @@ class Runner {
     const ExecutorCapacity cap = exec_.capacity();
     blocks_ = std::make_unique<BlockFreeList>(cap.n_blocks);
     const int n_vocab = cap.n_vocab;
-    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(b));
+    std::vector<std::vector<std::vector<int32_t>>> tables(static_cast<size_t>(b));
     std::vector<int32_t> ctx(static_cast<size_t>(b));
     batch_.clear();
     batch_.block_size = cap.block_size;
+    batch_.n_kv_groups = cap.n_kv_groups();
     using clock = std::chrono::steady_clock;
     auto t0 = clock::now();
     for (int s = 0; s < b; ++s) {
       std::vector<int32_t> prompt(static_cast<size_t>(p));
       for (int i = 0; i < p; ++i) prompt[size_t(i)] = (1 + 37 * i + 101 * s) % n_vocab;
-      add(tables[size_t(s)], 0, prompt);
+      add(tables[size_t(s)], s, 0, prompt);
       ctx[size_t(s)] = p;
     }
     SLUICE_RETURN_IF_ERROR(exec_.execute(batch_, out_));
@@ -162,7 +170,7 @@ class Runner {
         batch_.clear();
         for (int s = g * b / groups; s < (g + 1) * b / groups; ++s) {
           const int32_t tok = (7 + 13 * step + s) % n_vocab;
-          add(tables[size_t(s)], ctx[size_t(s)], {tok});
+          add(tables[size_t(s)], s, ctx[size_t(s)], {tok});
           ++ctx[size_t(s)];
         }
         if (groups == 1) {
@@ -324,7 +332,8 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
     if (!dist) {
       CpuExecutorOptions eo;
       eo.n_threads = t;
-      eo.n_blocks = max_b * ((n_ctx + 15) / 16 + 1) + 4;
+      eo.n_blocks = int(c.kv_cache_layout().n_groups()) * (max_b * ((n_ctx + 15) / 16 + 1) + 4);
+      eo.n_state_slots = max_b;
       SLUICE_ASSIGN_OR_RETURN(own, CpuExecutor::create(model, eo));
     }
     Executor& exec = dist ? session->exec() : *own;

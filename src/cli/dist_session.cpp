@@ -37,6 +37,7 @@ CpuExecutorOptions rank_executor_options(const EngineCliOptions& o, KvType kv_ty
   eo.block_size = o.block_size;
   eo.kv_type = kv_type;
   eo.n_blocks = n_blocks;
+  eo.n_state_slots = o.max_seqs;
   eo.collective = &comm;
   eo.stage_link = &comm;
   return eo;

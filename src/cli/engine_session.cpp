@@ -142,6 +142,7 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   eo.block_size = o.block_size;
   eo.kv_type = kv_type;
   eo.n_blocks = s->kv.n_blocks;
+  eo.n_state_slots = o.max_seqs;
   SLUICE_ASSIGN_OR_RETURN(s->executor, CpuExecutor::create(s->model, eo));
   if (s->draft_model) {
     SLUICE_ASSIGN_OR_RETURN(s->draft_executor, CpuExecutor::create(*s->draft_model, eo));

@@ -51,6 +51,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Execu
     return make_error("engine: the tokenizer has ", tokenizer.vocab().n_tokens(),
                       " tokens but the model's output has ", cap.n_vocab, " rows");
   }
+  // A rejected draft rolls K/V back by counters alone; a recurrent state would need the state
+  // at the last accepted token (per-position states or a recompute): not done yet.
+  if (cap.n_state_slots > 0 && config.spec.mode != SpecMode::kNone) {
+    return make_error(
+        "speculative decoding is not supported yet for models with recurrent "
+        "layers (their state cannot be rolled back to a rejected draft)");
+  }
   SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<Speculator> speculator,
                           Speculator::create(config.spec, tokenizer, cap, n_ctx, config.clock));
   KvCacheConfig kv;
@@ -59,6 +66,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Execu
   kv.enable_prefix_cache = config.enable_prefix_cache;
   kv.salt = 0x5eed;
   kv.group_windows = cap.kv_group_windows;
+  kv.n_state_slots = cap.n_state_slots;
   return std::unique_ptr<Engine>(
       new Engine(tokenizer, executor, config, n_ctx, kv, std::move(speculator)));
 }
@@ -303,6 +311,7 @@ void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t n_dra
   batch.clear();
   batch.n_kv_groups = kv_.n_groups();
   batch.block_copies.assign(out.copies.begin(), out.copies.end());
+  batch.state_copies.assign(out.state_copies.begin(), out.state_copies.end());
   for (const ScheduledSeq& s : out.seqs) {
     const SchedRequest* sr = scheduler_.find(s.id);
     const int32_t n_known = s.n_new_tokens - s.n_draft;
@@ -310,12 +319,13 @@ void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t n_dra
     std::span<const int32_t> toks(sr->tokens.data() + s.n_computed, size_t(n_known));
     if (n_draft == 0) {
       batch.add_sequence(toks, s.n_computed, kv_.block_tables(s.id),
-                         s.samples ? LogitsMode::kLast : LogitsMode::kNone);
+                         s.samples ? LogitsMode::kLast : LogitsMode::kNone, kv_.state_slot(s.id));
     } else {
       // The last known token, then the draft: logits at each of them.
       seq_tokens_.assign(toks.begin(), toks.end());
       seq_tokens_.insert(seq_tokens_.end(), sr->draft.begin(), sr->draft.begin() + n_draft);
-      batch.add_sequence(seq_tokens_, s.n_computed, kv_.block_tables(s.id), LogitsMode::kAll);
+      batch.add_sequence(seq_tokens_, s.n_computed, kv_.block_tables(s.id), LogitsMode::kAll,
+                         kv_.state_slot(s.id));
     }
   }
 }

@@ -190,6 +190,8 @@ class Engine {
   const KvCacheManager& kv() const { return kv_; }
   // K and V bytes of one block in the executor's memory (0: not known).
   size_t kv_bytes_per_block() const { return executor_.capacity().bytes_per_block; }
+  // Bytes of one sequence's recurrent state in the executor (0: no recurrent layers).
+  size_t state_bytes_per_slot() const { return executor_.capacity().state_bytes_per_slot; }
   const Scheduler& scheduler() const { return scheduler_; }
   int32_t n_ctx() const { return n_ctx_; }
   double now() const;  // seconds since the engine started (EngineConfig::clock when set)

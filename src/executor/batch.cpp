@@ -11,7 +11,7 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "the wire form is little-endian");
 constexpr char kBatchMagic[8] = {'S', 'L', 'B', 'A', 'T', 'C', 'H', '2'};
 constexpr size_t kHeaderBytes = 32;
-constexpr size_t kSeqInts = 6;
+constexpr size_t kSeqInts = 7;
 
 void put_i32(std::vector<uint8_t>& out, int32_t v) {
   uint8_t b[4];
@@ -58,9 +58,15 @@ void serialize_batch(const Batch& b, std::vector<uint8_t>& out) {
     put_i32(out, s.block_table_start);
     put_i32(out, s.n_blocks);
     put_i32(out, int32_t(s.logits));
+    put_i32(out, s.state_slot);
   }
   for (int32_t id : b.block_tables) put_i32(out, id);
   for (const BlockCopy& c : b.block_copies) {
+    put_i32(out, c.src);
+    put_i32(out, c.dst);
+  }
+  put_i32(out, int32_t(b.state_copies.size()));
+  for (const BlockCopy& c : b.state_copies) {
     put_i32(out, c.src);
     put_i32(out, c.dst);
   }
@@ -83,8 +89,9 @@ Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
   }
   const uint64_t G = uint64_t(b.n_kv_groups);
   const uint64_t ints = (2ull + 2ull * G) * uint64_t(n_tokens) + kSeqInts * uint64_t(n_seqs) +
-                        uint64_t(n_table) + 2ull * uint64_t(n_copies);
-  if (bytes.size() - kHeaderBytes != 4 * ints) {
+                        uint64_t(n_table) + 2ull * uint64_t(n_copies) + 1;
+  // Then 2 i32 per state copy, as many as the last count says.
+  if (bytes.size() - kHeaderBytes < 4 * ints || (bytes.size() - kHeaderBytes - 4 * ints) % 8 != 0) {
     return make_error("batch wire form: ", bytes.size(), " bytes, the header's counts need ",
                       kHeaderBytes + 4 * ints);
   }
@@ -112,6 +119,7 @@ Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
       return make_error("batch wire form: sequence ", i, " has logits mode ", mode);
     }
     s.logits = LogitsMode(mode);
+    s.state_slot = r.next();
     if (s.token_start < 0 || s.n_new_tokens < 0 || s.token_start > n_tokens ||
         s.n_new_tokens > n_tokens - s.token_start || s.block_table_start < 0 || s.n_blocks < 0 ||
         s.block_table_start > n_table ||
@@ -121,6 +129,17 @@ Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
   }
   for (int32_t& id : b.block_tables) id = r.next();
   for (BlockCopy& c : b.block_copies) {
+    c.src = r.next();
+    c.dst = r.next();
+  }
+  const int32_t n_state_copies = r.next();
+  if (n_state_copies < 0 ||
+      uint64_t(n_state_copies) * 8 != bytes.size() - kHeaderBytes - 4 * ints) {
+    return make_error("batch wire form: ", n_state_copies, " state copies do not fill the ",
+                      bytes.size() - kHeaderBytes - 4 * ints, " bytes left");
+  }
+  b.state_copies.resize(size_t(n_state_copies));
+  for (BlockCopy& c : b.state_copies) {
     c.src = r.next();
     c.dst = r.next();
   }
@@ -160,7 +179,10 @@ void split_batch(const Batch& batch, int n_parts, std::vector<Batch>& parts) {
     b.clear();
     b.block_size = batch.block_size;
     b.n_kv_groups = batch.n_kv_groups;
-    if (p == 0) b.block_copies = batch.block_copies;
+    if (p == 0) {
+      b.block_copies = batch.block_copies;
+      b.state_copies = batch.state_copies;
+    }
     // Sequences until this part holds its share of the tokens (at least one each, and one
     // left for every later part).
     const int64_t goal = int64_t(batch.n_tokens()) * (p + 1) / n_parts;
@@ -206,17 +228,21 @@ void Batch::clear() {
   seqs.clear();
   block_tables.clear();
   block_copies.clear();
+  state_copies.clear();
 }
 
 void Batch::add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
-                         std::span<const int32_t> block_table, LogitsMode logits) {
+                         std::span<const int32_t> block_table, LogitsMode logits,
+                         int32_t state_slot) {
   assert(n_kv_groups == 1);
   const std::vector<int32_t> one(block_table.begin(), block_table.end());
-  add_sequence(tokens, n_computed, std::span<const std::vector<int32_t>>(&one, 1), logits);
+  add_sequence(tokens, n_computed, std::span<const std::vector<int32_t>>(&one, 1), logits,
+               state_slot);
 }
 
 void Batch::add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
-                         std::span<const std::vector<int32_t>> tables, LogitsMode logits) {
+                         std::span<const std::vector<int32_t>> tables, LogitsMode logits,
+                         int32_t state_slot) {
   assert(int32_t(tables.size()) == n_kv_groups);
   BatchSequence s;
   s.token_start = n_tokens();
@@ -225,6 +251,7 @@ void Batch::add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
   s.block_table_start = int32_t(block_tables.size());
   s.n_blocks = tables.empty() ? 0 : int32_t(tables[0].size());
   s.logits = logits;
+  s.state_slot = state_slot;
   for (int32_t j = 0; j < s.n_new_tokens; ++j) {
     const int32_t pos = n_computed + j;
     token_ids.push_back(tokens[size_t(j)]);
@@ -266,6 +293,12 @@ Status validate_batch(const Batch& b, const ExecutorCapacity& cap) {
                         " with at least one token within the ", n, " tokens");
     }
     next_token += s.n_new_tokens;
+    if (cap.n_state_slots > 0 ? s.state_slot < 0 || s.state_slot >= cap.n_state_slots
+                              : s.state_slot != -1) {
+      return make_error("batch: sequence ", si, " has state slot ", s.state_slot,
+                        "; the executor has ", cap.n_state_slots,
+                        " (a sequence names one of them, or -1 when there are none)");
+    }
     if (s.context_len < s.n_new_tokens || s.context_len > cap.n_ctx) {
       return make_error("batch: sequence ", si, " has context length ", s.context_len, " (",
                         s.n_new_tokens, " new tokens, model context ", cap.n_ctx, ")");
@@ -314,7 +347,15 @@ Status validate_batch(const Batch& b, const ExecutorCapacity& cap) {
   if (next_token != int64_t(n)) {
     return make_error("batch: sequences cover ", next_token, " of ", n, " tokens");
   }
-  return validate_block_copies(b.block_copies, cap.n_blocks);
+  SLUICE_RETURN_IF_ERROR(validate_block_copies(b.block_copies, cap.n_blocks));
+  for (const BlockCopy& c : b.state_copies) {
+    if (c.src < 0 || c.src >= cap.n_state_slots || c.dst < 0 || c.dst >= cap.n_state_slots ||
+        c.src == c.dst) {
+      return make_error("batch: state copy (", c.src, " -> ", c.dst,
+                        ") needs two distinct slots in [0, ", cap.n_state_slots, ")");
+    }
+  }
+  return {};
 }
 
 Status validate_block_copies(std::span<const BlockCopy> copies, int32_t n_blocks) {

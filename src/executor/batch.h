@@ -45,6 +45,9 @@ struct BatchSequence {
                                   // n_kv_groups * n_blocks), one row of n_blocks per group
   int32_t n_blocks = 0;           // >= ceil(context_len / block_size)
   LogitsMode logits = LogitsMode::kLast;
+  // Models with recurrent layers: the sequence's state slot (ExecutorCapacity::n_state_slots),
+  // holding its state after context_len - n_new_tokens tokens (zero when that is 0); -1: none.
+  int32_t state_slot = -1;
 };
 
 struct Batch {
@@ -57,6 +60,9 @@ struct Batch {
   std::vector<int32_t> block_tables;  // concatenated block table rows
   // Applied in order before the forward pass (a later copy may overwrite an earlier source).
   std::vector<BlockCopy> block_copies;
+  // Recurrent state slots copied (src -> dst) before the forward pass, after the block copies
+  // (a forked sample takes its leader's state).
+  std::vector<BlockCopy> state_copies;
 
   int32_t n_tokens() const { return int32_t(token_ids.size()); }
   int32_t n_seqs() const { return int32_t(seqs.size()); }
@@ -71,10 +77,12 @@ struct Batch {
   // must cover n_computed + tokens.size() positions. Fills positions and KV slots from it.
   // One K/V group (n_kv_groups 1).
   void add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
-                    std::span<const int32_t> block_table, LogitsMode logits);
+                    std::span<const int32_t> block_table, LogitsMode logits,
+                    int32_t state_slot = -1);
   // The same with one block table per K/V group (n_kv_groups of them, all of one length).
   void add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
-                    std::span<const std::vector<int32_t>> block_tables, LogitsMode logits);
+                    std::span<const std::vector<int32_t>> block_tables, LogitsMode logits,
+                    int32_t state_slot = -1);
 };
 
 // What batches an executor accepts (Executor::capacity()).
@@ -90,6 +98,10 @@ struct ExecutorCapacity {
   std::vector<int32_t> kv_group_windows = {};
   // K and V bytes of one block in this executor's memory (0: not known, or none).
   size_t bytes_per_block = 0;
+  // Models with recurrent layers: state slots [0, n_state_slots), one per running sequence,
+  // of state_bytes_per_slot bytes each; every sequence of a batch names one. 0: no state.
+  int32_t n_state_slots = 0;
+  size_t state_bytes_per_slot = 0;
   int32_t n_kv_groups() const {
     return kv_group_windows.empty() ? 1 : int32_t(kv_group_windows.size());
   }
@@ -109,8 +121,9 @@ Status validate_block_copies(std::span<const BlockCopy> copies, int32_t n_blocks
 // Flat wire form of a Batch (rank broadcast, remote executors): a 32-byte header
 // ("SLBATCH2", block_size, then the counts of tokens, sequences, block-table entries and block
 // copies, and n_kv_groups, u32 little-endian), then token_ids, positions, kv_slots (block,
-// offset; n_kv_groups per token), seqs (six i32 each, logits mode last), block_tables and
-// block_copies (src, dst), all i32 little-endian.
+// offset; n_kv_groups per token), seqs (seven i32 each: logits mode, then state slot),
+// block_tables, block_copies (src, dst), then the count of state copies and the state copies
+// (src, dst), all i32 little-endian.
 // Deterministic: equal batches give equal bytes.
 void serialize_batch(const Batch& batch, std::vector<uint8_t>& out);
 // The inverse. Checks the header and that the sizes add up exactly, and that every sequence's

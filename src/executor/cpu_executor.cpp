@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "executor/kv_sizing.h"
 #include "kernels/attention.h"
+#include "kernels/delta_net.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
@@ -37,6 +38,7 @@ struct CpuExecutor::Scratch {
   // gathered rows of one expert and its results.
   std::vector<float> moe_logits, moe_weight, moe_slot_y, moe_shgate;
   std::vector<int32_t> moe_sel, moe_at, moe_slot, moe_sel_next;
+  std::vector<float> delta_scratch;    // [n_seqs][DeltaNetParams::scratch_floats()]
   std::vector<int> moe_active;         // experts with rows this layer
   std::vector<MoeThread> moe_threads;  // per pool thread: one expert's buffers
   std::vector<float> logits_local;     // tensor parallel: this rank's vocabulary columns
@@ -127,6 +129,15 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
   shape.head_dim = c.head_dim;
   shape.type = options.kv_type;
   SLUICE_ASSIGN_OR_RETURN(e->kv_, KvCacheStorage::create(shape));
+  if (c.any_recurrent()) {
+    e->n_state_slots_ = options.n_state_slots > 0 ? options.n_state_slots : 16;
+    e->state_floats_ = c.recurrent.state_floats();
+    for (int il = c.layer_begin; il < c.stage_layer_end(); ++il) {
+      e->n_stage_recurrent_ += c.layer_recurrent[size_t(il)] ? 1 : 0;
+    }
+    e->states_.assign(
+        size_t(e->n_state_slots_) * size_t(e->n_stage_recurrent_) * size_t(e->state_floats_), 0.0f);
+  }
   e->repack(options);
   e->rope_inv_freq_.resize(size_t(c.n_rot / 2));
   const std::vector<float>& ff = model.weights().rope_freqs;
@@ -142,10 +153,22 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
   return e;
 }
 
+float* CpuExecutor::layer_state(int32_t slot, int il) {
+  const ModelConfig& c = model_.config();
+  const int i = c.recurrent_index(il) - c.recurrent_index(c.layer_begin);
+  return states_.data() + (int64_t(slot) * n_stage_recurrent_ + i) * state_floats_;
+}
+
 ExecutorCapacity CpuExecutor::capacity() const {
   const ModelConfig& c = model_.config();
-  return {n_blocks(),       block_size(),         model_.shard().n_vocab,
-          int32_t(c.n_ctx), layout_.group_window, kv_->bytes_per_block()};
+  return {n_blocks(),
+          block_size(),
+          model_.shard().n_vocab,
+          int32_t(c.n_ctx),
+          layout_.group_window,
+          kv_->bytes_per_block(),
+          n_state_slots_,
+          size_t(n_stage_recurrent_) * size_t(state_floats_) * sizeof(float)};
 }
 
 Status CpuExecutor::copy_blocks(std::span<const BlockCopy> copies) {
@@ -196,6 +219,11 @@ Status CpuExecutor::import_blocks(std::span<const int32_t> ids, const KvBlockDat
 Status CpuExecutor::execute(const Batch& batch, Logits& out) {
   SLUICE_RETURN_IF_ERROR(validate_batch(batch, capacity()));
   for (const BlockCopy& c : batch.block_copies) kv_->copy_block(c.src, c.dst);
+  const int64_t slot_floats = int64_t(n_stage_recurrent_) * state_floats_;
+  for (const BlockCopy& c : batch.state_copies) {
+    std::copy_n(states_.data() + c.src * slot_floats, slot_floats,
+                states_.data() + c.dst * slot_floats);
+  }
   forward(batch, out);
   return {};
 }
@@ -487,6 +515,51 @@ class CpuExecutor::Ops final : public ForwardOps {
       float* dst = out.data + t * d;
       for (int64_t j = 0; j < d; ++j) dst[j] += g * y[j];
     }
+  }
+
+  void delta_net(int layer, const DeltaNetWeights& w, Act qkv, Act z, Act beta, Act alpha,
+                 Act out) override {
+    const ModelConfig& c = e_.model_.config();
+    DeltaNetParams p;
+    p.state_size = c.recurrent.state_size;
+    p.n_k_heads = c.recurrent.n_k_heads;
+    p.n_v_heads = c.recurrent.n_v_heads;
+    p.conv_kernel = c.recurrent.conv_kernel;
+    p.conv_w = w.conv.data();
+    p.dt_bias = w.dt_bias.data();
+    p.a = w.a.data();
+    p.norm = w.norm.data();
+    p.eps = c.rms_eps;
+    // Sequences are independent: one per task, each resuming from its slot.
+    const int64_t n_seqs = b_.n_seqs();
+    Scratch::fit(s_.delta_scratch, n_seqs * p.scratch_floats());
+    e_.pool_.parallel_for(n_seqs, 1, [&](int64_t s0, int64_t s1) {
+      for (int64_t si = s0; si < s1; ++si) {
+        const BatchSequence& seq = b_.seqs[size_t(si)];
+        float* state = e_.layer_state(seq.state_slot, layer);
+        if (seq.context_len == seq.n_new_tokens) std::fill_n(state, e_.state_floats_, 0.0f);
+        const int64_t t0 = seq.token_start;
+        delta_net_run(p, qkv.data + t0 * qkv.cols, z.data + t0 * z.cols, beta.data + t0 * beta.cols,
+                      alpha.data + t0 * alpha.cols, seq.n_new_tokens, state,
+                      out.data + t0 * out.cols, s_.delta_scratch.data() + si * p.scratch_floats());
+      }
+    });
+  }
+
+  void split_halves(Act src, int64_t head_dim, Act a, Act b) override {
+    const int64_t n_heads = a.cols / head_dim;
+    for (int64_t t = 0; t < src.rows; ++t) {
+      const float* row = src.data + t * src.cols;
+      for (int64_t h = 0; h < n_heads; ++h) {
+        std::copy_n(row + 2 * h * head_dim, head_dim, a.data + t * a.cols + h * head_dim);
+        std::copy_n(row + (2 * h + 1) * head_dim, head_dim, b.data + t * b.cols + h * head_dim);
+      }
+    }
+  }
+
+  void sigmoid_gate(Act x, Act g) override {
+    const int64_t n = x.rows * x.cols;
+    for (int64_t i = 0; i < n; ++i) x.data[i] *= 1.0f / (1.0f + std::exp(-g.data[i]));
   }
 
   void swiglu(Act gate, Act up, Act out) override {

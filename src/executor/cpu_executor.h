@@ -47,6 +47,9 @@ struct CpuExecutorOptions {
   // KV capacity in blocks (shared by all sequences); 0: enough for one sequence of
   // min(n_ctx, 8192) tokens.
   int n_blocks = 0;
+  // Models with recurrent layers (ModelConfig::layer_recurrent): state slots, one per sequence
+  // that runs at once (the engine's max_seqs); 0: 16. Unused by other models.
+  int n_state_slots = 0;
   // Repack Q8_0 / Q4_0 / Q4_K / Q6_K / F16 / BF16 weights at load for the SIMD kernels
   // (kernels/packed.h: 16-row interleaved groups, F16 per the ISA, BF16 in huge pages; as many
   // bytes again as those weights, the file's copy is then released). Not with kScalar kernels.
@@ -118,6 +121,13 @@ class CpuExecutor final : public Executor {
   int slot_base_ = 0;     // the first K/V slot this pipeline stage stores
   // Layer il's K/V slot in kv_ (its slot in its group's blocks, less the stage's first).
   int kv_slot(int il) const { return layout_.layer_slot[size_t(il)] - slot_base_; }
+  // Recurrent layers' states: [n_state_slots][this stage's recurrent layers][state floats]
+  // (kernels/delta_net.h: conv inputs, then the S x S matrices). Empty without them.
+  std::vector<float> states_;
+  int32_t n_state_slots_ = 0;
+  int64_t state_floats_ = 0;   // one layer's, one sequence's
+  int n_stage_recurrent_ = 0;  // recurrent layers this stage runs
+  float* layer_state(int32_t slot, int il);
   std::vector<float> rope_inv_freq_;      // [n_rot / 2]
   std::vector<float> rope_inv_freq_swa_;  // [n_rot / 2] windowed layers' (rope_theta_swa > 0)
   MatmulIsa isa_ = MatmulIsa::kAuto;

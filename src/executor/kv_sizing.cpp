@@ -19,6 +19,13 @@ KvStageSlots kv_stage_slots(const ModelConfig& c) {
   return hi > lo ? KvStageSlots{lo, hi - lo} : KvStageSlots{0, 1};
 }
 
+size_t recurrent_state_bytes(const ModelConfig& c) {
+  if (!c.any_recurrent()) return 0;
+  int n = 0;
+  for (int il = c.layer_begin; il < c.stage_layer_end(); ++il) n += c.layer_recurrent[size_t(il)];
+  return size_t(n) * size_t(c.recurrent.state_floats()) * sizeof(float);
+}
+
 size_t kv_bytes_per_block(const ModelConfig& c, int block_size, KvType type) {
   return 2 * size_t(kv_stage_slots(c).n) * size_t(block_size) * size_t(c.n_kv_head) *
          size_t(c.head_dim) * size_t(kv_type_size(type));
@@ -41,10 +48,13 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& c, int block_size, KvType type, 
   // their window).
   const KvCacheLayout layout = c.kv_cache_layout();
   const int32_t blocks_per_context = int32_t(layout.blocks_held(c.n_ctx, block_size));
+  // Recurrent layers: one state per sequence that may run (max_seqs), out of the same budget.
+  const size_t state_bytes = size_t(std::max(max_seqs, 1)) * recurrent_state_bytes(c);
   KvPlan p;
+  p.state_bytes = state_bytes;
   char line[256];
   if (kv_cache_gb > 0) {
-    const double bytes = kv_cache_gb * double(size_t(1) << 30);
+    const double bytes = kv_cache_gb * double(size_t(1) << 30) - double(state_bytes);
     p.n_blocks = int32_t(std::min(bytes / double(per_block), 2.0e9));
     if (p.n_blocks < blocks_per_context) {
       return make_error("--kv-cache-gb ", kv_cache_gb, " holds ", p.n_blocks, " blocks of ",
@@ -55,8 +65,8 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& c, int block_size, KvType type, 
   } else {
     const size_t avail = available_memory_bytes();
     const int64_t cap = int64_t(std::max(max_seqs, 1)) * blocks_per_context;
-    int64_t n =
-        avail > 0 ? int64_t(double(avail) * kDefaultKvMemoryShare / double(per_block)) : cap;
+    const double share = double(avail) * kDefaultKvMemoryShare - double(state_bytes);
+    int64_t n = avail > 0 ? int64_t(std::max(0.0, share) / double(per_block)) : cap;
     n = std::max<int64_t>(std::min(n, cap), blocks_per_context);
     p.n_blocks = int32_t(n);
     std::snprintf(
@@ -79,6 +89,12 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& c, int block_size, KvType type, 
                   (long long)blocks_per_context, c.n_ctx);
   }
   p.description = std::string(line) + tail;
+  if (state_bytes > 0) {
+    char st[160];
+    std::snprintf(st, sizeof st, "; recurrent state: %d sequences x %.1f MiB",
+                  std::max(max_seqs, 1), double(recurrent_state_bytes(c)) / double(1 << 20));
+    p.description += st;
+  }
   return p;
 }
 

@@ -28,15 +28,21 @@ KvStageSlots kv_stage_slots(const ModelConfig& config);
 // group) x block_size x n_kv_head x head_dim x element size.
 size_t kv_bytes_per_block(const ModelConfig& config, int block_size, KvType type);
 
+// One sequence's recurrent state over the recurrent layers this instance runs (f32: conv
+// inputs and S x S matrices, RecurrentShape::state_floats); 0 without recurrent layers.
+size_t recurrent_state_bytes(const ModelConfig& config);
+
 struct KvPlan {
   int32_t n_blocks = 0;
   size_t bytes = 0;
+  size_t state_bytes = 0;   // max_seqs recurrent states, taken from the same budget
   std::string description;  // one line for the start-up log
 };
 
 // kv_cache_gb > 0: exactly that budget (an error if it holds less than one full context);
 // otherwise the default share of MemAvailable, capped at what max_seqs sequences of n_ctx
-// tokens hold (KvCacheLayout::blocks_held: windowed layers only their window).
+// tokens hold (KvCacheLayout::blocks_held: windowed layers only their window). Recurrent
+// layers' states for max_seqs sequences come out of the budget first.
 Result<KvPlan> plan_kv_cache(const ModelConfig& config, int block_size, KvType type,
                              double kv_cache_gb, int max_seqs);
 

@@ -22,7 +22,9 @@ const std::vector<std::vector<BlockId>> kEmptyTables;
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : config_(config),
       windows_(config.group_windows.empty() ? std::vector<int32_t>{0} : config.group_windows),
-      pool_(config.n_blocks, config.block_size) {}
+      pool_(config.n_blocks, config.block_size) {
+  for (int32_t s = config.n_state_slots - 1; s >= 0; --s) free_states_.push_back(s);
+}
 
 BlockHash KvCacheManager::hash_block(BlockHash parent, std::span<const int32_t> tokens) const {
   uint64_t h = mix(parent, config_.salt);
@@ -102,7 +104,7 @@ int32_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, int32_t ma
 
 PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens) {
   PrefixHit hit;
-  if (!config_.enable_prefix_cache) return hit;
+  if (!config_.enable_prefix_cache || config_.n_state_slots > 0) return hit;
   const int32_t bs = block_size();
   // At least one token must remain to be computed.
   const int32_t max_blocks = tokens.empty() ? 0 : int32_t((tokens.size() - 1) / size_t(bs));
@@ -117,7 +119,7 @@ PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens) {
 }
 
 int32_t KvCacheManager::n_cached_prefix_tokens(std::span<const int32_t> tokens) const {
-  if (!config_.enable_prefix_cache) return 0;
+  if (!config_.enable_prefix_cache || config_.n_state_slots > 0) return 0;
   const int32_t bs = block_size();
   return match_prefix(tokens, int32_t(tokens.size() / size_t(bs)), nullptr) * bs;
 }
@@ -243,10 +245,15 @@ bool KvCacheManager::allocate_slots(RequestId id, int32_t n_computed, int32_t n_
     for (BlockId b : prefix->blocks) taken_from_free += b != kNoBlock && pool_.ref_count(b) == 0;
   }
   if (!pool_.can_allocate(G * need + n_cow + taken_from_free - n_freed)) return false;
+  if (fresh && config_.n_state_slots > 0 && free_states_.empty()) return false;
 
   Table* table = nullptr;
   if (fresh) {
     table = &tables_[id];
+    if (config_.n_state_slots > 0) {
+      table->state_slot = free_states_.back();
+      free_states_.pop_back();
+    }
     table->blocks.assign(size_t(G), {});
     table->n_released.assign(size_t(G), 0);
     if (prefix) {
@@ -336,11 +343,28 @@ std::vector<BlockCopy> KvCacheManager::take_copies() {
   return out;
 }
 
-void KvCacheManager::fork(RequestId parent, RequestId child) {
+std::vector<BlockCopy> KvCacheManager::take_state_copies() {
+  std::vector<BlockCopy> out;
+  out.swap(state_copies_);
+  return out;
+}
+
+int32_t KvCacheManager::state_slot(RequestId id) const {
+  auto it = tables_.find(id);
+  return it == tables_.end() ? -1 : it->second.state_slot;
+}
+
+bool KvCacheManager::fork(RequestId parent, RequestId child) {
   assert(!tables_.count(child));
   auto it = tables_.find(parent);
-  if (it == tables_.end()) return;
+  if (it == tables_.end()) return false;
+  if (config_.n_state_slots > 0 && free_states_.empty()) return false;
   Table t = it->second;  // block ids and hashes: a few dozen integers per group
+  if (config_.n_state_slots > 0) {
+    t.state_slot = free_states_.back();
+    free_states_.pop_back();
+    state_copies_.push_back({it->second.state_slot, t.state_slot});
+  }
   // The released leading blocks stay released (kNoBlock) in the child too.
   for (int32_t g = 0; g < n_groups(); ++g) {
     const std::vector<BlockId>& row = t.blocks[size_t(g)];
@@ -349,6 +373,7 @@ void KvCacheManager::fork(RequestId parent, RequestId child) {
   }
   ++share_stats_.forks;
   tables_.emplace(child, std::move(t));
+  return true;
 }
 
 void KvCacheManager::move_table(RequestId from, RequestId to) {
@@ -412,6 +437,7 @@ void KvCacheManager::free(RequestId id) {
                     row.rend() - std::ptrdiff_t(t.n_released[size_t(g)]));
   }
   pool_.release(reversed);
+  if (t.state_slot >= 0) free_states_.push_back(t.state_slot);
   tables_.erase(it);
 }
 

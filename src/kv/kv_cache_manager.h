@@ -41,6 +41,12 @@ struct KvCacheConfig {
   // whole context. Released full blocks keep their prefix-cache entries (evictable, as a
   // finished request's), so a later prompt sharing the prefix still finds them until reused.
   std::vector<int32_t> group_windows = {};
+  // Models with recurrent layers (base/cache_layout.h, LayerKind::kRecurrent): every request
+  // table also holds one of these state slots (the executor's fixed-size state of that
+  // sequence), taken with its first blocks and freed with them. 0: no recurrent state. Until
+  // state checkpoints exist, such a cache finds no prefix hits (a hit would need the state at
+  // the hit's end).
+  int32_t n_state_slots = 0;
 };
 
 // Counters of block sharing since start.
@@ -147,11 +153,21 @@ class KvCacheManager {
   // The copies allocate_slots() queued since the last call, in order (apply them in order:
   // a block freed after being copied from may be reused as a later copy's destination).
   std::vector<BlockCopy> take_copies();
+  // The state slot copies fork() queued since the last call (src -> dst slots).
+  std::vector<BlockCopy> take_state_copies();
+  // Recurrent state slots: the request's (-1: none or unknown), and how many are taken.
+  int32_t state_slot(RequestId id) const;
+  int32_t n_state_slots() const { return config_.n_state_slots; }
+  int32_t n_used_state_slots() const {
+    return config_.n_state_slots - int32_t(free_states_.size());
+  }
 
   // `child` (unknown so far) shares every block of `parent`: ref counts + 1, committed full
   // blocks keep their hashes. Takes no free block; the first write into the shared partial
-  // last block copies it (see allocate_slots). An unknown parent forks nothing.
-  void fork(RequestId parent, RequestId child);
+  // last block copies it (see allocate_slots). With recurrent state the child takes a free
+  // state slot and a copy of the parent's state is queued (take_state_copies); false, and no
+  // fork, when none is free (or the parent is unknown).
+  bool fork(RequestId parent, RequestId child);
   // Hands request `from`'s table to `to` (unknown so far), refs unchanged: another request
   // takes over a computation (a group's prompt when its first sample is aborted).
   void move_table(RequestId from, RequestId to);
@@ -191,6 +207,7 @@ class KvCacheManager {
     std::vector<std::vector<BlockId>> blocks;  // [n_groups][positional]
     std::vector<size_t> n_released;  // [n_groups] blocks[g][0, n_released[g]) released (stale)
     std::vector<BlockHash> hashes;   // of the leading full blocks already committed
+    int32_t state_slot = -1;         // its recurrent state slot (n_state_slots > 0)
     size_t size() const { return blocks[0].size(); }
   };
   // Releases each windowed group's blocks of `t` wholly before position first_pos - window + 1.
@@ -214,7 +231,9 @@ class KvCacheManager {
   std::vector<int32_t> windows_;  // [n_groups] config_.group_windows, or {0}
   BlockPool pool_;
   std::unordered_map<RequestId, Table> tables_;
-  std::vector<BlockCopy> copies_;  // queued by allocate_slots, drained by take_copies
+  std::vector<BlockCopy> copies_;        // queued by allocate_slots, drained by take_copies
+  std::vector<BlockCopy> state_copies_;  // queued by fork, drained by take_state_copies
+  std::vector<int32_t> free_states_;     // free recurrent state slots (LIFO)
   BlockShareStats share_stats_;
   int64_t n_pinned_ = 0;
   bool record_cached_ = false;

@@ -10,10 +10,10 @@
 namespace sluice {
 namespace {
 
-std::array<const ArchFamily*, 9> families() {
-  return {&llama_family(), &qwen2_family(),    &qwen3_family(),
-          &gemma_family(), &gemma2_family(),   &gemma3_family(),
-          &phi3_family(),  &qwen2moe_family(), &qwen3moe_family()};
+std::array<const ArchFamily*, 10> families() {
+  return {&llama_family(),    &qwen2_family(),  &qwen3_family(), &gemma_family(),
+          &gemma2_family(),   &gemma3_family(), &phi3_family(),  &qwen2moe_family(),
+          &qwen3moe_family(), &qwen35_family()};
 }
 
 const ArchFamily* find_family(std::string_view name) {

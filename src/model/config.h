@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/cache_layout.h"
 #include "base/model_shape.h"
@@ -16,7 +17,38 @@
 
 namespace sluice {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma, kGemma2, kGemma3, kPhi3, kQwen2Moe, kQwen3Moe };
+enum class Arch {
+  kLlama,
+  kQwen2,
+  kQwen3,
+  kGemma,
+  kGemma2,
+  kGemma3,
+  kPhi3,
+  kQwen2Moe,
+  kQwen3Moe,
+  kQwen35,
+};
+
+// A recurrent (linear-attention) layer's shape: Gated DeltaNet (qwen35). Per V head a state of
+// state_size x state_size; the Q/K heads are shared by n_v_heads / n_k_heads V heads (V head j
+// reads Q/K head j mod n_k_heads, as llama.cpp's converter lays them out).
+struct RecurrentShape {
+  int conv_kernel = 0;  // ssm.conv_kernel: causal conv taps (K), the current token's last
+  int state_size = 0;   // ssm.state_size: S, the K and V head size
+  int n_k_heads = 0;    // ssm.group_count
+  int n_v_heads = 0;    // ssm.time_step_rank
+  int qk_dim() const { return n_k_heads * state_size; }
+  int v_dim() const { return n_v_heads * state_size; }  // ssm.inner_size
+  // Channels of the fused projection and of the conv: query, key, value.
+  int conv_channels() const { return 2 * qk_dim() + v_dim(); }
+  // Floats of one sequence's state in one layer: the conv's last K - 1 inputs and the
+  // per-V-head S x S matrices.
+  int64_t state_floats() const {
+    return int64_t(conv_kernel - 1) * conv_channels() +
+           int64_t(n_v_heads) * state_size * state_size;
+  }
+};
 
 // The shape part (base/model_shape.h, shared with the synth presets and the planner): n_layer,
 // n_embd, n_ff, n_head, n_kv_head, head_dim (attention.key_length, or n_embd / n_head), n_vocab
@@ -43,6 +75,8 @@ struct ModelConfig : ModelShape {
   float rms_eps = 1e-5f;
   bool qkv_bias = false;       // attn_{q,k,v}.bias (qwen2; optional for llama)
   bool qk_norm = false;        // per-head RMSNorm of q and k before RoPE (qwen3)
+  bool attn_gated = false;     // attn_q holds per head the query rows, then as many gate rows;
+                               // the attention output is multiplied by sigmoid(gate) (qwen35)
   float embd_scale = 1.0f;     // token embeddings are multiplied by it (gemma: sqrt(n_embd))
   bool ffn_gelu = false;       // GeGLU (tanh GELU) FFN instead of SwiGLU (gemma)
   bool post_norms = false;     // RMSNorm of the attention and FFN outputs before the residual
@@ -80,8 +114,32 @@ struct ModelConfig : ModelShape {
     return swa_period > 0 && il % swa_period == swa_period - 1 ? 0 : sliding_window;
   }
   bool any_window() const { return sliding_window > 0; }
+  // Recurrent layers (qwen35: Gated DeltaNet): layer_recurrent[il] != 0; empty: none.
+  std::vector<uint8_t> layer_recurrent;
+  RecurrentShape recurrent;
+  bool any_recurrent() const {
+    for (uint8_t r : layer_recurrent) {
+      if (r) return true;
+    }
+    return false;
+  }
+  // Recurrent layers this stage runs, and layer il's index among the model's recurrent layers.
+  int n_recurrent_layers() const {
+    int n = 0;
+    for (uint8_t r : layer_recurrent) n += r ? 1 : 0;
+    return n;
+  }
+  int recurrent_index(int il) const {
+    int n = 0;
+    for (int i = 0; i < il; ++i) n += layer_recurrent[size_t(i)] ? 1 : 0;
+    return n;
+  }
+
   // What cache state layer il keeps (base/cache_layout.h).
   LayerKind layer_kind(int il) const {
+    if (size_t(il) < layer_recurrent.size() && layer_recurrent[size_t(il)]) {
+      return LayerKind::kRecurrent;
+    }
     return layer_window(il) > 0 ? LayerKind::kWindowed : LayerKind::kGlobal;
   }
   // How the layers' K/V map onto blocks: one group per window kind of gcd-many layers (every

@@ -85,6 +85,19 @@ class ForwardOps {
   // over all the rows routed to it (a batch reads each expert once), the weighted sum, plus the
   // gated shared expert.
   virtual void moe(const MoeWeights& w, Act xn, Act out) = 0;
+  // Gated DeltaNet (qwen35) of layer `layer` over every sequence's new tokens, each resuming
+  // from its recurrent state (zero at a sequence's first token) and leaving it updated: the
+  // causal conv over qkv [rows, conv_channels] (its last conv_kernel - 1 inputs are state) and
+  // SiLU; q, k L2-normed per head, q scaled by 1 / sqrt(state_size); per V head j (reading Q/K
+  // head j mod n_k_heads), with g = softplus(alpha + dt_bias) * a and b = sigmoid(beta):
+  //   M <- exp(g) M;  d = (v - M^T k) b;  M <- M + k d^T;  o = M^T q
+  // then out = rmsnorm(o) * ssm_norm * silu(z) per head: out [rows, v_dim].
+  virtual void delta_net(int layer, const DeltaNetWeights& w, Act qkv, Act z, Act beta, Act alpha,
+                         Act out) = 0;
+  // src rows hold per head `head_dim` values of a, then `head_dim` of b: split them.
+  virtual void split_halves(Act src, int64_t head_dim, Act a, Act b) = 0;
+  // x *= sigmoid(g), element-wise.
+  virtual void sigmoid_gate(Act x, Act g) = 0;
   // out = silu(gate) * up, element-wise (out may be gate).
   virtual void swiglu(Act gate, Act up, Act out) = 0;
   // out = gelu_tanh(gate) * up, element-wise (out may be gate).
@@ -113,5 +126,8 @@ class ForwardOps {
 // (soft-capped with config.final_softcap). A pipeline stage runs only its layers
 // (config.layer_begin ..): see ForwardOps::stage_input / stage_output.
 void llama_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
+
+// Qwen3.5 hybrids (arch_qwen35.cpp): Gated DeltaNet layers and gated attention layers.
+void qwen35_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
 
 }  // namespace sluice

@@ -135,6 +135,11 @@ Status check_shardable(const ModelConfig& c, const ModelWeights& w, int tp_size)
   const int n = tp_size;
   if (n < 1) return make_error("tensor parallel size must be >= 1 (got ", n, ")");
   if (n == 1) return {};
+  if (c.any_recurrent()) {
+    return make_error(
+        "tensor parallel over recurrent (Gated DeltaNet) layers is not supported "
+        "yet: run this model with --tp 1");
+  }
   if (c.n_head % n != 0) {
     return make_error("tensor parallel size ", n, " does not divide the model's ", c.n_head,
                       " attention heads");

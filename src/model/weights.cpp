@@ -51,6 +51,19 @@ Result<std::vector<float>> bind_vector(const GgufFile& f, const std::string& nam
   return v;
 }
 
+// A small 2-D tensor [ne0, ne1] decoded to f32, row after row.
+Result<std::vector<float>> bind_table(const GgufFile& f, const std::string& name, int64_t ne0,
+                                      int64_t ne1) {
+  SLUICE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, find_checked(f, name, ne0, ne1));
+  std::vector<float> v(size_t(ne0 * ne1));
+  const size_t row = row_size(t->type, ne0);
+  for (int64_t r = 0; r < ne1; ++r) {
+    SLUICE_RETURN_IF_ERROR(dequantize_row(t->type, static_cast<const uint8_t*>(t->data) + r * row,
+                                          v.data() + r * ne0, ne0));
+  }
+  return v;
+}
+
 Status check_vocab(const GgufFile& f, const ModelConfig& c) {
   if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens")) {
     const GgufArray* arr = tokens->get_if<GgufArray>();
@@ -150,7 +163,43 @@ Result<MoeWeights> bind_moe(const GgufFile& f, const ModelConfig& c, const std::
   return m;
 }
 
+// A qwen35 layer: a Gated DeltaNet or a gated attention mixer, then the FFN (whose norm the
+// file calls post_attention_norm).
+Result<LayerWeights> bind_hybrid_layer(const GgufFile& f, const ModelConfig& c, int il) {
+  const std::string b = "blk." + std::to_string(il) + ".";
+  const int64_t d = c.n_embd, ff = c.n_ff;
+  const RecurrentShape& r = c.recurrent;
+  LayerWeights l;
+  SLUICE_ASSIGN_OR_RETURN(l.attn_norm, bind_vector(f, b + "attn_norm.weight", d));
+  if (c.layer_kind(il) == LayerKind::kRecurrent) {
+    DeltaNetWeights& n = l.delta;
+    SLUICE_ASSIGN_OR_RETURN(n.qkv, bind_matrix(f, b + "attn_qkv.weight", d, r.conv_channels()));
+    SLUICE_ASSIGN_OR_RETURN(n.z, bind_matrix(f, b + "attn_gate.weight", d, r.v_dim()));
+    SLUICE_ASSIGN_OR_RETURN(n.beta, bind_matrix(f, b + "ssm_beta.weight", d, r.n_v_heads));
+    SLUICE_ASSIGN_OR_RETURN(n.alpha, bind_matrix(f, b + "ssm_alpha.weight", d, r.n_v_heads));
+    SLUICE_ASSIGN_OR_RETURN(n.out, bind_matrix(f, b + "ssm_out.weight", r.v_dim(), d));
+    SLUICE_ASSIGN_OR_RETURN(
+        n.conv, bind_table(f, b + "ssm_conv1d.weight", r.conv_kernel, r.conv_channels()));
+    SLUICE_ASSIGN_OR_RETURN(n.dt_bias, bind_vector(f, b + "ssm_dt.bias", r.n_v_heads));
+    SLUICE_ASSIGN_OR_RETURN(n.a, bind_vector(f, b + "ssm_a", r.n_v_heads));
+    SLUICE_ASSIGN_OR_RETURN(n.norm, bind_vector(f, b + "ssm_norm.weight", r.state_size));
+  } else {
+    const int64_t qd = c.q_dim(), kvd = c.kv_dim();
+    SLUICE_ASSIGN_OR_RETURN(l.wq, bind_matrix(f, b + "attn_q.weight", d, 2 * qd));
+    SLUICE_ASSIGN_OR_RETURN(l.wk, bind_matrix(f, b + "attn_k.weight", d, kvd));
+    SLUICE_ASSIGN_OR_RETURN(l.wv, bind_matrix(f, b + "attn_v.weight", d, kvd));
+    SLUICE_ASSIGN_OR_RETURN(l.wo, bind_matrix(f, b + "attn_output.weight", qd, d));
+    SLUICE_ASSIGN_OR_RETURN(l.q_norm, bind_vector(f, b + "attn_q_norm.weight", c.head_dim));
+    SLUICE_ASSIGN_OR_RETURN(l.k_norm, bind_vector(f, b + "attn_k_norm.weight", c.head_dim));
+  }
+  SLUICE_ASSIGN_OR_RETURN(l.ffn_norm, bind_vector(f, b + "post_attention_norm.weight", d));
+  SLUICE_RETURN_IF_ERROR(bind_gate_up(f, c, b, l));
+  SLUICE_ASSIGN_OR_RETURN(l.w_down, bind_matrix(f, b + "ffn_down.weight", ff, d));
+  return l;
+}
+
 Result<LayerWeights> bind_layer(const GgufFile& f, const ModelConfig& c, int il) {
+  if (c.arch == Arch::kQwen35) return bind_hybrid_layer(f, c, il);
   const std::string b = "blk." + std::to_string(il) + ".";
   const int64_t d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff;
   LayerWeights l;

@@ -44,6 +44,19 @@ struct MoeWeights {
   bool has_shared() const { return sh_down.data != nullptr; }
 };
 
+// A Gated DeltaNet layer (config.recurrent: S, nk, nv, K).
+struct DeltaNetWeights {
+  WeightMatrix qkv;            // attn_qkv [conv_channels rows, n_embd]
+  WeightMatrix z;              // attn_gate [v_dim rows, n_embd]
+  WeightMatrix beta;           // ssm_beta [nv rows, n_embd]
+  WeightMatrix alpha;          // ssm_alpha [nv rows, n_embd]
+  WeightMatrix out;            // ssm_out [n_embd rows, v_dim]
+  std::vector<float> conv;     // ssm_conv1d [conv_channels][K]: channel c's taps, oldest first
+  std::vector<float> dt_bias;  // ssm_dt.bias [nv]
+  std::vector<float> a;        // ssm_a [nv] (-exp(A_log): negative)
+  std::vector<float> norm;     // ssm_norm [S], one weight for every head
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;       // [n_embd]
   WeightMatrix wq;                    // [q_dim rows, n_embd]
@@ -62,6 +75,7 @@ struct LayerWeights {
   WeightMatrix w_up;                  // [n_ff rows, n_embd]
   WeightMatrix w_down;                // [n_embd rows, n_ff]
   MoeWeights moe;                     // instead of w_gate / w_up / w_down when config.is_moe()
+  DeltaNetWeights delta;              // a recurrent layer's mixer (instead of wq .. wo)
 };
 
 struct ModelWeights {

@@ -228,6 +228,7 @@ SchedulerOutput Scheduler::schedule(int32_t max_step_seqs) {
     budget -= n_new_tokens;
   }
   out.copies = kv_.take_copies();
+  out.state_copies = kv_.take_state_copies();
   for (const ScheduledSeq& q : out.seqs) requests_.at(q.id).in_flight = true;
   return out;
 }
@@ -273,14 +274,14 @@ void Scheduler::fork_group(SchedRequest& leader, const std::vector<RequestId>& f
     SchedRequest& c = requests_.at(cid);
     --n_awaiting_fork_;
     c.leader = 0;
-    if (int32_t(running_.size()) < config_.max_seqs) {
-      kv_.fork(leader.id, cid);
+    // Without a free recurrent state slot the sample waits too.
+    if (int32_t(running_.size()) < config_.max_seqs && kv_.fork(leader.id, cid)) {
       c.n_computed = leader.n_computed;
       c.state = RequestState::kRunning;
       running_.insert(running_.begin() + std::ptrdiff_t(++pos), cid);
     } else {
-      // Only a group larger than max_seqs gets here: the rest wait and recompute the prompt
-      // (the prefix cache holds its full blocks).
+      // Only a group larger than max_seqs (or than the state slots) gets here: the rest wait
+      // and recompute the prompt (the prefix cache holds its full blocks).
       c.n_computed = 0;
       c.state = RequestState::kWaiting;
       overflow.push_back(cid);

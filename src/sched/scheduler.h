@@ -85,10 +85,11 @@ struct ScheduledSeq {
 
 // The result of one schedule() call: what the executor runs next.
 struct SchedulerOutput {
-  std::vector<ScheduledSeq> seqs;    // running order
-  std::vector<RequestId> preempted;  // preempted during this call
-  std::vector<BlockCopy> copies;     // copy-on-write: apply in order before the forward pass
-  int32_t n_tokens = 0;              // sum of n_new_tokens
+  std::vector<ScheduledSeq> seqs;       // running order
+  std::vector<RequestId> preempted;     // preempted during this call
+  std::vector<BlockCopy> copies;        // copy-on-write: apply in order before the forward pass
+  std::vector<BlockCopy> state_copies;  // recurrent state slots of forked samples (src -> dst)
+  int32_t n_tokens = 0;                 // sum of n_new_tokens
   bool empty() const { return seqs.empty(); }
 };
 

@@ -527,6 +527,9 @@ void EngineBridge::publish(const Engine& engine) {
   s.kv_blocks_used = engine.kv().n_used_blocks();
   s.kv_blocks_total = engine.kv().n_blocks();
   s.kv_bytes_per_block = int64_t(engine.kv_bytes_per_block());
+  s.state_slots_used = engine.kv().n_used_state_slots();
+  s.state_slots_total = engine.kv().n_state_slots();
+  s.state_bytes_per_slot = int64_t(engine.state_bytes_per_slot());
   const PrefixCacheStats& p = engine.kv().prefix_stats();
   s.prefix_queried_blocks = p.queried_blocks;
   s.prefix_hit_blocks = p.hit_blocks;

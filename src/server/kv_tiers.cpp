@@ -125,11 +125,17 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
                       (config.role == ServeRole::kBoth && config.transfer_port >= 0);
   // A model with windowed and global layers keeps its K/V in several groups of blocks
   // (base/cache_layout.h); the transfer and the disk tier move one group's blocks today.
-  if (engine.kv().n_groups() > 1 &&
-      (config.role != ServeRole::kBoth || listen || !config.disk_dir.empty())) {
+  const bool moves_kv = config.role != ServeRole::kBoth || listen || !config.disk_dir.empty();
+  if (engine.kv().n_groups() > 1 && moves_kv) {
     return make_error("this model keeps its K/V in ", engine.kv().n_groups(),
                       " groups of blocks (windowed and global layers); --role prefill|decode, "
                       "--kv-transfer-port and --kv-disk-dir support models of one group only");
+  }
+  if (engine.kv().n_state_slots() > 0 && moves_kv) {
+    return make_error(
+        "this model has recurrent layers, whose state the K/V transfer and the "
+        "disk tier do not move yet; --role prefill|decode, --kv-transfer-port and "
+        "--kv-disk-dir are not supported for it");
   }
   if (listen) {
     KvTransferServerOptions o;

@@ -161,6 +161,14 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
          double(e.kv_blocks_used) * double(e.kv_bytes_per_block));
   scalar(out, "sluice_kv_bytes_total", "gauge", "K/V bytes of the cache.",
          double(e.kv_blocks_total) * double(e.kv_bytes_per_block));
+  if (e.state_slots_total > 0) {
+    scalar(out, "sluice_recurrent_state_bytes_used", "gauge",
+           "Recurrent-layer state of the running sequences (one fixed-size state each).",
+           double(e.state_slots_used) * double(e.state_bytes_per_slot));
+    scalar(out, "sluice_recurrent_state_bytes_total", "gauge",
+           "Recurrent-layer state slots reserved (max_seqs of them).",
+           double(e.state_slots_total) * double(e.state_bytes_per_slot));
+  }
   scalar(out, "sluice_kv_cache_usage_ratio", "gauge", "kv_blocks_used / kv_blocks_total.",
          e.kv_blocks_total > 0 ? double(e.kv_blocks_used) / double(e.kv_blocks_total) : 0.0);
   scalar(out, "sluice_prefix_cache_queries_total", "counter",

@@ -49,6 +49,9 @@ struct EngineSnapshot {
   int64_t kv_blocks_used = 0;  // referenced by a request (cached-but-free blocks not counted)
   int64_t kv_blocks_total = 0;
   int64_t kv_bytes_per_block = 0;  // K and V of every layer slot of a block (0: not known)
+  int64_t state_slots_used = 0;    // recurrent states of running sequences
+  int64_t state_slots_total = 0;
+  int64_t state_bytes_per_slot = 0;
   uint64_t prefix_queried_blocks = 0;
   uint64_t prefix_hit_blocks = 0;
   uint64_t prefix_hit_tokens = 0;

@@ -133,7 +133,7 @@ TEST(Batch, WireFormRoundTripAndRefusals) {
   b.block_copies.push_back({9, 4});
   std::vector<uint8_t> bytes;
   serialize_batch(b, bytes);
-  EXPECT_EQ(bytes.size(), 32u + 4 * (4 * 6 + 6 * 3 + 5 + 2));
+  EXPECT_EQ(bytes.size(), 32u + 4 * (4 * 6 + 7 * 3 + 5 + 2 + 1));
   auto back = deserialize_batch(bytes);
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_EQ(back->token_ids, b.token_ids);
@@ -147,6 +147,18 @@ TEST(Batch, WireFormRoundTripAndRefusals) {
   std::vector<uint8_t> again;
   serialize_batch(*back, again);
   EXPECT_EQ(again, bytes);
+  // State slots and state copies (recurrent layers) go along.
+  Batch st = *back;
+  st.seqs[1].state_slot = 5;
+  st.state_copies = {{5, 2}};
+  serialize_batch(st, again);
+  auto st_back = deserialize_batch(again);
+  ASSERT_TRUE(st_back.ok()) << st_back.message();
+  EXPECT_EQ(st_back->seqs[1].state_slot, 5);
+  EXPECT_EQ(st_back->seqs[0].state_slot, -1);
+  ASSERT_EQ(st_back->state_copies.size(), 1u);
+  EXPECT_EQ(st_back->state_copies[0].src, 5);
+  EXPECT_EQ(st_back->state_copies[0].dst, 2);
   // An empty batch is fine too.
   serialize_batch(Batch{}, again);
   EXPECT_TRUE(deserialize_batch(again).ok());
@@ -163,7 +175,7 @@ TEST(Batch, WireFormRoundTripAndRefusals) {
   bad[12] = 0xff;  // token count
   EXPECT_FALSE(deserialize_batch(bad).ok());
   // Sequence 1's token_start past the tokens.
-  const size_t seq1 = 32 + 4 * (4 * 6) + 4 * 6;
+  const size_t seq1 = 32 + 4 * (4 * 6) + 4 * 7;
   bad = bytes;
   bad[seq1] = 200;
   EXPECT_FALSE(deserialize_batch(bad).ok());

@@ -18,6 +18,7 @@ namespace sluice::test {
 struct TestSequence {
   std::vector<int32_t> tokens;               // all tokens fed so far (num_computed_tokens = size)
   std::vector<std::vector<int32_t>> tables;  // its block table per K/V group (every block kept)
+  int32_t state_slot = -1;  // its recurrent state slot (models with recurrent layers: set it)
 };
 
 // A batch for `exec`: its block size and K/V groups.
@@ -39,7 +40,7 @@ inline void add_step(Batch& batch, BlockFreeList& blocks, TestSequence& seq,
         blocks.allocate_for(n_computed + int32_t(new_tokens.size()), batch.block_size, table))
         << "out of KV blocks";
   }
-  batch.add_sequence(new_tokens, n_computed, seq.tables, mode);
+  batch.add_sequence(new_tokens, n_computed, seq.tables, mode, seq.state_slot);
   seq.tokens.insert(seq.tokens.end(), new_tokens.begin(), new_tokens.end());
 }
 

@@ -2,11 +2,13 @@
 // The broken files are a valid synthetic model rewritten with one defect.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/model_test_util.h"
+#include "test_util.h"
 
 namespace sluice {
 namespace {
@@ -204,6 +206,42 @@ TEST_F(ModelErrors, Gemma2NeedsItsWindowAndPostNorms) {
   Defect cap;
   cap.meta = [](GgufWriter& w) { w.set("gemma2.attn_logit_softcapping", -1.0f); };
   EXPECT_HAS(load_with(cap, "gemma2.gguf"), "must be a finite number >= 0");
+}
+
+// qwen35 (the shared tiny hybrid, copied): Gated DeltaNet tensors, the attention interval and
+// the recurrent-layer list are checked, each error naming the tensor or key.
+TEST_F(ModelErrors, Qwen35RecurrentLayers) {
+  SLUICE_REQUIRE_SHARED(src, "testdata/models/arch/qwen35.gguf");
+  std::filesystem::copy_file(src, dir_->path("qwen35.gguf"),
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_EQ(load_with({}, "qwen35.gguf"), "");
+  Defect conv;
+  conv.drop_tensor = "blk.0.ssm_conv1d.weight";
+  EXPECT_HAS(load_with(conv, "qwen35.gguf"),
+             "required tensor 'blk.0.ssm_conv1d.weight' is missing");
+  Defect a;
+  a.retype_tensor = "blk.1.ssm_a";
+  a.new_shape = {5};
+  EXPECT_HAS(load_with(a, "qwen35.gguf"), "tensor 'blk.1.ssm_a' has shape [5], expected [4]");
+  Defect qkv;
+  qkv.retype_tensor = "blk.2.attn_qkv.weight";
+  qkv.new_shape = {64, 256};
+  EXPECT_HAS(load_with(qkv, "qwen35.gguf"),
+             "tensor 'blk.2.attn_qkv.weight' has shape [64, 256], expected [64, 512]");
+  Defect interval;
+  interval.meta = [](GgufWriter& w) { w.set("qwen35.full_attention_interval", uint32_t(3)); };
+  EXPECT_HAS(load_with(interval, "qwen35.gguf"),
+             "qwen35.full_attention_interval (3) does not divide the 8 layers");
+  Defect list;
+  list.meta = [](GgufWriter& w) {
+    w.set("qwen35.attention.recurrent_layers",
+          make_array(GgufType::INT32, std::vector<int32_t>{1, 1, 1, 0, 1}));
+  };
+  EXPECT_HAS(load_with(list, "qwen35.gguf"),
+             "qwen35.attention.recurrent_layers has 5 entries for 8 layers");
+  Defect inner;
+  inner.meta = [](GgufWriter& w) { w.set("qwen35.ssm.inner_size", uint32_t(100)); };
+  EXPECT_HAS(load_with(inner, "qwen35.gguf"), "qwen35.ssm.inner_size (100) is not");
 }
 
 }  // namespace

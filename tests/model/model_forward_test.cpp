@@ -71,6 +71,22 @@ class RecordingOps final : public ForwardOps {
     EXPECT_EQ(xn.rows, out.rows);
     calls.push_back("moe");
   }
+  void delta_net(int, const DeltaNetWeights& w, Act qkv, Act z, Act beta, Act alpha,
+                 Act out) override {
+    EXPECT_EQ(qkv.cols, w.qkv.n_rows);
+    EXPECT_EQ(z.cols, out.cols);
+    EXPECT_EQ(beta.cols, alpha.cols);
+    calls.push_back("delta_net");
+  }
+  void split_halves(Act src, int64_t head_dim, Act a, Act b) override {
+    EXPECT_EQ(src.cols, a.cols + b.cols);
+    EXPECT_EQ(a.cols % head_dim, 0);
+    calls.push_back("split_halves");
+  }
+  void sigmoid_gate(Act x, Act g) override {
+    EXPECT_EQ(x.cols, g.cols);
+    calls.push_back("sigmoid_gate");
+  }
   void swiglu(Act gate, Act up, Act out) override {
     EXPECT_EQ(gate.cols, up.cols);
     EXPECT_EQ(gate.cols, out.cols);

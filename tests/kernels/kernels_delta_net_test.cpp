@@ -1,0 +1,148 @@
+// Gated DeltaNet (kernels/delta_net.h) against a float64 reference written from the formulas,
+// from random states, in chunks of 1, 7, 64 and the whole sequence: a state carried across calls
+// must give what one call gives.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/delta_net.h"
+
+namespace sluice {
+namespace {
+
+struct Ref {
+  int S, nk, nv, K;
+  std::vector<double> conv_w, dt_bias, a, norm;
+  double eps;
+  int C() const { return (2 * nk + nv) * S; }
+};
+
+double silu(double x) {
+  return x / (1 + std::exp(-x));
+}
+
+// One token in float64; state as in the kernel (conv inputs, then M[h][i][j]).
+void ref_step(const Ref& p, const float* x, const float* z, const float* beta, const float* alpha,
+              std::vector<double>& st, double* out) {
+  const int S = p.S, C = p.C(), K = p.K;
+  std::vector<double> u(static_cast<size_t>(C));
+  for (int c = 0; c < C; ++c) {
+    double acc = p.conv_w[size_t(c * K + K - 1)] * x[c];
+    for (int j = 0; j < K - 1; ++j) acc += p.conv_w[size_t(c * K + j)] * st[size_t(j * C + c)];
+    u[size_t(c)] = silu(acc);
+  }
+  for (int j = 0; j + 1 < K - 1; ++j) {
+    for (int c = 0; c < C; ++c) st[size_t(j * C + c)] = st[size_t((j + 1) * C + c)];
+  }
+  for (int c = 0; c < C && K > 1; ++c) st[size_t((K - 2) * C + c)] = x[c];
+  auto l2 = [&](double* v) {
+    double ss = 0;
+    for (int i = 0; i < S; ++i) ss += v[i] * v[i];
+    const double s = 1 / std::max(std::sqrt(ss), p.eps);
+    for (int i = 0; i < S; ++i) v[i] *= s;
+  };
+  for (int h = 0; h < p.nk; ++h) {
+    l2(&u[size_t(h * S)]);
+    l2(&u[size_t((p.nk + h) * S)]);
+    for (int i = 0; i < S; ++i) u[size_t(h * S + i)] /= std::sqrt(double(S));
+  }
+  double* M0 = st.data() + size_t((K - 1) * C);
+  for (int h = 0; h < p.nv; ++h) {
+    const double* q = &u[size_t((h % p.nk) * S)];
+    const double* k = &u[size_t((p.nk + h % p.nk) * S)];
+    const double* v = &u[size_t((2 * p.nk + h) * S)];
+    const double sp = std::log1p(std::exp(double(alpha[h]) + p.dt_bias[size_t(h)]));
+    const double decay = std::exp(sp * p.a[size_t(h)]);
+    const double b = 1 / (1 + std::exp(-double(beta[h])));
+    double* M = M0 + size_t(h * S * S);
+    for (int i = 0; i < S * S; ++i) M[i] *= decay;
+    std::vector<double> d(static_cast<size_t>(S)), o(static_cast<size_t>(S), 0.0);
+    for (int j = 0; j < S; ++j) {
+      double mk = 0;
+      for (int i = 0; i < S; ++i) mk += M[i * S + j] * k[i];
+      d[size_t(j)] = (v[j] - mk) * b;
+    }
+    for (int i = 0; i < S; ++i) {
+      for (int j = 0; j < S; ++j) M[i * S + j] += k[i] * d[size_t(j)];
+    }
+    for (int j = 0; j < S; ++j) {
+      for (int i = 0; i < S; ++i) o[size_t(j)] += M[i * S + j] * q[i];
+    }
+    double ss = 0;
+    for (int j = 0; j < S; ++j) ss += o[size_t(j)] * o[size_t(j)];
+    const double r = 1 / std::sqrt(ss / S + p.eps);
+    for (int j = 0; j < S; ++j) {
+      out[h * S + j] = o[size_t(j)] * r * p.norm[size_t(j)] * silu(z[h * S + j]);
+    }
+  }
+}
+
+TEST(DeltaNet, ChunksOfAnySizeEqualAFloat64Reference) {
+  for (const auto& [S, nk, nv, K] :
+       {std::array{16, 2, 4, 4}, std::array{8, 1, 2, 3}, std::array{32, 1, 1, 4}}) {
+    SCOPED_TRACE(testing::Message() << "S " << S << " nk " << nk << " nv " << nv << " K " << K);
+    std::mt19937 rng(uint32_t(S * 100 + nv));
+    std::normal_distribution<float> N(0, 1);
+    Ref r{S, nk, nv, K, {}, {}, {}, {}, 1e-6};
+    const int C = r.C();
+    std::vector<float> conv_w(static_cast<size_t>(C * K)), dt(static_cast<size_t>(nv)),
+        a(static_cast<size_t>(nv)), norm(static_cast<size_t>(S));
+    for (float& w : conv_w) w = N(rng) * 0.5f;
+    for (float& w : dt) w = N(rng) * 0.5f - 1;
+    for (float& w : a) w = -std::exp(N(rng) * 0.5f);
+    for (float& w : norm) w = 1 + 0.1f * N(rng);
+    r.conv_w.assign(conv_w.begin(), conv_w.end());
+    r.dt_bias.assign(dt.begin(), dt.end());
+    r.a.assign(a.begin(), a.end());
+    r.norm.assign(norm.begin(), norm.end());
+    DeltaNetParams p;
+    p.state_size = S;
+    p.n_k_heads = nk;
+    p.n_v_heads = nv;
+    p.conv_kernel = K;
+    p.conv_w = conv_w.data();
+    p.dt_bias = dt.data();
+    p.a = a.data();
+    p.norm = norm.data();
+    const int n = 97;
+    std::vector<float> qkv(static_cast<size_t>(n * C)), z(static_cast<size_t>(n * nv * S)),
+        beta(static_cast<size_t>(n * nv)), alpha(static_cast<size_t>(n * nv));
+    for (auto* v : {&qkv, &z, &beta, &alpha}) {
+      for (float& x : *v) x = N(rng);
+    }
+    // A random starting state (as after some earlier tokens).
+    std::vector<float> state0(static_cast<size_t>(p.state_floats()));
+    for (float& x : state0) x = 0.3f * N(rng);
+    std::vector<double> st(state0.begin(), state0.end());
+    std::vector<double> want(static_cast<size_t>(n * nv * S));
+    for (int t = 0; t < n; ++t) {
+      ref_step(r, &qkv[size_t(t * C)], &z[size_t(t * nv * S)], &beta[size_t(t * nv)],
+               &alpha[size_t(t * nv)], st, &want[size_t(t * nv * S)]);
+    }
+    for (int chunk : {1, 7, 64, n}) {
+      std::vector<float> state = state0, out(static_cast<size_t>(n * nv * S)),
+                         scratch(static_cast<size_t>(p.scratch_floats()));
+      for (int t0 = 0; t0 < n; t0 += chunk) {
+        const int m = std::min(chunk, n - t0);
+        delta_net_run(p, &qkv[size_t(t0 * C)], &z[size_t(t0 * nv * S)], &beta[size_t(t0 * nv)],
+                      &alpha[size_t(t0 * nv)], m, state.data(), &out[size_t(t0 * nv * S)],
+                      scratch.data());
+      }
+      double worst = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        worst = std::max(worst, std::abs(out[i] - want[i]) / (1 + std::abs(want[i])));
+      }
+      EXPECT_LT(worst, 2e-4) << "chunk " << chunk;
+      double worst_state = 0;
+      for (size_t i = 0; i < state.size(); ++i) {
+        worst_state = std::max(worst_state, std::abs(state[i] - st[i]) / (1 + std::abs(st[i])));
+      }
+      EXPECT_LT(worst_state, 2e-4) << "chunk " << chunk;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sluice
