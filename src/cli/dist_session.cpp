@@ -38,6 +38,7 @@ CpuExecutorOptions rank_executor_options(const EngineCliOptions& o, KvType kv_ty
   eo.kv_type = kv_type;
   eo.n_blocks = n_blocks;
   eo.n_state_slots = o.max_seqs;
+  eo.n_state_checkpoints = o.state_checkpoints > 0 ? o.state_checkpoints : -1;
   eo.collective = &comm;
   eo.stage_link = &comm;
   return eo;
@@ -51,8 +52,8 @@ Result<int32_t> agree_on_blocks(dist::MpiComm& comm, const Model& model, const E
     // --kv-cache-gb is the whole job's budget; the default share of this host's memory is
     // split among its ranks. Either way at most max_seqs full contexts.
     const double gb = o.kv_cache_gb > 0 ? o.kv_cache_gb / comm.world_size() : 0;
-    SLUICE_ASSIGN_OR_RETURN(KvPlan plan,
-                            plan_kv_cache(model.config(), o.block_size, kv_type, gb, o.max_seqs));
+    SLUICE_ASSIGN_OR_RETURN(KvPlan plan, plan_kv_cache(model.config(), o.block_size, kv_type, gb,
+                                                       o.max_seqs, o.state_checkpoints));
     if (gb == 0) {
       const size_t per_block = kv_bytes_per_block(model.config(), o.block_size, kv_type);
       const double share =

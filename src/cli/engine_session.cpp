@@ -24,6 +24,14 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", o.no_prefix_cache, "Do not reuse KV of repeated prefixes");
   cmd->add_option("--block-size", o.block_size, "Tokens per KV block")->capture_default_str();
+  cmd->add_option("--state-checkpoints", o.state_checkpoints,
+                  "Models with recurrent layers (qwen35): saved states a prefix hit resumes from "
+                  "(each the size of one sequence's state; 0: no prefix hits for them)")
+      ->capture_default_str();
+  cmd->add_option("--state-checkpoint-interval", o.state_checkpoint_interval,
+                  "Keep a saved state every this many tokens of a sequence (besides the end of "
+                  "each prompt and of each answer)")
+      ->capture_default_str();
   cmd->add_option("--kv-type", o.kv_type, "KV element type: f16 or f32")
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();
@@ -92,10 +100,12 @@ Result<SpecConfig> spec_config_from(const EngineCliOptions& o) {
 Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& model_spec,
                                                            const EngineCliOptions& o) {
   if (o.max_seqs < 1 || o.max_batch_tokens < 1 || o.prefill_chunk < 0 || o.block_size < 1 ||
-      o.block_size > 1024 || o.ctx_size < 0 || o.threads < 0 || o.kv_cache_gb < 0) {
+      o.block_size > 1024 || o.ctx_size < 0 || o.threads < 0 || o.kv_cache_gb < 0 ||
+      o.state_checkpoints < 0 || o.state_checkpoints > 65536 || o.state_checkpoint_interval < 1) {
     return make_error(
-        "engine options out of range (--max-seqs, --max-batch-tokens >= 1; "
-        "--block-size 1..1024; others >= 0)");
+        "engine options out of range (--max-seqs, --max-batch-tokens, "
+        "--state-checkpoint-interval >= 1; --block-size 1..1024; --state-checkpoints "
+        "0..65536; others >= 0)");
   }
   SLUICE_ASSIGN_OR_RETURN(SpecConfig spec, spec_config_from(o));
   SLUICE_ASSIGN_OR_RETURN(std::string path, resolve_model_arg(model_spec));
@@ -131,8 +141,9 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
     const double d = double(kv_bytes_per_block(s->draft_model->config(), o.block_size, kv_type));
     share = t / (t + d);
   }
-  SLUICE_ASSIGN_OR_RETURN(s->kv, plan_kv_cache(s->model.config(), o.block_size, kv_type,
-                                               o.kv_cache_gb * share, o.max_seqs));
+  SLUICE_ASSIGN_OR_RETURN(
+      s->kv, plan_kv_cache(s->model.config(), o.block_size, kv_type, o.kv_cache_gb * share,
+                           o.max_seqs, o.state_checkpoints));
   if (share < 1.0 && o.kv_cache_gb <= 0) {
     s->kv.n_blocks = std::max<int32_t>(1, int32_t(s->kv.n_blocks * share));
   }
@@ -143,6 +154,7 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   eo.kv_type = kv_type;
   eo.n_blocks = s->kv.n_blocks;
   eo.n_state_slots = o.max_seqs;
+  eo.n_state_checkpoints = o.state_checkpoints > 0 ? o.state_checkpoints : -1;
   SLUICE_ASSIGN_OR_RETURN(s->executor, CpuExecutor::create(s->model, eo));
   if (s->draft_model) {
     SLUICE_ASSIGN_OR_RETURN(s->draft_executor, CpuExecutor::create(*s->draft_model, eo));
@@ -166,6 +178,7 @@ Status create_engine(EngineSession& s, const EngineCliOptions& o, const SpecConf
   ec.scheduler.max_seqs = o.max_seqs;
   ec.scheduler.max_batch_tokens = o.max_batch_tokens;
   ec.scheduler.prefill_chunk = o.prefill_chunk;
+  ec.state_checkpoint_interval = o.state_checkpoint_interval;
   ec.enable_prefix_cache = !o.no_prefix_cache;
   ec.spec = spec;
   // Step times against the roofline, when this machine's ceilings have been measured.

@@ -37,6 +37,9 @@ struct EngineCliOptions {
   int pp = 1;                       // pipeline stages
   int pp_micro = 0;  // micro-batches per step with stages (0: 1 with steps in flight, else --pp)
   int pp_depth = 0;  // steps in flight with stages (0: one per stage; 1: one at a time)
+  // Recurrent models (qwen35): saved states for prefix hits, and how often one is kept.
+  int state_checkpoints = 16;
+  int state_checkpoint_interval = 512;
 };
 
 // Adds --ctx-size, --threads, --kv-cache-gb, --max-seqs, --max-batch-tokens, --prefill-chunk,

@@ -66,7 +66,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Execu
   kv.enable_prefix_cache = config.enable_prefix_cache;
   kv.salt = 0x5eed;
   kv.group_windows = cap.kv_group_windows;
-  kv.n_state_slots = cap.n_state_slots;
+  kv.n_state_slots = cap.n_state_slots - cap.n_state_checkpoints;
+  // Checkpoints copy a sequence's state between steps: with several steps in flight (a
+  // pipeline) the state has moved on by then.
+  kv.n_state_checkpoints = executor.pipeline_depth() > 1 ? 0 : cap.n_state_checkpoints;
+  kv.checkpoint_interval_blocks = std::max(1, config.state_checkpoint_interval / cap.block_size);
   return std::unique_ptr<Engine>(
       new Engine(tokenizer, executor, config, n_ctx, kv, std::move(speculator)));
 }

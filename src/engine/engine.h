@@ -94,6 +94,9 @@ struct EngineConfig {
   // batch (step_roofline.h); stats in Engine::roofline().
   std::optional<StepCostModel> cost_model;
   SpecConfig spec;
+  // Recurrent models: a state checkpoint is kept at every this many tokens of a sequence
+  // (rounded to blocks); the others roll (each request keeps its latest). docs/kv-cache.md.
+  int32_t state_checkpoint_interval = 512;
   // Where the engine's time comes from (request timestamps, busy time, the roofline's measured
   // step times); null: the steady clock since create(). A simulation passes the VirtualClock
   // its executor advances. Not owned; outlives the engine.

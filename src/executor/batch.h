@@ -102,6 +102,9 @@ struct ExecutorCapacity {
   // of state_bytes_per_slot bytes each; every sequence of a batch names one. 0: no state.
   int32_t n_state_slots = 0;
   size_t state_bytes_per_slot = 0;
+  // Of those, the last n_state_checkpoints are for saved states (prefix caching: the engine's
+  // KvCacheManager keeps them), the others for running sequences.
+  int32_t n_state_checkpoints = 0;
   int32_t n_kv_groups() const {
     return kv_group_windows.empty() ? 1 : int32_t(kv_group_windows.size());
   }

@@ -130,7 +130,10 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
   shape.type = options.kv_type;
   SLUICE_ASSIGN_OR_RETURN(e->kv_, KvCacheStorage::create(shape));
   if (c.any_recurrent()) {
-    e->n_state_slots_ = options.n_state_slots > 0 ? options.n_state_slots : 16;
+    e->n_state_checkpoints_ =
+        options.n_state_checkpoints == 0 ? 16 : std::max(0, options.n_state_checkpoints);
+    e->n_state_slots_ =
+        (options.n_state_slots > 0 ? options.n_state_slots : 16) + e->n_state_checkpoints_;
     e->state_floats_ = c.recurrent.state_floats();
     for (int il = c.layer_begin; il < c.stage_layer_end(); ++il) {
       e->n_stage_recurrent_ += c.layer_recurrent[size_t(il)] ? 1 : 0;
@@ -168,7 +171,8 @@ ExecutorCapacity CpuExecutor::capacity() const {
           layout_.group_window,
           kv_->bytes_per_block(),
           n_state_slots_,
-          size_t(n_stage_recurrent_) * size_t(state_floats_) * sizeof(float)};
+          size_t(n_stage_recurrent_) * size_t(state_floats_) * sizeof(float),
+          n_state_checkpoints_};
 }
 
 Status CpuExecutor::copy_blocks(std::span<const BlockCopy> copies) {

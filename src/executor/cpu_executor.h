@@ -50,6 +50,9 @@ struct CpuExecutorOptions {
   // Models with recurrent layers (ModelConfig::layer_recurrent): state slots, one per sequence
   // that runs at once (the engine's max_seqs); 0: 16. Unused by other models.
   int n_state_slots = 0;
+  // And that many more slots for saved states (prefix caching on recurrent models, docs/
+  // kv-cache.md); 0: the default, 16; < 0: none.
+  int n_state_checkpoints = 0;
   // Repack Q8_0 / Q4_0 / Q4_K / Q6_K / F16 / BF16 weights at load for the SIMD kernels
   // (kernels/packed.h: 16-row interleaved groups, F16 per the ISA, BF16 in huge pages; as many
   // bytes again as those weights, the file's copy is then released). Not with kScalar kernels.
@@ -124,7 +127,8 @@ class CpuExecutor final : public Executor {
   // Recurrent layers' states: [n_state_slots][this stage's recurrent layers][state floats]
   // (kernels/delta_net.h: conv inputs, then the S x S matrices). Empty without them.
   std::vector<float> states_;
-  int32_t n_state_slots_ = 0;
+  int32_t n_state_slots_ = 0;  // running sequences' and checkpoints'
+  int32_t n_state_checkpoints_ = 0;
   int64_t state_floats_ = 0;   // one layer's, one sequence's
   int n_stage_recurrent_ = 0;  // recurrent layers this stage runs
   float* layer_state(int32_t slot, int il);

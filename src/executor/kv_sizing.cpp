@@ -42,14 +42,16 @@ size_t available_memory_bytes() {
 }
 
 Result<KvPlan> plan_kv_cache(const ModelConfig& c, int block_size, KvType type, double kv_cache_gb,
-                             int max_seqs) {
+                             int max_seqs, int n_state_checkpoints) {
   const size_t per_block = kv_bytes_per_block(c, block_size, type);
   // What one sequence of the full context holds over every K/V group (windowed groups only
   // their window).
   const KvCacheLayout layout = c.kv_cache_layout();
   const int32_t blocks_per_context = int32_t(layout.blocks_held(c.n_ctx, block_size));
   // Recurrent layers: one state per sequence that may run (max_seqs), out of the same budget.
-  const size_t state_bytes = size_t(std::max(max_seqs, 1)) * recurrent_state_bytes(c);
+  // (and the prefix cache's state checkpoints).
+  const int n_ckpt = std::max(n_state_checkpoints, 0);
+  const size_t state_bytes = size_t(std::max(max_seqs, 1) + n_ckpt) * recurrent_state_bytes(c);
   KvPlan p;
   p.state_bytes = state_bytes;
   char line[256];
@@ -91,8 +93,9 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& c, int block_size, KvType type, 
   p.description = std::string(line) + tail;
   if (state_bytes > 0) {
     char st[160];
-    std::snprintf(st, sizeof st, "; recurrent state: %d sequences x %.1f MiB",
-                  std::max(max_seqs, 1), double(recurrent_state_bytes(c)) / double(1 << 20));
+    std::snprintf(st, sizeof st, "; recurrent state: %d sequences + %d checkpoints x %.1f MiB",
+                  std::max(max_seqs, 1), n_ckpt,
+                  double(recurrent_state_bytes(c)) / double(1 << 20));
     p.description += st;
   }
   return p;

@@ -44,7 +44,7 @@ struct KvPlan {
 // tokens hold (KvCacheLayout::blocks_held: windowed layers only their window). Recurrent
 // layers' states for max_seqs sequences come out of the budget first.
 Result<KvPlan> plan_kv_cache(const ModelConfig& config, int block_size, KvType type,
-                             double kv_cache_gb, int max_seqs);
+                             double kv_cache_gb, int max_seqs, int n_state_checkpoints = 16);
 
 // MemAvailable from /proc/meminfo in bytes (0 if unknown).
 size_t available_memory_bytes();

@@ -24,6 +24,67 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
       windows_(config.group_windows.empty() ? std::vector<int32_t>{0} : config.group_windows),
       pool_(config.n_blocks, config.block_size) {
   for (int32_t s = config.n_state_slots - 1; s >= 0; --s) free_states_.push_back(s);
+  ckpt_key_.assign(size_t(std::max(config.n_state_checkpoints, 0)), 0);
+  ckpt_used_.assign(ckpt_key_.size(), 0);
+}
+
+int32_t KvCacheManager::deepest_checkpoint(std::span<const int32_t> tokens, int32_t limit,
+                                           int32_t* slot) const {
+  if (ckpt_by_hash_.empty() || limit <= 0) return 0;
+  const int32_t bs = block_size();
+  BlockHash h = 0;
+  int32_t best = 0;
+  for (int32_t b = 0; b < limit; ++b) {
+    h = hash_block(h, tokens.subspan(size_t(b) * size_t(bs), size_t(bs)));
+    auto it = ckpt_by_hash_.find(h);
+    if (it != ckpt_by_hash_.end()) {
+      best = b + 1;
+      *slot = it->second;
+    }
+  }
+  return best;
+}
+
+void KvCacheManager::drop_checkpoint(BlockHash key) {
+  auto it = ckpt_by_hash_.find(key);
+  if (it == ckpt_by_hash_.end()) return;
+  ckpt_key_[size_t(it->second - config_.n_state_slots)] = 0;
+  ckpt_by_hash_.erase(it);
+  ++ckpt_stats_.evicted;
+}
+
+void KvCacheManager::save_state(RequestId id, int32_t n_computed, bool keep) {
+  if (!checkpointing() || n_computed <= 0 || n_computed % block_size() != 0) return;
+  auto it = tables_.find(id);
+  if (it == tables_.end() || it->second.state_slot < 0) return;
+  Table& t = it->second;
+  const size_t n = size_t(n_computed / block_size());
+  if (t.hashes.size() < n) return;  // not committed (no prefix cache entry to tie it to)
+  const BlockHash key = t.hashes[n - 1];
+  keep = keep || n % size_t(std::max(config_.checkpoint_interval_blocks, 1)) == 0;
+  if (auto found = ckpt_by_hash_.find(key); found != ckpt_by_hash_.end()) {
+    ckpt_used_[size_t(found->second - config_.n_state_slots)] = ++ckpt_tick_;
+  } else {
+    // A free checkpoint, else the least recently used.
+    size_t victim = 0;
+    for (size_t i = 0; i < ckpt_key_.size(); ++i) {
+      if (ckpt_key_[i] == 0) {
+        victim = i;
+        break;
+      }
+      if (ckpt_used_[i] < ckpt_used_[victim]) victim = i;
+    }
+    if (ckpt_key_[victim] != 0) drop_checkpoint(ckpt_key_[victim]);
+    const int32_t slot = config_.n_state_slots + int32_t(victim);
+    ckpt_key_[victim] = key;
+    ckpt_used_[victim] = ++ckpt_tick_;
+    ckpt_by_hash_[key] = slot;
+    state_copies_.push_back({t.state_slot, slot});
+    ++ckpt_stats_.saved;
+  }
+  // A request keeps one rolling checkpoint: the newer replaces the older.
+  if (t.rolling != 0 && t.rolling != key) drop_checkpoint(t.rolling);
+  t.rolling = keep ? 0 : key;
 }
 
 BlockHash KvCacheManager::hash_block(BlockHash parent, std::span<const int32_t> tokens) const {
@@ -104,14 +165,22 @@ int32_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, int32_t ma
 
 PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens) {
   PrefixHit hit;
-  if (!config_.enable_prefix_cache || config_.n_state_slots > 0) return hit;
+  if (!config_.enable_prefix_cache || (config_.n_state_slots > 0 && !checkpointing())) {
+    return hit;
+  }
   const int32_t bs = block_size();
   // At least one token must remain to be computed.
   const int32_t max_blocks = tokens.empty() ? 0 : int32_t((tokens.size() - 1) / size_t(bs));
   PrefixCacheStats& st = pool_.stats();
   ++st.lookups;
   st.queried_blocks += uint64_t(max_blocks);
-  const int32_t n = match_prefix(tokens, max_blocks, &hit.blocks);
+  int32_t n = match_prefix(tokens, max_blocks, &hit.blocks);
+  if (config_.n_state_slots > 0) {
+    // The recurrent layers resume from a checkpoint: the deepest one within the K/V hit.
+    const int32_t with_state = deepest_checkpoint(tokens, n, &hit.state_checkpoint);
+    if (with_state < n) n = match_prefix(tokens, with_state, &hit.blocks);
+    if (n == 0) hit.state_checkpoint = -1;
+  }
   hit.n_tokens = n * bs;
   st.hit_blocks += uint64_t(n);
   st.hit_tokens += uint64_t(hit.n_tokens);
@@ -119,9 +188,15 @@ PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens) {
 }
 
 int32_t KvCacheManager::n_cached_prefix_tokens(std::span<const int32_t> tokens) const {
-  if (!config_.enable_prefix_cache || config_.n_state_slots > 0) return 0;
+  if (!config_.enable_prefix_cache || (config_.n_state_slots > 0 && !checkpointing())) return 0;
   const int32_t bs = block_size();
-  return match_prefix(tokens, int32_t(tokens.size() / size_t(bs)), nullptr) * bs;
+  int32_t n = match_prefix(tokens, int32_t(tokens.size() / size_t(bs)), nullptr);
+  if (config_.n_state_slots > 0) {
+    int32_t slot = -1;
+    const int32_t with_state = deepest_checkpoint(tokens, n, &slot);
+    n = with_state < n ? match_prefix(tokens, with_state, nullptr) : n;
+  }
+  return n * bs;
 }
 
 std::vector<BlockId> KvCacheManager::cached_prefix_blocks(std::span<const int32_t> tokens) const {
@@ -253,6 +328,11 @@ bool KvCacheManager::allocate_slots(RequestId id, int32_t n_computed, int32_t n_
     if (config_.n_state_slots > 0) {
       table->state_slot = free_states_.back();
       free_states_.pop_back();
+      if (prefix && prefix->n_tokens > 0 && prefix->state_checkpoint >= 0) {
+        state_copies_.push_back({prefix->state_checkpoint, table->state_slot});
+        ckpt_used_[size_t(prefix->state_checkpoint - config_.n_state_slots)] = ++ckpt_tick_;
+        ++ckpt_stats_.restored;
+      }
     }
     table->blocks.assign(size_t(G), {});
     table->n_released.assign(size_t(G), 0);

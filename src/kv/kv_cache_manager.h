@@ -44,9 +44,25 @@ struct KvCacheConfig {
   // Models with recurrent layers (base/cache_layout.h, LayerKind::kRecurrent): every request
   // table also holds one of these state slots (the executor's fixed-size state of that
   // sequence), taken with its first blocks and freed with them. 0: no recurrent state. Until
-  // state checkpoints exist, such a cache finds no prefix hits (a hit would need the state at
   // the hit's end).
   int32_t n_state_slots = 0;
+  // State checkpoints (prefix caching for recurrent models): slots [n_state_slots,
+  // n_state_slots + n_state_checkpoints) of the executor's state memory hold saved states, each
+  // the state after exactly the full blocks of one cached prefix (known by that prefix's chain
+  // hash). A prefix hit then needs the K/V blocks AND a checkpoint at its end, and resumes the
+  // request's state from it. Saved by save_state() at block boundaries; least recently used
+  // first out. 0 (or no prefix cache): a recurrent model finds no prefix hits.
+  int32_t n_state_checkpoints = 0;
+  // Checkpoints at every this many blocks of a sequence are kept (until evicted); the others
+  // are rolling: each request keeps only its latest (the end of its prompt, then of its output).
+  int32_t checkpoint_interval_blocks = 32;
+};
+
+// Counters of state checkpoints since start.
+struct CheckpointStats {
+  uint64_t saved = 0;     // states copied into a checkpoint
+  uint64_t restored = 0;  // prefix hits resumed from one
+  uint64_t evicted = 0;   // dropped for room (LRU) or replaced by a newer rolling one
 };
 
 // Counters of block sharing since start.
@@ -64,6 +80,7 @@ struct BlockShareStats {
 struct PrefixHit {
   std::vector<BlockId> blocks;  // [n_groups][n_tokens / block_size]
   int32_t n_tokens = 0;
+  int32_t state_checkpoint = -1;  // recurrent models: the state slot holding the state there
 };
 
 class KvCacheManager {
@@ -161,6 +178,17 @@ class KvCacheManager {
   int32_t n_used_state_slots() const {
     return config_.n_state_slots - int32_t(free_states_.size());
   }
+  // State checkpoints: request `id` has computed n_computed tokens; at a block boundary the
+  // state it holds now is saved (a copy queued for take_state_copies) under the chain hash of
+  // its blocks, unless one is saved there already. `keep`: not a rolling checkpoint (e.g. the
+  // last boundary of a prompt). No-op without checkpoints or away from a boundary.
+  void save_state(RequestId id, int32_t n_computed, bool keep);
+  int32_t n_state_checkpoints() const { return config_.n_state_checkpoints; }
+  int32_t n_used_checkpoints() const { return int32_t(ckpt_by_hash_.size()); }
+  const CheckpointStats& checkpoint_stats() const { return ckpt_stats_; }
+  bool checkpointing() const {
+    return config_.n_state_checkpoints > 0 && config_.enable_prefix_cache;
+  }
 
   // `child` (unknown so far) shares every block of `parent`: ref counts + 1, committed full
   // blocks keep their hashes. Takes no free block; the first write into the shared partial
@@ -208,6 +236,7 @@ class KvCacheManager {
     std::vector<size_t> n_released;  // [n_groups] blocks[g][0, n_released[g]) released (stale)
     std::vector<BlockHash> hashes;   // of the leading full blocks already committed
     int32_t state_slot = -1;         // its recurrent state slot (n_state_slots > 0)
+    BlockHash rolling = 0;           // its latest rolling checkpoint's key (0: none)
     size_t size() const { return blocks[0].size(); }
   };
   // Releases each windowed group's blocks of `t` wholly before position first_pos - window + 1.
@@ -234,6 +263,16 @@ class KvCacheManager {
   std::vector<BlockCopy> copies_;        // queued by allocate_slots, drained by take_copies
   std::vector<BlockCopy> state_copies_;  // queued by fork, drained by take_state_copies
   std::vector<int32_t> free_states_;     // free recurrent state slots (LIFO)
+  // State checkpoints: key (chain hash) -> slot, per checkpoint index its key and last use.
+  std::unordered_map<BlockHash, int32_t> ckpt_by_hash_;
+  std::vector<BlockHash> ckpt_key_;  // [n_state_checkpoints] (0: free)
+  std::vector<uint64_t> ckpt_used_;  // [n_state_checkpoints] LRU ticks
+  uint64_t ckpt_tick_ = 0;
+  CheckpointStats ckpt_stats_;
+  // The deepest n <= limit whose prefix has a checkpoint (hashes: the chain of tokens' blocks);
+  // its slot in *slot. 0 when none.
+  int32_t deepest_checkpoint(std::span<const int32_t> tokens, int32_t limit, int32_t* slot) const;
+  void drop_checkpoint(BlockHash key);
   BlockShareStats share_stats_;
   int64_t n_pinned_ = 0;
   bool record_cached_ = false;

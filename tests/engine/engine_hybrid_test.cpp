@@ -36,8 +36,8 @@ TEST(EngineHybrid, Qwen35GoldenContinuation) {
 // 16 requests (some sharing prefixes, some with n = 3 samples that fork the prompt's state)
 // with random arrivals, three prefill chunk sizes and a K/V cache small enough to preempt:
 // every greedy output equals the request run alone. The state slot of a sequence resumes
-// across chunks, is zeroed when a preempted request starts over, and is copied to each forked
-// sample.
+// across chunks, is zeroed when a preempted request starts over (or restored from a state
+// checkpoint on a prefix hit), and is copied to each forked sample.
 TEST(EngineHybrid, StateSurvivesChunkingPreemptionAndForks) {
   SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/qwen35.gguf");
   auto alone = load(path, 256, 64);
@@ -74,8 +74,9 @@ TEST(EngineHybrid, StateSurvivesChunkingPreemptionAndForks) {
     EXPECT_GT((*engine)->scheduler().n_preemptions(), 0u);
     EXPECT_EQ((*engine)->kv().n_used_state_slots(), 0);
     EXPECT_EQ((*engine)->kv().n_used_blocks(), 0);
-    // No prefix hits without state checkpoints (a hit would resume from a zero state).
-    EXPECT_EQ((*engine)->kv().prefix_stats().hit_tokens, 0u);
+    // Shared prefixes (and preempted requests' own prompts) resume from state checkpoints.
+    EXPECT_GT((*engine)->kv().prefix_stats().hit_tokens, 0u);
+    EXPECT_GT((*engine)->kv().checkpoint_stats().restored, 0u);
   }
   // Samples of one prompt: each greedy sample equals the request alone.
   auto l = load(path, 256, 64);
@@ -95,6 +96,51 @@ TEST(EngineHybrid, StateSurvivesChunkingPreemptionAndForks) {
   ASSERT_EQ(tokens.size(), 3u);
   for (const auto& [id, t] : tokens) EXPECT_EQ(t, reference[1].tokens) << "sample " << id;
   EXPECT_GT((*engine)->kv().share_stats().forks, 0u);
+}
+
+// Multi-turn chats: each turn's prompt is the previous turn's prompt, its answer and a new
+// message. With the prefix cache every turn resumes from the state checkpoint at the last block
+// boundary of the previous turn (the K/V blocks up to it, the recurrent state there) and its
+// greedy output equals the run without the cache; under chunked prefill and a small cache too.
+TEST(EngineHybrid, MultiTurnChatsHitEachTurnExactly) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/qwen35.gguf");
+  std::mt19937 rng(5);
+  for (int conv = 0; conv < 6; ++conv) {
+    SCOPED_TRACE(conv);
+    const int n_turns = 1 + int(rng() % 8);
+    const int chunk = conv % 2 == 0 ? 7 : 64;
+    auto with = load(path, 512, conv % 3 == 2 ? 20 : 128);
+    auto without = load(path, 512, 128);
+    ASSERT_TRUE(with && without);
+    EngineConfig cfg;
+    cfg.scheduler.prefill_chunk = chunk;
+    cfg.state_checkpoint_interval = 32;
+    auto cached = Engine::create(with->tokenizer, *with->executor, cfg);
+    cfg.enable_prefix_cache = false;
+    auto plain = Engine::create(without->tokenizer, *without->executor, cfg);
+    ASSERT_TRUE(cached.ok() && plain.ok());
+    const int n_vocab = with->executor->capacity().n_vocab;
+    std::vector<int32_t> history;
+    for (int turn = 0; turn < n_turns; ++turn) {
+      const std::vector<int32_t> msg = random_tokens(rng, 3 + int(rng() % 25), n_vocab);
+      const int32_t shared = int32_t(history.size());  // the previous turn's prompt + answer
+      history.insert(history.end(), msg.begin(), msg.end());
+      if (history.size() > 400) break;
+      const GenerationParams g = greedy(4 + int(rng() % 16));
+      const uint64_t hits_before = (*cached)->kv().prefix_stats().hit_tokens;
+      const auto a = run_all(**cached, {history}, {g}, {0});
+      const auto b = run_all(**plain, {history}, {g}, {0});
+      EXPECT_EQ(a[0].tokens, b[0].tokens) << "turn " << turn;
+      const uint64_t hit = (*cached)->kv().prefix_stats().hit_tokens - hits_before;
+      // The previous turn computed all but its last sampled token; its last block boundary
+      // below that holds a checkpoint (unless a tiny cache evicted its blocks).
+      if (turn > 0 && conv % 3 != 2) {
+        EXPECT_GE(int64_t(hit), int64_t((shared - 1) / 16 * 16)) << "turn " << turn;
+      }
+      history.insert(history.end(), a[0].tokens.begin(), a[0].tokens.end());
+    }
+    EXPECT_EQ((*cached)->kv().n_used_state_slots(), 0);
+  }
 }
 
 // What the engine refuses for hybrids, with a message saying why.

@@ -494,3 +494,64 @@ TEST(KvCacheManager, GroupsOfDifferentWindowsReadOnlyTheirOwnTokens) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// Recurrent state checkpoints (blocks of 4, one kept every 4 blocks): a hit needs the K/V
+// blocks and a checkpoint at its end; a request keeps one rolling checkpoint; the least
+// recently used goes first when the pool is full; a hit queues the restore into the new
+// request's state slot.
+TEST(KvCacheManager, StateCheckpointsRollKeepAndRestore) {
+  KvCacheManager kv({.n_blocks = 32,
+                     .block_size = 4,
+                     .enable_prefix_cache = true,
+                     .salt = 0,
+                     .group_windows = {},
+                     .n_state_slots = 2,
+                     .n_state_checkpoints = 2,
+                     .checkpoint_interval_blocks = 4});
+  const auto tokens = iota_tokens(40);
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 8));
+  EXPECT_EQ(kv.state_slot(1), 0);  // the lowest free slot first
+  kv.commit_computed(1, tokens, 8);
+  kv.save_state(1, 8, false);  // 2 blocks: rolling
+  EXPECT_EQ(kv.n_used_checkpoints(), 1);
+  auto copies = kv.take_state_copies();
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].src, kv.state_slot(1));
+  EXPECT_GE(copies[0].dst, 2);  // checkpoints follow the 2 sequence slots
+  kv.save_state(1, 7, true);    // not a block boundary: nothing
+  EXPECT_TRUE(kv.take_state_copies().empty());
+  ASSERT_TRUE(kv.allocate_slots(1, 8, 8));
+  kv.commit_computed(1, tokens, 16);
+  kv.save_state(1, 16, false);  // 4 blocks: kept; the rolling one at 2 blocks goes
+  EXPECT_EQ(kv.n_used_checkpoints(), 1);
+  EXPECT_EQ(kv.checkpoint_stats().evicted, 1u);
+  kv.take_state_copies();
+  // A prompt sharing 17 tokens hits 16 with the checkpoint there; one sharing only 12 finds no
+  // checkpoint at or below 3 blocks: no hit.
+  PrefixHit hit = kv.find_prefix(iota_tokens(17));
+  EXPECT_EQ(hit.n_tokens, 16);
+  EXPECT_GE(hit.state_checkpoint, 2);
+  std::vector<int32_t> short_prompt = iota_tokens(12);
+  short_prompt.push_back(99);
+  EXPECT_EQ(kv.find_prefix(short_prompt).n_tokens, 0);
+  EXPECT_EQ(kv.n_cached_prefix_tokens(iota_tokens(30)), 16);
+  // The hit's request resumes from the checkpoint.
+  ASSERT_TRUE(kv.allocate_slots(2, 16, 1, &hit));
+  copies = kv.take_state_copies();
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].src, hit.state_checkpoint);
+  EXPECT_EQ(copies[0].dst, kv.state_slot(2));
+  EXPECT_EQ(kv.checkpoint_stats().restored, 1u);
+  // No third state slot: admission waits.
+  EXPECT_FALSE(kv.allocate_slots(3, 0, 1));
+  kv.free(1);
+  kv.free(2);
+  EXPECT_EQ(kv.n_used_state_slots(), 0);
+  EXPECT_EQ(kv.n_used_blocks(), 0);
+}
+
+}  // namespace
+}  // namespace sluice
