@@ -123,6 +123,24 @@ void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// ---- gpt-oss's clamped SwiGLU ----
+
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], kSwigluOaiLimit);
+    const float u = std::clamp(up[i], -kSwigluOaiLimit, kSwigluOaiLimit);
+    out[i] = g / (1.0f + std::exp(kSwigluOaiAlpha * -g)) * (u + 1.0f);
+  }
+}
+
+void swiglu_oai_ref(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = std::min(double(gate[i]), double(kSwigluOaiLimit));
+    const double u = std::clamp(double(up[i]), -double(kSwigluOaiLimit), double(kSwigluOaiLimit));
+    out[i] = float(g / (1.0 + std::exp(-double(kSwigluOaiAlpha) * g)) * (u + 1.0));
+  }
+}
+
 // ---- GeGLU ----
 
 void softcap(float* x, int64_t n, float cap) {

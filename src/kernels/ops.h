@@ -64,6 +64,15 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n,
             MatmulIsa isa = MatmulIsa::kAuto);
 void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
 
+// ---- gpt-oss's clamped SwiGLU ----------------------------------------------------------------
+// g = min(gate[i], 7), u = clamp(up[i], -7, 7), out[i] = g * sigmoid(1.702 g) * (u + 1)
+// (llama.cpp's swiglu_oai with alpha 1.702, limit 7). out may equal gate or up. Portable code on
+// every ISA.
+inline constexpr float kSwigluOaiAlpha = 1.702f;
+inline constexpr float kSwigluOaiLimit = 7.0f;
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);
+void swiglu_oai_ref(const float* gate, const float* up, float* out, int64_t n);
+
 // ---- GeGLU (Gemma) ----------------------------------------------------------------------------
 // out[i] = gelu(gate[i]) * up[i] with the tanh approximation (as llama.cpp and Gemma's
 // reference): gelu(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))). out may equal gate or

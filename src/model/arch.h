@@ -36,5 +36,6 @@ const ArchFamily& gemma3_family();
 const ArchFamily& phi3_family();
 const ArchFamily& qwen2moe_family();
 const ArchFamily& qwen3moe_family();
+const ArchFamily& gpt_oss_family();
 
 }  // namespace sluice

@@ -145,6 +145,27 @@ TEST(Rope, YarnAsGptOss) {
   }
 }
 
+// gpt-oss's clamped SwiGLU against its reference, and by hand at the clamps: gate 10 acts as 7,
+// up 9 as 7 and -9 as -7.
+TEST(SwiGluOai, MatchesReferenceAndClamps) {
+  std::mt19937 rng(4);
+  for (int64_t n : kSizes) {
+    const std::vector<float> g = random_floats(rng, n, -12, 12), u = random_floats(rng, n, -12, 12);
+    std::vector<float> y(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
+    swiglu_oai(g.data(), u.data(), y.data(), n);
+    swiglu_oai_ref(g.data(), u.data(), ref.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(y[size_t(i)], ref[size_t(i)], 4e-6 * (1 + std::fabs(ref[size_t(i)])));
+  }
+  const float g[3] = {10.0f, 10.0f, -1.0f}, u[3] = {9.0f, -9.0f, 0.5f};
+  float y[3];
+  swiglu_oai(g, u, y, 3);
+  const double s7 = 7.0 / (1.0 + std::exp(-1.702 * 7.0));
+  EXPECT_NEAR(y[0], s7 * 8.0, 1e-5);
+  EXPECT_NEAR(y[1], s7 * -6.0, 1e-5);
+  EXPECT_NEAR(y[2], -1.0 / (1.0 + std::exp(1.702)) * 1.5, 1e-6);
+}
+
 TEST(SwiGlu, MatchesReference) {
   std::mt19937 rng(3);
   for (int64_t n : kSizes) {

@@ -62,7 +62,7 @@ class RecordingOps final : public ForwardOps {
     calls.push_back("rope_store_kv");
     head_norms.push_back(norms);
   }
-  void attention(int, Act q, Act out) override {
+  void attention(int, Act q, Act out, const std::vector<float>&) override {
     EXPECT_EQ(q.cols, out.cols);
     calls.push_back("attention");
   }
