@@ -127,17 +127,18 @@ void gemm_mxfp4_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
   }
 }
 
-void matmul_mxfp4(const MatmulParams& p, MatmulIsa isa, MatmulWorkspace& ws, ThreadPool* pool) {
+void matmul_mxfp4(const MatmulParams& p, const KernelTable& kt, MatmulWorkspace& ws,
+                  ThreadPool* pool) {
   assert(p.k % kActBlock == 0);
-  const QuantizedActs a = int8_acts(p, isa, ws);
+  const QuantizedActs a = int8_acts(p, kt.isa, ws);
   const int64_t n_scales = p.n * (p.k / kActBlock);
   if (int64_t(ws.d16.size()) < n_scales) ws.d16.resize(size_t(n_scales));
   for (int64_t i = 0; i < n_scales; ++i) ws.d16[size_t(i)] = mxfp4_act_scale(a.d[i]);
   const size_t rb = row_size(p.type, p.k);
   const auto* w = static_cast<const uint8_t*>(p.w);
-  over_rows(p, rb, pool, [&](int64_t r0, int64_t r1) {
-    gemm_mxfp4_rows(w, rb, r0, r1, a, ws.d16.data(), p.y, p.m);
-  });
+  const auto kernel = kt.gemm_mxfp4 ? kt.gemm_mxfp4 : &gemm_mxfp4_rows;
+  over_rows(p, rb, pool,
+            [&](int64_t r0, int64_t r1) { kernel(w, rb, r0, r1, a, ws.d16.data(), p.y, p.m); });
 }
 
 }  // namespace
@@ -152,7 +153,7 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   MatmulWorkspace local;
   MatmulWorkspace& ws = p.ws ? *p.ws : local;
   if (p.type == GgmlType::MXFP4) {
-    matmul_mxfp4(p, isa, ws, pool);
+    matmul_mxfp4(p, kt, ws, pool);
     return;
   }
   // F16 and BF16 packed for another ISA's kernels (a layout this table does not read): the rows.
