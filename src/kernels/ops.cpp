@@ -45,8 +45,10 @@ inline void rope_pair(const RopeParams& p, int i, int& a, int& b) {
 
 double inv_freq_f64(const RopeParams& p, int i) {
   const double ff = p.freq_factors ? double(p.freq_factors[i]) : 1.0;
+  if (p.yarn_ext <= 0) {
+    return double(p.freq_scale) / (std::pow(double(p.theta_base), 2.0 * i / p.n_rot) * ff);
+  }
   const double e = 1.0 / (std::pow(double(p.theta_base), 2.0 * i / p.n_rot) * ff);
-  if (p.yarn_ext <= 0) return double(p.freq_scale) * e;
   const double y = (double(i) - p.yarn_low) / std::max(0.001, double(p.yarn_high - p.yarn_low));
   const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * double(p.yarn_ext);
   return e * (double(p.freq_scale) * (1.0 - ramp) + ramp);

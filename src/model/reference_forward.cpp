@@ -67,7 +67,7 @@ void rope(double* v, const ModelConfig& c, const std::vector<float>& freq_factor
   for (int i = 0; i < c.n_rot / 2; ++i) {
     const double ff = freq_factors.empty() ? 1.0 : double(freq_factors[size_t(i)]);
     const double theta_e = double(pos) / (std::pow(base, 2.0 * i / c.n_rot) * ff);
-    double theta = theta_e * scale;
+    double theta = double(pos) * scale / (std::pow(base, 2.0 * i / c.n_rot) * ff);
     if (c.rope_yarn) {
       const double ramp = 1.0 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
       theta = theta_e * scale * (1 - ramp) + theta_e * ramp;
