@@ -411,7 +411,7 @@ class CpuExecutor::Ops final : public ForwardOps {
     });
   }
 
-  void attention(int layer, Act q, Act out) override {
+  void attention(int layer, Act q, Act out, const std::vector<float>& sinks) override {
     const ModelConfig& c = e_.model_.config();
     const int64_t qd = q.cols;
     const float scale = c.attention_scale();
@@ -435,6 +435,7 @@ class CpuExecutor::Ops final : public ForwardOps {
       p.scale = scale;
       p.window = window;
       p.softcap = c.attn_softcap;
+      p.sinks = sinks.empty() ? nullptr : sinks.data();
       s_.attn_params.push_back(p);
     }
     paged_attention_batch(s_.attn_params, s_.attn_ws, &e_.pool_);
@@ -443,13 +444,15 @@ class CpuExecutor::Ops final : public ForwardOps {
   void moe(const MoeWeights& w, Act xn, Act out) override {
     const int64_t T = xn.rows, d = xn.cols;
     const int E = int(w.gate.size()), K = w.n_used;
-    // Router: softmax over the experts' logits, the K largest (lowest index first on a tie).
+    // Router: the experts' logits (+ bias), the K largest (lowest index first on a tie), their
+    // weights as the gating says.
     Scratch::fit(s_.moe_logits, T * E);
     e_.matmul_w(w.router, xn.data, T, s_.moe_logits.data());
+    add_bias({s_.moe_logits.data(), T, E}, w.router_bias);
     s_.moe_sel.resize(size_t(T * K));
     Scratch::fit(s_.moe_weight, T * K);
     for (int64_t t = 0; t < T; ++t) {
-      route_token(s_.moe_logits.data() + t * E, E, K, w.norm_topk, s_.moe_sel.data() + t * K,
+      route_token(s_.moe_logits.data() + t * E, E, K, w, s_.moe_sel.data() + t * K,
                   s_.moe_weight.data() + t * K);
     }
     // Tokens by expert (counting sort: each expert's tokens in token order).
@@ -507,7 +510,8 @@ class CpuExecutor::Ops final : public ForwardOps {
   void shared_expert(const MoeWeights& w, Act xn, Act out) {
     const int64_t T = xn.rows, d = xn.cols;
     MoeThread& ts = s_.moe_threads[0];
-    expert_ffn(w.sh_gate, w.sh_up, w.sh_down, xn.data, T, d, ts, &e_.pool_);
+    expert_ffn(w.sh_gate, w.sh_up, w.sh_down, ExpertBiases{}, MoeActivation::kSwiglu, xn.data, T, d,
+               ts, &e_.pool_);
     const bool gated = w.sh_gate_inp.data != nullptr;
     if (gated) {
       Scratch::fit(s_.moe_shgate, T);
@@ -639,17 +643,38 @@ class CpuExecutor::Ops final : public ForwardOps {
       const float* src = xn.data + int64_t(s_.moe_slot[size_t(a0 + i)] / K) * d;
       std::copy(src, src + d, ts.x.data() + int64_t(i) * d);
     }
-    expert_ffn(w.gate[size_t(e)], w.up[size_t(e)], w.down[size_t(e)], ts.x.data(), n, d, ts, pool);
+    ExpertBiases b;
+    if (!w.gate_bias.empty()) {
+      const int64_t ff = w.gate[size_t(e)].n_rows;
+      b = {w.gate_bias.data() + e * ff, w.up_bias.data() + e * ff, w.down_bias.data() + e * d};
+    }
+    expert_ffn(w.gate[size_t(e)], w.up[size_t(e)], w.down[size_t(e)], b, w.act, ts.x.data(), n, d,
+               ts, pool);
     for (int32_t i = 0; i < n; ++i) {
       const float* y = ts.y.data() + int64_t(i) * d;
       std::copy(y, y + d, s_.moe_slot_y.data() + int64_t(s_.moe_slot[size_t(a0 + i)]) * d);
     }
   }
 
-  // One SwiGLU FFN over n rows of x [n, d] into ts.y [n, d], over `pool` (null: this thread):
-  // gate and up share one 8-bit copy of x when their type takes 8-bit activations.
+  // One expert's biases (gpt-oss): gate and up [n_ff], down [n_embd]; null: none.
+  struct ExpertBiases {
+    const float* gate = nullptr;
+    const float* up = nullptr;
+    const float* down = nullptr;
+  };
+
+  static void add_rows(float* y, int64_t n, int64_t cols, const float* b) {
+    if (!b) return;
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t i = 0; i < cols; ++i) y[r * cols + i] += b[i];
+    }
+  }
+
+  // One gated FFN (`act`) over n rows of x [n, d] into ts.y [n, d], over `pool` (null: this
+  // thread): gate and up share one 8-bit copy of x when their type takes 8-bit activations.
   void expert_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
-                  const float* x, int64_t n, int64_t d, MoeThread& ts, ThreadPool* pool) {
+                  const ExpertBiases& bias, MoeActivation act, const float* x, int64_t n, int64_t d,
+                  MoeThread& ts, ThreadPool* pool) {
     const int64_t ff = gate.n_rows;
     Scratch::fit(ts.g, n * ff);
     Scratch::fit(ts.u, n * ff);
@@ -671,19 +696,22 @@ class CpuExecutor::Ops final : public ForwardOps {
     }
     e_.matmul_on(gate, x, n, ts.g.data(), int8 ? &xq : nullptr, pool, ts.ws);
     e_.matmul_on(up, x, n, ts.u.data(), int8 ? &xq : nullptr, pool, ts.ws);
-    sluice::swiglu(ts.g.data(), ts.u.data(), ts.g.data(), n * ff);
+    add_rows(ts.g.data(), n, ff, bias.gate);
+    add_rows(ts.u.data(), n, ff, bias.up);
+    if (act == MoeActivation::kSwigluOai) {
+      swiglu_oai(ts.g.data(), ts.u.data(), ts.g.data(), n * ff);
+    } else {
+      sluice::swiglu(ts.g.data(), ts.u.data(), ts.g.data(), n * ff);
+    }
     e_.matmul_on(down, ts.g.data(), n, ts.y.data(), nullptr, pool, ts.ws);
+    add_rows(ts.y.data(), n, d, bias.down);
   }
 
-  // Softmax over one token's E router logits, then its K largest probabilities (lowest index
-  // first among equals), renormalized to sum 1 when `norm`.
-  static void route_token(const float* logits, int E, int K, bool norm, int32_t* sel,
+  // One token's E router logits -> its K experts (the K largest logits, lowest index first
+  // among equals) and their weights: kSoftmax: the softmax over all E at the chosen ones,
+  // renormalized to sum 1 when w.norm_topk; kTopKSoftmax: a softmax over the K chosen logits.
+  static void route_token(const float* logits, int E, int K, const MoeWeights& w, int32_t* sel,
                           float* weight) {
-    float mx = logits[0];
-    for (int e = 1; e < E; ++e) mx = std::max(mx, logits[e]);
-    float sum = 0;
-    for (int e = 0; e < E; ++e) sum += std::exp(logits[e] - mx);
-    float chosen = 0;
     for (int k = 0; k < K; ++k) {
       int best = -1;
       for (int e = 0; e < E; ++e) {
@@ -692,10 +720,24 @@ class CpuExecutor::Ops final : public ForwardOps {
         if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
       }
       sel[k] = best;
-      weight[k] = std::exp(logits[best] - mx) / sum;
+    }
+    if (w.gating == MoeGating::kTopKSoftmax) {
+      const float mx = logits[sel[0]];  // the largest
+      float sum = 0;
+      for (int k = 0; k < K; ++k) sum += weight[k] = std::exp(logits[sel[k]] - mx);
+      for (int k = 0; k < K; ++k) weight[k] /= sum;
+      return;
+    }
+    float mx = logits[0];
+    for (int e = 1; e < E; ++e) mx = std::max(mx, logits[e]);
+    float sum = 0;
+    for (int e = 0; e < E; ++e) sum += std::exp(logits[e] - mx);
+    float chosen = 0;
+    for (int k = 0; k < K; ++k) {
+      weight[k] = std::exp(logits[sel[k]] - mx) / sum;
       chosen += weight[k];
     }
-    if (norm) {
+    if (w.norm_topk) {
       for (int k = 0; k < K; ++k) weight[k] /= chosen;
     }
   }

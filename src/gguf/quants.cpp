@@ -57,7 +57,7 @@ constexpr BlockCodec kCodecs[] = {
     codec_for<BlockQ2K>(GgmlType::Q2_K),     codec_for<BlockQ3K>(GgmlType::Q3_K),
     codec_for<BlockQ4K>(GgmlType::Q4_K),     codec_for<BlockQ5K>(GgmlType::Q5_K),
     codec_for<BlockQ6K>(GgmlType::Q6_K),     codec_for<BlockQ8K>(GgmlType::Q8_K),
-    codec_for<BlockIq4Nl>(GgmlType::IQ4_NL),
+    codec_for<BlockIq4Nl>(GgmlType::IQ4_NL), codec_for<BlockMxfp4>(GgmlType::MXFP4),
 };
 
 const BlockCodec* find_codec(GgmlType type) {
@@ -87,7 +87,7 @@ Status check_row(const char* op, GgmlType type, bool supported, int64_t n) {
   if (!supported) {
     return make_error(op, ": unsupported type ", describe(type),
                       " (supported: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q2_K, "
-                      "q3_K, q4_K, q5_K, q6_K, q8_K, iq4_nl)");
+                      "q3_K, q4_K, q5_K, q6_K, q8_K, iq4_nl, mxfp4)");
   }
   const int64_t block_size = type_traits(type).block_size;
   if (n < 0 || n % block_size != 0) {

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "base/status.h"
 #include "gguf/types.h"
@@ -98,6 +99,28 @@ struct BlockIq4Nl {
   uint8_t qs[16];  // [16] codebook indices, as Q4_0
 };
 static_assert(sizeof(BlockIq4Nl) == 18);
+
+// MXFP4 (OCP microscaling FP4, gpt-oss's expert weights): weight j = E2M1(q_j) * 2^(e - 127),
+// E2M1 = {0, 0.5, 1, 1.5, 2, 3, 4, 6} and their negatives (codes 8..15: sign bit 3); nibbles as
+// Q4_0. kMxfp4Values holds the E2M1 values doubled (integers, ggml's kvalues_mxfp4), so weight
+// j = kMxfp4Values[q_j] * mxfp4_half_scale(e) with mxfp4_half_scale(e) = 2^(e - 128).
+struct BlockMxfp4 {
+  static constexpr int64_t kElems = 32;
+  uint8_t e;       // E8M0 shared exponent (bias 127; no sign, no mantissa)
+  uint8_t qs[16];  // [16] E2M1 codes, as Q4_0
+};
+static_assert(sizeof(BlockMxfp4) == 17);
+
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128) as an f32, exact for every e (e < 2 gives the subnormals 2^-128, 2^-127).
+inline float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t(0x00200000) << e : uint32_t(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
 // The IQ4_NL codebook (ggml's kvalues_iq4nl).
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,

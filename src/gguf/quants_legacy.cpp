@@ -1,4 +1,5 @@
-// Reference codecs of the 32-weight block types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, IQ4_NL.
+// Reference codecs of the 32-weight block types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, IQ4_NL,
+// MXFP4.
 // Layouts are documented on the structs in quants.h; quantizers follow ggml's
 // quantize_row_*_ref operation for operation (see quants_impl.h on bit-exactness).
 #include <cfloat>
@@ -229,6 +230,58 @@ void quantize_block(const float* x, BlockIq4Nl& b) {
     sumq2 += w * q * q;
   }
   b.d = f32_to_f16(sumq2 > 0.0f ? sumqx / sumq2 : 0.0f);
+  for (int j = 0; j < kHalf; ++j) b.qs[j] = pack_nibbles(index[j], index[j + kHalf]);
+}
+
+// --- MXFP4: ggml's reference takes the shared exponent that puts the block's largest magnitude
+// in [4, 8) units of 2^(e - 127) (e0 = floor(log2 amax) - 2 + 127), so magnitudes of (6, 8)
+// units clip to 6 (a lone outlier loses up to a quarter of itself). This quantizer also tries
+// e0 + 1 and keeps whichever of the two encodes the block with the smaller squared error (e0 on
+// a tie); each weight takes the nearest E2M1 value (the lowest code among equals). Values of the
+// form E2M1 * 2^s come back exactly (e0 encodes them with error 0).
+
+namespace {
+
+// Codes of x at exponent e into index[]; returns the squared error.
+float encode_mxfp4(const float* x, uint8_t e, int* index) {
+  const float d = mxfp4_half_scale(e);
+  float sq = 0.0f;
+  for (int j = 0; j < kQk; ++j) {
+    int best = 0;
+    float best_err = std::fabs(float(kMxfp4Values[0]) * d - x[j]);
+    for (int i = 1; i < 16; ++i) {
+      const float err = std::fabs(float(kMxfp4Values[i]) * d - x[j]);
+      if (err < best_err) {
+        best = i;
+        best_err = err;
+      }
+    }
+    index[j] = best;
+    sq += best_err * best_err;
+  }
+  return sq;
+}
+
+}  // namespace
+
+void dequantize_block(const BlockMxfp4& b, float* y) {
+  const float d = mxfp4_half_scale(b.e);
+  for (int j = 0; j < kQk; ++j) y[j] = float(kMxfp4Values[unpack_nibble(b.qs, j)]) * d;
+}
+
+void quantize_block(const float* x, BlockMxfp4& b) {
+  std::memset(&b, 0, sizeof b);
+  float amax = 0.0f;
+  for (int j = 0; j < kQk; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+  if (amax == 0.0f) return;  // e = 0, codes 0: all zero
+  const int e0 = clamp_int(int(std::floor(std::log2(amax))) - 2 + 127, 0, 254);
+  int index[kQk], index1[kQk];
+  const float err0 = encode_mxfp4(x, uint8_t(e0), index);
+  b.e = uint8_t(e0);
+  if (e0 < 254 && encode_mxfp4(x, uint8_t(e0 + 1), index1) < err0) {
+    b.e = uint8_t(e0 + 1);
+    std::memcpy(index, index1, sizeof index);
+  }
   for (int j = 0; j < kHalf; ++j) b.qs[j] = pack_nibbles(index[j], index[j + kHalf]);
 }
 

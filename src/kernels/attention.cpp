@@ -142,7 +142,7 @@ void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head, fl
   }
   float* out = p.out + q_row;
   for (int g = 0; g < group; ++g) {
-    const float inv = 1.0f / l[g];
+    const float inv = attention_out_scale(p, kv_head * group + g, m[g], l[g]);
     for (int d = 0; d < hd; ++d) out[g * hd + d] = acc[g * hd + d] * inv;
   }
 }
@@ -279,7 +279,9 @@ void paged_attention_ref(const PagedAttentionParams& p) {
         score[size_t(t)] = t < first ? -std::numeric_limits<double>::infinity() : d;
         mx = std::max(mx, score[size_t(t)]);
       }
-      double sum = 0;
+      // A sink is one more logit in the denominator (and, when larger, the max).
+      if (p.sinks) mx = std::max(mx, double(p.sinks[h]));
+      double sum = p.sinks ? std::exp(double(p.sinks[h]) - mx) : 0.0;
       for (double& x : score) {
         x = std::exp(x - mx);
         sum += x;

@@ -27,7 +27,10 @@
 // table entries must be valid block ids, whatever those blocks now hold.)
 //
 // Scores are q.k * scale, then (softcap > 0) softcap * tanh(score / softcap) (Gemma 2), then
-// the softmax.
+// the softmax. Attention sinks (gpt-oss): query head h's softmax has one more logit, sinks[h]
+// (unscaled), in its denominator and no value: p_t = exp(s_t) / (sum_u exp(s_u) + exp(sinks[h])).
+// The kernels fold it into the final normalisation of the online softmax (running max m, sum
+// l): out = acc / (l + exp(sinks[h] - m)) (attention_out_scale).
 //
 // GQA: query head h reads kv head h / (n_head / n_kv_head); the whole group of query heads
 // sharing a kv head is processed together so each K/V row is read once per query token.
@@ -36,6 +39,8 @@
 // arithmetic are f32 (the reference: f64).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -83,9 +88,10 @@ struct PagedAttentionParams {
   int n_head = 0;
   int n_kv_head = 0;  // divides n_head
   int head_dim = 0;
-  float scale = 1.0f;  // usually 1 / sqrt(head_dim)
-  int window = 0;      // sliding window in positions (0: the whole causal prefix)
-  float softcap = 0;   // attention logit soft-capping (0: none)
+  float scale = 1.0f;            // usually 1 / sqrt(head_dim)
+  int window = 0;                // sliding window in positions (0: the whole causal prefix)
+  float softcap = 0;             // attention logit soft-capping (0: none)
+  const float* sinks = nullptr;  // [n_head] one sink logit per query head (nullptr: none)
   // The kernels to run (kAuto: the process's ISA); tests force each one this CPU runs. kScalar
   // is the portable item-by-item path.
   MatmulIsa isa = MatmulIsa::kAuto;
@@ -97,6 +103,18 @@ struct PagedAttentionParams {
     return window > 0 && pos >= window ? pos - window + 1 : 0;
   }
 };
+
+// The factor that turns a query head's weighted sum of V into its output, after an online
+// softmax that ended at max m and sum l (relative to m): 1 / l, or with a sink the sink joins
+// max and sum, m' = max(m, sink): exp(m - m') / (l exp(m - m') + exp(sink - m')), which cannot
+// overflow whatever the sink.
+inline float attention_out_scale(const PagedAttentionParams& p, int head, float m, float l) {
+  if (!p.sinks) return 1.0f / l;
+  const float sink = p.sinks[head];
+  const float mx = std::max(m, sink);
+  const float c = std::exp(m - mx);
+  return c / (l * c + std::exp(sink - mx));
+}
 
 // Floats of scratch memory each call below needs for p (one buffer per thread running them:
 // the kernels keep no per-thread state of their own).

@@ -351,14 +351,15 @@ SLUICE_TARGET void merge_rows(RowState into, RowState seg, int nr, int hd) {
   }
 }
 
-// out = acc / l for the nr rows of kv head `kv_head` from query q0.
+// out = acc / (l + the sink's share) for the nr rows of kv head `kv_head` from query q0.
 SLUICE_TARGET void write_rows(const PagedAttentionParams& p, int q0, int nr, int kv_head,
                               RowState st) {
   const int group = p.n_head / p.n_kv_head, hd = p.head_dim;
   for (int r = 0; r < nr; ++r) {
     const int qi = q0 + r / group;
-    float* out = p.out + (int64_t(qi) * p.n_head + int64_t(kv_head) * group + r % group) * hd;
-    const __m256 inv = _mm256_set1_ps(1.0f / st.l[r]);
+    const int head = kv_head * group + r % group;
+    float* out = p.out + (int64_t(qi) * p.n_head + head) * hd;
+    const __m256 inv = _mm256_set1_ps(attention_out_scale(p, head, st.m[r], st.l[r]));
     for (int d = 0; d < hd; d += 8) {
       _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(st.acc + size_t(r) * hd + d), inv));
     }

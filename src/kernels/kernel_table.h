@@ -50,6 +50,10 @@ struct KernelTable {
   void (*to_bf16)(const float* x, int64_t count, uint16_t* out) = nullptr;
   void (*gemm_bf16_dp)(const uint8_t* w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t n,
                        int64_t k, float* y, int64_t m) = nullptr;
+  // MXFP4 rows against 8-bit activation blocks whose scales d16 are rounded to f16 (bit for
+  // bit the portable kernel).
+  void (*gemm_mxfp4)(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+                     const QuantizedActs& a, const float* d16, float* y, int64_t m) = nullptr;
   // Activation rows -> 8-bit blocks, bit for bit quantize_acts_ref.
   void (*quantize_rows)(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, float* s,
                         int32_t* bias, int32_t* bias16) = nullptr;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/fp16.h"
 #include "gguf/quants.h"
 #include "kernels/dequant.h"
 #include "kernels/kernel_table.h"
@@ -98,13 +99,63 @@ QuantizedActs int8_acts(const MatmulParams& p, MatmulIsa isa, MatmulWorkspace& w
   return ws.acts.view();
 }
 
+// MXFP4 rows [r0, r1) against 8-bit activation blocks with f16-rounded scales d16 [n, k / 32]:
+// per block the integer dot of the doubled E2M1 codes with the activations, times
+// d16 * 2^(e - 128), summed in f32 block by block (ggml's vec_dot_mxfp4_q8_0 order).
+void gemm_mxfp4_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+                     const QuantizedActs& a, const float* d16, float* y, int64_t m) {
+  const int64_t nb = a.k / kActBlock;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w + size_t(r) * row_bytes;
+    for (int64_t i = 0; i < a.n; ++i) {
+      const int8_t* q = a.qs + i * a.stride;
+      const float* di = d16 + i * nb;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + b * int64_t(sizeof(BlockMxfp4));
+        const uint8_t* qs = blk + 1;
+        const int8_t* qb = q + b * kActBlock;
+        int32_t lo = 0, hi = 0;
+        for (int j = 0; j < 16; ++j) {
+          lo += int32_t(kMxfp4Values[qs[j] & 0x0f]) * qb[j];
+          hi += int32_t(kMxfp4Values[qs[j] >> 4]) * qb[j + 16];
+        }
+        acc += di[b] * mxfp4_half_scale(blk[0]) * float(lo + hi);
+      }
+      y[i * m + r] = acc;
+    }
+  }
+}
+
+void matmul_mxfp4(const MatmulParams& p, const KernelTable& kt, MatmulWorkspace& ws,
+                  ThreadPool* pool) {
+  assert(p.k % kActBlock == 0);
+  const QuantizedActs a = int8_acts(p, kt.isa, ws);
+  const int64_t n_scales = p.n * (p.k / kActBlock);
+  if (int64_t(ws.d16.size()) < n_scales) ws.d16.resize(size_t(n_scales));
+  for (int64_t i = 0; i < n_scales; ++i) ws.d16[size_t(i)] = mxfp4_act_scale(a.d[i]);
+  const size_t rb = row_size(p.type, p.k);
+  const auto* w = static_cast<const uint8_t*>(p.w);
+  const auto kernel = kt.gemm_mxfp4 ? kt.gemm_mxfp4 : &gemm_mxfp4_rows;
+  over_rows(p, rb, pool,
+            [&](int64_t r0, int64_t r1) { kernel(w, rb, r0, r1, a, ws.d16.data(), p.y, p.m); });
+}
+
 }  // namespace
+
+float mxfp4_act_scale(float d) {
+  return f16_to_f32(f32_to_f16(d));
+}
 
 void matmul(const MatmulParams& p, ThreadPool* pool) {
   const KernelTable& kt = kernel_table(p.isa);
   const MatmulIsa isa = kt.isa;
   MatmulWorkspace local;
   MatmulWorkspace& ws = p.ws ? *p.ws : local;
+  if (p.type == GgmlType::MXFP4) {
+    matmul_mxfp4(p, kt, ws, pool);
+    return;
+  }
   // F16 and BF16 packed for another ISA's kernels (a layout this table does not read): the rows.
   const PackedWeights* packed = p.packed;
   if (packed && ((p.type == GgmlType::F16 && packed->half_packing() != kt.f16_packing) ||
@@ -200,8 +251,9 @@ void matmul_act_ref(const MatmulParams& p) {
   std::vector<float> xd(size_t(p.n * p.k));
   for (int64_t i = 0; i < p.n; ++i) {
     for (int64_t j = 0; j < p.k; ++j) {
+      const float d = a.d()[(i * p.k + j) / kActBlock];
       xd[size_t(i * p.k + j)] =
-          a.d()[(i * p.k + j) / kActBlock] * float(a.qs()[i * a.stride() + j]);
+          (p.type == GgmlType::MXFP4 ? mxfp4_act_scale(d) : d) * float(a.qs()[i * a.stride() + j]);
     }
   }
   MatmulParams q = p;

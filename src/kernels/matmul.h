@@ -30,6 +30,7 @@ bool matmul_supports(GgmlType type);
 struct MatmulWorkspace {
   ActBuffer acts;
   std::vector<uint16_t> bf16;
+  std::vector<float> d16;  // MXFP4: the activation block scales rounded to f16
 };
 
 struct MatmulParams {
@@ -57,6 +58,9 @@ struct MatmulParams {
 //   F16: f32 FMA on converted rows; BF16: exact f32 FMA for one row, vdpbf16ps on bf16-rounded
 //   activations for n >= 4 (AVX512-BF16);
 //   everything else, and kScalar: each W row dequantized to f32, f32 dots.
+// MXFP4 on every ISA, kScalar included: x quantized to 8-bit blocks whose scales are rounded to
+// f16, integer dots with the doubled E2M1 codes, exactly ggml's CPU MXFP4 x Q8_0 arithmetic
+// (gpt-oss's goldens depend on that rounding; docs/forward.md).
 // `pool` may be null (serial). The result does not depend on the thread count.
 void matmul(const MatmulParams& p, ThreadPool* pool);
 
@@ -64,7 +68,12 @@ void matmul(const MatmulParams& p, ThreadPool* pool);
 void matmul_ref(const MatmulParams& p);
 
 // What the 8-bit activation path computes: matmul_ref of W against dequantize(quantize_acts(x)).
+// MXFP4: with each block scale rounded to f16 first (mxfp4_act_scale).
 void matmul_act_ref(const MatmulParams& p);
+
+// The activation block scale MXFP4 dots use: d (amax / 127) rounded to f16, as ggml's Q8_0
+// stores it.
+float mxfp4_act_scale(float d);
 
 // out[i, :] = dequantized row ids[i] of the [n_rows, k] table (embedding lookup). Ids must be
 // in range (the caller validates them).

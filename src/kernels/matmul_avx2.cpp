@@ -71,6 +71,43 @@ SLUICE_TARGET void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* q
   }
 }
 
+// MXFP4 rows: per block the 32 codes looked up as the doubled E2M1 integers (vpshufb), the
+// integer dot with the activations by the sign trick (|w| <= 12, |x| <= 127: vpmaddubsw's pair
+// sums stay below 3100), then the scalar kernel's f32 step acc += d16 * 2^(e - 128) * sum: the
+// same integers and the same f32 operations in the same order, so the same bits.
+SLUICE_TARGET void gemm_mxfp4(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+                              const QuantizedActs& a, const float* d16, float* y, int64_t m) {
+  const int64_t nb = a.k / 32;
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w + size_t(r) * row_bytes;
+    for (int64_t i = 0; i < a.n; ++i) {
+      const int8_t* q = a.qs + i * a.stride;
+      const float* di = d16 + i * nb;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + b * int64_t(sizeof(BlockMxfp4));
+        const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1));
+        const __m256i idx = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(codes, 4), low4),
+                                             _mm_and_si128(codes, low4));
+        const __m256i wv = _mm256_shuffle_epi8(table, idx);  // weights 0..15 | 16..31
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + b * 32));
+        const __m256i p16 =
+            _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+        const __m256i p32 = _mm256_madd_epi16(p16, ones);
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(p32), _mm256_extracti128_si256(p32, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        acc += di[b] * mxfp4_half_scale(blk[0]) * float(_mm_cvtsi128_si32(s4));
+      }
+      y[i * m + r] = acc;
+    }
+  }
+}
+
 #undef SLUICE_TARGET
 
 }  // namespace sluice::kern_avx2

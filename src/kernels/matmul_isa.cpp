@@ -138,7 +138,7 @@ const char* matmul_isa_name(MatmulIsa isa) {
 
 bool matmul_uses_int8_acts(GgmlType type) {
   return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K ||
-         type == GgmlType::Q6_K;
+         type == GgmlType::Q6_K || type == GgmlType::MXFP4;
 }
 
 void ActBuffer::resize(int64_t n, int64_t k) {

@@ -46,7 +46,7 @@ std::string matmul_isa_description();
 bool cpu_has_avx512_bf16();
 const char* matmul_isa_name(MatmulIsa isa);
 
-// Whether `type` weights go through the 8-bit activation path on SIMD ISAs.
+// Whether `type` weights go through the 8-bit activation path on SIMD ISAs (MXFP4: on every ISA).
 bool matmul_uses_int8_acts(GgmlType type);
 
 constexpr int64_t kActBlock = 32;

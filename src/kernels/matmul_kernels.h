@@ -71,6 +71,11 @@ struct ActRows {
 
 namespace kern_avx2 {
 SLUICE_KERNEL_DECLS
+// MXFP4 rows [r0, r1) against 8-bit activation blocks with f16-rounded scales d16 [n, k / 32]:
+// bit for bit the portable kernel (matmul.cpp), the integer dots in AVX2. The AVX-512 table
+// uses it too.
+void gemm_mxfp4(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& a,
+                const float* d16, float* y, int64_t m);
 // As kern_avx512::quantize_rows (bit for bit quantize_acts_ref).
 void quantize_rows(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, float* s,
                    int32_t* bias, int32_t* bias16);

@@ -45,10 +45,30 @@ inline void rope_pair(const RopeParams& p, int i, int& a, int& b) {
 
 double inv_freq_f64(const RopeParams& p, int i) {
   const double ff = p.freq_factors ? double(p.freq_factors[i]) : 1.0;
-  return double(p.freq_scale) / (std::pow(double(p.theta_base), 2.0 * i / p.n_rot) * ff);
+  if (p.yarn_ext <= 0) {
+    return double(p.freq_scale) / (std::pow(double(p.theta_base), 2.0 * i / p.n_rot) * ff);
+  }
+  const double e = 1.0 / (std::pow(double(p.theta_base), 2.0 * i / p.n_rot) * ff);
+  const double y = (double(i) - p.yarn_low) / std::max(0.001, double(p.yarn_high - p.yarn_low));
+  const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * double(p.yarn_ext);
+  return e * (double(p.freq_scale) * (1.0 - ramp) + ramp);
+}
+
+// The dimension of n_rot whose wavelength fits n_rot_turns times in n_ctx_orig positions.
+double yarn_corr_dim(int n_rot, int n_ctx_orig, double turns, double base) {
+  constexpr double kPi = 3.14159265358979323846;
+  return n_rot * std::log(double(n_ctx_orig) / (turns * 2.0 * kPi)) / (2.0 * std::log(base));
 }
 
 }  // namespace
+
+void yarn_corr_dims(int n_rot, int n_ctx_orig, float theta_base, float beta_fast, float beta_slow,
+                    float out[2]) {
+  const double lo = std::floor(yarn_corr_dim(n_rot, n_ctx_orig, beta_fast, theta_base));
+  const double hi = std::ceil(yarn_corr_dim(n_rot, n_ctx_orig, beta_slow, theta_base));
+  out[0] = float(std::max(0.0, lo));
+  out[1] = float(std::min(double(n_rot - 1), hi));
+}
 
 void rope_inv_freq(const RopeParams& p, float* inv_freq) {
   for (int i = 0; i < p.n_rot / 2; ++i) inv_freq[i] = float(inv_freq_f64(p, i));
@@ -59,7 +79,7 @@ void rope(float* x, int n_heads, int32_t pos, const RopeParams& p, const float* 
     // The angle in f64: pos * inv_freq reaches 1e5 radians at long contexts, where an f32
     // product has already lost the low bits that cos/sin depend on.
     const double theta = double(pos) * double(inv_freq[i]);
-    const float c = float(std::cos(theta)), s = float(std::sin(theta));
+    const float c = float(std::cos(theta)) * p.mscale, s = float(std::sin(theta)) * p.mscale;
     int a, b;
     rope_pair(p, i, a, b);
     for (int h = 0; h < n_heads; ++h) {
@@ -78,9 +98,9 @@ void rope_ref(float* x, int n_heads, int32_t pos, const RopeParams& p) {
       const double theta = double(pos) * inv_freq_f64(p, i);
       int a, b;
       rope_pair(p, i, a, b);
-      const double x0 = v[a], x1 = v[b];
-      v[a] = float(x0 * std::cos(theta) - x1 * std::sin(theta));
-      v[b] = float(x0 * std::sin(theta) + x1 * std::cos(theta));
+      const double x0 = v[a], x1 = v[b], m = p.mscale;
+      v[a] = float((x0 * std::cos(theta) - x1 * std::sin(theta)) * m);
+      v[b] = float((x0 * std::sin(theta) + x1 * std::cos(theta)) * m);
     }
   }
 }
@@ -102,6 +122,24 @@ void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const double g = gate[i];
     out[i] = float(g / (1.0 + std::exp(-g)) * double(up[i]));
+  }
+}
+
+// ---- gpt-oss's clamped SwiGLU ----
+
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], kSwigluOaiLimit);
+    const float u = std::clamp(up[i], -kSwigluOaiLimit, kSwigluOaiLimit);
+    out[i] = g / (1.0f + std::exp(kSwigluOaiAlpha * -g)) * (u + 1.0f);
+  }
+}
+
+void swiglu_oai_ref(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = std::min(double(gate[i]), double(kSwigluOaiLimit));
+    const double u = std::clamp(double(up[i]), -double(kSwigluOaiLimit), double(kSwigluOaiLimit));
+    out[i] = float(g / (1.0 + std::exp(-double(kSwigluOaiAlpha) * g)) * (u + 1.0));
   }
 }
 

@@ -21,6 +21,11 @@ void rms_norm_ref(const float* x, const float* w, float* y, int64_t n, float eps
 // Pair i at position p turns by angle p * inv_freq[i], with
 //   inv_freq[i] = freq_scale / (theta_base^(2i / n_rot) * freq_factors[i])
 // (freq_factors: llama 3's rope_freqs tensor, or all ones; freq_scale: 1 / linear factor).
+// YaRN (yarn_ext > 0, gpt-oss; ggml's rope_yarn): pair i interpolates only where its wavelength
+// is long; with e_i = 1 / (theta_base^(2i / n_rot) * freq_factors[i]) and
+//   ramp_i = (1 - clamp((i - yarn_low) / max(0.001, yarn_high - yarn_low), 0, 1)) * yarn_ext,
+//   inv_freq[i] = e_i * (freq_scale * (1 - ramp_i) + ramp_i),
+// and the rotated values are scaled by mscale (YaRN's 1 + 0.1 ln(1 / freq_scale)).
 enum class RopeStyle { kNormal, kNeox };
 
 struct RopeParams {
@@ -30,7 +35,16 @@ struct RopeParams {
   float theta_base = 10000.0f;
   float freq_scale = 1.0f;
   const float* freq_factors = nullptr;  // [n_rot / 2] or nullptr
+  float yarn_ext = 0;                   // YaRN extrapolation mix (0: plain scaling)
+  float yarn_low = 0, yarn_high = 0;    // YaRN's correction range in pairs (yarn_corr_dims)
+  float mscale = 1.0f;                  // both rotated values multiplied by it
 };
+
+// YaRN's correction range (ggml_rope_yarn_corr_dims): the pairs whose wavelength fits
+// n_ctx_orig / beta_fast (fast) and n_ctx_orig / beta_slow (slow) times in the original context,
+// floor and ceil, clamped to [0, n_rot - 1]: low[0], high[1].
+void yarn_corr_dims(int n_rot, int n_ctx_orig, float theta_base, float beta_fast, float beta_slow,
+                    float out[2]);
 
 // Fills inv_freq[n_rot / 2] (computed in f64, rounded once) for rope().
 void rope_inv_freq(const RopeParams& p, float* inv_freq);
@@ -49,6 +63,15 @@ void softcap(float* x, int64_t n, float cap);
 void swiglu(const float* gate, const float* up, float* out, int64_t n,
             MatmulIsa isa = MatmulIsa::kAuto);
 void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
+
+// ---- gpt-oss's clamped SwiGLU ----------------------------------------------------------------
+// g = min(gate[i], 7), u = clamp(up[i], -7, 7), out[i] = g * sigmoid(1.702 g) * (u + 1)
+// (llama.cpp's swiglu_oai with alpha 1.702, limit 7). out may equal gate or up. Portable code on
+// every ISA.
+inline constexpr float kSwigluOaiAlpha = 1.702f;
+inline constexpr float kSwigluOaiLimit = 7.0f;
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);
+void swiglu_oai_ref(const float* gate, const float* up, float* out, int64_t n);
 
 // ---- GeGLU (Gemma) ----------------------------------------------------------------------------
 // out[i] = gelu(gate[i]) * up[i] with the tanh approximation (as llama.cpp and Gemma's

@@ -37,5 +37,6 @@ const ArchFamily& phi3_family();
 const ArchFamily& qwen2moe_family();
 const ArchFamily& qwen3moe_family();
 const ArchFamily& qwen35_family();
+const ArchFamily& gpt_oss_family();
 
 }  // namespace sluice

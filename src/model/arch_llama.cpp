@@ -56,8 +56,9 @@ void llama_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops)
     HeadNorms norms;
     if (c.qk_norm) norms = {&l.q_norm, &l.k_norm, c.rms_eps};
     ops.rope_store_kv(il, q, k, v, norms);
-    ops.attention(il, q, att);
+    ops.attention(il, q, att, l.attn_sinks);
     ops.matmul(l.wo, att, proj);
+    ops.add_bias(proj, l.bo);
     if (c.post_norms) {
       ops.rms_norm(proj, l.attn_post_norm, c.rms_eps, xn, {});
       ops.add(x, xn);

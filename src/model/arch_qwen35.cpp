@@ -125,7 +125,7 @@ void qwen35_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops
       ops.matmul(l.wv, xn, v);
       ops.rope_store_kv(il, q, k, v, {&l.q_norm, &l.k_norm, c.rms_eps});
       const Act att{up.data, T, c.q_dim()};
-      ops.attention(il, q, att);
+      ops.attention(il, q, att, l.attn_sinks);
       ops.sigmoid_gate(att, g);
       ops.matmul(l.wo, att, proj);
     }

@@ -10,10 +10,10 @@
 namespace sluice {
 namespace {
 
-std::array<const ArchFamily*, 10> families() {
-  return {&llama_family(),    &qwen2_family(),  &qwen3_family(), &gemma_family(),
-          &gemma2_family(),   &gemma3_family(), &phi3_family(),  &qwen2moe_family(),
-          &qwen3moe_family(), &qwen35_family()};
+std::array<const ArchFamily*, 11> families() {
+  return {&llama_family(),    &qwen2_family(),  &qwen3_family(),  &gemma_family(),
+          &gemma2_family(),   &gemma3_family(), &phi3_family(),   &qwen2moe_family(),
+          &qwen3moe_family(), &qwen35_family(), &gpt_oss_family()};
 }
 
 const ArchFamily* find_family(std::string_view name) {
@@ -91,7 +91,7 @@ Status read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
   return {};
 }
 
-// Linear / none rope scaling; YaRN and others are rejected rather than silently ignored.
+// None, linear or YaRN rope scaling; others are rejected rather than silently ignored.
 Status read_rope_scaling(const GgufFile& f, const std::string& a, ModelConfig& c) {
   const std::string type_key = a + ".rope.scaling.type";
   SLUICE_ASSIGN_OR_RETURN(const std::string type, f.get_or<std::string>(type_key, "none"));
@@ -107,8 +107,22 @@ Status read_rope_scaling(const GgufFile& f, const std::string& a, ModelConfig& c
     c.rope_freq_scale = 1.0f / factor;
     return {};
   }
+  if (type == "yarn") {
+    SLUICE_ASSIGN_OR_RETURN(const float factor,
+                            read_real(f, a + ".rope.scaling.factor", 1.0, true));
+    c.rope_freq_scale = 1.0f / factor;
+    c.rope_yarn = true;
+    SLUICE_ASSIGN_OR_RETURN(
+        c.yarn_n_ctx_orig,
+        read_count(f, a + ".rope.scaling.original_context_length", c.n_ctx_train));
+    SLUICE_ASSIGN_OR_RETURN(c.yarn_beta_fast,
+                            read_real(f, a + ".rope.scaling.yarn_beta_fast", 32.0, false));
+    SLUICE_ASSIGN_OR_RETURN(c.yarn_beta_slow,
+                            read_real(f, a + ".rope.scaling.yarn_beta_slow", 1.0, false));
+    return {};
+  }
   return make_error("'", f.path(), "': metadata key '", type_key, "' = '", type,
-                    "' is not supported (supported: none, linear)");
+                    "' is not supported (supported: none, linear, yarn)");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // ModelConfig: the hyperparameters a forward pass needs, read from GGUF metadata and checked
 // once. Architecture-specific rules (which keys, rope style, extra tensors) live in one file per
 // family: arch_llama.cpp, arch_qwen2.cpp, arch_qwen3.cpp, arch_gemma.cpp (gemma, gemma2),
-// arch_phi3.cpp, arch_qwen_moe.cpp (qwen2moe, qwen3moe; Mixtral is llama with experts).
+// arch_phi3.cpp, arch_qwen_moe.cpp (qwen2moe, qwen3moe; Mixtral is llama with experts),
+// arch_gpt_oss.cpp.
 #pragma once
 
 #include <cmath>
@@ -28,6 +29,7 @@ enum class Arch {
   kQwen2Moe,
   kQwen3Moe,
   kQwen35,
+  kGptOss,
 };
 
 // A recurrent (linear-attention) layer's shape: Gated DeltaNet (qwen35). Per V head a state of
@@ -50,6 +52,18 @@ struct RecurrentShape {
   }
 };
 
+// How a MoE router's logits become the chosen experts' weights:
+//   kSoftmax:      softmax over every expert, the top k of it (optionally renormalized)
+//   kTopKSoftmax:  the top k logits, then a softmax over those k (gpt-oss; llama.cpp's
+//                  SOFTMAX_WEIGHT gating)
+enum class MoeGating { kSoftmax, kTopKSoftmax };
+
+// The expert FFN's gated activation of g = gate x, u = up x:
+//   kSwiglu:     silu(g) * u
+//   kSwigluOai:  gpt-oss's clamped form: g' = min(g, 7), u' = clamp(u, -7, 7),
+//                g' * sigmoid(1.702 g') * (u' + 1)
+enum class MoeActivation { kSwiglu, kSwigluOai };
+
 // The shape part (base/model_shape.h, shared with the synth presets and the planner): n_layer,
 // n_embd, n_ff, n_head, n_kv_head, head_dim (attention.key_length, or n_embd / n_head), n_vocab
 // (rows of token_embd.weight, set when weights are bound), tied_embeddings (output.weight
@@ -66,7 +80,15 @@ struct ModelConfig : ModelShape {
   RopeStyle rope_style = RopeStyle::kNormal;
   float rope_theta = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
-  bool has_rope_freqs = false;   // a frequency-factor tensor is bound (rope_factors_tensor)
+  // YaRN (rope.scaling.type = yarn; gpt-oss): rope_freq_scale = 1 / rope.scaling.factor on the
+  // long-wavelength pairs only, blended by a ramp over the pairs between the beta_fast and
+  // beta_slow corrections of rope.scaling.original_context_length; q and k scaled by
+  // 1 + 0.1 ln(factor). kernels/ops.h has the formula.
+  bool rope_yarn = false;
+  int yarn_n_ctx_orig = 0;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
+  bool has_rope_freqs = false;  // a frequency-factor tensor is bound (rope_factors_tensor)
   // The tensor of per-dimension frequency divisors: rope_freqs.weight (llama 3), or LongRoPE's
   // rope_factors_long.weight when n_ctx exceeds rope.scaling.original_context_length, else
   // rope_factors_short.weight (phi3); empty: none.
@@ -83,6 +105,10 @@ struct ModelConfig : ModelShape {
                                // adds (gemma2: post_attention_norm, post_ffw_norm)
   bool fused_qkv = false;      // attn_qkv holds Q, K, V rows (phi3); bound as three views
   bool fused_gate_up = false;  // ffn_up holds the gate rows, then the up rows (phi3)
+  bool attn_out_bias = false;  // attn_output.bias (gpt-oss)
+  bool attn_sinks = false;     // attn_sinks.weight: one softmax sink logit per head (gpt-oss)
+  // The norm before the FFN: blk.N.<ffn_norm_tensor>.weight (gpt-oss: post_attention_norm).
+  std::string ffn_norm_tensor = "ffn_norm";
 
   // Sliding-window attention (attention.sliding_window): a windowed layer's query at position p
   // sees keys p - sliding_window + 1 .. p. swa_period 0: every layer is windowed (phi3,
@@ -158,6 +184,11 @@ struct ModelConfig : ModelShape {
   // n_ff_shexp > 0, a shared expert gated by sigmoid(ffn_gate_inp_shexp . x).
   static constexpr int kMaxExpertsUsed = 64;  // per token (real models: 2 to 8)
   bool moe_norm_topk = true;
+  MoeGating moe_gating = MoeGating::kSoftmax;
+  MoeActivation moe_act = MoeActivation::kSwiglu;
+  // Biases on the router (ffn_gate_inp.bias) and on every expert's gate, up and down
+  // (ffn_{gate,up,down}_exps.bias, [n_ff_exp or n_embd, n_expert]) (gpt-oss).
+  bool moe_biases = false;
 
   RopeParams rope_params(const float* freq_factors) const {
     RopeParams p;
@@ -167,6 +198,15 @@ struct ModelConfig : ModelShape {
     p.theta_base = rope_theta;
     p.freq_scale = rope_freq_scale;
     p.freq_factors = freq_factors;
+    if (rope_yarn) {
+      float corr[2];
+      yarn_corr_dims(n_rot, yarn_n_ctx_orig, rope_theta, yarn_beta_fast, yarn_beta_slow, corr);
+      p.yarn_ext = 1.0f;
+      p.yarn_low = corr[0];
+      p.yarn_high = corr[1];
+      // ggml's rope_yarn: the magnitude correction in f32.
+      p.mscale = 1.0f + 0.1f * std::log(1.0f / rope_freq_scale);
+    }
     return p;
   }
   // Whether layer il rotates with the windowed layers' own RoPE (rope_theta_swa).
@@ -199,7 +239,7 @@ struct ModelOptions {
 // 0 until weights are bound. Errors name the file and the key.
 Result<ModelConfig> read_model_config(const GgufFile& file, const ModelOptions& options);
 
-// "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, qwen2moe, qwen3moe"
+// "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, qwen2moe, qwen3moe, gpt-oss"
 std::string supported_architectures();
 
 }  // namespace sluice

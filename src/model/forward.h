@@ -78,12 +78,13 @@ class ForwardOps {
   virtual void rope_store_kv(int layer, Act q, Act k, Act v, const HeadNorms& norms) = 0;
   // Causal attention of every sequence's new queries over its cached keys and values of
   // `layer` (paged): out [n_tokens, n_head * head_dim]. The scores are scaled, soft-capped and
-  // windowed as the config says for the layer (attention_scale, attn_softcap, layer_window).
-  virtual void attention(int layer, Act q, Act out) = 0;
+  // windowed as the config says for the layer (attention_scale, attn_softcap, layer_window);
+  // `sinks` ([n_head] or empty) adds one logit per head to the softmax's denominator.
+  virtual void attention(int layer, Act q, Act out, const std::vector<float>& sinks) = 0;
   // Mixture-of-experts FFN of every row of xn (config.h: n_expert ...) into out [rows, n_embd]:
-  // router logits, top-k with the config's gating, each chosen expert's SwiGLU FFN run once
-  // over all the rows routed to it (a batch reads each expert once), the weighted sum, plus the
-  // gated shared expert.
+  // router logits (+ bias), top-k with the weights' gating (MoeGating), each chosen expert's
+  // gated FFN (MoeActivation, optional biases) run once over all the rows routed to it (a batch
+  // reads each expert once), the weighted sum, plus the gated shared expert.
   virtual void moe(const MoeWeights& w, Act xn, Act out) = 0;
   // Gated DeltaNet (qwen35) of layer `layer` over every sequence's new tokens, each resuming
   // from its recurrent state (zero at a sequence's first token) and leaving it updated: the

@@ -29,6 +29,7 @@ constexpr FileTypeName kFileTypes[] = {
     {FileType::MOSTLY_Q5_K_M, "q5_k_m", GgmlType::Q5_K},
     {FileType::MOSTLY_Q6_K, "q6_k", GgmlType::Q6_K},
     {FileType::MOSTLY_IQ4_NL, "iq4_nl", GgmlType::IQ4_NL},
+    {FileType::MOSTLY_MXFP4_MOE, "mxfp4_moe", GgmlType::MXFP4},
 };
 
 const FileTypeName& entry(FileType t) {
@@ -84,6 +85,7 @@ std::optional<FileType> parse_file_type(std::string_view name) {
   if (want == "q4_k") want = "q4_k_m";  // llama.cpp's aliases
   if (want == "q5_k") want = "q5_k_m";
   if (want == "q3_k") want = "q3_k_m";
+  if (want == "mxfp4") want = "mxfp4_moe";
   for (const FileTypeName& e : kFileTypes) {
     if (e.name == want) return e.type;
   }
@@ -114,6 +116,10 @@ GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeStat
   if (contains(name, "ffn_gate_inp")) return GgmlType::F32;
   const GgmlType base = entry(ftype).base;
   if (!is_quantized(base)) return base;
+  // llama.cpp's MXFP4_MOE: the experts' 3-D tensors MXFP4, every other matrix Q8_0.
+  if (ftype == FileType::MOSTLY_MXFP4_MOE) {
+    return fallback(n_dims >= 3 ? GgmlType::MXFP4 : GgmlType::Q8_0, ne0);
+  }
 
   GgmlType t = base;
   const bool is_output =

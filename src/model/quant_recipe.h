@@ -29,9 +29,10 @@ enum class FileType : uint32_t {
   MOSTLY_Q6_K = 18,
   MOSTLY_IQ4_NL = 25,
   MOSTLY_BF16 = 32,
+  MOSTLY_MXFP4_MOE = 38,  // experts (3-D tensors) MXFP4, the other matrices Q8_0 (gpt-oss)
 };
 
-// "q4_k_m", "Q8_0", "f16", "bf16", ... (case-insensitive).
+// "q4_k_m", "Q8_0", "f16", "bf16", "mxfp4_moe" (alias "mxfp4"), ... (case-insensitive).
 std::optional<FileType> parse_file_type(std::string_view name);
 std::string file_type_names();  // for help and errors
 std::string_view file_type_name(FileType t);

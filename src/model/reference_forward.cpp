@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "base/fp16.h"
 #include "gguf/quants.h"
 
 namespace sluice {
@@ -51,14 +52,31 @@ void rope(double* v, const ModelConfig& c, const std::vector<float>& freq_factor
   const bool swa = c.layer_uses_swa_rope(layer);
   const double base = swa ? c.rope_theta_swa : c.rope_theta;
   const double scale = swa ? c.rope_freq_scale_swa : c.rope_freq_scale;
+  // YaRN: pairs below `low` keep the unscaled angle, pairs from `high` on take the scaled one,
+  // those between blend linearly; both rotated values times mscale.
+  double low = 0, high = 0, mscale = 1;
+  if (c.rope_yarn) {
+    const double pi = 3.14159265358979323846;
+    auto corr = [&](double turns) {
+      return c.n_rot * std::log(c.yarn_n_ctx_orig / (turns * 2 * pi)) / (2 * std::log(base));
+    };
+    low = std::max(0.0, std::floor(corr(c.yarn_beta_fast)));
+    high = std::min(double(c.n_rot - 1), std::ceil(corr(c.yarn_beta_slow)));
+    mscale = 1.0 + 0.1 * std::log(1.0 / scale);
+  }
   for (int i = 0; i < c.n_rot / 2; ++i) {
     const double ff = freq_factors.empty() ? 1.0 : double(freq_factors[size_t(i)]);
-    const double theta = double(pos) * scale / (std::pow(base, 2.0 * i / c.n_rot) * ff);
+    const double theta_e = double(pos) / (std::pow(base, 2.0 * i / c.n_rot) * ff);
+    double theta = double(pos) * scale / (std::pow(base, 2.0 * i / c.n_rot) * ff);
+    if (c.rope_yarn) {
+      const double ramp = 1.0 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+      theta = theta_e * scale * (1 - ramp) + theta_e * ramp;
+    }
     const int a = c.rope_style == RopeStyle::kNormal ? 2 * i : i;
     const int b = c.rope_style == RopeStyle::kNormal ? 2 * i + 1 : i + c.n_rot / 2;
     const double x0 = v[a], x1 = v[b];
-    v[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
-    v[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+    v[a] = (x0 * std::cos(theta) - x1 * std::sin(theta)) * mscale;
+    v[b] = (x0 * std::sin(theta) + x1 * std::cos(theta)) * mscale;
   }
 }
 
@@ -66,18 +84,58 @@ void rope(double* v, const ModelConfig& c, const std::vector<float>& freq_factor
 
 namespace {
 
-// down(act(gate x) * up x), act SiLU or tanh-GELU.
-std::vector<double> glu_ffn(const std::vector<float>& gate, const std::vector<float>& up,
-                            const std::vector<float>& down, const std::vector<double>& xn,
-                            int64_t ff, bool gelu) {
-  const std::vector<double> g = matvec(gate, xn, ff);
-  std::vector<double> u = matvec(up, xn, ff);
+// x rounded as an MXFP4 matmul rounds its input: f32, then per block of 32 q = round(x * 127 /
+// amax) (in f32) times the block scale amax / 127 rounded to f16.
+std::vector<double> round_acts_8bit(const std::vector<double>& x) {
+  std::vector<double> out(x.size());
+  for (size_t b = 0; b + 32 <= x.size(); b += 32) {
+    float xf[32], amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(xf[j] = float(x[b + size_t(j)])));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const double d16 = f16_to_f32(f32_to_f16(amax / 127.0f));
+    for (int j = 0; j < 32; ++j) out[b + size_t(j)] = d16 * double(std::nearbyint(xf[j] * id));
+  }
+  return out;
+}
+
+// What one expert (or dense) FFN computes: the gate and up rows, their biases, the activation,
+// the down rows and bias.
+struct GluFfn {
+  GluFfn(const std::vector<float>& g, const std::vector<float>& u, const std::vector<float>& d,
+         int64_t n_ff, bool use_gelu = false)
+      : gate(g), up(u), down(d), ff(n_ff), gelu(use_gelu) {}
+  const std::vector<float>& gate;
+  const std::vector<float>& up;
+  const std::vector<float>& down;
+  int64_t ff = 0;
+  bool gelu = false;
+  MoeActivation act = MoeActivation::kSwiglu;
+  std::vector<float> gate_bias, up_bias, down_bias;  // empty: none
+  bool round_acts = false;                           // round_acts_8bit before each matmul
+};
+
+// down(act(gate x + b) * (up x + b)) + b, act SiLU or tanh-GELU or gpt-oss's clamped SwiGLU.
+std::vector<double> glu_ffn(const GluFfn& f, const std::vector<double>& x_in) {
+  const std::vector<double> xn = f.round_acts ? round_acts_8bit(x_in) : x_in;
+  const std::vector<double> g = matvec(f.gate, xn, f.ff, f.gate_bias);
+  std::vector<double> u = matvec(f.up, xn, f.ff, f.up_bias);
   const double kc = std::sqrt(2.0 / 3.14159265358979323846);
   for (size_t i = 0; i < u.size(); ++i) {
-    u[i] *= gelu ? 0.5 * g[i] * (1.0 + std::tanh(kc * (g[i] + 0.044715 * g[i] * g[i] * g[i])))
-                 : g[i] / (1.0 + std::exp(-g[i]));
+    if (f.act == MoeActivation::kSwigluOai) {
+      const double lim = kSwigluOaiLimit, gi = std::min(g[i], lim);
+      u[i] =
+          gi / (1.0 + std::exp(-double(kSwigluOaiAlpha) * gi)) * (std::clamp(u[i], -lim, lim) + 1);
+      continue;
+    }
+    u[i] *= f.gelu ? 0.5 * g[i] * (1.0 + std::tanh(kc * (g[i] + 0.044715 * g[i] * g[i] * g[i])))
+                   : g[i] / (1.0 + std::exp(-g[i]));
   }
-  return matvec(down, u, int64_t(xn.size()));
+  return matvec(f.down, f.round_acts ? round_acts_8bit(u) : u, int64_t(xn.size()), f.down_bias);
+}
+
+std::vector<float> slice(const std::vector<float>& v, int64_t i, int64_t n) {
+  if (v.empty()) return {};
+  return std::vector<float>(v.begin() + i * n, v.begin() + (i + 1) * n);
 }
 
 }  // namespace
@@ -85,14 +143,12 @@ std::vector<double> glu_ffn(const std::vector<float>& gate, const std::vector<fl
 std::vector<double> ReferenceForward::ffn(const Layer& l, const LayerWeights& lw,
                                           const std::vector<double>& xn) const {
   const ModelConfig& c = model_.config();
-  if (!c.is_moe()) return glu_ffn(l.w_gate, l.w_up, l.w_down, xn, c.n_ff, c.ffn_gelu);
-  // Router softmax, the top n_used (lowest index first among equals), optionally renormalized.
-  const std::vector<double> logits = matvec(l.router, xn, c.n_expert);
-  double mx = logits[0], sum = 0;
-  for (double v : logits) mx = std::max(mx, v);
-  for (double v : logits) sum += std::exp(v - mx);
+  if (!c.is_moe()) return glu_ffn(GluFfn(l.w_gate, l.w_up, l.w_down, c.n_ff, c.ffn_gelu), xn);
+  // Router logits (+ bias), the top n_used (lowest index first among equals); their weights: the
+  // softmax over all experts (optionally renormalized over the chosen) or over the chosen.
+  const MoeWeights& m = lw.moe;
+  const std::vector<double> logits = matvec(l.router, xn, c.n_expert, m.router_bias);
   std::vector<int> chosen;
-  double total = 0;
   for (int k = 0; k < c.n_expert_used; ++k) {
     int best = -1;
     for (int e = 0; e < c.n_expert; ++e) {
@@ -100,18 +156,33 @@ std::vector<double> ReferenceForward::ffn(const Layer& l, const LayerWeights& lw
       if (best < 0 || logits[size_t(e)] > logits[size_t(best)]) best = e;
     }
     chosen.push_back(best);
-    total += std::exp(logits[size_t(best)] - mx) / sum;
+  }
+  double mx = logits[0], sum = 0, total = 0;
+  if (m.gating == MoeGating::kTopKSoftmax) {
+    mx = logits[size_t(chosen[0])];
+    for (int e : chosen) sum += std::exp(logits[size_t(e)] - mx);
+    total = 1;
+  } else {
+    for (double v : logits) mx = std::max(mx, v);
+    for (double v : logits) sum += std::exp(v - mx);
+    for (int e : chosen) total += std::exp(logits[size_t(e)] - mx) / sum;
   }
   std::vector<double> out(xn.size(), 0.0);
+  const int64_t ff = c.n_ff_exp, d = c.n_embd;
   for (int e : chosen) {
     double wt = std::exp(logits[size_t(e)] - mx) / sum;
-    if (lw.moe.norm_topk) wt /= total;
-    const std::vector<double> y =
-        glu_ffn(l.e_gate[size_t(e)], l.e_up[size_t(e)], l.e_down[size_t(e)], xn, c.n_ff_exp, false);
+    if (m.gating == MoeGating::kSoftmax && m.norm_topk) wt /= total;
+    GluFfn f(l.e_gate[size_t(e)], l.e_up[size_t(e)], l.e_down[size_t(e)], ff);
+    f.act = m.act;
+    f.gate_bias = slice(m.gate_bias, e, ff);
+    f.up_bias = slice(m.up_bias, e, ff);
+    f.down_bias = slice(m.down_bias, e, d);
+    f.round_acts = l.round_expert_acts;
+    const std::vector<double> y = glu_ffn(f, xn);
     for (size_t i = 0; i < out.size(); ++i) out[i] += wt * y[i];
   }
   if (!l.sh_down.empty()) {
-    const std::vector<double> y = glu_ffn(l.sh_gate, l.sh_up, l.sh_down, xn, c.n_ff_shexp, false);
+    const std::vector<double> y = glu_ffn(GluFfn(l.sh_gate, l.sh_up, l.sh_down, c.n_ff_shexp), xn);
     double g = 1.0;
     if (!l.sh_gate_inp.empty()) g = 1.0 / (1.0 + std::exp(-matvec(l.sh_gate_inp, xn, 1)[0]));
     for (size_t i = 0; i < out.size(); ++i) out[i] += g * y[i];
@@ -119,8 +190,9 @@ std::vector<double> ReferenceForward::ffn(const Layer& l, const LayerWeights& lw
   return out;
 }
 
-Result<std::unique_ptr<ReferenceForward>> ReferenceForward::create(const Model& model) {
-  std::unique_ptr<ReferenceForward> r(new ReferenceForward(model));
+Result<std::unique_ptr<ReferenceForward>> ReferenceForward::create(
+    const Model& model, const ReferenceOptions& options) {
+  std::unique_ptr<ReferenceForward> r(new ReferenceForward(model, options));
   const ModelWeights& w = model.weights();
   SLUICE_ASSIGN_OR_RETURN(r->token_embd_, decode(w.token_embd));
   SLUICE_ASSIGN_OR_RETURN(r->output_, decode(w.output));
@@ -136,6 +208,8 @@ Result<std::unique_ptr<ReferenceForward>> ReferenceForward::create(const Model& 
       SLUICE_ASSIGN_OR_RETURN(l.w_down, decode(lw.w_down));
     } else {
       const MoeWeights& m = lw.moe;
+      l.round_expert_acts =
+          !options.exact_mxfp4_acts && !m.gate.empty() && m.gate[0].type == GgmlType::MXFP4;
       SLUICE_ASSIGN_OR_RETURN(l.router, decode(m.router));
       for (size_t e = 0; e < m.gate.size(); ++e) {
         SLUICE_ASSIGN_OR_RETURN(std::vector<float> g, decode(m.gate[e]));
@@ -217,14 +291,17 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
         score[size_t(t)] = s;
         mx = std::max(mx, score[size_t(t)]);
       }
-      double sum = 0;
+      // A sink: one more logit in the max and the denominator, with no value.
+      const bool sink = !lw.attn_sinks.empty();
+      if (sink) mx = std::max(mx, double(lw.attn_sinks[size_t(h)]));
+      double sum = sink ? std::exp(double(lw.attn_sinks[size_t(h)]) - mx) : 0.0;
       for (double& s : score) sum += (s = std::exp(s - mx));
       for (int t = 0; t < n_ctx; ++t) {
         const double* vt = v_hist_[il].data() + t * kvd + kvh * hd;
         for (int64_t i = 0; i < hd; ++i) att[size_t(h * hd + i)] += score[size_t(t)] / sum * vt[i];
       }
     }
-    std::vector<double> o = matvec(l.wo, att, d);
+    std::vector<double> o = matvec(l.wo, att, d, lw.bo);
     if (c.post_norms) rms_norm(o.data(), d, lw.attn_post_norm, eps);
     for (int64_t i = 0; i < d; ++i) x[size_t(i)] += o[size_t(i)];
 

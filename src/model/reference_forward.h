@@ -13,10 +13,18 @@
 
 namespace sluice {
 
+struct ReferenceOptions {
+  // MXFP4 matrices (gpt-oss's experts) multiply activations rounded to 8-bit blocks of 32 with
+  // f16 scales, as sluice's MXFP4 matmul and ggml's CPU backend do (kernels/matmul.h; the
+  // gpt-oss goldens depend on it). true: exact f64 activations instead.
+  bool exact_mxfp4_acts = false;
+};
+
 class ReferenceForward {
  public:
   // Decodes every weight of `model` (which must outlive this object) to f32.
-  static Result<std::unique_ptr<ReferenceForward>> create(const Model& model);
+  static Result<std::unique_ptr<ReferenceForward>> create(const Model& model,
+                                                          const ReferenceOptions& options = {});
   ~ReferenceForward();
   ReferenceForward(const ReferenceForward&) = delete;
   ReferenceForward& operator=(const ReferenceForward&) = delete;
@@ -33,13 +41,16 @@ class ReferenceForward {
     // gate (empty when absent).
     std::vector<float> router, sh_gate, sh_up, sh_down, sh_gate_inp;
     std::vector<std::vector<float>> e_gate, e_up, e_down;
+    bool round_expert_acts = false;  // the experts are MXFP4 and options ask for the rounding
   };
   // The FFN of one token (xn normed): dense SwiGLU / GeGLU, or the mixture of experts.
   std::vector<double> ffn(const Layer& l, const LayerWeights& lw,
                           const std::vector<double>& xn) const;
-  explicit ReferenceForward(const Model& model) : model_(model) {}
+  ReferenceForward(const Model& model, const ReferenceOptions& options)
+      : model_(model), options_(options) {}
 
   const Model& model_;
+  ReferenceOptions options_;
   std::vector<float> token_embd_;  // [n_vocab, n_embd]
   std::vector<float> output_;      // [n_vocab, n_embd]
   std::vector<Layer> layers_;

@@ -149,6 +149,10 @@ Status check_shardable(const ModelConfig& c, const ModelWeights& w, int tp_size)
                       " KV heads: one must divide the other");
   }
   if (c.n_vocab < n) return make_error("a vocabulary of ", c.n_vocab, " over ", n, " ranks");
+  if (c.attn_sinks || c.attn_out_bias || c.moe_biases) {
+    return make_error("tensor parallel: ", c.arch_name,
+                      " (attention sinks, output and expert biases) is not sharded yet");
+  }
   const int64_t cols = int64_t(c.n_head / n) * c.head_dim;
   for (size_t il = 0; il < w.layers.size(); ++il) {
     const LayerWeights& l = w.layers[il];

@@ -147,7 +147,16 @@ Result<MoeWeights> bind_moe(const GgufFile& f, const ModelConfig& c, const std::
   MoeWeights m;
   m.n_used = c.n_expert_used;
   m.norm_topk = c.moe_norm_topk;
+  m.gating = c.moe_gating;
+  m.act = c.moe_act;
   SLUICE_ASSIGN_OR_RETURN(m.router, bind_matrix(f, b + "ffn_gate_inp.weight", d, c.n_expert));
+  if (c.moe_biases) {
+    const int ne = c.n_expert;
+    SLUICE_ASSIGN_OR_RETURN(m.router_bias, bind_vector(f, b + "ffn_gate_inp.bias", ne));
+    SLUICE_ASSIGN_OR_RETURN(m.gate_bias, bind_table(f, b + "ffn_gate_exps.bias", ff, ne));
+    SLUICE_ASSIGN_OR_RETURN(m.up_bias, bind_table(f, b + "ffn_up_exps.bias", ff, ne));
+    SLUICE_ASSIGN_OR_RETURN(m.down_bias, bind_table(f, b + "ffn_down_exps.bias", d, ne));
+  }
   SLUICE_ASSIGN_OR_RETURN(m.gate, bind_experts(f, b + "ffn_gate_exps.weight", d, ff, c.n_expert));
   SLUICE_ASSIGN_OR_RETURN(m.up, bind_experts(f, b + "ffn_up_exps.weight", d, ff, c.n_expert));
   SLUICE_ASSIGN_OR_RETURN(m.down, bind_experts(f, b + "ffn_down_exps.weight", ff, d, c.n_expert));
@@ -211,11 +220,17 @@ Result<LayerWeights> bind_layer(const GgufFile& f, const ModelConfig& c, int il)
     SLUICE_ASSIGN_OR_RETURN(l.bk, bind_vector(f, b + "attn_k.bias", kvd));
     SLUICE_ASSIGN_OR_RETURN(l.bv, bind_vector(f, b + "attn_v.bias", kvd));
   }
+  if (c.attn_out_bias) {
+    SLUICE_ASSIGN_OR_RETURN(l.bo, bind_vector(f, b + "attn_output.bias", d));
+  }
+  if (c.attn_sinks) {
+    SLUICE_ASSIGN_OR_RETURN(l.attn_sinks, bind_vector(f, b + "attn_sinks.weight", c.n_head));
+  }
   if (c.qk_norm) {
     SLUICE_ASSIGN_OR_RETURN(l.q_norm, bind_vector(f, b + "attn_q_norm.weight", c.head_dim));
     SLUICE_ASSIGN_OR_RETURN(l.k_norm, bind_vector(f, b + "attn_k_norm.weight", c.head_dim));
   }
-  SLUICE_ASSIGN_OR_RETURN(l.ffn_norm, bind_vector(f, b + "ffn_norm.weight", d));
+  SLUICE_ASSIGN_OR_RETURN(l.ffn_norm, bind_vector(f, b + c.ffn_norm_tensor + ".weight", d));
   if (c.post_norms) {
     SLUICE_ASSIGN_OR_RETURN(l.attn_post_norm, bind_vector(f, b + "post_attention_norm.weight", d));
     SLUICE_ASSIGN_OR_RETURN(l.ffn_post_norm, bind_vector(f, b + "post_ffw_norm.weight", d));

@@ -37,7 +37,14 @@ struct MoeWeights {
   // The shared expert (n_ff_shexp > 0) and its gate ([1 row, n_embd]; empty: ungated).
   WeightMatrix sh_gate, sh_up, sh_down, sh_gate_inp;
   int n_used = 0;         // experts per token
-  bool norm_topk = true;  // renormalize the chosen experts' weights to sum to 1
+  bool norm_topk = true;  // renormalize the chosen experts' weights to sum to 1 (kSoftmax)
+  MoeGating gating = MoeGating::kSoftmax;
+  MoeActivation act = MoeActivation::kSwiglu;
+  // config.moe_biases: the router's [n_expert] and expert e's gate / up bias at
+  // [e * n_ff_exp, (e + 1) * n_ff_exp), down bias at [e * n_embd, (e + 1) * n_embd); else empty.
+  std::vector<float> router_bias;
+  std::vector<float> gate_bias, up_bias;  // [n_expert * n_ff_exp]
+  std::vector<float> down_bias;           // [n_expert * n_embd]
   // Tensor parallel (model/shard.h): every expert holds a slice of its FFN columns, so the
   // layer's output is this rank's term of a sum over the ranks (all-reduced by the executor).
   bool partial = false;
@@ -66,6 +73,8 @@ struct LayerWeights {
   std::vector<float> bq;              // [q_dim]  (qkv_bias only)
   std::vector<float> bk;              // [kv_dim] (qkv_bias only)
   std::vector<float> bv;              // [kv_dim] (qkv_bias only)
+  std::vector<float> bo;              // [n_embd] (attn_out_bias only)
+  std::vector<float> attn_sinks;      // [n_head] (attn_sinks only)
   std::vector<float> q_norm;          // [head_dim] (qk_norm only)
   std::vector<float> k_norm;          // [head_dim] (qk_norm only)
   std::vector<float> attn_post_norm;  // [n_embd] (post_norms only)

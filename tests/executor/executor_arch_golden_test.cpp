@@ -28,8 +28,16 @@ ArchGolden load_arch_golden(const std::string& json_path, const std::string& mod
           j.at("greedy_tokens").get<std::vector<int32_t>>()};
 }
 
+// What a check asserts: last logits within rel_l2 of llama.cpp's, and (greedy) the 24 greedy
+// tokens exactly.
+struct Tolerance {
+  double rel_l2 = 3e-3;
+  bool greedy = true;
+};
+
 // The whole prompt in one step, then greedy decode one token per step.
-void check_golden(const ArchGolden& g, KvType kv_type, const std::string& what) {
+void check_golden(const ArchGolden& g, KvType kv_type, const std::string& what,
+                  Tolerance tol = {}) {
   SCOPED_TRACE(what);
   auto model = Model::load(g.model_path);
   ASSERT_TRUE(model.ok()) << model.message();
@@ -49,26 +57,29 @@ void check_golden(const ArchGolden& g, KvType kv_type, const std::string& what) 
   ASSERT_EQ(out.n_rows(), 1);
   ASSERT_EQ(out.n_vocab, int32_t(g.last_logits.size()));
   const double rel = test::golden_rel_l2(out.row(0), g.last_logits);
-  EXPECT_LT(rel, 3e-3);
+  EXPECT_LT(rel, tol.rel_l2);
   std::vector<int32_t> greedy;
-  while (greedy.size() < g.greedy_tokens.size()) {
+  while (tol.greedy && greedy.size() < g.greedy_tokens.size()) {
     const int32_t tok = test::argmax(out.row(0), out.n_vocab);
     greedy.push_back(tok);
     batch.clear();
     test::add_step(batch, blocks, seq, {tok}, LogitsMode::kLast);
     ASSERT_TRUE((*exec)->execute(batch, out).ok());
   }
-  EXPECT_EQ(greedy, g.greedy_tokens);
+  if (tol.greedy) {
+    EXPECT_EQ(greedy, g.greedy_tokens);
+  }
   std::printf("[ arch golden ] %-28s last logits rel-L2 %.2e\n", what.c_str(), rel);
 }
 
 // The f64 reference forward (model/reference_forward) of the same model: the specification the
 // kernels are tested against must agree with llama.cpp too.
-void check_reference(const ArchGolden& g, const std::string& what) {
+void check_reference(const ArchGolden& g, const std::string& what, Tolerance tol = {},
+                     const ReferenceOptions& options = {}) {
   SCOPED_TRACE(what);
   auto model = Model::load(g.model_path);
   ASSERT_TRUE(model.ok()) << model.message();
-  auto ref = ReferenceForward::create(*model);
+  auto ref = ReferenceForward::create(*model, options);
   ASSERT_TRUE(ref.ok()) << ref.message();
   std::vector<float> logits;
   for (int32_t t : g.prompt_tokens) {
@@ -77,15 +88,17 @@ void check_reference(const ArchGolden& g, const std::string& what) {
     logits = std::move(r).value();
   }
   const double rel = test::golden_rel_l2(logits.data(), g.last_logits);
-  EXPECT_LT(rel, 3e-3);
+  EXPECT_LT(rel, tol.rel_l2);
   std::vector<int32_t> greedy;
-  while (greedy.size() < g.greedy_tokens.size()) {
+  while (tol.greedy && greedy.size() < g.greedy_tokens.size()) {
     greedy.push_back(test::argmax(logits.data(), int(logits.size())));
     auto r = (*ref)->step(greedy.back());
     ASSERT_TRUE(r.ok()) << r.message();
     logits = std::move(r).value();
   }
-  EXPECT_EQ(greedy, g.greedy_tokens);
+  if (tol.greedy) {
+    EXPECT_EQ(greedy, g.greedy_tokens);
+  }
   std::printf("[ arch golden ] %-28s last logits rel-L2 %.2e\n", what.c_str(), rel);
 }
 
@@ -134,6 +147,30 @@ TEST(ArchGolden, Phi3) {
 // 8 experts, top 4 not renormalized, a shared expert gated by a sigmoid; q/k/v biases.
 TEST(ArchGolden, Qwen2Moe) {
   check_arch("qwen2moe");
+}
+
+// gpt-oss against llama.cpp 2026 (d32676d): attention sinks, a window of 8 on layers 0 and 2,
+// YaRN RoPE, q/k/v/o biases, 16 MXFP4 experts (top 4 by logit, softmax over those four, biases,
+// the clamped SwiGLU). The goldens hold only for arithmetic that rounds the experts' inputs to
+// 8-bit blocks with f16 scales as ggml does (the README of the models): sluice's MXFP4 matmul
+// does, on every ISA, so with an f32 cache the greedy tokens match exactly and the logits
+// closely; an f16 cache or exact activations move the logits by up to 0.3 (llama.cpp's own f16
+// cache flips greedy tokens on two of the four prompts), so those compare logits within 3e-2.
+TEST(ArchGolden, GptOss) {
+  const std::string model = test::shared_path("testdata/models/arch/gpt-oss.gguf");
+  if (model.empty()) SLUICE_SHARED_MISSING("../shared/testdata/models/arch");
+  for (const char* prompt : {"morning_walk", "red_boat"}) {
+    const std::string json =
+        test::shared_path(std::string("testdata/models/arch/gpt-oss.") + prompt + ".json");
+    ASSERT_FALSE(json.empty()) << prompt;
+    const ArchGolden g = load_arch_golden(json, model);
+    const std::string name = std::string("gpt-oss.") + prompt;
+    check_golden(g, KvType::kF32, name + " f32 KV");
+    check_golden(g, KvType::kF16, name + " f16 KV", {.rel_l2 = 3e-2, .greedy = false});
+    check_reference(g, name + " f64 reference");
+    check_reference(g, name + " f64 exact acts", {.rel_l2 = 3e-2, .greedy = false},
+                    {.exact_mxfp4_acts = true});
+  }
 }
 
 // Mixtral: llama with 4 experts, top 2 renormalized.

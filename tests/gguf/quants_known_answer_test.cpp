@@ -5,6 +5,7 @@
 // 0x4000 = 2, 0xbc00 = -1, 0xc000 = -2, 0xa800 = -1/32, 0xa000 = -1/128.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -99,6 +100,59 @@ TEST(QuantsKnownAnswer, DequantizeIq4Nl) {
     EXPECT_EQ(y[j], -2.0f * float(codebook[j])) << j;
     EXPECT_EQ(y[16 + j], -2.0f * float(codebook[j])) << j;
   }
+}
+
+// MXFP4: e = 130 scales the doubled E2M1 codes by 2^(130 - 128) = 4, i.e. E2M1 x 8; byte j holds
+// weight j (low nibble) and weight j + 16 (high nibble); codes 8..15 are the negatives.
+TEST(QuantsKnownAnswer, DequantizeMxfp4) {
+  BlockMxfp4 b{};
+  b.e = 130;
+  for (int j = 0; j < 16; ++j) b.qs[j] = uint8_t(j | (15 - j) << 4);
+  const std::vector<float> y = decode(GgmlType::MXFP4, b);
+  const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 8.0f * e2m1[j]) << j;
+    EXPECT_EQ(y[16 + j], 8.0f * e2m1[15 - j]) << j;
+  }
+  // The extreme exponents: 2^-127 (a subnormal half scale, e = 0 -> 2^-128 per doubled unit)
+  // and 2^127.
+  b.e = 0;
+  b.qs[0] = 0x02;  // weight 0: code 2 = 1.0
+  EXPECT_EQ(decode(GgmlType::MXFP4, b)[0], std::ldexp(1.0f, -127));
+  b.e = 254;
+  EXPECT_EQ(decode(GgmlType::MXFP4, b)[0], std::ldexp(1.0f, 127));
+}
+
+// Values that are E2M1 x 2^s encode exactly; the largest magnitude 6 x 2^-3 gives
+// e = floor(log2 0.75) - 2 + 127 = 124 (units of 2^-3).
+TEST(QuantsKnownAnswer, QuantizeMxfp4Representable) {
+  std::vector<float> x(32);
+  const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  for (int j = 0; j < 32; ++j) x[j] = e2m1[j % 8] * 0.125f * (j % 3 == 0 ? -1.0f : 1.0f);
+  const std::vector<uint8_t> q = quantize(GgmlType::MXFP4, x);
+  const auto b = block_from<BlockMxfp4>(q, 0);
+  EXPECT_EQ(b.e, 124);
+  const std::vector<float> y = dequantize(GgmlType::MXFP4, q, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], x[j] == 0.0f ? 0.0f : x[j]) << j;
+  // Code 0 for the zeros (never the negative zero 8), code 7 (6) for weight 7, code 15 (-6)
+  // for weight 15 (15 % 3 == 0); weight 16 (j = 0 of the high nibbles): 0 -> code 0.
+  EXPECT_EQ(b.qs[0] & 0x0f, 0);
+  EXPECT_EQ(b.qs[7] & 0x0f, 7);
+  EXPECT_EQ(b.qs[15] & 0x0f, 15);
+  EXPECT_EQ(b.qs[0] >> 4, 0);
+}
+
+// An outlier of 7.5 units at e0 would clip to 6 (ggml's reference); one exponent up it is 3.75
+// units, which rounds to 4: 8 x 2^(e0 - 127) = 7.5 + 0.5, the smaller error for this block.
+TEST(QuantsKnownAnswer, QuantizeMxfp4TriesTheNextExponent) {
+  std::vector<float> x(32, 0.0f);
+  x[5] = 7.5f;  // e0 = floor(log2 7.5) - 2 + 127 = 127: units of 1
+  x[6] = 4.0f;  // exact either way
+  const std::vector<uint8_t> q = quantize(GgmlType::MXFP4, x);
+  EXPECT_EQ(block_from<BlockMxfp4>(q, 0).e, 128);
+  const std::vector<float> y = dequantize(GgmlType::MXFP4, q, 32);
+  EXPECT_EQ(y[5], 8.0f);
+  EXPECT_EQ(y[6], 4.0f);
 }
 
 TEST(QuantsKnownAnswer, DequantizeQ2K) {

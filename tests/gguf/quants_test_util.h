@@ -160,9 +160,9 @@ inline std::vector<uint8_t> random_blocks(GgmlType type, size_t n_blocks, uint64
 
 // The block types (not F32/F16/BF16) this module quantizes.
 inline constexpr GgmlType kBlockTypes[] = {
-    GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,  GgmlType::Q5_1, GgmlType::Q8_0,
-    GgmlType::Q8_1, GgmlType::Q2_K, GgmlType::Q3_K,  GgmlType::Q4_K, GgmlType::Q5_K,
-    GgmlType::Q6_K, GgmlType::Q8_K, GgmlType::IQ4_NL};
+    GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1, GgmlType::Q8_0,
+    GgmlType::Q8_1, GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K, GgmlType::Q5_K,
+    GgmlType::Q6_K, GgmlType::Q8_K, GgmlType::IQ4_NL, GgmlType::MXFP4};
 
 // Quantizes x with `type`, asserting success; returns the bytes.
 inline std::vector<uint8_t> quantize(GgmlType type, const std::vector<float>& x) {

@@ -25,6 +25,7 @@ struct Case {
   KvType kv_type = KvType::kF32;
   int window = 0;
   float softcap = 0;
+  bool sinks = false;  // one sink logit per query head (gpt-oss)
 };
 
 std::vector<uint16_t> to_f16(const std::vector<float>& x) {
@@ -38,6 +39,7 @@ struct CaseData {
   Case c;
   std::vector<int32_t> table;
   std::vector<float> k, v, q;
+  std::vector<float> sinks;  // [n_head]
   std::vector<uint16_t> k16, v16;
 
   CaseData(const Case& cs, std::mt19937& rng) : c(cs) {
@@ -53,6 +55,11 @@ struct CaseData {
     q = random_floats(rng, int64_t(c.n_q) * c.n_head * c.head_dim, -2, 2);
     k16 = to_f16(k);
     v16 = to_f16(v);
+    // Around the scores' range, and one far above it (the sink takes almost all the weight);
+    // from a generator of their own, so the other draws stay as they were.
+    std::mt19937 sink_rng(uint32_t(c.n_head * 7919 + c.kv_len));
+    sinks = random_floats(sink_rng, c.n_head, -1, 3);
+    sinks[0] = 40.0f;
   }
 
   PagedAttentionParams params(std::vector<float>& out) const {
@@ -73,6 +80,7 @@ struct CaseData {
     p.scale = 1.0f / std::sqrt(float(c.head_dim));
     p.window = c.window;
     p.softcap = c.softcap;
+    if (c.sinks) p.sinks = sinks.data();
     return p;
   }
 };
@@ -94,7 +102,7 @@ void run_case(const Case& c, ThreadPool& pool, std::mt19937& rng) {
     EXPECT_LT(rel_l2(out.data(), ref.data(), int64_t(out.size())), 5e-6)
         << matmul_isa_name(isa) << " heads " << c.n_head << "/" << c.n_kv_head << " hd "
         << c.head_dim << " bs " << c.block_size << " kv " << c.kv_len << " q " << c.n_q << " f16 "
-        << f16 << " window " << c.window << " softcap " << c.softcap;
+        << f16 << " window " << c.window << " softcap " << c.softcap << " sinks " << c.sinks;
   }
 }
 
@@ -207,6 +215,49 @@ TEST(PagedAttention, SlidingWindowHidesOlderPositions) {
   }
 }
 
+// Attention sinks (gpt-oss): per query head one more logit in the softmax denominator, folded
+// into the kernels' final normalisation; prompts, decodes over long contexts (split by key
+// segments and merged), windows, f16 and f32 caches. Head 0's sink (40) dwarfs every score.
+TEST(PagedAttention, SinksMatchReference) {
+  ThreadPool pool(3);
+  std::mt19937 rng(17);
+  for (int window : {0, 8}) {
+    for (auto [hd, bs] : {std::pair{32, 16}, std::pair{16, 3}, std::pair{33, 16}}) {
+      for (auto [kv_len, n_q] : {std::pair{1, 1}, std::pair{12, 12}, std::pair{70, 33},
+                                 std::pair{600, 1}, std::pair{1500, 2}}) {
+        Case c{4, 2, hd, bs, kv_len, n_q, KvType::kF16, window, 0.0f, true};
+        run_case(c, pool, rng);
+        c.kv_type = KvType::kF32;
+        run_case(c, pool, rng);
+      }
+    }
+  }
+}
+
+// With one key the output is v * p, p = exp(s) / (exp(s) + exp(sink)), by hand.
+TEST(PagedAttention, SinkByHand) {
+  std::mt19937 rng(3);
+  const CaseData d({1, 1, 16, 16, 1, 1}, rng);
+  std::vector<float> out(16);
+  for (MatmulIsa isa : cpu_isas()) {
+    PagedAttentionParams p = d.params(out);
+    const float sink = 0.75f;
+    p.sinks = &sink;
+    p.isa = isa;
+    paged_attention(p, nullptr);
+    const KvLayout l = p.layout();
+    double s = 0;
+    for (int i = 0; i < 16; ++i)
+      s += double(d.q[size_t(i)]) * d.k[size_t(l.k(d.table[0], 0, 0, i))];
+    s *= double(p.scale);
+    const double w = std::exp(s) / (std::exp(s) + std::exp(double(sink)));
+    for (int i = 0; i < 16; ++i) {
+      EXPECT_NEAR(out[size_t(i)], w * d.v[size_t(l.v(d.table[0], 0, 0, i))], 1e-6)
+          << matmul_isa_name(isa) << " " << i;
+    }
+  }
+}
+
 // Flash-decoding: a long context split by key segments between threads, in any order and any
 // grouping, then merged, gives bit for bit what one thread going through it gives; every tail
 // of the segments and tiles, and block sizes that are not multiples of the 16-key tile.
@@ -226,6 +277,7 @@ TEST(PagedAttention, SegmentSplitIsBitExact) {
       {4, 4, 32, 16, 700, 1, KvType::kF32, 17},
       {8, 4, 8, 16, 600, 1, KvType::kF16},  // stories260K: AVX-512 runs the AVX2 kernel
       {8, 2, 24, 16, 300, 3},
+      {8, 2, 32, 16, 700, 2, KvType::kF16, 8, 0.0f, true},  // gpt-oss: sinks and a window
   };
   int n_isas = 0;
   for (MatmulIsa isa : cpu_isas()) {

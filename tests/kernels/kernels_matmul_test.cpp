@@ -2,6 +2,7 @@
 // weight type at odd shapes; get_rows against dequantize_row.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -100,6 +101,75 @@ TEST(Matmul, ManyRowsThreaded) {
   for (GgmlType type : {GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     check(type, 4097, 256, 1, pool, rng);
     check(type, 257, 512, 7, pool, rng);
+  }
+}
+
+// MXFP4 takes 8-bit activations on every ISA (scalar included): the activations are rounded to
+// blocks of 32 with f16 scales, as ggml's Q8_0, then integer dots. Against matmul_act_ref at odd
+// shapes, and the same bits on every ISA (one kernel, one quantization).
+TEST(Matmul, Mxfp4AgainstActRefEveryIsa) {
+  ThreadPool pool(3);
+  SLUICE_FRESH_RNG(rng);
+  for (int64_t k : {32, 96, 1056}) {
+    for (int64_t m : {1, 3, 31, 33}) {
+      for (int64_t n : {1, 3, 33}) {
+        const std::vector<float> w = random_floats(rng, m * k);
+        const std::vector<uint8_t> wq = encode(GgmlType::MXFP4, w, m, k);
+        const std::vector<float> x = random_floats(rng, n * k);
+        std::vector<float> ref(size_t(n * m)), first;
+        MatmulParams p;
+        p.type = GgmlType::MXFP4;
+        p.w = wq.data();
+        p.k = k;
+        p.m = m;
+        p.x = x.data();
+        p.n = n;
+        p.y = ref.data();
+        matmul_act_ref(p);
+        for (MatmulIsa isa : test::cpu_isas()) {
+          std::vector<float> y(size_t(n * m), -1.0f);
+          p.y = y.data();
+          p.isa = isa;
+          matmul(p, &pool);
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_NEAR(y[i], ref[i], 2e-6 * std::sqrt(double(k)) * (1 + std::fabs(ref[i])))
+                << matmul_isa_name(isa) << " m=" << m << " k=" << k << " n=" << n << " at " << i;
+          }
+          if (first.empty()) first = y;
+          EXPECT_EQ(y, first) << matmul_isa_name(isa);
+        }
+      }
+    }
+  }
+}
+
+// By hand: every weight E2M1 1.0 (code 2, e = 127), so y = the sum of the rounded activations.
+// With max |x| = 100 the block scale is 100 / 127, rounded to f16 (0x3a4d = 0.787597...), and
+// each x becomes round(x * 127 / 100).
+TEST(Matmul, Mxfp4HandComputedBlock) {
+  BlockMxfp4 b{};
+  b.e = 127;
+  for (uint8_t& q : b.qs) q = 0x22;
+  std::vector<float> x(32);
+  for (int j = 0; j < 32; ++j) x[size_t(j)] = float(j * j % 37) - 18.0f;
+  x[9] = 100.0f;
+  int32_t sum_q = 0;
+  for (float v : x) sum_q += int32_t(std::nearbyint(v * (127.0f / 100.0f)));
+  const float d16 = mxfp4_act_scale(100.0f / 127.0f);
+  EXPECT_EQ(d16, 0.78759765625f);
+  for (MatmulIsa isa : test::cpu_isas()) {
+    float y = 0;
+    MatmulParams p;
+    p.type = GgmlType::MXFP4;
+    p.w = &b;
+    p.k = 32;
+    p.m = 1;
+    p.x = x.data();
+    p.n = 1;
+    p.y = &y;
+    p.isa = isa;
+    matmul(p, nullptr);
+    EXPECT_EQ(y, d16 * float(sum_q)) << matmul_isa_name(isa);
   }
 }
 

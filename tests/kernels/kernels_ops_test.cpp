@@ -105,6 +105,67 @@ TEST(Rope, PairsFollowTheStyle) {
   EXPECT_NEAR(x[2], std::sin(1.0), 1e-7);
 }
 
+// gpt-oss's YaRN (README of ../shared/testdata/models/arch): head 32, base 150000, factor 32,
+// original context 4096, beta 32 / 1: the correction range is pairs 4 .. 9; pairs below 4 keep
+// the unscaled frequency, pairs from 9 on are divided by 32, pairs between blend linearly; the
+// rotated values are scaled by 1 + 0.1 ln 32.
+TEST(Rope, YarnAsGptOss) {
+  float corr[2];
+  yarn_corr_dims(32, 4096, 150000.0f, 32.0f, 1.0f, corr);
+  EXPECT_EQ(corr[0], 4.0f);
+  EXPECT_EQ(corr[1], 9.0f);
+  RopeParams p;
+  p.head_dim = 32;
+  p.n_rot = 32;
+  p.style = RopeStyle::kNeox;
+  p.theta_base = 150000.0f;
+  p.freq_scale = 1.0f / 32.0f;
+  p.yarn_ext = 1.0f;
+  p.yarn_low = corr[0];
+  p.yarn_high = corr[1];
+  p.mscale = float(1.0 + 0.1 * std::log(32.0));
+  std::vector<float> inv(16);
+  rope_inv_freq(p, inv.data());
+  for (int i = 0; i < 16; ++i) {
+    const double e = std::pow(150000.0, -2.0 * i / 32);
+    const double ramp = 1.0 - std::min(1.0, std::max(0.0, (i - 4.0) / 5.0));
+    EXPECT_NEAR(inv[size_t(i)], e * (ramp + (1.0 - ramp) / 32.0), 1e-7 * e) << i;
+  }
+  std::mt19937 rng(8);
+  for (int32_t pos : {0, 1, 7, 200}) {
+    const std::vector<float> x = random_floats(rng, 2 * 32);
+    std::vector<float> y = x, ref = x;
+    rope(y.data(), 2, pos, p, inv.data());
+    rope_ref(ref.data(), 2, pos, p);
+    EXPECT_LT(max_abs_diff(y.data(), ref.data(), 64), 2e-6) << pos;
+    // Position 0 only scales.
+    if (pos == 0) {
+      for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[size_t(i)], x[size_t(i)] * p.mscale);
+    }
+  }
+}
+
+// gpt-oss's clamped SwiGLU against its reference, and by hand at the clamps: gate 10 acts as 7,
+// up 9 as 7 and -9 as -7.
+TEST(SwiGluOai, MatchesReferenceAndClamps) {
+  std::mt19937 rng(4);
+  for (int64_t n : kSizes) {
+    const std::vector<float> g = random_floats(rng, n, -12, 12), u = random_floats(rng, n, -12, 12);
+    std::vector<float> y(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
+    swiglu_oai(g.data(), u.data(), y.data(), n);
+    swiglu_oai_ref(g.data(), u.data(), ref.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(y[size_t(i)], ref[size_t(i)], 4e-6 * (1 + std::fabs(ref[size_t(i)])));
+  }
+  const float g[3] = {10.0f, 10.0f, -1.0f}, u[3] = {9.0f, -9.0f, 0.5f};
+  float y[3];
+  swiglu_oai(g, u, y, 3);
+  const double s7 = 7.0 / (1.0 + std::exp(-1.702 * 7.0));
+  EXPECT_NEAR(y[0], s7 * 8.0, 1e-5);
+  EXPECT_NEAR(y[1], s7 * -6.0, 1e-5);
+  EXPECT_NEAR(y[2], -1.0 / (1.0 + std::exp(1.702)) * 1.5, 1e-6);
+}
+
 TEST(SwiGlu, MatchesReference) {
   std::mt19937 rng(3);
   for (int64_t n : kSizes) {

@@ -9,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "gguf/quants.h"
 #include "model/convert.h"
+#include "model/model.h"
 #include "test_util.h"
 
 namespace sluice {
@@ -33,6 +34,8 @@ double error_bound(GgmlType t) {
       return 0.079;
     case GgmlType::Q4_0:
       return 0.095;
+    case GgmlType::MXFP4:
+      return 0.13;
     default:
       return 0.35;
   }
@@ -186,6 +189,38 @@ TEST(QuantRecipe, TiedEmbeddingsAndFallbacks) {
   EXPECT_EQ(parse_file_type("Q4_K_M"), FileType::MOSTLY_Q4_K_M);
   EXPECT_EQ(parse_file_type("q4_k"), FileType::MOSTLY_Q4_K_M);
   EXPECT_FALSE(parse_file_type("q4_z").has_value());
+}
+
+// MXFP4_MOE (llama.cpp's file type 38, gpt-oss's): the experts' 3-D tensors MXFP4, the other
+// matrices Q8_0, routers and norms f32; synth of the MoE preset loads and is within bounds.
+TEST(QuantRecipe, Mxfp4MoeExpertsOnly) {
+  EXPECT_EQ(parse_file_type("mxfp4"), FileType::MOSTLY_MXFP4_MOE);
+  EXPECT_EQ(parse_file_type("MXFP4_MOE"), FileType::MOSTLY_MXFP4_MOE);
+  RecipeModel m;
+  m.n_layer = 4;
+  RecipeState s;
+  const FileType ft = FileType::MOSTLY_MXFP4_MOE;
+  EXPECT_EQ(choose_tensor_type(ft, m, s, "blk.0.ffn_up_exps.weight", 2880, 3), GgmlType::MXFP4);
+  EXPECT_EQ(choose_tensor_type(ft, m, s, "blk.0.ffn_down_exps.weight", 2880, 3), GgmlType::MXFP4);
+  EXPECT_EQ(choose_tensor_type(ft, m, s, "blk.0.attn_q.weight", 2880, 2), GgmlType::Q8_0);
+  EXPECT_EQ(choose_tensor_type(ft, m, s, "output.weight", 2880, 2), GgmlType::Q8_0);
+  EXPECT_EQ(choose_tensor_type(ft, m, s, "blk.0.ffn_gate_inp.weight", 2880, 2), GgmlType::F32);
+  EXPECT_EQ(choose_tensor_type(ft, m, s, "blk.0.ffn_up_exps.bias", 2880, 2), GgmlType::F32);
+
+  test::TempDir dir;
+  SynthParams p;
+  p.preset = find_preset("tiny-moe");
+  p.ftype = ft;
+  p.seed = 5;
+  p.out_path = dir.path("m.gguf");
+  ASSERT_TRUE(synthesize_model(p).ok());
+  auto f = GgufFile::open(p.out_path);
+  ASSERT_TRUE(f.ok()) << f.message();
+  EXPECT_EQ(f->find_tensor("blk.1.ffn_gate_exps.weight")->type, GgmlType::MXFP4);
+  EXPECT_EQ(f->find_tensor("blk.1.attn_k.weight")->type, GgmlType::Q8_0);
+  expect_within_bounds(*f, 5);
+  auto model = Model::load(p.out_path);
+  EXPECT_TRUE(model.ok()) << model.message();
 }
 
 TEST(Quantize, F16ToQ8AndQ4KMMatchesDirectEncoding) {

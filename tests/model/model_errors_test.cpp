@@ -2,7 +2,9 @@
 // The broken files are a valid synthetic model rewritten with one defect.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "gguf/gguf.h"
@@ -36,8 +38,9 @@ class ModelErrors : public ::testing::Test {
   }
 
   // Loads `base` rewritten with `d`; returns the load error ("" if it loaded).
+  // `base`: a file of this suite's directory, or an absolute path.
   static std::string load_with(const Defect& d, const std::string& base = "good.gguf") {
-    auto f = GgufFile::open(dir_->path(base));
+    auto f = GgufFile::open(base.front() == '/' ? base : dir_->path(base));
     EXPECT_TRUE(f.ok()) << f.message();
     GgufWriter w;
     for (const auto& [k, v] : f->metadata()) w.set(k, v);
@@ -57,6 +60,23 @@ class ModelErrors : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.message();
     auto m = Model::load(out);
     return m.ok() ? std::string() : m.message();
+  }
+
+  // A copy of the GGUF at `src` whose tensor `name` has ne[dim] = value in its header.
+  static std::string patched_copy(const std::string& src, const std::string& name, int dim,
+                                  uint64_t value) {
+    std::string bytes = test::read_file(src);
+    // Tensor info: u64 name length, the name, u32 n_dims, u64 ne[n_dims], u32 type, u64 offset.
+    std::string key(8, '\0');
+    const uint64_t len = name.size();
+    std::memcpy(key.data(), &len, 8);
+    key += name;
+    const size_t at = bytes.find(key);
+    EXPECT_NE(at, std::string::npos) << name;
+    std::memcpy(bytes.data() + at + key.size() + 4 + 8 * size_t(dim), &value, 8);
+    const std::string out = dir_->path("patched.gguf");
+    std::ofstream(out, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+    return out;
   }
 
   static test::TempDir* dir_;
@@ -165,8 +185,50 @@ TEST_F(ModelErrors, AttentionWidthBeyond32Bits) {
 
 TEST_F(ModelErrors, UnsupportedRopeScaling) {
   Defect d;
-  d.meta = [](GgufWriter& w) { w.set("llama.rope.scaling.type", "yarn"); };
-  EXPECT_HAS(load_with(d), "'llama.rope.scaling.type' = 'yarn' is not supported");
+  d.meta = [](GgufWriter& w) { w.set("llama.rope.scaling.type", "longrope"); };
+  EXPECT_HAS(load_with(d), "'llama.rope.scaling.type' = 'longrope' is not supported");
+  EXPECT_HAS(load_with(d), "(supported: none, linear, yarn)");
+  Defect yarn;  // YaRN needs its factor
+  yarn.meta = [](GgufWriter& w) { w.set("llama.rope.scaling.type", "yarn"); };
+  EXPECT_HAS(load_with(yarn), "metadata key 'llama.rope.scaling.factor' not found");
+}
+
+// gpt-oss (the tiny model of ../shared/testdata/models/arch) with one defect: sinks of the
+// wrong length, MXFP4 experts whose rows are not whole blocks or whose slabs miss an expert,
+// a missing expert bias, no window.
+TEST_F(ModelErrors, GptOssSinksExpertsAndWindow) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/gpt-oss.gguf");
+  EXPECT_EQ(load_with({}, path), "");
+  Defect sinks;
+  sinks.retype_tensor = "blk.1.attn_sinks.weight";
+  sinks.new_shape = {5};
+  EXPECT_HAS(load_with(sinks, path),
+             "tensor 'blk.1.attn_sinks.weight' has shape [5], expected [4]");
+  // An MXFP4 tensor whose shape does not match its bytes (the writer refuses such shapes, so
+  // the header of a copy is patched): rows of 48 values (one and a half blocks), or 17 experts'
+  // slabs in the bytes of 16.
+  const std::string rows = patched_copy(path, "blk.0.ffn_up_exps.weight", 0, 48);
+  EXPECT_HAS(Model::load(rows).message(),
+             "tensor 'blk.0.ffn_up_exps.weight' of type mxfp4 has row length 48, not a multiple "
+             "of the block size 32");
+  const std::string slabs17 = patched_copy(path, "blk.0.ffn_up_exps.weight", 2, 17);
+  const std::string msg17 = Model::load(slabs17).message();
+  EXPECT_HAS(msg17, "blk.0.ffn_up_exps.weight");
+  EXPECT_TRUE(msg17.find("overlaps tensor") != std::string::npos ||
+              msg17.find("extends past the end") != std::string::npos)
+      << msg17;
+  Defect slabs;
+  slabs.retype_tensor = "blk.2.ffn_down_exps.weight";
+  slabs.new_type = GgmlType::MXFP4;
+  slabs.new_shape = {64, 64, 15};
+  EXPECT_HAS(load_with(slabs, path),
+             "tensor 'blk.2.ffn_down_exps.weight' has shape [64, 64, 15], expected [64, 64, 16]");
+  Defect bias;
+  bias.drop_tensor = "blk.3.ffn_gate_exps.bias";
+  EXPECT_HAS(load_with(bias, path), "required tensor 'blk.3.ffn_gate_exps.bias' is missing");
+  Defect window;
+  window.meta = [](GgufWriter& w) { w.set("gpt-oss.attention.sliding_window", uint32_t(0)); };
+  EXPECT_HAS(load_with(window, path), "gpt-oss.attention.sliding_window is missing or 0");
 }
 
 TEST_F(ModelErrors, NotAFile) {

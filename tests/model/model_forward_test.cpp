@@ -25,6 +25,7 @@ class RecordingOps final : public ForwardOps {
   std::vector<std::vector<const WeightMatrix*>> norm_next;  // per rms_norm call
   std::vector<const WeightMatrix*> matmuls;
   std::vector<HeadNorms> head_norms;
+  std::vector<size_t> sinks;  // per attention call: how many sink logits it got
   int64_t logits_rows = -1, logits_vocab = -1;
 
   int64_t n_tokens() const override { return n_tokens_; }
@@ -62,9 +63,10 @@ class RecordingOps final : public ForwardOps {
     calls.push_back("rope_store_kv");
     head_norms.push_back(norms);
   }
-  void attention(int, Act q, Act out) override {
+  void attention(int, Act q, Act out, const std::vector<float>& s) override {
     EXPECT_EQ(q.cols, out.cols);
     calls.push_back("attention");
+    sinks.push_back(s.size());
   }
   void moe(const MoeWeights& w, Act xn, Act out) override {
     EXPECT_EQ(xn.cols, w.router.n_cols);
@@ -224,6 +226,42 @@ TEST(ForwardSeam, Gemma2NormsTheOutputsAndCapsTheLogits) {
   ASSERT_GE(ops.norm_next.size(), 4u);
   EXPECT_EQ(ops.norm_next[1].size(), 0u);
   EXPECT_EQ(ops.norm_next[3].size(), 0u);
+}
+
+// gpt-oss: the llama block with q/k/v/o biases, one sink logit per head handed to attention,
+// post_attention_norm before the experts (MXFP4, biases, top-4 logits then softmax, clamped
+// SwiGLU); even layers windowed (two K/V groups of two layers); YaRN's range and magnitude.
+TEST(ForwardSeam, GptOssHandsSinksAndBiasesToTheOps) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/gpt-oss.gguf");
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.arch, Arch::kGptOss);
+  EXPECT_EQ(c.rope_style, RopeStyle::kNeox);
+  EXPECT_EQ(c.layer_window(0), 8);
+  EXPECT_EQ(c.layer_window(1), 0);
+  EXPECT_EQ(c.layer_window(2), 8);
+  EXPECT_EQ(c.layer_window(3), 0);
+  EXPECT_EQ(c.kv_cache_layout().group_window, (std::vector<int32_t>{8, 0}));
+  const RopeParams rp = c.rope_params(nullptr);
+  EXPECT_FLOAT_EQ(rp.freq_scale, 1.0f / 32.0f);
+  EXPECT_EQ(rp.yarn_ext, 1.0f);
+  EXPECT_EQ(rp.yarn_low, 4.0f);
+  EXPECT_EQ(rp.yarn_high, 9.0f);
+  EXPECT_NEAR(rp.mscale, 1.0 + 0.1 * std::log(32.0), 1e-6);
+  const LayerWeights& l0 = model->weights().layers[0];
+  EXPECT_EQ(l0.attn_sinks.size(), size_t(c.n_head));
+  EXPECT_EQ(l0.bo.size(), size_t(c.n_embd));
+  EXPECT_EQ(l0.moe.gate[0].type, GgmlType::MXFP4);
+  EXPECT_EQ(l0.moe.gating, MoeGating::kTopKSoftmax);
+  EXPECT_EQ(l0.moe.act, MoeActivation::kSwigluOai);
+  EXPECT_EQ(l0.moe.router_bias.size(), size_t(c.n_expert));
+  EXPECT_EQ(l0.moe.down_bias.size(), size_t(c.n_expert) * size_t(c.n_embd));
+  RecordingOps ops(/*n_tokens=*/3, /*n_logit_rows=*/1);
+  model->forward(ops);
+  EXPECT_EQ(ops.sinks, std::vector<size_t>(size_t(c.n_layer), size_t(c.n_head)));
+  EXPECT_EQ(count(ops.calls, "add_bias"), 4 * c.n_layer);  // q, k, v, o
+  EXPECT_EQ(count(ops.calls, "moe"), c.n_layer);
 }
 
 // Phi-3: the fused attn_qkv and ffn_up bound as row views (the block is llama's).
