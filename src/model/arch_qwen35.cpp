@@ -19,7 +19,9 @@
 namespace sluice {
 namespace {
 
-constexpr std::string_view kNames[] = {"qwen35"};
+// qwen35moe: the same layers with a MoE FFN (expert_count ...: softmax router, top k
+// renormalized, SiLU experts, a shared expert gated by sigmoid(ffn_gate_inp_shexp . x)).
+constexpr std::string_view kNames[] = {"qwen35", "qwen35moe"};
 
 Result<int> read_positive(const GgufFile& f, const std::string& key) {
   SLUICE_ASSIGN_OR_RETURN(const int64_t v, f.get_int(key));
@@ -37,6 +39,7 @@ Status configure_qwen35(const GgufFile& f, ModelConfig& c) {
   c.qk_norm = true;
   c.attn_gated = true;
   c.sliding_window = 0;
+  c.moe_norm_topk = true;
   RecurrentShape& r = c.recurrent;
   SLUICE_ASSIGN_OR_RETURN(r.conv_kernel, read_positive(f, a + ".ssm.conv_kernel"));
   SLUICE_ASSIGN_OR_RETURN(r.state_size, read_positive(f, a + ".ssm.state_size"));
@@ -131,12 +134,17 @@ void qwen35_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops
     }
     ops.add(x, proj);
 
-    ops.rms_norm(x, l.ffn_norm, c.rms_eps, xn, {&l.w_gate, &l.w_up});
-    const Act fg{gate.data, T, c.n_ff}, fu{up.data, T, c.n_ff};
-    ops.matmul(l.w_gate, xn, fg);
-    ops.matmul(l.w_up, xn, fu);
-    ops.swiglu(fg, fu, fg);
-    ops.matmul(l.w_down, fg, proj);
+    if (c.is_moe()) {
+      ops.rms_norm(x, l.ffn_norm, c.rms_eps, xn, {});
+      ops.moe(l.moe, xn, proj);
+    } else {
+      ops.rms_norm(x, l.ffn_norm, c.rms_eps, xn, {&l.w_gate, &l.w_up});
+      const Act fg{gate.data, T, c.n_ff}, fu{up.data, T, c.n_ff};
+      ops.matmul(l.w_gate, xn, fg);
+      ops.matmul(l.w_up, xn, fu);
+      ops.swiglu(fg, fu, fg);
+      ops.matmul(l.w_down, fg, proj);
+    }
     ops.add(x, proj);
   }
 

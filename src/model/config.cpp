@@ -151,7 +151,12 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
 
   SLUICE_ASSIGN_OR_RETURN(c.n_layer, read_count(f, a + ".block_count"));
   SLUICE_ASSIGN_OR_RETURN(c.n_embd, read_count(f, a + ".embedding_length"));
-  SLUICE_ASSIGN_OR_RETURN(c.n_ff, read_count(f, a + ".feed_forward_length"));
+  // MoE files may carry only the experts' width (qwen35moe): the dense width defaults to it.
+  int64_t ff_default = -1;
+  if (!f.has(a + ".feed_forward_length") && f.has(a + ".expert_feed_forward_length")) {
+    SLUICE_ASSIGN_OR_RETURN(ff_default, f.get_int(a + ".expert_feed_forward_length"));
+  }
+  SLUICE_ASSIGN_OR_RETURN(c.n_ff, read_count(f, a + ".feed_forward_length", ff_default));
   SLUICE_ASSIGN_OR_RETURN(c.n_head, read_count(f, a + ".attention.head_count"));
   SLUICE_ASSIGN_OR_RETURN(c.n_kv_head, read_count(f, a + ".attention.head_count_kv", c.n_head));
   SLUICE_ASSIGN_OR_RETURN(c.n_ctx_train, read_count(f, a + ".context_length"));

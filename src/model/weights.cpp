@@ -202,6 +202,10 @@ Result<LayerWeights> bind_hybrid_layer(const GgufFile& f, const ModelConfig& c, 
     SLUICE_ASSIGN_OR_RETURN(l.k_norm, bind_vector(f, b + "attn_k_norm.weight", c.head_dim));
   }
   SLUICE_ASSIGN_OR_RETURN(l.ffn_norm, bind_vector(f, b + "post_attention_norm.weight", d));
+  if (c.is_moe()) {
+    SLUICE_ASSIGN_OR_RETURN(l.moe, bind_moe(f, c, b));
+    return l;
+  }
   SLUICE_RETURN_IF_ERROR(bind_gate_up(f, c, b, l));
   SLUICE_ASSIGN_OR_RETURN(l.w_down, bind_matrix(f, b + "ffn_down.weight", ff, d));
   return l;

@@ -139,6 +139,12 @@ TEST(ArchGolden, Qwen35) {
   check_arch("qwen35", /*f64_reference=*/false);
 }
 
+// Qwen3.5 MoE: the same hybrid layers, 8 experts (top 2 renormalized) and a shared expert
+// gated by a 1-D ffn_gate_inp_shexp; no feed_forward_length (the experts' width is used).
+TEST(ArchGolden, Qwen35Moe) {
+  check_arch("qwen35moe", /*f64_reference=*/false);
+}
+
 // Fused qkv and gate_up, a window of 8 on every layer.
 TEST(ArchGolden, Phi3) {
   check_arch("phi3");
