@@ -530,6 +530,10 @@ void EngineBridge::publish(const Engine& engine) {
   s.state_slots_used = engine.kv().n_used_state_slots();
   s.state_slots_total = engine.kv().n_state_slots();
   s.state_bytes_per_slot = int64_t(engine.state_bytes_per_slot());
+  s.state_checkpoints_used = engine.kv().n_used_checkpoints();
+  s.state_checkpoints_total = engine.kv().n_state_checkpoints();
+  s.state_checkpoints_saved = engine.kv().checkpoint_stats().saved;
+  s.state_checkpoints_restored = engine.kv().checkpoint_stats().restored;
   const PrefixCacheStats& p = engine.kv().prefix_stats();
   s.prefix_queried_blocks = p.queried_blocks;
   s.prefix_hit_blocks = p.hit_blocks;

@@ -165,9 +165,18 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
     scalar(out, "sluice_recurrent_state_bytes_used", "gauge",
            "Recurrent-layer state of the running sequences (one fixed-size state each).",
            double(e.state_slots_used) * double(e.state_bytes_per_slot));
-    scalar(out, "sluice_recurrent_state_bytes_total", "gauge",
-           "Recurrent-layer state slots reserved (max_seqs of them).",
-           double(e.state_slots_total) * double(e.state_bytes_per_slot));
+    scalar(
+        out, "sluice_recurrent_state_bytes_total", "gauge",
+        "Recurrent-layer state slots reserved (max_seqs of them, and the checkpoints).",
+        double(e.state_slots_total + e.state_checkpoints_total) * double(e.state_bytes_per_slot));
+    scalar(out, "sluice_state_checkpoints_used", "gauge",
+           "Saved recurrent states a prefix hit can resume from (docs/kv-cache.md).",
+           double(e.state_checkpoints_used));
+    scalar(out, "sluice_state_checkpoints_saved_total", "counter",
+           "Recurrent states saved at block boundaries.", double(e.state_checkpoints_saved));
+    scalar(out, "sluice_state_checkpoints_restored_total", "counter",
+           "Prefix hits that resumed a recurrent state from a checkpoint.",
+           double(e.state_checkpoints_restored));
   }
   scalar(out, "sluice_kv_cache_usage_ratio", "gauge", "kv_blocks_used / kv_blocks_total.",
          e.kv_blocks_total > 0 ? double(e.kv_blocks_used) / double(e.kv_blocks_total) : 0.0);

@@ -52,6 +52,9 @@ struct EngineSnapshot {
   int64_t state_slots_used = 0;    // recurrent states of running sequences
   int64_t state_slots_total = 0;
   int64_t state_bytes_per_slot = 0;
+  int64_t state_checkpoints_used = 0;  // saved states of the prefix cache (recurrent models)
+  int64_t state_checkpoints_total = 0;
+  uint64_t state_checkpoints_saved = 0, state_checkpoints_restored = 0;
   uint64_t prefix_queried_blocks = 0;
   uint64_t prefix_hit_blocks = 0;
   uint64_t prefix_hit_tokens = 0;

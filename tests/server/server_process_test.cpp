@@ -102,6 +102,53 @@ TEST(ServeProcess, SpeculativeNgramServesIdenticalTextAndCountsAcceptance) {
   EXPECT_EQ(p->wait_exit(30000), 0);
 }
 
+// `sluice serve` on a hybrid recurrent model (qwen35): a second request that repeats the first
+// one's prompt and answer and adds to it resumes from a state checkpoint (a prefix hit), with
+// the same text as a server without the prefix cache; /metrics reports the state memory and
+// the checkpoints. What is not done for hybrids is refused at start-up.
+TEST(ServeProcess, HybridModelResumesFromStateCheckpoints) {
+  SLUICE_REQUIRE_SHARED(model, "testdata/models/arch/qwen35.gguf");
+  auto p = ServeProcess::start({model, "-t", "1", "--max-seqs", "4"});
+  auto q = ServeProcess::start({model, "-t", "1", "--max-seqs", "4", "--no-prefix-cache"});
+  ASSERT_TRUE(p && q);
+  const std::string first = "The little red boat drifted toward the harbor, and the old man";
+  const json body = {{"prompt", first}, {"max_tokens", 24}, {"temperature", 0}};
+  const HttpResult a = post(p->port, "/v1/completions", body);
+  ASSERT_EQ(a.status, 200) << a.body;
+  const std::string second =
+      first + a.j()["choices"][0]["text"].get<std::string>() + " Then the wind rose again.";
+  const json body2 = {{"prompt", second}, {"max_tokens", 16}, {"temperature", 0}};
+  const HttpResult b = post(p->port, "/v1/completions", body2);
+  const HttpResult c = post(q->port, "/v1/completions", body2);
+  ASSERT_EQ(b.status, 200) << b.body;
+  ASSERT_EQ(c.status, 200) << c.body;
+  EXPECT_EQ(b.j()["choices"][0]["text"], c.j()["choices"][0]["text"]);
+  EXPECT_GE(b.j()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 16) << b.body;
+  const HttpResult m = http_call(p->port, "GET", "/metrics");
+  const auto value = [&](const std::string& name) {
+    const size_t at = m.body.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(m.body.substr(at + name.size() + 2));
+  };
+  EXPECT_GE(value("sluice_state_checkpoints_restored_total"), 1.0) << m.body;
+  EXPECT_GE(value("sluice_state_checkpoints_used"), 1.0);
+  EXPECT_GT(value("sluice_recurrent_state_bytes_total"), 0.0);
+  EXPECT_EQ(value("sluice_recurrent_state_bytes_used"), 0.0);
+
+  TempDir tmp;
+  auto run = [&](const std::string& args) {
+    const std::string cmd = sluice_path() + " serve " + model + " " + args + " --port 0 >" +
+                            tmp.path("out") + " 2>" + tmp.path("err");
+    const int st = std::system(cmd.c_str());
+    return std::make_pair(WIFEXITED(st) ? WEXITSTATUS(st) : -1, read_file(tmp.path("err")));
+  };
+  auto [code, err] = run("--spec ngram");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find("recurrent"), std::string::npos) << err;
+  std::tie(code, err) = run("--kv-disk-dir " + tmp.path("disk") + " --kv-disk-gb 1");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find("recurrent"), std::string::npos) << err;
+}
+
 TEST(ServeProcess, StartUpErrorsExitNonZero) {
   SLUICE_REQUIRE_SHARED(model, kStoriesModel);
   TempDir tmp;
