@@ -88,6 +88,10 @@ void llama_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops)
     }
   }
 
+  forward_output(c, w, ops, x);
+}
+
+void forward_output(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops, Act x) {
   if (!c.last_stage()) {
     ops.stage_output(x);
     return;

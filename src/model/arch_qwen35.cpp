@@ -148,16 +148,7 @@ void qwen35_forward(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops
     ops.add(x, proj);
   }
 
-  if (!c.last_stage()) {
-    ops.stage_output(x);
-    return;
-  }
-  const Act rows = ops.logit_rows(x);
-  if (rows.rows == 0) return;
-  const Act rows_n = ops.buffer(ActBuf::kLogitRowsNorm, rows.rows, c.n_embd);
-  ops.rms_norm(rows, w.output_norm, c.rms_eps, rows_n, {});
-  const Act logits = ops.logits(rows.rows, c.n_vocab);
-  ops.matmul(w.output, rows_n, logits);
+  forward_output(c, w, ops, x);
 }
 
 const ArchFamily& qwen35_family() {
