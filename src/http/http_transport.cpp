@@ -1,4 +1,4 @@
-#include "server/http_transport.h"
+#include "http/http_transport.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,10 +13,10 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "http/api_error.h"
 #include "net/socket.h"
-#include "server/api_error.h"
 
-namespace sluice::server {
+namespace sluice::http {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -375,7 +375,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
   return ret;
 }
 
-}  // namespace sluice::server
+}  // namespace sluice::http
 
 #if defined(__SANITIZE_THREAD__)
 // ThreadSanitizer builds: Debian's cpp-httplib is a prebuilt, uninstrumented library. The
