@@ -32,8 +32,8 @@
 
 #include "engine/engine.h"
 #include "http/api_error.h"
-#include "kv/kv_disk.h"
-#include "kv/kv_transfer.h"
+#include "kv_io/kv_disk.h"
+#include "kv_io/kv_transfer.h"
 #include "server/engine_bridge.h"
 
 namespace sluice::server {

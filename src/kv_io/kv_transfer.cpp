@@ -1,5 +1,5 @@
 // The KV transfer server and puller (kv_transfer.h) over net/'s bounded socket I/O.
-#include "kv/kv_transfer.h"
+#include "kv_io/kv_transfer.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
