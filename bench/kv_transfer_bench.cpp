@@ -1,4 +1,4 @@
-// KV transfer throughput over loopback TCP (kv/kv_transfer.h) against a plain socket copy of
+// KV transfer throughput over loopback TCP (kv_io/kv_transfer.h) against a plain socket copy of
 // the same bytes. Each is one transfer of n_blocks x bytes_per_block per iteration; bytes/s
 // counts the block bytes only (headers and the handshake are overhead the numbers include).
 //   BM_KvPull/<n>/<bytes>:         offer + kv_pull (connect, PULL, crc32c on both sides, ACK),
@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "kv/kv_transfer.h"
+#include "kv_io/kv_transfer.h"
 
 namespace sluice {
 namespace {

@@ -9,6 +9,11 @@ set(allowed_tokenizer "base;gguf")
 set(allowed_template "base")
 set(allowed_kernels "base;gguf")
 set(allowed_model "base;gguf;kernels")
+# The plumbing floor: sockets with deadlines, the HTTP server and its errors, the K/V transfer
+# and disk tier (files and sockets beside kv/, which stays block ids only).
+set(allowed_net "base")
+set(allowed_http "base;net")
+set(allowed_kv_io "base;net")
 set(allowed_kv "base")
 set(allowed_sched "base;kv")
 set(allowed_grammar "base")
@@ -18,12 +23,17 @@ set(allowed_executor "base;gguf;kernels;model;perf")
 set(allowed_dist "base;gguf;kernels;model;perf;executor")
 set(allowed_speculative "base;gguf;tokenizer;kernels;model;kv;sched;grammar;sample;perf;executor")
 set(allowed_engine "base;gguf;tokenizer;kernels;model;kv;sched;grammar;sample;perf;executor;speculative")
-set(allowed_server "base;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;speculative;engine")
 set(allowed_hub "base")
-set(allowed_loadgen "base;gguf;tokenizer")
-set(allowed_router "base;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;speculative;engine;server;loadgen")
-set(allowed_sim "base;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;speculative;engine;server;loadgen;router")
-set(allowed_cli "base;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;dist;speculative;engine;server;hub;loadgen;router;sim")
+# Front ends (cli/ server/ router/ loadgen/ sim/) never include each other; cli/ is the one
+# exception: it wires them all into the `sluice` executable.
+set(allowed_server "base;net;http;kv_io;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;speculative;engine")
+set(allowed_router "base;net;http")
+set(allowed_loadgen "base;net;http;gguf;tokenizer")
+# sim/ replays a workload through the real engine behind the router's policies: it reuses
+# router/policy.h (the pure pick function, no sockets) and loadgen/metrics.h (the same TTFT/TPOT
+# summaries the load generator reports), the two edges between front ends the table allows.
+set(allowed_sim "base;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;speculative;engine;loadgen;router")
+set(allowed_cli "base;net;http;kv_io;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;dist;speculative;engine;server;hub;loadgen;router;sim")
 
 file(GLOB modules RELATIVE ${SRC} ${SRC}/*)
 set(errors "")

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "base/crc32c.h"
-#include "kv/kv_disk.h"
+#include "kv_io/kv_disk.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the KV transfer's wire format (kv/kv_transfer.h) and its server. The first
+// libFuzzer target: the KV transfer's wire format (kv_io/kv_transfer.h) and its server. The first
 // byte picks what the rest is fed to:
 //   0: parse_message_header
 //   1: parse_pull_message       accepted => encode_pull_message gives back the same bytes
@@ -34,7 +34,7 @@
 #include <span>
 #include <vector>
 
-#include "kv/kv_transfer.h"
+#include "kv_io/kv_transfer.h"
 
 namespace {
 

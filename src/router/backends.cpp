@@ -18,9 +18,9 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-server::ApiError api_error(int status, std::string message, std::string type, std::string code,
-                           std::string param = "") {
-  server::ApiError e;
+http::ApiError api_error(int status, std::string message, std::string type, std::string code,
+                         std::string param = "") {
+  http::ApiError e;
   e.status = status;
   e.message = std::move(message);
   e.type = std::move(type);
@@ -72,9 +72,8 @@ bool Backends::serves_locked(const Backend& b, const std::string& model) const {
   return false;
 }
 
-std::variant<Pick, server::ApiError> Backends::pick(const std::string& model,
-                                                    const std::string& key,
-                                                    std::span<const int> excluded, bool track) {
+std::variant<Pick, http::ApiError> Backends::pick(const std::string& model, const std::string& key,
+                                                  std::span<const int> excluded, bool track) {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t n = backends_.size();
   std::vector<BackendLoad> loads(n);
@@ -101,7 +100,7 @@ std::variant<Pick, server::ApiError> Backends::pick(const std::string& model,
   }
   const RouteDecision d = router_.choose(key, loads);
   if (d.backend < 0) {
-    server::ApiError e = api_error(
+    http::ApiError e = api_error(
         503,
         excluded.empty() ? "no healthy backend" + (model.empty() ? "" : " serves '" + model + "'")
                          : "the backend failed and no other healthy backend" +

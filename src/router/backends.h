@@ -28,9 +28,9 @@
 #include <variant>
 #include <vector>
 
+#include "http/api_error.h"
 #include "router/policy.h"
 #include "router/upstream.h"
-#include "server/api_error.h"
 
 namespace sluice::router {
 
@@ -66,8 +66,8 @@ class Backends {
   // counts the request in its load. `track`: a generation whose key enters the backend's tree
   // (and whose eviction reports are followed). Errors: 404 (no backend serves the model), 503
   // (none is healthy).
-  std::variant<Pick, server::ApiError> pick(const std::string& model, const std::string& key,
-                                            std::span<const int> excluded, bool track);
+  std::variant<Pick, http::ApiError> pick(const std::string& model, const std::string& key,
+                                          std::span<const int> excluded, bool track);
   // The request picked for `b` ended (whatever the outcome).
   void finish(int b);
   // A request to `b` failed before its answer started; `take_out`: the backend is unreachable.

@@ -7,18 +7,18 @@
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "http/api_error.h"
 #include "router/routing_key.h"
-#include "server/api_error.h"
 
 namespace sluice::router {
 namespace {
 
 using HandlerResponse = httplib::Server::HandlerResponse;
-using server::ApiError;
-using server::send_error;
-using server::send_json;
+using http::ApiError;
+using http::send_error;
+using http::send_json;
 
-using server::status_error;
+using http::status_error;
 
 // Headers that describe one hop, not the message (RFC 9110 7.6.1), plus what httplib adds to a
 // parsed request and the router's own tag.
@@ -193,7 +193,7 @@ void RouterServer::register_routes() {
         }
         return HandlerResponse::Handled;
       }));
-  server::answer_exceptions_with_500(http_, "router");
+  http::answer_exceptions_with_500(http_, "router");
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     // P/D: the decode workers are the ones that must answer (a prefill outage only costs
     // recomputation).
@@ -251,11 +251,11 @@ void RouterServer::register_routes() {
 void RouterServer::forward(const httplib::Request& req, httplib::Response& res, Kind kind) {
   const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
-    return send_error(res, server::bad_request("the request body is not a JSON object"));
+    return send_error(res, http::bad_request("the request body is not a JSON object"));
   }
   const bool generation = kind != Kind::kOther;
   const RequestInfo info = describe_request(body, kind == Kind::kChat);
-  const int client_fd = server::current_connection_socket();
+  const int client_fd = http::current_connection_socket();
   Wait wait;
   wait.timeout_ms = config_.upstream_timeout_s * 1000;
   wait.client_fd = client_fd;
@@ -409,7 +409,7 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
                                           : "the backend " + url + " broke off its answer",
                                       "server_error", "backend_error");
             std::string ev = st->last2 == "\n\n" || st->last2.empty() ? "" : "\n\n";
-            ev += "data: " + server::to_wire(e.to_json()) + "\n\ndata: [DONE]\n\n";
+            ev += "data: " + http::to_wire(e.to_json()) + "\n\ndata: [DONE]\n\n";
             sink.write(ev.data(), ev.size());
             sink.done();
             return true;

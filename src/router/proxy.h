@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "http/http_transport.h"
 #include "router/backends.h"
 #include "router/policy.h"
-#include "server/http_transport.h"
 
 namespace sluice::router {
 
@@ -56,7 +56,7 @@ struct RouterConfig {
   int connect_timeout_ms = 2000;
   int upstream_timeout_s = 600;  // longest silence of a backend within one answer
   BackendsOptions backends_options;
-  server::HttpLimits http;
+  http::HttpLimits http;
 };
 
 class RouterServer {
@@ -96,7 +96,7 @@ class RouterServer {
   std::atomic<uint64_t> pd_prefills_{0};
   std::atomic<uint64_t> pd_fallbacks_{0};
   std::atomic<uint64_t> pd_prefill_us_{0};
-  server::HttpServer http_;
+  http::HttpServer http_;
   std::thread listener_;
   std::thread health_;
   std::atomic<bool> stop_{false};

@@ -1,10 +1,5 @@
 #include "router/upstream.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,6 +10,7 @@
 #include <cstring>
 
 #include "base/strings.h"
+#include "net/socket.h"
 
 namespace sluice::router {
 namespace {
@@ -208,42 +204,9 @@ ResponseParser::Step ResponseParser::at_close() {
 // --- Connection ---------------------------------------------------------------------------------
 
 Result<std::unique_ptr<Connection>> Connection::open(const Endpoint& ep, int timeout_ms) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const std::string port = std::to_string(ep.port);
-  if (const int rc = ::getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-    return make_error("cannot resolve ", ep.host, ": ", ::gai_strerror(rc));
-  }
-  std::string why = "no address";
-  for (addrinfo* a = res; a; a = a->ai_next) {
-    const int fd =
-        ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) continue;
-    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      int err = ETIMEDOUT;
-      if (::poll(&p, 1, timeout_ms) > 0) {
-        socklen_t len = sizeof err;
-        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      }
-      rc = err == 0 ? 0 : -1;
-      errno = err;
-    }
-    if (rc != 0) {
-      why = std::strerror(errno);
-      ::close(fd);
-      continue;
-    }
-    int yes = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-    ::freeaddrinfo(res);
-    return std::unique_ptr<Connection>(new Connection(fd));
-  }
-  ::freeaddrinfo(res);
-  return make_error("cannot connect to ", ep.url, " (", why, ")");
+  Result<net::Fd> fd = net::connect_to(ep.host, ep.port, net::deadline_after(timeout_ms / 1000.0));
+  if (!fd.ok()) return make_error(ep.url, ": ", fd.message());
+  return std::unique_ptr<Connection>(new Connection(fd->release()));
 }
 
 Connection::~Connection() {

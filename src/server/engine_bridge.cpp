@@ -11,6 +11,10 @@
 #endif
 
 namespace sluice::server {
+
+using http::ApiError;
+using http::bad_request;
+using http::internal_error;
 namespace {
 
 using Clock = std::chrono::steady_clock;

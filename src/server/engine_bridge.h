@@ -35,7 +35,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
-#include "server/api_error.h"
+#include "http/api_error.h"
 #include "server/metrics.h"
 
 namespace sluice::server {
@@ -65,7 +65,7 @@ class RequestChannel {
   // Blocks until a terminal state, dropping events.
   State wait_terminal();
   State state() const;
-  ApiError error() const;
+  http::ApiError error() const;
   // Prompt tokens found in the prefix cache when the job was admitted (each distinct prompt
   // once, as usage.prompt_tokens counts them); set before the state leaves kPending.
   int64_t cached_tokens() const { return cached_tokens_.load(std::memory_order_acquire); }
@@ -76,13 +76,13 @@ class RequestChannel {
 
  private:
   friend class EngineBridge;
-  void deliver(std::vector<ChoiceEvent>&& events, State next, ApiError error = {});
+  void deliver(std::vector<ChoiceEvent>&& events, State next, http::ApiError error = {});
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<ChoiceEvent> events_;
   State state_ = State::kPending;
-  ApiError error_;
+  http::ApiError error_;
   uint64_t job_id_ = 0;  // set before the channel is shared
   std::atomic<int64_t> cached_tokens_{0};
   std::atomic<uint64_t> kv_handle_{0};
@@ -131,7 +131,7 @@ class EngineBridge {
   bool ready() const { return ready_.load(std::memory_order_acquire); }
 
   // Queues a job. Errors: 503 (not ready, shutting down), 429 (queue full).
-  std::variant<std::shared_ptr<RequestChannel>, ApiError> submit(GenerationJob job);
+  std::variant<std::shared_ptr<RequestChannel>, http::ApiError> submit(GenerationJob job);
   // Aborts the job at the next step boundary; its channel then ends kCancelled.
   void cancel(const RequestChannel& channel);
   // Runs `fn` on the engine thread between steps (read-only queries of engine state, e.g. KV
@@ -190,7 +190,8 @@ class EngineBridge {
   void run(const std::function<Result<Engine*>()>& load);
   void loop(Engine& engine);
   void admit(Engine& engine, Pending& p);
-  void end_job(Engine& engine, uint64_t job_id, RequestChannel::State state, const ApiError& error);
+  void end_job(Engine& engine, uint64_t job_id, RequestChannel::State state,
+               const http::ApiError& error);
   void poll_hangups(Engine& engine);
   void route_events(Engine& engine, std::vector<EngineEvent>& events, std::vector<Delivery>& out);
   void account_scheduled(Engine& engine);

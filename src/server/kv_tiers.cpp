@@ -10,6 +10,10 @@
 #include "server/metrics.h"
 
 namespace sluice::server {
+
+using http::ApiError;
+using http::bad_request;
+using http::status_error;
 namespace {
 
 constexpr int kProbeTimeoutMs = 30000;

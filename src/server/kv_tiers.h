@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "kv/kv_disk.h"
-#include "kv/kv_transfer.h"
-#include "server/api_error.h"
+#include "http/api_error.h"
+#include "kv_io/kv_disk.h"
+#include "kv_io/kv_transfer.h"
 #include "server/engine_bridge.h"
 
 namespace sluice::server {
@@ -80,7 +80,7 @@ struct KvTransferRequest {
   bool has_remote() const { return remote_handle != 0; }
 };
 // Absent field: nullopt. A malformed one: a 400.
-std::variant<std::optional<KvTransferRequest>, ApiError> parse_kv_transfer_params(
+std::variant<std::optional<KvTransferRequest>, http::ApiError> parse_kv_transfer_params(
     const nlohmann::json& body);
 
 // Counters of the decode side's pulls and the disk tier's reads (the servers' own stats live
@@ -107,11 +107,11 @@ class KvTiers {
   ServeRole role() const { return config_.role; }
   // HTTP thread: checks a request's kv_transfer_params against this role (400 when it asks
   // for something this role does not do).
-  std::optional<ApiError> check(const KvTransferRequest& request, bool stream) const;
+  std::optional<http::ApiError> check(const KvTransferRequest& request, bool stream) const;
   // HTTP thread: the K/V to import for `prompts` before they are admitted: pulled from the
   // remote prefill worker when `remote` names one, else read from the disk tier. A failed pull
   // is an error (502) under --kv-transfer-fail error, nothing (recompute) otherwise.
-  std::variant<std::vector<PrefixImport>, ApiError> prepare(
+  std::variant<std::vector<PrefixImport>, http::ApiError> prepare(
       const std::vector<std::vector<int32_t>>& prompts, const KvTransferRequest* remote);
   // The kv_transfer_params of a prefill answer (null when nothing was pinned).
   nlohmann::ordered_json transfer_params(const RequestChannel& done) const;
@@ -124,8 +124,8 @@ class KvTiers {
  private:
   KvTiers(const KvTierConfig& config, EngineBridge& bridge) : config_(config), bridge_(bridge) {}
   // Blocks [first, n) of `prompt`: probe what is cached here, then pull or read the rest.
-  std::variant<std::optional<PrefixImport>, ApiError> pull(const std::vector<int32_t>& prompt,
-                                                           const KvTransferRequest& remote);
+  std::variant<std::optional<PrefixImport>, http::ApiError> pull(const std::vector<int32_t>& prompt,
+                                                                 const KvTransferRequest& remote);
   std::optional<PrefixImport> read_disk(const std::vector<int32_t>& prompt);
   // Leading full blocks of `prompt` in the engine's prefix cache now (waits for the step in
   // progress); nullopt when the engine does not answer.

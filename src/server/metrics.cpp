@@ -4,6 +4,8 @@
 #include <cstdio>
 
 namespace sluice::server {
+
+using http::ConnectionStats;
 namespace {
 
 // Latency buckets: from a tiny model's sub-millisecond steps to minutes-long generations.

@@ -18,7 +18,7 @@
 
 #include "engine/engine.h"
 #include "grammar/grammar_cache.h"
-#include "server/http_transport.h"
+#include "http/http_transport.h"
 
 namespace sluice::server {
 
@@ -101,7 +101,7 @@ class ServerMetrics {
   void set_grammar_caches(std::vector<std::shared_ptr<const grammar::GrammarCache>> caches);
 
   EngineSnapshot engine() const;
-  std::string render(const ConnectionStats& conn) const;
+  std::string render(const http::ConnectionStats& conn) const;
 
  private:
   mutable std::mutex mu_;

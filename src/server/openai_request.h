@@ -18,7 +18,7 @@
 
 #include "engine/engine.h"
 #include "grammar/grammar_cache.h"
-#include "server/api_error.h"
+#include "http/api_error.h"
 #include "template/chat_template.h"
 #include "template/tool_calls.h"
 #include "tokenizer/tokenizer.h"
@@ -62,11 +62,11 @@ struct CompletionRequest {
   GenerationParams params_for(int index) const;
 };
 
-using ParseResult = std::variant<CompletionRequest, ApiError>;
+using ParseResult = std::variant<CompletionRequest, http::ApiError>;
 
 // Parses a request body (the JSON text). Nesting deeper than 64 levels is rejected before any
 // recursive processing.
-std::variant<nlohmann::json, ApiError> parse_json_body(const std::string& body);
+std::variant<nlohmann::json, http::ApiError> parse_json_body(const std::string& body);
 
 // `raw_body`: the body's text, when at hand: JSON schemas in it keep their key order (the
 // order a model is asked to write properties in); `body` has its keys sorted.
@@ -80,12 +80,12 @@ struct TokenizeResult {
   std::vector<std::string> pieces;  // with_pieces
   bool with_pieces = false;
 };
-std::variant<TokenizeResult, ApiError> parse_tokenize_request(const nlohmann::json& body,
-                                                              const ModelContext& model);
-std::variant<std::string, ApiError> parse_detokenize_request(const nlohmann::json& body,
-                                                             const ModelContext& model);
+std::variant<TokenizeResult, http::ApiError> parse_tokenize_request(const nlohmann::json& body,
+                                                                    const ModelContext& model);
+std::variant<std::string, http::ApiError> parse_detokenize_request(const nlohmann::json& body,
+                                                                   const ModelContext& model);
 
 // 404 model_not_found unless `body.model` is absent, null or one of the served names.
-std::optional<ApiError> check_model(const nlohmann::json& body, const ModelContext& model);
+std::optional<http::ApiError> check_model(const nlohmann::json& body, const ModelContext& model);
 
 }  // namespace sluice::server

@@ -8,6 +8,9 @@
 #include "grammar/regex.h"
 
 namespace sluice::server {
+
+using http::ApiError;
+using http::bad_request;
 namespace {
 
 using json = nlohmann::json;

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "grammar/expr.h"
-#include "server/api_error.h"
+#include "http/api_error.h"
 #include "server/openai_request.h"
 #include "template/tool_calls.h"
 
@@ -39,10 +39,9 @@ struct Tool {
 // params.render_special, tool_format) and returns the tools for the chat template (null when
 // none). `chat`: tools are a chat-only feature.
 // `raw_body` (may be empty): the body's text, re-read with key order kept when a schema is given.
-std::variant<nlohmann::json, ApiError> parse_structured_output(const nlohmann::json& body,
-                                                               const ModelContext& m, bool chat,
-                                                               CompletionRequest& r,
-                                                               const std::string& raw_body = "");
+std::variant<nlohmann::json, http::ApiError> parse_structured_output(
+    const nlohmann::json& body, const ModelContext& m, bool chat, CompletionRequest& r,
+    const std::string& raw_body = "");
 
 // The grammar of tool calls in `syntax`: one call (or, `parallel`, one or more) to one of
 // `tools`, with arguments valid under its parameters schema.

@@ -10,6 +10,15 @@
 #include "server/streaming.h"
 
 namespace sluice::server {
+
+using http::answer_exceptions_with_500;
+using http::ApiError;
+using http::bad_request;
+using http::declares_body_over;
+using http::internal_error;
+using http::send_error;
+using http::send_json;
+using http::status_error;
 namespace {
 
 using HandlerResponse = httplib::Server::HandlerResponse;

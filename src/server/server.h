@@ -20,8 +20,8 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "http/http_transport.h"
 #include "server/engine_bridge.h"
-#include "server/http_transport.h"
 #include "server/kv_tiers.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
@@ -54,7 +54,7 @@ struct ServerConfig {
   // first. Empty: ServedModel::name alone.
   std::vector<std::string> served_model_names;
   std::string chat_template;  // template source overriding the model's ("" -> the model's)
-  HttpLimits http;
+  http::HttpLimits http;
   // Disaggregated serving and the disk tier: --role, --kv-transfer-*, --kv-disk-*.
   KvTierConfig kv;
 };
@@ -109,7 +109,7 @@ class Server {
   // Written by the engine thread before ready, like served_; destroyed before bridge_.
   std::unique_ptr<KvTiers> kv_tiers_;
   RouteLog routes_;  // prompts of router-tagged requests (GET /v1/cache/routes)
-  HttpServer http_;
+  http::HttpServer http_;
   std::thread listener_;
   int port_ = 0;
   bool stopped_accepting_ = false;

@@ -2,10 +2,16 @@
 
 #include <memory>
 
-#include "server/http_transport.h"
+#include "http/http_transport.h"
 #include "server/openai_response.h"
 
 namespace sluice::server {
+
+using http::ApiError;
+using http::current_connection_socket;
+using http::send_error;
+using http::send_json;
+using http::to_wire;
 namespace {
 
 using State = RequestChannel::State;

@@ -54,7 +54,7 @@ std::string real_sluice_metrics() {
   t.tokens = {20.0003, 20.0023, 20.0043, 20.0063};
   t.finished = 20.0063;
   m.observe_finished(t, FinishReason::kStop);
-  server::ConnectionStats conn;
+  http::ConnectionStats conn;
   return m.render(conn);
 }
 

@@ -261,7 +261,7 @@ TEST(RouterProxy, WholeAnswerBrokenMidwayIsA502) {
 // A backend answer that waits for its client to hang up; says whether it saw that.
 FakeBackend::Handler wait_for_hangup(std::atomic<bool>& saw, bool stream) {
   return [&saw, stream](const httplib::Request&, httplib::Response& res) {
-    const int fd = server::current_connection_socket();
+    const int fd = http::current_connection_socket();
     auto wait = [&saw, fd] {
       pollfd p{fd, POLLRDHUP, 0};
       if (::poll(&p, 1, 5000) > 0) saw = true;

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "http/http_transport.h"
 #include "router/proxy.h"
-#include "server/http_transport.h"
 #include "server/server_test_util.h"
 
 namespace sluice::test {
@@ -25,7 +25,7 @@ struct FakeBackend {
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
   explicit FakeBackend(std::string name_, std::vector<std::string> models_ = {"fake-model"})
-      : name(std::move(name_)), models(std::move(models_)), http(server::HttpLimits{}) {
+      : name(std::move(name_)), models(std::move(models_)), http(http::HttpLimits{}) {
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       std::this_thread::sleep_for(std::chrono::milliseconds(health_delay_ms.load()));
       res.status = health_status.load();
@@ -114,7 +114,7 @@ struct FakeBackend {
 
   std::string name;
   std::vector<std::string> models;
-  server::HttpServer http;
+  http::HttpServer http;
   std::thread thread;
   int port = 0;
   Handler generate;  // guarded by mu: use set_generate()

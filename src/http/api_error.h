@@ -4,14 +4,14 @@
 //   {"error": {"message": "'temperature' must be in [0, 2] (got 3)",
 //              "type": "invalid_request_error", "param": "temperature", "code": null}}
 //
-// Every failure the server reports goes through ApiError, so the status code, the type and the
-// body stay consistent across endpoints (docs/server.md lists them).
+// Every failure the server and the router report goes through ApiError, so the status code, the
+// type and the body stay consistent across endpoints (docs/server.md lists them).
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace sluice::server {
+namespace sluice::http {
 
 struct ApiError {
   int status = 400;
@@ -35,4 +35,4 @@ ApiError status_error(int status, std::string message, std::string type, std::st
 // (token pieces of byte-level vocabularies can be partial characters).
 std::string to_wire(const nlohmann::ordered_json& j);
 
-}  // namespace sluice::server
+}  // namespace sluice::http

@@ -1,4 +1,4 @@
-#include "kv/kv_socket.h"
+#include "net/socket.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -10,10 +10,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <system_error>
 
-namespace sluice::kv_socket {
+namespace sluice::net {
 
 Deadline deadline_after(double seconds) {
   // Clamped so that an absurd timeout cannot overflow the clock's representation.
@@ -53,9 +54,20 @@ std::string Io::text() const {
   return "?";
 }
 
-namespace {
+int poll_one(int fd, short events, int timeout_ms) {
+  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    pollfd p{fd, events, 0};
+    const int r = ::poll(&p, 1, timeout_ms);
+    if (r > 0) return p.revents;
+    if (r == 0) return 0;
+    if (errno != EINTR) return -1;
+    timeout_ms = int(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now())
+               .count()));
+  }
+}
 
-// Waits for `events` on fd until `d`. kOk when ready, or in error (the next call reports it).
 Io wait_for(int fd, short events, Deadline d) {
   while (true) {
     const int ms = ms_left(d);
@@ -66,6 +78,38 @@ Io wait_for(int fd, short events, Deadline d) {
     if (r < 0 && errno != EINTR) return Io{Io::kError, errno};
   }
 }
+
+void address_of(const sockaddr_storage& a, std::string& ip, int& port) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
+    ::inet_ntop(AF_INET, &v4.sin_addr, buf, sizeof buf);
+    port = ntohs(v4.sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
+    ::inet_ntop(AF_INET6, &v6.sin6_addr, buf, sizeof buf);
+    port = ntohs(v6.sin6_port);
+  }
+  ip = buf;
+}
+
+bool peer_address(int fd, std::string& ip, int& port) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
+  address_of(a, ip, port);
+  return true;
+}
+
+bool local_address(int fd, std::string& ip, int& port) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
+  address_of(a, ip, port);
+  return true;
+}
+
+namespace {
 
 // Drops the first `n` bytes of iov[first, count), moving `first` past the exhausted entries.
 void advance(iovec* iov, size_t count, size_t& first, size_t n) {
@@ -161,7 +205,7 @@ void set_timeout_option(int fd, int name, double seconds) {
   (void)::setsockopt(fd, SOL_SOCKET, name, &tv, sizeof tv);
 }
 
-Result<Fd> connect_to(const std::string& host, int port, Deadline d) {
+Result<Fd> connect_to(const std::string& host, int port, Deadline d, int recv_buffer_bytes) {
   SLUICE_ASSIGN_OR_RETURN(addrinfo * list, resolve(host, port, false));
   std::string last = "no address";
   Fd out;
@@ -172,7 +216,8 @@ Result<Fd> connect_to(const std::string& host, int port, Deadline d) {
       continue;
     }
     set_int_option(fd.get(), IPPROTO_TCP, TCP_NODELAY, 1);
-    set_int_option(fd.get(), SOL_SOCKET, SO_RCVBUF, kBufferBytes);  // before the SYN: window
+    if (recv_buffer_bytes > 0)  // before the SYN: it sizes the window
+      set_int_option(fd.get(), SOL_SOCKET, SO_RCVBUF, recv_buffer_bytes);
     if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) {
       out = std::move(fd);
       break;
@@ -200,7 +245,8 @@ Result<Fd> connect_to(const std::string& host, int port, Deadline d) {
   return out;
 }
 
-Result<Fd> listen_on(const std::string& host, int port, int backlog, int& bound_port) {
+Result<Fd> listen_on(const std::string& host, int port, int backlog, int& bound_port,
+                     int buffer_bytes) {
   SLUICE_ASSIGN_OR_RETURN(addrinfo * list, resolve(host, port, true));
   std::string last = "no address";
   Fd out;
@@ -212,8 +258,10 @@ Result<Fd> listen_on(const std::string& host, int port, int backlog, int& bound_
     }
     set_int_option(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1);
     // Inherited by accepted sockets (the receive buffer sizes the window: before the handshake).
-    set_int_option(fd.get(), SOL_SOCKET, SO_SNDBUF, kBufferBytes);
-    set_int_option(fd.get(), SOL_SOCKET, SO_RCVBUF, kBufferBytes);
+    if (buffer_bytes > 0) {
+      set_int_option(fd.get(), SOL_SOCKET, SO_SNDBUF, buffer_bytes);
+      set_int_option(fd.get(), SOL_SOCKET, SO_RCVBUF, buffer_bytes);
+    }
     if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), backlog) != 0) {
       last = errno_text(errno);
       continue;
@@ -233,4 +281,4 @@ Result<Fd> listen_on(const std::string& host, int port, int backlog, int& bound_
   return out;
 }
 
-}  // namespace sluice::kv_socket
+}  // namespace sluice::net

@@ -1,5 +1,5 @@
-// The KV transfer server and puller (kv_transfer.h) over kv_socket's bounded I/O.
-#include "kv/kv_transfer.h"
+// The KV transfer server and puller (kv_transfer.h) over net/'s bounded socket I/O.
+#include "kv_io/kv_transfer.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -18,12 +18,15 @@
 #include <system_error>
 
 #include "base/crc32c.h"
-#include "kv/kv_socket.h"
+#include "net/socket.h"
 
 namespace sluice {
 namespace {
 
-using namespace kv_socket;
+using namespace net;
+
+// Socket buffers for block streams (the kernel caps them at net.core.{w,r}mem_max).
+constexpr int kSocketBufferBytes = 4 << 20;
 
 // Blocks go out in groups of about this many bytes: one sendmsg (and one crc pass over data
 // that stays in cache) per group rather than per block when blocks are small.
@@ -117,8 +120,8 @@ Result<std::unique_ptr<KvTransferServer>> KvTransferServer::start(
   if (::pipe2(s->wake_fds_, O_CLOEXEC | O_NONBLOCK) != 0)
     return make_error(where, ": cannot create a pipe: ", errno_text(errno));
 
-  auto listener =
-      listen_on(options.host, options.port, std::max(options.max_connections, 16), s->port_);
+  auto listener = listen_on(options.host, options.port, std::max(options.max_connections, 16),
+                            s->port_, kSocketBufferBytes);
   if (!listener.ok()) return make_error(where, ": ", listener.message());
   s->listen_fd_ = listener->release();
   s->accept_thread_ = std::thread(&KvTransferServer::accept_loop, s.get());
@@ -531,7 +534,7 @@ Result<KvPullResult> kv_pull(const KvPullRequest& req) {
     return make_error(where, ": timed out after ", seconds_text(req.timeout_s), " s ", what);
   };
 
-  auto connected = connect_to(req.host, req.port, deadline);
+  auto connected = connect_to(req.host, req.port, deadline, kSocketBufferBytes);
   if (!connected.ok()) return make_error(where, ": ", connected.message());
   const Fd fd = std::move(connected).value();
 

@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "kv/kv_transfer.h"
+#include "kv_io/kv_transfer.h"
 
 namespace sluice {
 namespace {

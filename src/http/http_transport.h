@@ -1,5 +1,6 @@
-// The HTTP transport: cpp-httplib's router and request parser over a connection layer of our
-// own, sized for hundreds of long-lived streams on a small machine.
+// The HTTP transport of `sluice serve` and `sluice router`: cpp-httplib's router and request
+// parser over a connection layer of our own, sized for hundreds of long-lived streams on a small
+// machine.
 //
 // Why not httplib's defaults: its ThreadPool has max(8, cores - 1) workers and a connection
 // holds its worker for as long as it is open, so the 9th concurrent SSE stream would wait for
@@ -39,9 +40,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "server/api_error.h"
+#include "http/api_error.h"
 
-namespace sluice::server {
+namespace sluice::http {
 
 // Answers `res` with a JSON body / an OpenAI-shaped error (and Retry-After when it has one).
 void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& body);
@@ -130,4 +131,4 @@ class HttpServer final : public httplib::Server {
   std::shared_ptr<ConnectionStats> stats_;
 };
 
-}  // namespace sluice::server
+}  // namespace sluice::http

@@ -1,6 +1,5 @@
-#include "server/http_transport.h"
+#include "http/http_transport.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -14,43 +13,15 @@
 #include <cstring>
 
 #include "base/log.h"
-#include "server/api_error.h"
+#include "http/api_error.h"
+#include "net/socket.h"
 
-namespace sluice::server {
+namespace sluice::http {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
 thread_local int t_connection_socket = -1;
-
-// poll() one descriptor, retrying on EINTR with the remaining time. Returns revents (0 on
-// timeout, -1 on error).
-int poll_one(int fd, short events, int timeout_ms) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (true) {
-    pollfd p{fd, events, 0};
-    const int r = ::poll(&p, 1, timeout_ms);
-    if (r > 0) return p.revents;
-    if (r == 0) return 0;
-    if (errno != EINTR) return -1;
-    timeout_ms = int(std::max<int64_t>(
-        0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
-  }
-}
-
-void address_of(const sockaddr_storage& a, std::string& ip, int& port) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (a.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
-    ::inet_ntop(AF_INET, &v4.sin_addr, buf, sizeof buf);
-    port = ntohs(v4.sin_port);
-  } else if (a.ss_family == AF_INET6) {
-    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
-    ::inet_ntop(AF_INET6, &v6.sin6_addr, buf, sizeof buf);
-    port = ntohs(v6.sin6_port);
-  }
-  ip = buf;
-}
 
 // One TCP connection as httplib sees it. Reads are buffered (httplib's line reader asks for
 // one byte at a time) and bounded in time; the request line and headers are bounded in size
@@ -82,7 +53,7 @@ class ConnectionStream final : public httplib::Stream {
   }
 
   bool is_writable() const override {
-    const int ev = poll_one(fd_, POLLOUT, limits_.write_timeout_s * 1000);
+    const int ev = net::poll_one(fd_, POLLOUT, limits_.write_timeout_s * 1000);
     return ev > 0 && (ev & POLLOUT) && !(ev & (POLLHUP | POLLERR));
   }
 
@@ -124,7 +95,7 @@ class ConnectionStream final : public httplib::Stream {
   ssize_t write(const char* ptr, size_t size) override {
     size_t done = 0;
     while (done < size) {
-      const int ev = poll_one(fd_, POLLOUT, limits_.write_timeout_s * 1000);
+      const int ev = net::poll_one(fd_, POLLOUT, limits_.write_timeout_s * 1000);
       if (ev <= 0 || (ev & (POLLHUP | POLLERR)) || !(ev & POLLOUT)) return -1;
       const ssize_t n = ::send(fd_, ptr + done, size - done, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
@@ -137,14 +108,10 @@ class ConnectionStream final : public httplib::Stream {
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage a{};
-    socklen_t len = sizeof a;
-    if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) address_of(a, ip, port);
+    (void)net::peer_address(fd_, ip, port);
   }
   void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage a{};
-    socklen_t len = sizeof a;
-    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) address_of(a, ip, port);
+    (void)net::local_address(fd_, ip, port);
   }
   socket_t socket() const override { return fd_; }
 
@@ -163,7 +130,7 @@ class ConnectionStream final : public httplib::Stream {
     while (!stopping_()) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      const int ev = poll_one(fd_, POLLIN, int(std::clamp<int64_t>(left, 0, 100)));
+      const int ev = net::poll_one(fd_, POLLIN, int(std::clamp<int64_t>(left, 0, 100)));
       if (ev < 0) return false;
       if (ev != 0) return true;
       if (left <= 0) return false;
@@ -358,10 +325,7 @@ HttpServer::HttpServer(const HttpLimits& limits)
   set_keep_alive_max_count(size_t(std::max(1, limits_.keep_alive_max_requests)));
   // httplib's default also sets SO_REUSEPORT, which would let a second server bind the same
   // port silently; SO_REUSEADDR alone allows quick restarts.
-  set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
+  set_socket_options([](socket_t sock) { net::set_int_option(sock, SOL_SOCKET, SO_REUSEADDR, 1); });
 }
 
 Result<int> HttpServer::bind_port(const std::string& host, int port) {
@@ -386,8 +350,7 @@ void HttpServer::serve() {
 }
 
 bool HttpServer::process_and_close_socket(socket_t sock) {
-  int yes = 1;
-  ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+  net::set_int_option(sock, IPPROTO_TCP, TCP_NODELAY, 1);
   t_connection_socket = sock;
   auto stopping = [this] { return svr_sock_ == INVALID_SOCKET; };
   ConnectionStream stream(sock, limits_, stopping);
@@ -412,7 +375,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
   return ret;
 }
 
-}  // namespace sluice::server
+}  // namespace sluice::http
 
 #if defined(__SANITIZE_THREAD__)
 // ThreadSanitizer builds: Debian's cpp-httplib is a prebuilt, uninstrumented library. The

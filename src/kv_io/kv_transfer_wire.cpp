@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "base/crc32c.h"
-#include "kv/kv_transfer.h"
+#include "kv_io/kv_transfer.h"
 
 namespace sluice {
 

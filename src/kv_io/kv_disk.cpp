@@ -1,4 +1,4 @@
-#include "kv/kv_disk.h"
+#include "kv_io/kv_disk.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "base/crc32c.h"
-#include "kv/kv_disk.h"
+#include "kv_io/kv_disk.h"
 #include "test_util.h"
 
 extern char** environ;

@@ -1,6 +1,6 @@
-#include "server/api_error.h"
+#include "http/api_error.h"
 
-namespace sluice::server {
+namespace sluice::http {
 
 nlohmann::ordered_json ApiError::to_json() const {
   nlohmann::ordered_json e;
@@ -43,4 +43,4 @@ std::string to_wire(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-}  // namespace sluice::server
+}  // namespace sluice::http

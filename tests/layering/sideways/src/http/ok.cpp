@@ -1,0 +1,1 @@
+// Fixture: http/ exists, so that server/ok.cpp's include of it is checked.

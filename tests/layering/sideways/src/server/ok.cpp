@@ -1,0 +1,2 @@
+// Fixture: server/ including the shared HTTP floor is allowed.
+#include "http/http_transport.h"
