@@ -131,8 +131,7 @@ void llama_forward(const ModelConfig& config, const ModelWeights& weights, Forwa
 // The end of every family's step: a stage before the last hands the residual stream x on;
 // the last computes the logits of the rows that asked (the output norm, the output matrix,
 // config.final_softcap).
-void forward_output(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops,
-                    Act x);
+void forward_output(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops, Act x);
 
 // Qwen3.5 hybrids (arch_qwen35.cpp): Gated DeltaNet layers and gated attention layers.
 void qwen35_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
