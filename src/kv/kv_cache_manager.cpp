@@ -445,6 +445,7 @@ bool KvCacheManager::fork(RequestId parent, RequestId child) {
     free_states_.pop_back();
     state_copies_.push_back({it->second.state_slot, t.state_slot});
   }
+  t.rolling = 0;  // the parent's rolling checkpoint stays the parent's
   // The released leading blocks stay released (kNoBlock) in the child too.
   for (int32_t g = 0; g < n_groups(); ++g) {
     const std::vector<BlockId>& row = t.blocks[size_t(g)];
