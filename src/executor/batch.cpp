@@ -231,42 +231,56 @@ void Batch::clear() {
   state_copies.clear();
 }
 
+namespace {
+
+// Appends one sequence whose block table of group g is row(g) (n_groups of them, one length).
+template <class Row>
+void append_sequence(Batch& b, std::span<const int32_t> tokens, int32_t n_computed,
+                     int32_t n_groups, Row row, LogitsMode logits, int32_t state_slot) {
+  BatchSequence s;
+  s.token_start = b.n_tokens();
+  s.n_new_tokens = int32_t(tokens.size());
+  s.context_len = n_computed + s.n_new_tokens;
+  s.block_table_start = int32_t(b.block_tables.size());
+  s.n_blocks = n_groups > 0 ? int32_t(row(0).size()) : 0;
+  s.logits = logits;
+  s.state_slot = state_slot;
+  for (int32_t j = 0; j < s.n_new_tokens; ++j) {
+    const int32_t pos = n_computed + j;
+    b.token_ids.push_back(tokens[size_t(j)]);
+    b.positions.push_back(pos);
+    // A table too short for the step gets block -1 here, which the executor rejects.
+    const size_t blk = size_t(pos / b.block_size);
+    for (int32_t g = 0; g < n_groups; ++g) {
+      const std::span<const int32_t> table = row(g);
+      b.kv_slots.push_back({blk < table.size() ? table[blk] : -1, pos % b.block_size});
+    }
+  }
+  for (int32_t g = 0; g < n_groups; ++g) {
+    const std::span<const int32_t> table = row(g);
+    assert(int32_t(table.size()) == s.n_blocks);
+    b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
+  }
+  b.seqs.push_back(s);
+}
+
+}  // namespace
+
 void Batch::add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
                          std::span<const int32_t> block_table, LogitsMode logits,
                          int32_t state_slot) {
   assert(n_kv_groups == 1);
-  const std::vector<int32_t> one(block_table.begin(), block_table.end());
-  add_sequence(tokens, n_computed, std::span<const std::vector<int32_t>>(&one, 1), logits,
-               state_slot);
+  append_sequence(
+      *this, tokens, n_computed, 1, [&](int32_t) { return block_table; }, logits, state_slot);
 }
 
 void Batch::add_sequence(std::span<const int32_t> tokens, int32_t n_computed,
                          std::span<const std::vector<int32_t>> tables, LogitsMode logits,
                          int32_t state_slot) {
   assert(int32_t(tables.size()) == n_kv_groups);
-  BatchSequence s;
-  s.token_start = n_tokens();
-  s.n_new_tokens = int32_t(tokens.size());
-  s.context_len = n_computed + s.n_new_tokens;
-  s.block_table_start = int32_t(block_tables.size());
-  s.n_blocks = tables.empty() ? 0 : int32_t(tables[0].size());
-  s.logits = logits;
-  s.state_slot = state_slot;
-  for (int32_t j = 0; j < s.n_new_tokens; ++j) {
-    const int32_t pos = n_computed + j;
-    token_ids.push_back(tokens[size_t(j)]);
-    positions.push_back(pos);
-    // A table too short for the step gets block -1 here, which the executor rejects.
-    const size_t b = size_t(pos / block_size);
-    for (const std::vector<int32_t>& table : tables) {
-      kv_slots.push_back({b < table.size() ? table[b] : -1, pos % block_size});
-    }
-  }
-  for (const std::vector<int32_t>& table : tables) {
-    assert(int32_t(table.size()) == s.n_blocks);
-    block_tables.insert(block_tables.end(), table.begin(), table.end());
-  }
-  seqs.push_back(s);
+  append_sequence(
+      *this, tokens, n_computed, int32_t(tables.size()),
+      [&](int32_t g) { return std::span<const int32_t>(tables[size_t(g)]); }, logits, state_slot);
 }
 
 Status validate_batch(const Batch& b, const ExecutorCapacity& cap) {

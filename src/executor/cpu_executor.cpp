@@ -135,8 +135,9 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
     e->n_state_slots_ =
         (options.n_state_slots > 0 ? options.n_state_slots : 16) + e->n_state_checkpoints_;
     e->state_floats_ = c.recurrent.state_floats();
+    e->state_index_.assign(size_t(c.n_layer), -1);
     for (int il = c.layer_begin; il < c.stage_layer_end(); ++il) {
-      e->n_stage_recurrent_ += c.layer_recurrent[size_t(il)] ? 1 : 0;
+      if (c.layer_recurrent[size_t(il)]) e->state_index_[size_t(il)] = e->n_stage_recurrent_++;
     }
     e->states_.assign(
         size_t(e->n_state_slots_) * size_t(e->n_stage_recurrent_) * size_t(e->state_floats_), 0.0f);
@@ -157,9 +158,8 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
 }
 
 float* CpuExecutor::layer_state(int32_t slot, int il) {
-  const ModelConfig& c = model_.config();
-  const int i = c.recurrent_index(il) - c.recurrent_index(c.layer_begin);
-  return states_.data() + (int64_t(slot) * n_stage_recurrent_ + i) * state_floats_;
+  return states_.data() +
+         (int64_t(slot) * n_stage_recurrent_ + state_index_[size_t(il)]) * state_floats_;
 }
 
 ExecutorCapacity CpuExecutor::capacity() const {

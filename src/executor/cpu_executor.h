@@ -129,8 +129,9 @@ class CpuExecutor final : public Executor {
   std::vector<float> states_;
   int32_t n_state_slots_ = 0;  // running sequences' and checkpoints'
   int32_t n_state_checkpoints_ = 0;
-  int64_t state_floats_ = 0;   // one layer's, one sequence's
-  int n_stage_recurrent_ = 0;  // recurrent layers this stage runs
+  int64_t state_floats_ = 0;      // one layer's, one sequence's
+  int n_stage_recurrent_ = 0;     // recurrent layers this stage runs
+  std::vector<int> state_index_;  // [n_layer] a recurrent layer's index in a slot (-1: none)
   float* layer_state(int32_t slot, int il);
   std::vector<float> rope_inv_freq_;      // [n_rot / 2]
   std::vector<float> rope_inv_freq_swa_;  // [n_rot / 2] windowed layers' (rope_theta_swa > 0)

@@ -149,18 +149,6 @@ struct ModelConfig : ModelShape {
     }
     return false;
   }
-  // Recurrent layers this stage runs, and layer il's index among the model's recurrent layers.
-  int n_recurrent_layers() const {
-    int n = 0;
-    for (uint8_t r : layer_recurrent) n += r ? 1 : 0;
-    return n;
-  }
-  int recurrent_index(int il) const {
-    int n = 0;
-    for (int i = 0; i < il; ++i) n += layer_recurrent[size_t(i)] ? 1 : 0;
-    return n;
-  }
-
   // What cache state layer il keeps (base/cache_layout.h).
   LayerKind layer_kind(int il) const {
     if (size_t(il) < layer_recurrent.size() && layer_recurrent[size_t(il)]) {
