@@ -464,12 +464,17 @@ void ToolCallParser::fail(const std::string& why) {
   mode_ = Mode::kPlain;
 }
 
-std::string ToolCallParser::make_id() {
-  const size_t n = syntax_.id_length ? syntax_.id_length : 24;
+std::string make_tool_call_id(std::mt19937_64& rng, size_t length) {
+  const size_t n = length ? length : 24;
   std::uniform_int_distribution<size_t> pick(0, kAlnum.size() - 1);
+  std::string id = length ? "" : "call_";
+  for (size_t i = 0; i < n; ++i) id += kAlnum[pick(rng)];
+  return id;
+}
+
+std::string ToolCallParser::make_id() {
   for (;;) {
-    std::string id = syntax_.id_length ? "" : "call_";
-    for (size_t i = 0; i < n; ++i) id += kAlnum[pick(rng_)];
+    std::string id = make_tool_call_id(rng_, syntax_.id_length);
     if (std::find(ids_.begin(), ids_.end(), id) == ids_.end()) {
       ids_.push_back(id);
       return id;
@@ -528,6 +533,9 @@ ParsedToolCalls collect_tool_call_events(const std::vector<ToolCallEvent>& event
       case ToolCallEvent::Kind::kInvalidCall:
         if (!out.invalid) out.error = e.text;
         out.invalid = true;
+        break;
+      case ToolCallEvent::Kind::kReasoning:
+        out.reasoning += e.text;
         break;
     }
   }

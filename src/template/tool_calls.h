@@ -74,6 +74,9 @@ struct ToolCallSyntax {
 
 ToolCallSyntax tool_call_syntax(ToolCallFormat format);
 
+// A tool call id: "call_" + 24 alphanumerics, or (`length` > 0) exactly `length` alphanumerics.
+std::string make_tool_call_id(std::mt19937_64& rng, size_t length);
+
 // One thing the parser learned. Events of one call come in order begin, arguments*, end; the
 // arguments fragments of a call concatenate to its arguments object exactly as the model wrote
 // it (valid JSON), which is what OpenAI's `function.arguments` carries.
@@ -86,6 +89,7 @@ struct ToolCallEvent {
     kInvalidCall,  // index (-1 when the call never began), text: why; a call that never began
                    // has its text follow as kContent (one that began keeps what was reported of
                    // it: its name and arguments so far); no more calls are recognized after
+    kReasoning,    // text: the model's reasoning (MessageParser, reasoning.h; never from here)
   };
   Kind kind = Kind::kContent;
   int index = -1;    // the call's position in this message: 0, 1, ...
@@ -207,6 +211,7 @@ struct ToolCall {
 };
 struct ParsedToolCalls {
   std::string content;          // all kContent text
+  std::string reasoning;        // all kReasoning text (MessageParser)
   std::vector<ToolCall> calls;  // the calls that ended, in order
   bool invalid = false;         // a kInvalidCall was seen
   std::string error;            // its reason

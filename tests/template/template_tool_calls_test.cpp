@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "message_events.h"
 #include "template/tool_calls.h"
 #include "test_util.h"
 
@@ -19,21 +20,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 using Kind = ToolCallEvent::Kind;
-
-// Events with adjacent content (and adjacent arguments of one call) merged: the form that does
-// not depend on how the text was split.
-std::vector<ToolCallEvent> merged(const std::vector<ToolCallEvent>& events) {
-  std::vector<ToolCallEvent> out;
-  for (const ToolCallEvent& e : events) {
-    if (!out.empty() && out.back().kind == e.kind && out.back().index == e.index &&
-        (e.kind == Kind::kContent || e.kind == Kind::kArguments)) {
-      out.back().text += e.text;
-    } else {
-      out.push_back(e);
-    }
-  }
-  return out;
-}
 
 std::vector<ToolCallEvent> run(ToolCallFormat format, const std::vector<std::string_view>& pieces) {
   ToolCallParser parser(format, 42);
@@ -45,15 +31,7 @@ std::vector<ToolCallEvent> run(ToolCallFormat format, const std::vector<std::str
   return events;
 }
 
-std::string describe(const std::vector<ToolCallEvent>& events) {
-  std::string out;
-  for (const ToolCallEvent& e : events) {
-    const char* kinds[] = {"content", "begin", "args", "end", "invalid"};
-    out += std::string(kinds[int(e.kind)]) + "[" + std::to_string(e.index) + "] " + e.name + " '" +
-           e.text + "'\n";
-  }
-  return out;
-}
+using test::describe;
 
 // Events of one call: begin, arguments*, end (or invalid), indices 0, 1, ... in order, unique
 // ids; the arguments of an ended call are a JSON object.
@@ -100,6 +78,9 @@ void expect_well_formed(const std::vector<ToolCallEvent>& events, ToolCallFormat
         EXPECT_FALSE(e.text.empty());
         open = -1;
         break;
+      case Kind::kReasoning:
+        ADD_FAILURE() << "the tool-call parser emitted reasoning";
+        break;
     }
   }
   EXPECT_EQ(open, -1) << "a call neither ended nor failed";
@@ -107,34 +88,9 @@ void expect_well_formed(const std::vector<ToolCallEvent>& events, ToolCallFormat
 
 // Parses `text` whole, then at every single split point, then in random chunks; all must agree.
 std::vector<ToolCallEvent> parse_every_way(ToolCallFormat format, std::string_view text) {
-  const std::vector<ToolCallEvent> whole = merged(run(format, {text}));
+  std::vector<ToolCallEvent> whole = test::parse_every_way(
+      [format](const std::vector<std::string_view>& pieces) { return run(format, pieces); }, text);
   expect_well_formed(whole, format);
-  for (size_t k = 0; k <= text.size(); ++k) {
-    auto split = merged(run(format, {text.substr(0, k), text.substr(k)}));
-    if (split != whole) {
-      ADD_FAILURE() << "split at " << k << " of '" << text << "':\n"
-                    << describe(split) << "whole:\n"
-                    << describe(whole);
-      return whole;
-    }
-  }
-  std::mt19937 rng(7);
-  for (int trial = 0; trial < 40; ++trial) {
-    std::vector<std::string_view> pieces;
-    const size_t max_chunk = trial == 0 ? 1 : 1 + rng() % 8;  // trial 0: 1-byte chunks
-    for (size_t i = 0; i < text.size();) {
-      size_t n = std::min(text.size() - i, 1 + rng() % max_chunk);
-      pieces.push_back(text.substr(i, n));
-      i += n;
-    }
-    auto chunked = merged(run(format, pieces));
-    if (chunked != whole) {
-      ADD_FAILURE() << "random chunks (trial " << trial << ") of '" << text << "':\n"
-                    << describe(chunked) << "whole:\n"
-                    << describe(whole);
-      return whole;
-    }
-  }
   return whole;
 }
 
