@@ -209,6 +209,17 @@ void register_serve(CLI::App& app, int& exit_code) {
                   "stem of MODEL, e.g. stories260K)");
   cmd->add_option("--chat-template", o->chat_template_file,
                   "Jinja chat template file (default: the model's tokenizer.chat_template)");
+  cmd->add_option("--reasoning-format", o->server.reasoning_format,
+                  "Reasoning models: auto (split the thinking from the answer: reasoning_content, "
+                  "Responses reasoning items, Anthropic thinking blocks) or none (leave it in the "
+                  "text)")
+      ->check(CLI::IsMember({"auto", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--reasoning-budget", o->server.reasoning_budget,
+                  "Thinking tokens at most before the answer is forced (-1: no budget; requests "
+                  "may set reasoning_budget or thinking.budget_tokens)")
+      ->check(CLI::Range(-1, 1 << 30))
+      ->capture_default_str();
   cmd->add_option("--http-threads", o->http_threads,
                   "Concurrent connections served at most (one thread each)")
       ->capture_default_str();

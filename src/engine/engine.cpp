@@ -185,6 +185,7 @@ Result<std::vector<RequestId>> Engine::add_request_group(
               std::move(samplers[i]),
               StreamingDecoder(tokenizer_, decode_options(params[i])),
               StopMatcher(params[i].stop),
+              ReasoningBudget(params[i].reasoning),
               int32_t(prompt.size()),
               0,
               {}};
@@ -238,10 +239,19 @@ void Engine::finish(RequestId id, Request& r, FinishReason why, EngineEvent& ev)
   requests_.erase(id);
 }
 
+Result<SampleResult> Engine::sample_next(Request& r, std::span<const float> logits) {
+  if (const int32_t t = r.budget.forced(); t >= 0) {
+    // The reasoning budget is spent: its close text is written for the model.
+    SampleResult s;
+    s.token = t;
+    return s;
+  }
+  return r.sampler.sample(logits, sample_ws_);
+}
+
 Status Engine::advance(RequestId id, Request& r, const float* logits, EngineEvent& ev) {
   const int32_t n_vocab = executor_.capacity().n_vocab;
-  Result<SampleResult> sampled =
-      r.sampler.sample(std::span<const float>(logits, size_t(n_vocab)), sample_ws_);
+  Result<SampleResult> sampled = sample_next(r, std::span<const float>(logits, size_t(n_vocab)));
   if (!sampled.ok() && r.sampler.has_grammar()) {
     // A grammar that allows nothing here is this request's failure, not the engine's.
     ev.error = sampled.message();
@@ -274,7 +284,9 @@ bool Engine::emit(RequestId id, Request& r, const SampleResult& s, bool append, 
     finish(id, r, FinishReason::kStop, ev);
     return true;
   }
-  StopMatcher::Output o = r.stop.push(r.decoder.push(s.token));
+  const std::string piece = r.decoder.push(s.token);
+  r.budget.on_token(piece);
+  StopMatcher::Output o = r.stop.push(piece);
   ev.text += o.text;
   if (o.stopped()) {
     ev.stop_index = o.stop_index;
@@ -301,6 +313,8 @@ Status Engine::propose_drafts() {
     auto it = requests_.find(id);
     if (it == requests_.end()) continue;
     Request& r = it->second;
+    // While a reasoning budget may still force tokens, the target alone picks them.
+    if (r.params.reasoning.active() && !r.budget.closed()) continue;
     DraftRequest d;
     d.id = id;
     d.params = &r.params.sampling;
@@ -360,7 +374,7 @@ Status Engine::verify(const ScheduledSeq& s, Request& r, int32_t row, Verified& 
       if (!vr.accepted) break;
       ++v.n_accepted;
     } else {
-      Result<SampleResult> sampled = r.sampler.sample(logits, sample_ws_);
+      Result<SampleResult> sampled = sample_next(r, logits);
       if (!sampled.ok() && r.sampler.has_grammar()) {
         v.error = sampled.message();
         break;

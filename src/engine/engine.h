@@ -32,6 +32,7 @@
 #include "executor/executor.h"
 #include "executor/step_roofline.h"
 #include "kv/kv_cache_manager.h"
+#include "sample/reasoning_budget.h"
 #include "sample/sampler.h"
 #include "sample/stop.h"
 #include "sched/scheduler.h"
@@ -51,6 +52,8 @@ struct GenerationParams {
   // Control tokens appear in the text as their own text ("[TOOL_CALLS]"): for tool-call parsing.
   // A grammar for such a request must be compiled against make_grammar_vocab(..., true).
   bool render_special = false;
+  // Reasoning models: a budget on the thinking (reasoning_budget.h). Inactive by default.
+  ReasoningBudgetParams reasoning;
 };
 
 enum class FinishReason {
@@ -205,6 +208,7 @@ class Engine {
     Sampler sampler;
     StreamingDecoder decoder;
     StopMatcher stop;
+    ReasoningBudget budget;
     int32_t n_prompt = 0;
     int32_t n_generated = 0;
     RequestTimes times;
@@ -217,6 +221,8 @@ class Engine {
   };
   Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfig& config, int32_t n_ctx,
          KvCacheConfig kv_config, std::unique_ptr<Speculator> speculator);
+  // The next token of `r` from `logits`: sampled, or forced by its reasoning budget.
+  Result<SampleResult> sample_next(Request& r, std::span<const float> logits);
   // Samples request `id` from `logits`, appends the token and checks every stop condition.
   Status advance(RequestId id, Request& r, const float* logits, EngineEvent& ev);
   // Reports sampled token `s` of request `id` (appending it to the scheduler's tokens when

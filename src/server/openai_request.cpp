@@ -351,10 +351,14 @@ std::variant<ojson, ApiError> parse_messages(const json* msgs) {
 }
 
 // Renders the chat template and tokenizes the result; BOS is added only when the vocabulary
-// wants one and the template did not write it.
-std::variant<std::vector<int32_t>, ApiError> render_chat(const ModelContext& m,
-                                                         const ojson& messages, const json* tools,
-                                                         bool add_generation_prompt) {
+// wants one and the template did not write it. `extra`: more template variables.
+struct RenderedChat {
+  std::vector<int32_t> tokens;
+  bool opens_reasoning = false;  // the prompt ends inside the model's reasoning
+};
+std::variant<RenderedChat, ApiError> render_chat(const ModelContext& m, const ojson& messages,
+                                                 const json* tools, bool add_generation_prompt,
+                                                 const ojson& extra = ojson::object()) {
   if (!m.chat_template) {
     return bad_request(
         "the model has no chat template; start the server with --chat-template FILE "
@@ -367,6 +371,7 @@ std::variant<std::vector<int32_t>, ApiError> render_chat(const ModelContext& m,
   in.add_generation_prompt = add_generation_prompt;
   in.bos_token = m.bos_text;
   in.eos_token = m.eos_text;
+  in.extra_context = extra;
   Result<std::string> rendered = m.chat_template->render(in);
   if (!rendered.ok()) {
     return bad_request("the chat template failed on these messages: " + rendered.message(),
@@ -379,7 +384,29 @@ std::variant<std::vector<int32_t>, ApiError> render_chat(const ModelContext& m,
   Result<std::vector<TokenId>> ids = m.tokenizer->encode(*rendered, eo);
   if (!ids.ok())
     return bad_request("cannot tokenize the rendered chat: " + ids.message(), "messages");
-  return std::move(*ids);
+  RenderedChat out;
+  out.tokens = std::move(*ids);
+  out.opens_reasoning =
+      add_generation_prompt && prompt_opens_reasoning(m.reasoning_format, *rendered);
+  return out;
+}
+
+// chat_template_kwargs (an object of template variables) and reasoning_effort.
+std::variant<ojson, ApiError> template_variables(Fields& f) {
+  ojson extra = ojson::object();
+  if (const json* kw = f.get("chat_template_kwargs")) {
+    if (!kw->is_object())
+      return bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    for (auto it = kw->begin(); it != kw->end(); ++it) extra[it.key()] = ojson(it.value());
+  }
+  if (auto effort = f.string("reasoning_effort")) {
+    if (*effort != "low" && *effort != "medium" && *effort != "high" && *effort != "minimal")
+      return bad_request("'reasoning_effort' must be 'minimal', 'low', 'medium' or 'high'",
+                         "reasoning_effort");
+    extra["reasoning_effort"] = *effort;
+  }
+  if (!f.ok()) return *f.error;
+  return extra;
 }
 
 ParseResult finish(Fields& f, CompletionRequest& r, const ModelContext& m) {
@@ -455,14 +482,39 @@ ParseResult parse_chat_request(const json& body, const ModelContext& m,
   if (auto* e = std::get_if<ApiError>(&messages)) return *e;
   bool add_generation_prompt = true;
   if (auto v = f.boolean("add_generation_prompt")) add_generation_prompt = *v;
+  auto extra = template_variables(f);
+  if (auto* e = std::get_if<ApiError>(&extra)) return *e;
+  int32_t budget = m.reasoning_budget;
+  if (auto b = f.integer("reasoning_budget", -1, std::numeric_limits<int32_t>::max()))
+    budget = int32_t(*b);
   if (!f.ok()) return *f.error;
-  auto tools = parse_structured_output(body, m, /*chat=*/true, r, raw_body);
+  if (m.reasoning_format != ReasoningFormat::kNone) {
+    r.reasoning = m.reasoning_format;
+    r.params.render_special = true;  // the markers may be special tokens
+  }
+  auto render = [&](const json& tools) -> std::variant<bool, ApiError> {
+    auto rendered = render_chat(m, std::get<ojson>(messages), tools.is_null() ? nullptr : &tools,
+                                add_generation_prompt, std::get<ojson>(extra));
+    if (auto* e = std::get_if<ApiError>(&rendered)) return *e;
+    RenderedChat& chat = std::get<RenderedChat>(rendered);
+    r.prompts.push_back(std::move(chat.tokens));
+    return chat.opens_reasoning;
+  };
+  auto tools = parse_structured_output(body, m, /*chat=*/true, r, raw_body, render);
   if (auto* e = std::get_if<ApiError>(&tools)) return *e;
-  const json& tools_json = std::get<json>(tools);
-  auto ids = render_chat(m, std::get<ojson>(messages), tools_json.is_null() ? nullptr : &tools_json,
-                         add_generation_prompt);
-  if (auto* e = std::get_if<ApiError>(&ids)) return *e;
-  r.prompts.push_back(std::move(std::get<std::vector<int32_t>>(ids)));
+  if (r.reasoning != ReasoningFormat::kNone && budget >= 0) {
+    ReasoningBudgetParams& b = r.params.reasoning;
+    b.budget = budget;
+    b.starts_open = r.reasoning_open;
+    b.close_tokens = m.reasoning_close_tokens;
+    if (r.reasoning == ReasoningFormat::kThink) {
+      b.open_marker = std::string(kThinkOpen);
+      b.close_marker = std::string(kThinkClose);
+    } else {
+      b.open_marker = std::string(kHarmonyAnalysis);
+      b.close_marker = std::string(kHarmonyEnd);
+    }
+  }
   parse_max_tokens(f, r, m, "messages");
   return finish(f, r, m);
 }
@@ -554,9 +606,12 @@ std::variant<TokenizeResult, ApiError> parse_tokenize_request(const json& body,
   if (const json* msgs = f.get("messages")) {
     auto messages = parse_messages(msgs);
     if (auto* e = std::get_if<ApiError>(&messages)) return *e;
-    auto ids = render_chat(m, std::get<ojson>(messages), f.get("tools"), add_generation_prompt);
+    auto extra = template_variables(f);
+    if (auto* e = std::get_if<ApiError>(&extra)) return *e;
+    auto ids = render_chat(m, std::get<ojson>(messages), f.get("tools"), add_generation_prompt,
+                           std::get<ojson>(extra));
     if (auto* e = std::get_if<ApiError>(&ids)) return *e;
-    out.tokens = std::move(std::get<std::vector<int32_t>>(ids));
+    out.tokens = std::move(std::get<RenderedChat>(ids).tokens);
   } else {
     const char* key = f.get("prompt") ? "prompt" : "content";
     const std::optional<std::string> text = f.string(key);

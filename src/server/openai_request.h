@@ -20,6 +20,7 @@
 #include "grammar/grammar_cache.h"
 #include "http/api_error.h"
 #include "template/chat_template.h"
+#include "template/reasoning.h"
 #include "template/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,6 +41,12 @@ struct ModelContext {
   std::shared_ptr<grammar::GrammarCache> grammars;
   std::shared_ptr<grammar::GrammarCache> special_grammars;
   ToolCallFormat tool_format = ToolCallFormat::kNone;  // of the chat template
+  // Reasoning (reasoning.h): the template's format (kNone: reasoning stays in the text, as
+  // --reasoning-format none asks), the tokens a spent budget forces, and the server's default
+  // budget (-1: none).
+  ReasoningFormat reasoning_format = ReasoningFormat::kNone;
+  std::vector<int32_t> reasoning_close_tokens;
+  int32_t reasoning_budget = -1;
 };
 
 enum class ApiKind { kChat, kCompletion };
@@ -56,6 +63,10 @@ struct CompletionRequest {
   // Tools offered and not refused (tool_choice): each choice's text is parsed for tool calls
   // written in this format (kNone: plain text).
   ToolCallFormat tool_format = ToolCallFormat::kNone;
+  // Chat with a reasoning model: the text is split into reasoning and answer (MessageParser);
+  // `reasoning_open`: the prompt left the model inside its reasoning.
+  ReasoningFormat reasoning = ReasoningFormat::kNone;
+  bool reasoning_open = false;
 
   // Choice i of prompt p has index p * n + i; with a seed, each choice gets seed + index so
   // that choices differ but stay reproducible.

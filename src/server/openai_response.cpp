@@ -18,6 +18,17 @@ ojson bytes_of(std::string_view s) {
   return b;
 }
 
+ojson chunk_base(const ResponseMeta& meta) {
+  ojson j;
+  j["id"] = meta.id;
+  j["object"] = meta.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion";
+  j["created"] = meta.created;
+  j["model"] = meta.model;
+  return j;
+}
+
+}  // namespace
+
 std::string random_hex(size_t n_bytes) {
   static const char* digits = "0123456789abcdef";
   std::random_device rd;
@@ -29,17 +40,6 @@ std::string random_hex(size_t n_bytes) {
   }
   return s;
 }
-
-ojson chunk_base(const ResponseMeta& meta) {
-  ojson j;
-  j["id"] = meta.id;
-  j["object"] = meta.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion";
-  j["created"] = meta.created;
-  j["model"] = meta.model;
-  return j;
-}
-
-}  // namespace
 
 ResponseMeta make_response_meta(ApiKind kind, const std::string& model) {
   ResponseMeta m;

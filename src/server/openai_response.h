@@ -21,6 +21,8 @@ struct ResponseMeta {
   std::string model;
 };
 ResponseMeta make_response_meta(ApiKind kind, const std::string& model);
+// 2 * n_bytes random hex digits (ids of responses, messages, items).
+std::string random_hex(size_t n_bytes);
 
 // "stop" or "length" (the context filling up is reported as "length", as OpenAI does).
 const char* finish_reason_text(FinishReason r);

@@ -272,9 +272,71 @@ Result<GrammarSpec> tool_call_grammar(const ToolCallSyntax& syntax, const std::v
   return out;
 }
 
+namespace {
+
+// Any bytes without `marker`, then `marker`: the states of a substring matcher (KMP) as rules.
+// Rule i holds after a text whose longest suffix that is a prefix of `marker` has length i.
+void text_then_marker(GrammarSpec& g, const std::string& name, const std::string& marker) {
+  const size_t n = marker.size();
+  std::vector<size_t> fail(n + 1, 0);  // longest proper border of marker[0, i)
+  for (size_t i = 1, k = 0; i < n; ++i) {
+    while (k > 0 && marker[i] != marker[k]) k = fail[k];
+    if (marker[i] == marker[k]) ++k;
+    fail[i + 1] = k;
+  }
+  auto next = [&](size_t state, uint8_t b) {
+    while (state > 0 && uint8_t(marker[state]) != b) state = fail[state];
+    return uint8_t(marker[state]) == b ? state + 1 : 0;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<Expr> alts;
+    alts.push_back(Expr::lit(marker.substr(i)));  // the rest of the marker ends the text here
+    for (size_t j = 0; j < n; ++j) {  // j == n (the whole marker inside the text) is left out
+      std::vector<std::pair<uint32_t, uint32_t>> ranges;
+      for (uint32_t b = 0; b < 256; ++b) {
+        if (next(i, uint8_t(b)) != j) continue;
+        if (!ranges.empty() && ranges.back().second + 1 == b)
+          ranges.back().second = b;
+        else
+          ranges.emplace_back(b, b);
+      }
+      if (!ranges.empty())
+        alts.push_back(Expr::seq(
+            {Expr::byte_cls(std::move(ranges)), Expr::ref(name + "-" + std::to_string(j))}));
+    }
+    g.rules.emplace_back(name + "-" + std::to_string(i), Expr::alt(std::move(alts)));
+  }
+}
+
+}  // namespace
+
+GrammarSpec reasoning_grammar(GrammarSpec answer, ReasoningFormat format, bool opens) {
+  if (format == ReasoningFormat::kNone) return answer;
+  GrammarSpec out;
+  const std::string root = merge_rules(out, std::move(answer), "answer-");
+  if (format == ReasoningFormat::kThink) {
+    text_then_marker(out, "think", std::string(kThinkClose));
+    const Expr ws = Expr::repeat(Expr::cls({{' ', ' '}, {'\n', '\n'}}), 0, 4);
+    Expr block = Expr::seq({Expr::ref("think-0"), ws});
+    if (!opens) block = Expr::opt(Expr::seq({ws, Expr::lit(std::string(kThinkOpen)), block}));
+    out.rules.emplace_back("root", Expr::seq({std::move(block), Expr::ref(root)}));
+  } else {
+    text_then_marker(out, "analysis", std::string(kHarmonyEnd));
+    Expr analysis =
+        Expr::opt(Expr::seq({Expr::lit(std::string(kHarmonyAnalysis)), Expr::ref("analysis-0"),
+                             Expr::lit("<|start|>assistant")}));
+    out.rules.emplace_back("root",
+                           Expr::seq({std::move(analysis), Expr::lit("<|channel|>final<|message|>"),
+                                      Expr::ref(root)}));
+  }
+  out.root = "root";
+  return out;
+}
+
 std::variant<json, ApiError> parse_structured_output(const json& body, const ModelContext& m,
                                                      bool chat, CompletionRequest& r,
-                                                     const std::string& raw_body) {
+                                                     const std::string& raw_body,
+                                                     const PromptRenderer& render) {
   ojson ordered;
   bool has_schema = false;
   for (const char* key : {"response_format", "json_schema", "guided_json", "tools"})
@@ -325,6 +387,20 @@ std::variant<json, ApiError> parse_structured_output(const json& body, const Mod
         }
       }
     }
+  }
+  if (render) {
+    auto opens = render(tools_for_template);
+    if (auto* e = std::get_if<ApiError>(&opens)) return *e;
+    r.reasoning_open = std::get<bool>(opens);
+  }
+  if (c && r.reasoning != ReasoningFormat::kNone) {
+    c->key = std::string("reasoning:") + std::string(reasoning_format_name(r.reasoning)) +
+             (r.reasoning_open ? ":open:" : ":closed:") + c->key;
+    c->make = [make = std::move(c->make), format = r.reasoning,
+               opens = r.reasoning_open]() -> Result<GrammarSpec> {
+      SLUICE_ASSIGN_OR_RETURN(GrammarSpec answer, make());
+      return reasoning_grammar(std::move(answer), format, opens);
+    };
   }
   if (c) {
     const auto& cache = r.params.render_special ? m.special_grammars : m.grammars;

@@ -16,6 +16,7 @@
 // Compiled grammars are cached by their canonical source (grammar_cache.h).
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 #include "grammar/expr.h"
 #include "http/api_error.h"
 #include "server/openai_request.h"
+#include "template/reasoning.h"
 #include "template/tool_calls.h"
 
 namespace sluice::server {
@@ -39,9 +41,21 @@ struct Tool {
 // params.render_special, tool_format) and returns the tools for the chat template (null when
 // none). `chat`: tools are a chat-only feature.
 // `raw_body` (may be empty): the body's text, re-read with key order kept when a schema is given.
+// `render` (chat): called with those tools before the grammar is compiled; it renders the prompt
+// and says whether the prompt leaves the model inside its reasoning. With a reasoning format
+// (r.reasoning), a constraint then applies to the answer only: the grammar lets the reasoning
+// through unconstrained and starts where it closes (reasoning_grammar).
+using PromptRenderer = std::function<std::variant<bool, http::ApiError>(const nlohmann::json&)>;
 std::variant<nlohmann::json, http::ApiError> parse_structured_output(
     const nlohmann::json& body, const ModelContext& m, bool chat, CompletionRequest& r,
-    const std::string& raw_body = "");
+    const std::string& raw_body = "", const PromptRenderer& render = nullptr);
+
+// `answer` preceded by the reasoning of `format`: kThink: "<think>" (unless the prompt opened it:
+// `opens`) then any text without "</think>", "</think>", a little whitespace, then the answer;
+// the whole block is optional when the prompt did not open it. kHarmony: an optional analysis
+// message, then the final channel. kNone: `answer` unchanged.
+grammar::GrammarSpec reasoning_grammar(grammar::GrammarSpec answer, ReasoningFormat format,
+                                       bool opens);
 
 // The grammar of tool calls in `syntax`: one call (or, `parallel`, one or more) to one of
 // `tools`, with arguments valid under its parameters schema.

@@ -137,7 +137,19 @@ Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
     if (!t.ok()) return make_error("the chat template does not parse: ", t.message());
     ctx.chat_template = std::move(*t);
     ctx.tool_format = detect_tool_call_format(source);
+    if (config_.reasoning_format != "none") ctx.reasoning_format = detect_reasoning_format(source);
   }
+  if (ctx.reasoning_format != ReasoningFormat::kNone) {
+    EncodeOptions eo;
+    eo.parse_special = true;
+    eo.add_special = false;
+    Result<std::vector<TokenId>> close =
+        m.tokenizer->encode(std::string(reasoning_close_text(ctx.reasoning_format)), eo);
+    if (!close.ok())
+      return make_error("cannot tokenize the reasoning close text: ", close.message());
+    ctx.reasoning_close_tokens = std::move(*close);
+  }
+  ctx.reasoning_budget = config_.reasoning_budget;
   ctx.grammars =
       std::make_shared<grammar::GrammarCache>(make_grammar_vocab(*m.tokenizer, ctx.n_vocab));
   ctx.special_grammars = std::make_shared<grammar::GrammarCache>(

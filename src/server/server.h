@@ -54,6 +54,9 @@ struct ServerConfig {
   // first. Empty: ServedModel::name alone.
   std::vector<std::string> served_model_names;
   std::string chat_template;  // template source overriding the model's ("" -> the model's)
+  // "auto": reasoning split from the answer in the template's format; "none": left in the text.
+  std::string reasoning_format = "auto";
+  int32_t reasoning_budget = -1;  // default thinking budget in tokens (-1: none)
   http::HttpLimits http;
   // Disaggregated serving and the disk tier: --role, --kv-transfer-*, --kv-disk-*.
   KvTierConfig kv;

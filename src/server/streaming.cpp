@@ -4,53 +4,188 @@
 
 #include "http/http_transport.h"
 #include "server/openai_response.h"
+#include "template/reasoning.h"
 
 namespace sluice::server {
 
 using http::ApiError;
 using http::current_connection_socket;
-using http::send_error;
 using http::send_json;
 using http::to_wire;
+using Kind = ToolCallEvent::Kind;
+
+std::string sse(const ojson& j) {
+  return "data: " + to_wire(j) + "\n\n";
+}
+
+std::string sse(const std::string& event, const ojson& j) {
+  return "event: " + event + "\ndata: " + to_wire(j) + "\n\n";
+}
+
+void ApiWriter::send_error(httplib::Response& res, const ApiError& e) const {
+  http::send_error(res, e);
+}
+
 namespace {
 
 using State = RequestChannel::State;
 
-// What one choice has produced so far.
-struct ChoiceState {
-  std::string text;
-  int64_t n_tokens = 0;
-  const char* finish = nullptr;
-  ojson logprobs;  // non-streamed answer: accumulated (chat: content array; completions: object)
-  // Tool calls (CompletionRequest::tool_format): the parser, and what it found so far.
-  std::unique_ptr<ToolCallParser> parser;
-  std::string content;          // text outside tool calls
-  std::vector<ToolCall> calls;  // begun calls, arguments so far
-  int n_complete = 0;           // calls that ended
+// OpenAI's chat.completion(.chunk) and text_completion shapes.
+class OpenAiWriter final : public ApiWriter {
+ public:
+  OpenAiWriter(ResponseMeta meta, bool include_usage, bool parsed)
+      : meta_(std::move(meta)), include_usage_(include_usage), parsed_(parsed) {}
+
+  bool wants_logprobs() const override { return true; }
+
+  std::string stream_begin(int n_choices) override {
+    std::string out;
+    if (meta_.kind != ApiKind::kChat) return out;
+    for (int i = 0; i < n_choices; ++i) {
+      ojson delta = ojson::object({{"role", "assistant"}, {"content", ""}});
+      out += sse(chat_chunk(meta_, i, std::move(delta), nullptr, nullptr, include_usage_));
+    }
+    return out;
+  }
+
+  std::string events(int index, const ChoiceOutput&, const std::vector<ToolCallEvent>& events,
+                     const char* finish, ojson lp) override {
+    if (meta_.kind != ApiKind::kChat) {
+      const std::string text = events.empty() ? "" : events[0].text;
+      if (text.empty() && !finish && lp.is_null()) return "";
+      return sse(completion_chunk(meta_, index, text, std::move(lp), finish, include_usage_));
+    }
+    if (!parsed_) {
+      const std::string text = events.empty() ? "" : events[0].text;
+      if (text.empty() && !finish && lp.is_null()) return "";
+      ojson delta = ojson::object();
+      if (!text.empty() || !finish) delta["content"] = text;
+      return sse(chat_chunk(meta_, index, std::move(delta), std::move(lp), finish, include_usage_));
+    }
+    std::string out;
+    auto chunk = [&](ojson delta, ojson chunk_lp) {
+      out += sse(
+          chat_chunk(meta_, index, std::move(delta), std::move(chunk_lp), nullptr, include_usage_));
+    };
+    // Consecutive text of one kind travels in one chunk; logprobs ride on the first one.
+    std::string text;
+    Kind text_kind = Kind::kContent;
+    auto flush = [&] {
+      if (text.empty()) return;
+      if (text_kind == Kind::kContent) {
+        chunk(ojson::object({{"content", text}}), std::move(lp));
+      } else {
+        chunk(ojson::object({{"reasoning_content", text}, {"reasoning", text}}), std::move(lp));
+      }
+      lp = nullptr;
+      text.clear();
+    };
+    for (const ToolCallEvent& e : events) {
+      switch (e.kind) {
+        case Kind::kContent:
+        case Kind::kReasoning:
+          if (e.kind != text_kind) flush();
+          text_kind = e.kind;
+          text += e.text;
+          break;
+        case Kind::kCallBegin: {
+          flush();
+          ojson call = {{"index", e.index},
+                        {"id", e.id},
+                        {"type", "function"},
+                        {"function", {{"name", e.name}, {"arguments", ""}}}};
+          chunk(ojson::object({{"tool_calls", ojson::array({call})}}), nullptr);
+          break;
+        }
+        case Kind::kArguments: {
+          flush();
+          ojson call = {{"index", e.index}, {"function", {{"arguments", e.text}}}};
+          chunk(ojson::object({{"tool_calls", ojson::array({call})}}), nullptr);
+          break;
+        }
+        case Kind::kCallEnd:
+        case Kind::kInvalidCall:  // its text follows as content: the client sees what was written
+          break;
+      }
+    }
+    flush();
+    if (finish || !lp.is_null())
+      out += sse(chat_chunk(meta_, index, ojson::object(), std::move(lp), finish, include_usage_));
+    return out;
+  }
+
+  std::string stream_end(const std::vector<ChoiceOutput>&, const UsageCounts& u) override {
+    std::string out;
+    if (include_usage_)
+      out += sse(usage_chunk(meta_, u.prompt_tokens, u.completion_tokens, u.cached_tokens));
+    return out + "data: [DONE]\n\n";
+  }
+
+  std::string stream_error(const ApiError& e) override {
+    return sse(e.to_json()) + "data: [DONE]\n\n";
+  }
+
+  ojson whole(std::vector<ChoiceOutput>& choices, const UsageCounts& u) override {
+    ojson out = ojson::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+      ChoiceOutput& c = choices[i];
+      if (meta_.kind != ApiKind::kChat) {
+        out.push_back(completion_choice(int(i), c.text, std::move(c.logprobs), c.finish));
+        continue;
+      }
+      if (!parsed_) {
+        out.push_back(chat_choice(int(i), c.text, std::move(c.logprobs), c.finish));
+        continue;
+      }
+      ojson choice = chat_choice(int(i), c.content, std::move(c.logprobs), c.finish);
+      if (!c.reasoning.empty()) {
+        choice["message"]["reasoning_content"] = c.reasoning;
+        choice["message"]["reasoning"] = c.reasoning;
+      }
+      if (!c.calls.empty()) {
+        ojson calls = ojson::array();
+        for (const ToolCall& call : c.calls)
+          calls.push_back({{"id", call.id},
+                           {"type", "function"},
+                           {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        if (c.content.empty()) choice["message"]["content"] = nullptr;
+        choice["message"]["tool_calls"] = std::move(calls);
+      }
+      out.push_back(std::move(choice));
+    }
+    return full_response(meta_, std::move(out), u.prompt_tokens, u.completion_tokens,
+                         u.cached_tokens);
+  }
+
+ private:
+  ResponseMeta meta_;
+  bool include_usage_;
+  bool parsed_;  // chat text goes through a MessageParser
 };
 
 // A generation in flight, shared by the handler, the content provider and its releaser.
 struct Generation {
   ApiKind kind = ApiKind::kCompletion;
-  ToolCallFormat tool_format = ToolCallFormat::kNone;
-  bool include_usage = false;
   int n_logprobs = -1;
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;  // of them, found in the prefix cache at admission
-  ResponseMeta meta;
   const Tokenizer* tokenizer = nullptr;
   EngineBridge* bridge = nullptr;
   std::shared_ptr<RequestChannel> channel;
-  std::vector<ChoiceState> choices;
+  std::vector<ChoiceOutput> choices;
+  std::vector<std::unique_ptr<MessageParser>> parsers;  // per choice; null: text as it comes
+  std::unique_ptr<ApiWriter> writer;
   State state = State::kPending;   // last state seen on the channel
   std::vector<ChoiceEvent> early;  // events that arrived with the admission
   bool ended = false;              // the channel reached a terminal state (handler thread only)
   std::function<void(const RequestChannel&, ojson&)> decorate;  // GenerationExtras::decorate
 
-  int64_t completion_tokens() const {
-    int64_t n = 0;
-    for (const ChoiceState& c : choices) n += c.n_tokens;
-    return n;
+  UsageCounts usage() const {
+    UsageCounts u;
+    u.prompt_tokens = prompt_tokens;
+    u.cached_tokens = cached_tokens;
+    for (const ChoiceOutput& c : choices) u.completion_tokens += c.n_tokens;
+    return u;
   }
 
   // Client gone or stream abandoned: cancel and wait until the engine thread let go of it.
@@ -62,82 +197,39 @@ struct Generation {
   }
 };
 
-std::string sse(const ojson& j) {
-  return "data: " + to_wire(j) + "\n\n";
-}
-
-// Tool-call parsing of one choice's new text: content and calls as they become certain
-// (streamed as OpenAI's delta.content / delta.tool_calls[i] chunks). A message with a call
-// finishes with "tool_calls".
-void absorb_tool_calls(Generation& g, int index, ChoiceState& c, const std::string& text,
-                       const char* finish, ojson lp, bool streaming, std::string& out) {
-  std::vector<ToolCallEvent> events = c.parser->feed(text);
-  if (finish) {
-    std::vector<ToolCallEvent> last = c.parser->finish();
-    events.insert(events.end(), std::make_move_iterator(last.begin()),
-                  std::make_move_iterator(last.end()));
-  }
-  std::string content;  // consecutive content events travel in one chunk
-  auto flush_content = [&] {
-    if (content.empty()) return;
-    if (streaming)
-      out += sse(chat_chunk(g.meta, index, ojson::object({{"content", content}}), std::move(lp),
-                            nullptr, g.include_usage));
-    lp = nullptr;
-    content.clear();
-  };
-  for (ToolCallEvent& e : events) {
+// Folds parsed events into their choice.
+void fold(ChoiceOutput& c, const std::vector<ToolCallEvent>& events) {
+  for (const ToolCallEvent& e : events) {
     switch (e.kind) {
-      case ToolCallEvent::Kind::kContent:
+      case Kind::kContent:
         c.content += e.text;
-        content += e.text;
-        continue;
-      case ToolCallEvent::Kind::kCallBegin: {
-        flush_content();
-        c.calls.push_back(ToolCall{e.id, e.name, ""});
-        ojson call = {{"index", e.index},
-                      {"id", e.id},
-                      {"type", "function"},
-                      {"function", {{"name", e.name}, {"arguments", ""}}}};
-        if (streaming)
-          out +=
-              sse(chat_chunk(g.meta, index, ojson::object({{"tool_calls", ojson::array({call})}}),
-                             nullptr, nullptr, g.include_usage));
         break;
-      }
-      case ToolCallEvent::Kind::kArguments: {
-        flush_content();
+      case Kind::kReasoning:
+        c.reasoning += e.text;
+        break;
+      case Kind::kCallBegin:
+        c.calls.push_back(ToolCall{e.id, e.name, ""});
+        break;
+      case Kind::kArguments:
         if (e.index >= 0 && size_t(e.index) < c.calls.size())
           c.calls[size_t(e.index)].arguments += e.text;
-        ojson call = {{"index", e.index}, {"function", {{"arguments", e.text}}}};
-        if (streaming)
-          out +=
-              sse(chat_chunk(g.meta, index, ojson::object({{"tool_calls", ojson::array({call})}}),
-                             nullptr, nullptr, g.include_usage));
         break;
-      }
-      case ToolCallEvent::Kind::kCallEnd:
+      case Kind::kCallEnd:
         ++c.n_complete;
         break;
-      case ToolCallEvent::Kind::kInvalidCall:
-        // Its text follows as content: the client sees what the model wrote.
+      case Kind::kInvalidCall:
         break;
     }
   }
-  flush_content();
-  if (finish && c.n_complete > 0 && std::string_view(finish) == "stop")
-    c.finish = finish = "tool_calls";
-  if (streaming && (finish || !lp.is_null()))
-    out += sse(chat_chunk(g.meta, index, ojson::object(), std::move(lp), finish, g.include_usage));
 }
 
-// Folds one event into its choice. Streaming: appends the chunk to send (if any) to `out`.
+// Folds one engine event into its choice. Streaming: appends what to send to `out`.
 void absorb(Generation& g, ChoiceEvent& ce, bool streaming, std::string& out) {
-  ChoiceState& c = g.choices[size_t(ce.choice)];
+  ChoiceOutput& c = g.choices[size_t(ce.choice)];
   const EngineEvent& ev = ce.event;
   c.n_tokens += int64_t(ev.tokens.size());
+  if (ev.stop_index >= 0) c.stop_index = ev.stop_index;
   const char* finish = ev.finished() ? finish_reason_text(ev.finish) : nullptr;
-  if (finish) c.finish = finish;
 
   ojson lp = nullptr;
   if (g.n_logprobs >= 0 && !ev.samples.empty()) {
@@ -156,20 +248,25 @@ void absorb(Generation& g, ChoiceEvent& ce, bool streaming, std::string& out) {
     }
   }
   c.text += ev.text;
-  if (c.parser) {
-    absorb_tool_calls(g, ce.choice, c, ev.text, finish, std::move(lp), streaming, out);
-    return;
+  std::vector<ToolCallEvent> events;
+  if (MessageParser* parser = g.parsers[size_t(ce.choice)].get()) {
+    events = parser->feed(ev.text);
+    if (finish) {
+      std::vector<ToolCallEvent> last = parser->finish();
+      events.insert(events.end(), std::make_move_iterator(last.begin()),
+                    std::make_move_iterator(last.end()));
+    }
+  } else if (!ev.text.empty()) {
+    ToolCallEvent e;
+    e.text = ev.text;
+    events.push_back(std::move(e));
   }
-  if (!streaming || (ev.text.empty() && !finish && lp.is_null())) return;
-  if (g.kind == ApiKind::kChat) {
-    ojson delta = ojson::object();
-    if (!ev.text.empty() || !finish) delta["content"] = ev.text;
-    out += sse(
-        chat_chunk(g.meta, ce.choice, std::move(delta), std::move(lp), finish, g.include_usage));
-  } else {
-    out +=
-        sse(completion_chunk(g.meta, ce.choice, ev.text, std::move(lp), finish, g.include_usage));
-  }
+  fold(c, events);
+  // A message with a call finishes with "tool_calls".
+  if (finish && c.n_complete > 0 && std::string_view(finish) == "stop") finish = "tool_calls";
+  if (finish) c.finish = finish;
+  std::string s = g.writer->events(ce.choice, c, events, finish, std::move(lp));
+  if (streaming) out += s;
 }
 
 void answer_whole(Generation& g, httplib::Response& res) {
@@ -184,45 +281,18 @@ void answer_whole(Generation& g, httplib::Response& res) {
   }
   g.ended = true;
   if (state != State::kDone) {
-    send_error(res, g.channel->error());
+    g.writer->send_error(res, g.channel->error());
     return;
   }
-  ojson choices = ojson::array();
-  for (size_t i = 0; i < g.choices.size(); ++i) {
-    ChoiceState& c = g.choices[i];
-    if (c.parser) {
-      ojson choice = chat_choice(int(i), c.content, std::move(c.logprobs), c.finish);
-      if (!c.calls.empty()) {
-        ojson calls = ojson::array();
-        for (const ToolCall& call : c.calls)
-          calls.push_back({{"id", call.id},
-                           {"type", "function"},
-                           {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
-        if (c.content.empty()) choice["message"]["content"] = nullptr;
-        choice["message"]["tool_calls"] = std::move(calls);
-      }
-      choices.push_back(std::move(choice));
-      continue;
-    }
-    choices.push_back(g.kind == ApiKind::kChat
-                          ? chat_choice(int(i), c.text, std::move(c.logprobs), c.finish)
-                          : completion_choice(int(i), c.text, std::move(c.logprobs), c.finish));
-  }
-  ojson answer = full_response(g.meta, std::move(choices), g.prompt_tokens, g.completion_tokens(),
-                               g.cached_tokens);
+  const UsageCounts usage = g.usage();
+  ojson answer = g.writer->whole(g.choices, usage);
   if (g.decorate) g.decorate(*g.channel, answer);
   send_json(res, 200, answer);
 }
 
 // The single provider call that writes the whole stream (see streaming.h).
 bool write_stream(Generation& g, httplib::DataSink& sink) {
-  std::string out;
-  if (g.kind == ApiKind::kChat) {
-    for (size_t i = 0; i < g.choices.size(); ++i) {
-      ojson delta = ojson::object({{"role", "assistant"}, {"content", ""}});
-      out += sse(chat_chunk(g.meta, int(i), std::move(delta), nullptr, nullptr, g.include_usage));
-    }
-  }
+  std::string out = g.writer->stream_begin(int(g.choices.size()));
   State state = g.state;
   std::vector<ChoiceEvent> events = std::move(g.early);
   bool first = true;
@@ -244,12 +314,11 @@ bool write_stream(Generation& g, httplib::DataSink& sink) {
     if (RequestChannel::terminal(state)) {
       g.ended = true;
       if (state == State::kDone) {
-        if (g.include_usage)
-          out += sse(usage_chunk(g.meta, g.prompt_tokens, g.completion_tokens(), g.cached_tokens));
+        const UsageCounts usage = g.usage();
+              out += g.writer->stream_end(g.choices, usage);
       } else {
-        out += sse(g.channel->error().to_json());
+        out += g.writer->stream_error(g.channel->error());
       }
-      out += "data: [DONE]\n\n";
     }
   }
   sink.done();
@@ -262,13 +331,19 @@ void serve_generation(CompletionRequest request, const ModelContext& model, Engi
                       ServerMetrics& metrics, httplib::Response& res, GenerationExtras extras) {
   auto g = std::make_shared<Generation>();
   g->kind = request.kind;
-  g->include_usage = request.include_usage;
-  g->n_logprobs = request.n_logprobs;
-  g->meta = make_response_meta(request.kind, model.name);
   g->tokenizer = model.tokenizer;
   g->bridge = &bridge;
-
+  const bool parsed =
+      request.kind == ApiKind::kChat &&
+      (request.tool_format != ToolCallFormat::kNone || request.reasoning != ReasoningFormat::kNone);
+  g->writer = std::move(extras.writer);
+  if (!g->writer) {
+    g->writer = std::make_unique<OpenAiWriter>(make_response_meta(request.kind, model.name),
+                                               request.include_usage, parsed);
+  }
+  g->n_logprobs = g->writer->wants_logprobs() ? request.n_logprobs : -1;
   g->decorate = std::move(extras.decorate);
+
   GenerationJob job;
   job.watch_socket = current_connection_socket();
   job.imports = std::move(extras.imports);
@@ -284,14 +359,16 @@ void serve_generation(CompletionRequest request, const ModelContext& model, Engi
     }
   }
   g->choices.resize(job.prompts.size());
-  g->tool_format = request.tool_format;
-  if (request.kind == ApiKind::kChat && request.tool_format != ToolCallFormat::kNone)
-    for (ChoiceState& c : g->choices)
-      c.parser = std::make_unique<ToolCallParser>(request.tool_format);
+  g->parsers.resize(job.prompts.size());
+  if (parsed) {
+    for (auto& p : g->parsers)
+      p = std::make_unique<MessageParser>(request.reasoning, request.reasoning_open,
+                                          request.tool_format);
+  }
 
   auto submitted = bridge.submit(std::move(job));
   if (auto* e = std::get_if<ApiError>(&submitted)) {
-    send_error(res, *e);
+    g->writer->send_error(res, *e);
     return;
   }
   g->channel = std::get<std::shared_ptr<RequestChannel>>(std::move(submitted));
@@ -299,7 +376,7 @@ void serve_generation(CompletionRequest request, const ModelContext& model, Engi
   g->state = g->channel->wait(g->early, State::kPending);
   if (g->state == State::kFailed || g->state == State::kCancelled) {
     g->ended = true;
-    send_error(res, g->channel->error());
+    g->writer->send_error(res, g->channel->error());
     return;
   }
   metrics.count_prompt_tokens(uint64_t(generation_prompt_tokens));
