@@ -122,8 +122,7 @@ std::optional<ApiError> input_messages(const ojson& input, ojson& out) {
     } else if (type == "reasoning") {
       continue;  // earlier reasoning is not shown to the model again (as chat templates do)
     } else {
-      return bad_request(where + ": input items of type '" + type + "' are not supported",
-                         "input");
+      return bad_request(where + ": input items of type '" + type + "' are not supported", "input");
     }
   }
   return std::nullopt;
@@ -154,8 +153,7 @@ std::variant<ResponsesRequest, ApiError> parse_responses_request(const ojson& bo
     history = std::move(e->messages);
   }
   auto input = body.find("input");
-  if (input == body.end() || input->is_null())
-    return bad_request("'input' is required", "input");
+  if (input == body.end() || input->is_null()) return bad_request("'input' is required", "input");
   if (auto e = input_messages(*input, history)) return *e;
   r.history = history;
   ojson messages = ojson::array();
@@ -167,9 +165,9 @@ std::variant<ResponsesRequest, ApiError> parse_responses_request(const ojson& bo
   if (messages.empty()) return bad_request("'input' must not be empty", "input");
   chat["messages"] = std::move(messages);
 
-  for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "seed",
-                          "parallel_tool_calls", "stream", "presence_penalty",
-                          "frequency_penalty", "chat_template_kwargs", "reasoning_budget"}) {
+  for (const char* key :
+       {"model", "temperature", "top_p", "top_k", "min_p", "seed", "parallel_tool_calls", "stream",
+        "presence_penalty", "frequency_penalty", "chat_template_kwargs", "reasoning_budget"}) {
     if (auto it = body.find(key); it != body.end()) chat[key] = *it;
   }
   if (auto it = body.find("max_output_tokens"); it != body.end() && !it->is_null())
@@ -225,7 +223,8 @@ std::variant<ResponsesRequest, ApiError> parse_responses_request(const ojson& bo
     if (!it->is_boolean()) return bad_request("'store' must be a boolean", "store");
     r.store = it->get<bool>();
   }
-  if (auto it = body.find("stream"); it != body.end() && it->is_boolean()) r.stream = it->get<bool>();
+  if (auto it = body.find("stream"); it != body.end() && it->is_boolean())
+    r.stream = it->get<bool>();
 
   ojson& echo = r.echo;
   echo = ojson::object();
@@ -281,7 +280,9 @@ class ResponsesWriter final : public ApiWriter {
           if (open_ != Open::kReasoning) {
             close(out);
             open(out, Open::kReasoning,
-                 {{"id", "rs_" + random_hex(16)}, {"type", "reasoning"}, {"summary", ojson::array()}});
+                 {{"id", "rs_" + random_hex(16)},
+                  {"type", "reasoning"},
+                  {"summary", ojson::array()}});
           }
           text_ += e.text;
           out += event("response.reasoning_text.delta", {{"item_id", item_["id"]},
@@ -298,11 +299,10 @@ class ResponsesWriter final : public ApiWriter {
                   {"status", "in_progress"},
                   {"role", "assistant"},
                   {"content", ojson::array()}});
-            out += event("response.content_part.added",
-                         {{"item_id", item_["id"]},
-                          {"output_index", output_.size()},
-                          {"content_index", 0},
-                          {"part", text_part("")}});
+            out += event("response.content_part.added", {{"item_id", item_["id"]},
+                                                         {"output_index", output_.size()},
+                                                         {"content_index", 0},
+                                                         {"part", text_part("")}});
           }
           text_ += e.text;
           out += event("response.output_text.delta", {{"item_id", item_["id"]},
@@ -324,8 +324,9 @@ class ResponsesWriter final : public ApiWriter {
         case Kind::kArguments:
           if (open_ != Open::kCall) break;
           text_ += e.text;
-          out += event("response.function_call_arguments.delta",
-                       {{"item_id", item_["id"]}, {"output_index", output_.size()}, {"delta", e.text}});
+          out += event(
+              "response.function_call_arguments.delta",
+              {{"item_id", item_["id"]}, {"output_index", output_.size()}, {"delta", e.text}});
           break;
         case Kind::kCallEnd:
           close(out);
@@ -350,9 +351,10 @@ class ResponsesWriter final : public ApiWriter {
   }
 
   std::string stream_error(const ApiError& e) override {
-    std::string out = event("error", {{"code", e.code.empty() ? ojson(e.type) : ojson(e.code)},
-                                      {"message", e.message},
-                                      {"param", e.param.empty() ? ojson(nullptr) : ojson(e.param)}});
+    std::string out =
+        event("error", {{"code", e.code.empty() ? ojson(e.type) : ojson(e.code)},
+                        {"message", e.message},
+                        {"param", e.param.empty() ? ojson(nullptr) : ojson(e.param)}});
     ojson r = response("failed", nullptr);
     r["error"] = {{"code", e.code.empty() ? e.type : e.code}, {"message", e.message}};
     return out + event("response.failed", {{"response", std::move(r)}});
@@ -381,8 +383,7 @@ class ResponsesWriter final : public ApiWriter {
     open_ = kind;
     item_ = std::move(item);
     text_.clear();
-    out += event("response.output_item.added",
-                 {{"output_index", output_.size()}, {"item", item_}});
+    out += event("response.output_item.added", {{"output_index", output_.size()}, {"item", item_}});
   }
 
   // Ends the open item: its done events, and the item joins the output.
@@ -393,9 +394,9 @@ class ResponsesWriter final : public ApiWriter {
         return;
       case Open::kReasoning:
         out += event("response.reasoning_text.done", {{"item_id", item_["id"]},
-                                                     {"output_index", index},
-                                                     {"content_index", 0},
-                                                     {"text", text_}});
+                                                      {"output_index", index},
+                                                      {"content_index", 0},
+                                                      {"text", text_}});
         item_["content"] = ojson::array({{{"type", "reasoning_text"}, {"text", text_}}});
         break;
       case Open::kMessage:
@@ -456,13 +457,12 @@ class ResponsesWriter final : public ApiWriter {
       if (auto ids = tokenizer_.encode(c.reasoning, eo); ids.ok())
         reasoning_tokens += int64_t(ids->size());
     }
-    ojson usage = {
-        {"input_tokens", u.prompt_tokens},
-        {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-        {"output_tokens", u.completion_tokens},
-        {"output_tokens_details",
-         {{"reasoning_tokens", std::min(reasoning_tokens, u.completion_tokens)}}},
-        {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+    ojson usage = {{"input_tokens", u.prompt_tokens},
+                   {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+                   {"output_tokens", u.completion_tokens},
+                   {"output_tokens_details",
+                    {{"reasoning_tokens", std::min(reasoning_tokens, u.completion_tokens)}}},
+                   {"total_tokens", u.prompt_tokens + u.completion_tokens}};
     const bool incomplete = finish_ && std::string_view(finish_) == "length";
     ojson r = response(incomplete ? "incomplete" : "completed", std::move(usage));
     if (incomplete) r["incomplete_details"] = {{"reason", "max_output_tokens"}};

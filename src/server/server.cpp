@@ -6,7 +6,9 @@
 #include <csignal>
 
 #include "base/log.h"
+#include "server/messages_api.h"
 #include "server/openai_response.h"
+#include "server/responses_api.h"
 #include "server/streaming.h"
 
 namespace sluice::server {
@@ -41,6 +43,10 @@ constexpr RouteSpec kRoutes[] = {
     {"/v1/completions", false, "POST", true, true},
     {"/tokenize", false, "POST", true, true},
     {"/detokenize", false, "POST", true, true},
+    {"/v1/responses", false, "POST", true, true},
+    {"/v1/responses", true, "GET, DELETE", true, true},
+    {"/v1/messages", false, "POST", true, true},
+    {"/v1/messages/count_tokens", false, "POST", true, true},
     // For `sluice router` (docs/router.md): counts only, no text, so no key, like /metrics.
     {"/v1/cache/routes", false, "GET", false, true},
 };
@@ -55,8 +61,27 @@ const RouteSpec* find_route(const std::string& path) {
   return nullptr;
 }
 
+// r.method: one method or a list ("GET, DELETE"); HEAD goes where GET does.
 bool method_allowed(const RouteSpec& r, const std::string& method) {
-  return method == r.method || (std::string(r.method) == "GET" && method == "HEAD");
+  const std::string_view allowed = r.method;
+  for (size_t at = 0; at < allowed.size();) {
+    size_t end = allowed.find(", ", at);
+    if (end == std::string_view::npos) end = allowed.size();
+    const std::string_view m = allowed.substr(at, end - at);
+    if (m == method || (m == "GET" && method == "HEAD")) return true;
+    at = end + 2;
+  }
+  return false;
+}
+
+// Anthropic's clients read errors in Anthropic's shape.
+bool anthropic_route(const std::string& path) {
+  return path.rfind("/v1/messages", 0) == 0;
+}
+
+void send_route_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  if (anthropic_route(req.path)) return send_anthropic_error(res, e);
+  send_error(res, e);
 }
 
 // Compares in time that depends only on the lengths, never on where the strings differ.
@@ -72,6 +97,11 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 }
 
 // Errors httplib produces itself (malformed request line, 413, 414, ...) get our JSON body.
+ApiError response_not_found(const std::string& id) {
+  return status_error(404, "no stored response '" + id + "'", "invalid_request_error",
+                      "response_not_found");
+}
+
 ApiError transport_error(int status) {
   switch (status) {
     case 413:
@@ -164,12 +194,15 @@ Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
   return served_.engine;
 }
 
+// "Authorization: Bearer KEY" (OpenAI clients) or "x-api-key: KEY" (Anthropic clients).
 bool Server::authorized(const httplib::Request& req) const {
   const std::string header = req.get_header_value("Authorization");
   const std::string bearer = "Bearer ";
   const std::string given =
       header.compare(0, bearer.size(), bearer) == 0 ? header.substr(bearer.size()) : "";
-  return constant_time_equal(given, config_.api_key);
+  return constant_time_equal(given, config_.api_key) ||
+         (req.has_header("x-api-key") &&
+          constant_time_equal(req.get_header_value("x-api-key"), config_.api_key));
 }
 
 nlohmann::ordered_json Server::model_card(const std::string& id) const {
@@ -186,35 +219,38 @@ void Server::register_routes() {
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     const RouteSpec* route = find_route(req.path);
     if (!route) {
-      send_error(res, status_error(404, "no route for " + req.method + " " + req.path,
-                                   "not_found_error", "not_found"));
+      send_route_error(req, res,
+                       status_error(404, "no route for " + req.method + " " + req.path,
+                                    "not_found_error", "not_found"));
       return HandlerResponse::Handled;
     }
     if (!method_allowed(*route, req.method)) {
       res.set_header("Allow", route->method);
-      send_error(res, status_error(405,
-                                   req.method + " is not allowed on " + req.path + " (use " +
-                                       route->method + ")",
-                                   "invalid_request_error", "method_not_allowed"));
+      send_route_error(
+          req, res,
+          status_error(
+              405, req.method + " is not allowed on " + req.path + " (use " + route->method + ")",
+              "invalid_request_error", "method_not_allowed"));
       return HandlerResponse::Handled;
     }
     if (declares_body_over(req, config_.http.max_body_bytes)) {
       res.set_header("Connection", "close");
-      send_error(res, transport_error(413));
+      send_route_error(req, res, transport_error(413));
       return HandlerResponse::Handled;
     }
     if (route->auth && !config_.api_key.empty() && !authorized(req)) {
       res.set_header("WWW-Authenticate", "Bearer");
-      send_error(res,
-                 status_error(401, "invalid or missing API key (send 'Authorization: Bearer KEY')",
-                              "authentication_error", "invalid_api_key"));
+      send_route_error(
+          req, res,
+          status_error(401, "invalid or missing API key (send 'Authorization: Bearer KEY')",
+                       "authentication_error", "invalid_api_key"));
       return HandlerResponse::Handled;
     }
     if (route->needs_model && !bridge_.ready()) {
       ApiError e =
           status_error(503, "the model is loading", "service_unavailable", "model_loading");
       e.retry_after_s = 1;
-      send_error(res, e);
+      send_route_error(req, res, e);
       return HandlerResponse::Handled;
     }
     return HandlerResponse::Unhandled;
@@ -271,6 +307,27 @@ void Server::register_routes() {
   http_.Get("/v1/cache/routes", [this](const httplib::Request& req, httplib::Response& res) {
     handle_cache_routes(req, res);
   });
+  http_.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_responses(req, res);
+  });
+  http_.Get(R"(/v1/responses/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    std::optional<ResponseStore::Entry> e = responses_.get(req.matches[1]);
+    if (!e) return send_error(res, response_not_found(req.matches[1]));
+    send_json(res, 200, e->response);
+  });
+  http_.Delete(R"(/v1/responses/(.+))",
+               [this](const httplib::Request& req, httplib::Response& res) {
+                 const std::string id = req.matches[1];
+                 if (!responses_.erase(id)) return send_error(res, response_not_found(id));
+                 send_json(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
+               });
+  http_.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_messages(req, res, /*count_tokens=*/false);
+  });
+  http_.Post("/v1/messages/count_tokens",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               handle_messages(req, res, /*count_tokens=*/true);
+             });
   http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     handle_tokenize(req, res);
   });
@@ -320,6 +377,51 @@ void Server::handle_generation(const httplib::Request& req, httplib::Response& r
       };
     }
   }
+  serve_generation(std::move(request), model_, bridge_, metrics_, res, std::move(extras));
+}
+
+// POST /v1/responses: converted to a chat request (responses_api.h) and served like one.
+void Server::handle_responses(const httplib::Request& req, httplib::Response& res) {
+  auto body = parse_json_body(req.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
+  const nlohmann::json& j = std::get<nlohmann::json>(body);
+  if (auto e = check_model(j, model_)) return send_error(res, *e);
+  // Key order matters in schemas (the order a model writes properties in).
+  nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
+  auto converted = parse_responses_request(ordered, responses_);
+  if (auto* e = std::get_if<ApiError>(&converted)) return send_error(res, *e);
+  ResponsesRequest& rr = std::get<ResponsesRequest>(converted);
+  const std::string chat_text = rr.chat_body.dump();
+  ParseResult parsed = parse_chat_request(nlohmann::json(rr.chat_body), model_, chat_text);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  GenerationExtras extras;
+  extras.writer = make_responses_writer(rr, model_.name, *model_.tokenizer, responses_);
+  serve_generation(std::move(std::get<CompletionRequest>(parsed)), model_, bridge_, metrics_, res,
+                   std::move(extras));
+}
+
+// POST /v1/messages and /v1/messages/count_tokens (messages_api.h).
+void Server::handle_messages(const httplib::Request& req, httplib::Response& res,
+                             bool count_tokens) {
+  auto body = parse_json_body(req.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return send_anthropic_error(res, *e);
+  const nlohmann::json& j = std::get<nlohmann::json>(body);
+  if (auto e = check_model(j, model_)) return send_anthropic_error(res, *e);
+  nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
+  auto converted = messages_to_chat(ordered, count_tokens);
+  if (auto* e = std::get_if<ApiError>(&converted)) return send_anthropic_error(res, *e);
+  const nlohmann::ordered_json& chat = std::get<nlohmann::ordered_json>(converted);
+  if (count_tokens) {
+    auto t = parse_tokenize_request(nlohmann::json(chat), model_);
+    if (auto* e = std::get_if<ApiError>(&t)) return send_anthropic_error(res, *e);
+    return send_json(res, 200, {{"input_tokens", std::get<TokenizeResult>(t).tokens.size()}});
+  }
+  const std::string chat_text = chat.dump();
+  ParseResult parsed = parse_chat_request(nlohmann::json(chat), model_, chat_text);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_anthropic_error(res, *e);
+  CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  GenerationExtras extras;
+  extras.writer = make_messages_writer(model_.name, request.params.stop);
   serve_generation(std::move(request), model_, bridge_, metrics_, res, std::move(extras));
 }
 

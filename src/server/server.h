@@ -25,6 +25,7 @@
 #include "server/kv_tiers.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/responses_api.h"
 #include "server/route_log.h"
 
 namespace sluice::server {
@@ -98,6 +99,8 @@ class Server {
   Result<Engine*> load_on_engine_thread(const ModelLoader& loader);
   bool authorized(const httplib::Request& req) const;
   void handle_generation(const httplib::Request& req, httplib::Response& res, ApiKind kind);
+  void handle_responses(const httplib::Request& req, httplib::Response& res);
+  void handle_messages(const httplib::Request& req, httplib::Response& res, bool count_tokens);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   void handle_cache_routes(const httplib::Request& req, httplib::Response& res);
@@ -111,7 +114,8 @@ class Server {
   EngineBridge bridge_;
   // Written by the engine thread before ready, like served_; destroyed before bridge_.
   std::unique_ptr<KvTiers> kv_tiers_;
-  RouteLog routes_;  // prompts of router-tagged requests (GET /v1/cache/routes)
+  ResponseStore responses_;  // POST /v1/responses with store (GET/DELETE, previous_response_id)
+  RouteLog routes_;          // prompts of router-tagged requests (GET /v1/cache/routes)
   http::HttpServer http_;
   std::thread listener_;
   int port_ = 0;

@@ -315,7 +315,7 @@ bool write_stream(Generation& g, httplib::DataSink& sink) {
       g.ended = true;
       if (state == State::kDone) {
         const UsageCounts usage = g.usage();
-              out += g.writer->stream_end(g.choices, usage);
+        out += g.writer->stream_end(g.choices, usage);
       } else {
         out += g.writer->stream_error(g.channel->error());
       }

@@ -1,0 +1,40 @@
+// POST /v1/messages (Anthropic's Messages API) and /v1/messages/count_tokens over the chat
+// pipeline.
+//
+//   request:  model, max_tokens (required), system (a string or text blocks), messages (content:
+//             a string or blocks: text, tool_use, tool_result, thinking), tools (name,
+//             description, input_schema), tool_choice (auto | any | tool | none,
+//             disable_parallel_tool_use), stop_sequences, temperature, top_p, top_k, thinking
+//             ({"type": "enabled", "budget_tokens"} | {"type": "disabled"}), stream
+//   -> a chat completions body (parse_chat_request does the rest);
+//   answer:   {"type": "message", "content": [thinking, text, tool_use blocks], "stop_reason":
+//             end_turn | max_tokens | stop_sequence | tool_use, "usage": {...}}
+//   stream:   message_start, ping, per block content_block_start, content_block_delta*
+//             (thinking_delta, text_delta, input_json_delta), content_block_stop; message_delta
+//             (stop_reason, usage), message_stop; a failure: event "error".
+// Errors in Anthropic's shape: {"type": "error", "error": {"type": ..., "message": ...}}.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "http/api_error.h"
+#include "server/streaming.h"
+
+namespace sluice::server {
+
+// The chat completions body of a Messages request; `count_tokens`: max_tokens not required.
+std::variant<nlohmann::ordered_json, http::ApiError> messages_to_chat(
+    const nlohmann::ordered_json& body, bool count_tokens = false);
+
+std::unique_ptr<ApiWriter> make_messages_writer(const std::string& model,
+                                                std::vector<std::string> stop_sequences);
+
+// Anthropic's error body and its error type for an HTTP status.
+nlohmann::ordered_json anthropic_error_json(const http::ApiError& e);
+void send_anthropic_error(httplib::Response& res, const http::ApiError& e);
+
+}  // namespace sluice::server
