@@ -66,6 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (e.index != open) std::abort();
         open = -1;
         break;
+      case Kind::kReasoning:  // MessageParser only
+        std::abort();
     }
   }
   if (open != -1) std::abort();

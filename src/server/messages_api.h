@@ -21,14 +21,10 @@
 #include <variant>
 #include <vector>
 
-#include "http/api_error.h"
+#include "server/agent_requests.h"
 #include "server/streaming.h"
 
 namespace sluice::server {
-
-// The chat completions body of a Messages request; `count_tokens`: max_tokens not required.
-std::variant<nlohmann::ordered_json, http::ApiError> messages_to_chat(
-    const nlohmann::ordered_json& body, bool count_tokens = false);
 
 std::unique_ptr<ApiWriter> make_messages_writer(const std::string& model,
                                                 std::vector<std::string> stop_sequences);

@@ -18,60 +18,13 @@
 // GET /v1/responses/{id}, DELETE /v1/responses/{id}, and previous_response_id continues it.
 #pragma once
 
-#include <cstdint>
-#include <list>
 #include <memory>
-#include <mutex>
-#include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
-#include <unordered_map>
-#include <variant>
 
-#include "http/api_error.h"
+#include "server/agent_requests.h"
 #include "server/streaming.h"
 
 namespace sluice::server {
-
-class ResponseStore {
- public:
-  struct Entry {
-    nlohmann::ordered_json response;  // what GET returns
-    nlohmann::ordered_json messages;  // the conversation in chat form (no instructions)
-  };
-  explicit ResponseStore(size_t max_entries = 1024, size_t max_bytes = size_t(64) << 20)
-      : max_entries_(max_entries), max_bytes_(max_bytes) {}
-
-  void put(const std::string& id, Entry entry);
-  std::optional<Entry> get(const std::string& id) const;
-  bool erase(const std::string& id);
-  size_t size() const;
-
- private:
-  struct Slot {
-    Entry entry;
-    size_t bytes = 0;
-    std::list<std::string>::iterator lru;
-  };
-  const size_t max_entries_;
-  const size_t max_bytes_;
-  mutable std::mutex mu_;
-  mutable std::list<std::string> lru_;  // most recent first
-  std::unordered_map<std::string, Slot> slots_;
-  size_t bytes_ = 0;
-};
-
-// A Responses request, converted.
-struct ResponsesRequest {
-  nlohmann::ordered_json chat_body;  // for parse_chat_request
-  nlohmann::ordered_json history;    // chat messages: the previous conversation + this input
-  nlohmann::ordered_json echo;       // request fields the response object repeats
-  bool store = true;
-  bool stream = false;
-};
-
-std::variant<ResponsesRequest, http::ApiError> parse_responses_request(
-    const nlohmann::ordered_json& body, const ResponseStore& store);
 
 // The writer of one response; a finished one goes into `store` when request.store.
 std::unique_ptr<ApiWriter> make_responses_writer(const ResponsesRequest& request,

@@ -16,7 +16,8 @@
 //   SLUICE_BIN          the sluice executable
 //   SLUICE_SHARED       the ../shared directory (absent: skip)
 //   SLUICE_NPM_CACHE    where `openai` is installed once and reused
-// Exit codes: 0 pass, 1 fail, 77 skip (no npm, no network, no test data).
+// Exit codes: 0 pass, 1 fail, 77 skip (no npm, no network, no test data); under CI=true what
+// would skip fails.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -29,6 +30,10 @@ const SKIP = 77;
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 function skip(why) {
+  if (process.env.CI === 'true') {
+    console.error(`FAIL (CI=true: tests may not skip): ${why}`);
+    process.exit(1);
+  }
   console.log(`SKIP: ${why}`);
   process.exit(SKIP);
 }
