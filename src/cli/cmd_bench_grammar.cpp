@@ -33,6 +33,8 @@
 #include "grammar/json_schema.h"
 #include "grammar/schema_instances.h"
 #include "grammar/token_mask.h"
+#include "server/openai_structured.h"
+#include "template/reasoning.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sluice::cli {
@@ -285,6 +287,82 @@ Status mask_pass(const std::shared_ptr<const grammar::CompiledGrammar>& cg, cons
   return {};
 }
 
+// What reasoning adds per generated token: a message of ~1000 thinking tokens, "</think>", then
+// a schema instance. The MessageParser over every token's text, and the reasoning grammar
+// (openai_structured.h: the thinking unconstrained, the schema after it): while thinking, what
+// the sampler does for a token it drew unmasked (is_allowed + accept_token); in the answer, a
+// mask per token as for the schema alone.
+struct ReasoningCost {
+  size_t think_tokens = 0, answer_tokens = 0;
+  double parser_ns_per_token = 0;  // median of 5 passes
+  Pct think_us;                    // is_allowed + accept_token, per thinking token
+  Pct answer_mask_us;              // fill_mask + accept_token, per answer token
+};
+
+Result<ReasoningCost> bench_reasoning(const ojson& schema, const Tokenizer& tok,
+                                      const std::shared_ptr<const grammar::TokenVocab>& vocab,
+                                      const Docs& docs) {
+  ReasoningCost r;
+  EncodeOptions eo;
+  eo.add_special = false;
+  std::string thinking;
+  const std::string paragraph =
+      "Let me think about this step by step. The user wants the answer as JSON, so first I "
+      "check which fields the schema requires, then what each value should be; <b> tags and "
+      "</thin words must not confuse me. ";
+  std::vector<int32_t> think;
+  while (think.size() < 1000) {
+    thinking += paragraph;
+    SLUICE_ASSIGN_OR_RETURN(std::vector<TokenId> ids, tok.encode(thinking, eo));
+    think.assign(ids.begin(), ids.end());
+  }
+  SLUICE_ASSIGN_OR_RETURN(std::vector<TokenId> close, tok.encode("\n</think>\n\n", eo));
+  think.insert(think.end(), close.begin(), close.end());
+  const std::vector<int32_t>& answer = docs.tokens.front();
+  r.think_tokens = think.size();
+  r.answer_tokens = answer.size();
+  std::vector<std::string_view> pieces;
+  for (int32_t t : think) pieces.push_back(vocab->bytes(t));
+  for (int32_t t : answer) pieces.push_back(vocab->bytes(t));
+
+  std::vector<double> per_token;
+  for (int pass = 0; pass < 5; ++pass) {
+    MessageParser parser(ReasoningFormat::kThink, /*opens=*/true, ToolCallFormat::kHermes, 1);
+    size_t n_events = 0;
+    const auto t0 = Clock::now();
+    for (std::string_view p : pieces) n_events += parser.feed(p).size();
+    n_events += parser.finish().size();
+    per_token.push_back(seconds_since(t0) / double(pieces.size()));
+    if (n_events == 0) return make_error("the parser found nothing");
+  }
+  r.parser_ns_per_token = percentiles(per_token).p50 * 1e9;
+
+  SLUICE_ASSIGN_OR_RETURN(grammar::GrammarSpec spec, grammar::json_schema_to_grammar(schema));
+  SLUICE_ASSIGN_OR_RETURN(
+      std::shared_ptr<const grammar::Grammar> g,
+      grammar::lower(server::reasoning_grammar(std::move(spec), ReasoningFormat::kThink, true)));
+  auto cg = grammar::CompiledGrammar::make(g, vocab);
+  grammar::TokenMatcher m(cg);
+  std::vector<double> think_t, answer_t;
+  for (int32_t t : think) {
+    const auto t0 = Clock::now();
+    const bool ok = m.is_allowed(t) && m.accept_token(t);
+    think_t.push_back(seconds_since(t0));
+    if (!ok) return make_error("the reasoning grammar refused thinking token ", t);
+  }
+  std::vector<uint64_t> mask(vocab->n_words());
+  for (int32_t t : answer) {
+    const auto t0 = Clock::now();
+    m.fill_mask(mask);
+    const bool ok = get_bit(mask, t) && m.accept_token(t);
+    answer_t.push_back(seconds_since(t0));
+    if (!ok) return make_error("the reasoning grammar refused answer token ", t);
+  }
+  r.think_us = percentiles(think_t);
+  r.answer_mask_us = percentiles(answer_t);
+  return r;
+}
+
 Status run_bench_grammar(GrammarBenchOptions o) {
   if (o.docs < 1 || o.passes < 2 || o.reps < 1)
     return make_error("need --docs >= 1, --passes >= 2 (one cold, one warm), --reps >= 1");
@@ -352,6 +430,11 @@ Status run_bench_grammar(GrammarBenchOptions o) {
   const Pct cold_p = percentiles(cold), warm_p = percentiles(warm),
             unseen_p = percentiles(fresh_docs);
 
+  std::optional<ReasoningCost> reasoning;
+  if (!docs.random_walks && !docs.tokens.empty()) {
+    SLUICE_ASSIGN_OR_RETURN(reasoning, bench_reasoning(schema, tok, vocab, docs));
+  }
+
   // The whole cache, precomputed on a fresh one.
   auto fresh = grammar::CompiledGrammar::make(g, vocab);
   t0 = Clock::now();
@@ -407,6 +490,13 @@ Status run_bench_grammar(GrammarBenchOptions o) {
                     {"compile_ms", pct_json(suite->seconds, 1e3)},
                     {"slowest", suite->slowest}};
     }
+    if (reasoning) {
+      j["reasoning"] = {{"think_tokens", reasoning->think_tokens},
+                        {"answer_tokens", reasoning->answer_tokens},
+                        {"parser_ns_per_token", reasoning->parser_ns_per_token},
+                        {"think_grammar_us", pct_json(reasoning->think_us, 1e6)},
+                        {"answer_mask_us", pct_json(reasoning->answer_mask_us, 1e6)}};
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return {};
   }
@@ -441,6 +531,16 @@ Status run_bench_grammar(GrammarBenchOptions o) {
   std::printf("| warm cache, %zu other documents | %zu | %.1f | %.1f | %.1f | %.1f |\n",
               unseen.tokens.size(), unseen_p.n, unseen_p.p50 * 1e6, unseen_p.p99 * 1e6,
               unseen_p.max * 1e6, unseen_p.mean * 1e6);
+  if (reasoning) {
+    std::printf(
+        "\nreasoning (%zu thinking tokens, then a %zu-token instance): MessageParser %.0f ns per "
+        "token; reasoning grammar while thinking (is_allowed + accept) p50 %.2f us, p99 %.2f "
+        "us, mean %.2f us; its answer masks p50 %.1f us, mean %.1f us\n",
+        reasoning->think_tokens, reasoning->answer_tokens, reasoning->parser_ns_per_token,
+        reasoning->think_us.p50 * 1e6, reasoning->think_us.p99 * 1e6,
+        reasoning->think_us.mean * 1e6, reasoning->answer_mask_us.p50 * 1e6,
+        reasoning->answer_mask_us.mean * 1e6);
+  }
   std::printf(
       "\ncold pass: %.1f ms, of which %.1f ms building %zu cache entries (%.1f MB)\n"
       "precompute_all (fresh cache): %.1f ms, %zu entries, %zu leftovers, automaton of %zu "

@@ -6,6 +6,24 @@ using http::ApiError;
 using http::bad_request;
 using ojson = nlohmann::ordered_json;
 
+namespace {
+
+// obj[key] when obj is an object and it is a string, else "" (never throws: bodies are untrusted).
+std::string str(const ojson& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// obj[key] when it is a boolean, else false.
+bool flag(const ojson& obj, const char* key) {
+  if (!obj.is_object()) return false;
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_boolean() && it->get<bool>();
+}
+
+}  // namespace
+
 void ResponseStore::put(const std::string& id, Entry entry) {
   constexpr auto kReplace = nlohmann::ordered_json::error_handler_t::replace;
   const size_t bytes = entry.response.dump(-1, ' ', false, kReplace).size() +
@@ -60,7 +78,7 @@ std::variant<std::string, ApiError> text_of(const ojson& content, const std::str
   std::string text;
   for (size_t k = 0; k < content.size(); ++k) {
     const ojson& part = content[k];
-    const std::string type = part.is_object() ? part.value("type", "") : "";
+    const std::string type = str(part, "type");
     if ((type != "input_text" && type != "output_text" && type != "text") ||
         !part.contains("text") || !part["text"].is_string()) {
       return bad_request(where + "[" + std::to_string(k) + "]: only input_text and output_text " +
@@ -84,10 +102,10 @@ std::optional<ApiError> input_messages(const ojson& input, ojson& out) {
     const ojson& item = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";
     if (!item.is_object()) return bad_request(where + " must be an object", "input");
-    std::string type = item.value("type", "");
+    std::string type = str(item, "type");
     if (type.empty() && item.contains("role")) type = "message";
     if (type == "message") {
-      std::string role = item.value("role", "");
+      std::string role = str(item, "role");
       if (role == "developer") role = "system";
       if (role != "user" && role != "assistant" && role != "system")
         return bad_request(where + ".role must be 'user', 'assistant', 'system' or 'developer'",
@@ -177,10 +195,10 @@ std::variant<ResponsesRequest, ApiError> parse_responses_request(const ojson& bo
     ojson tools = ojson::array();
     for (size_t i = 0; i < it->size(); ++i) {
       const ojson& t = (*it)[i];
-      if (!t.is_object() || t.value("type", "") != "function")
+      if (!t.is_object() || str(t, "type") != "function")
         return bad_request("tools[" + std::to_string(i) +
-                               "]: only function tools are supported (got '" +
-                               (t.is_object() ? t.value("type", "") : std::string()) + "')",
+                               "]: only function tools are supported (got '" + str(t, "type") +
+                               "')",
                            "tools");
       ojson fn = ojson::object();
       for (const char* key : {"name", "description", "parameters", "strict"})
@@ -190,7 +208,7 @@ std::variant<ResponsesRequest, ApiError> parse_responses_request(const ojson& bo
     chat["tools"] = std::move(tools);
   }
   if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
-    if (it->is_object() && it->value("type", "") == "function" && it->contains("name")) {
+    if (str(*it, "type") == "function" && it->contains("name")) {
       chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*it)["name"]}}}};
     } else {
       chat["tool_choice"] = *it;
@@ -199,7 +217,7 @@ std::variant<ResponsesRequest, ApiError> parse_responses_request(const ojson& bo
   if (auto it = body.find("text"); it != body.end() && !it->is_null()) {
     if (!it->is_object()) return bad_request("'text' must be an object", "text");
     if (auto f = it->find("format"); f != it->end() && !f->is_null()) {
-      const std::string type = f->is_object() ? f->value("type", "") : "";
+      const std::string type = str(*f, "type");
       if (type == "json_object") {
         chat["response_format"] = {{"type", "json_object"}};
       } else if (type == "json_schema") {
@@ -255,8 +273,7 @@ std::variant<std::string, ApiError> block_text(const ojson& content, const std::
   std::string text;
   for (size_t k = 0; k < content.size(); ++k) {
     const ojson& b = content[k];
-    if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") ||
-        !b["text"].is_string())
+    if (!b.is_object() || str(b, "type") != "text" || !b.contains("text") || !b["text"].is_string())
       return bad_request(where + "[" + std::to_string(k) + "]: only text blocks are allowed here");
     if (!text.empty()) text += "\n";
     text += b["text"].get<std::string>();
@@ -267,7 +284,7 @@ std::variant<std::string, ApiError> block_text(const ojson& content, const std::
 std::optional<ApiError> convert_message(const ojson& m, size_t i, ojson& out) {
   const std::string where = "messages[" + std::to_string(i) + "]";
   if (!m.is_object()) return bad_request(where + " must be an object");
-  const std::string role = m.value("role", "");
+  const std::string role = str(m, "role");
   if (role != "user" && role != "assistant")
     return bad_request(where + ".role must be 'user' or 'assistant'");
   auto content = m.find("content");
@@ -282,7 +299,7 @@ std::optional<ApiError> convert_message(const ojson& m, size_t i, ojson& out) {
   for (size_t k = 0; k < content->size(); ++k) {
     const ojson& b = (*content)[k];
     const std::string bw = where + ".content[" + std::to_string(k) + "]";
-    const std::string type = b.is_object() ? b.value("type", "") : "";
+    const std::string type = str(b, "type");
     if (type == "text") {
       if (!b.contains("text") || !b["text"].is_string())
         return bad_request(bw + ".text must be a string");
@@ -311,7 +328,7 @@ std::optional<ApiError> convert_message(const ojson& m, size_t i, ojson& out) {
         if (auto* e = std::get_if<ApiError>(&t)) return *e;
         result = std::get<std::string>(t);
       }
-      if (b.value("is_error", false)) result = "Error: " + result;
+      if (flag(b, "is_error")) result = "Error: " + result;
       out.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
     } else {
       return bad_request(bw + ": '" + type + "' blocks are not supported in " + role + " messages");
@@ -378,7 +395,7 @@ std::variant<ojson, ApiError> messages_to_chat(const ojson& body, bool count_tok
     chat["tools"] = std::move(tools);
   }
   if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
-    const std::string type = it->is_object() ? it->value("type", "") : "";
+    const std::string type = str(*it, "type");
     if (type == "auto") {
       chat["tool_choice"] = "auto";
     } else if (type == "any") {
@@ -391,10 +408,10 @@ std::variant<ojson, ApiError> messages_to_chat(const ojson& body, bool count_tok
       return bad_request("'tool_choice.type' must be 'auto', 'any', 'tool' (with a name) or 'none'",
                          "tool_choice");
     }
-    if (it->value("disable_parallel_tool_use", false)) chat["parallel_tool_calls"] = false;
+    if (flag(*it, "disable_parallel_tool_use")) chat["parallel_tool_calls"] = false;
   }
   if (auto it = body.find("thinking"); it != body.end() && !it->is_null()) {
-    const std::string type = it->is_object() ? it->value("type", "") : "";
+    const std::string type = str(*it, "type");
     if (type == "enabled") {
       chat["chat_template_kwargs"] = {{"enable_thinking", true}};
       if (auto b = it->find("budget_tokens"); b != it->end() && !b->is_null()) {
