@@ -152,6 +152,74 @@ TEST(ServerReasoning, TheSchemaConstrainsTheAnswerNotTheThinking) {
   }
 }
 
+// A Qwen3-like template: tool calls in Hermes <tool_call> blocks, thinking opened by the prompt.
+const std::string kThinkToolsTemplate =
+    "{{ bos_token }}{% if tools %}Tools: {{ tools | tojson }}\n{% endif %}"
+    "{% for message in messages %}{% if message['tool_calls'] %}{% for c in message['tool_calls'] "
+    "%}<tool_call>\n{{ c['function'] | tojson }}\n</tool_call>{% endfor %}{% else %}"
+    "{{ message['content'] or '' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<think>\n{% endif %}";
+
+TEST(ServerReasoning, ToolCallsAfterTheThinkingStreamAsDeltas) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  ServerConfig cfg;
+  cfg.chat_template = kThinkToolsTemplate;
+  EngineKnobs knobs;
+  knobs.n_ctx = 1024;
+  auto s = TestServer::start(model, cfg, knobs);
+  ASSERT_TRUE(s);
+  const json tool = {{"type", "function"},
+                     {"function",
+                      {{"name", "get_weather"},
+                       {"parameters",
+                        {{"type", "object"},
+                         {"properties", {{"city", {{"type", "string"}, {"maxLength", 8}}}}},
+                         {"required", {"city"}}}}}}};
+  json body = {{"messages", user("Weather in Paris?")},
+               {"tools", json::array({tool})},
+               {"tool_choice", "required"},
+               {"parallel_tool_calls", false},
+               {"reasoning_budget", 5},
+               {"max_tokens", 300},
+               {"temperature", 0}};
+  HttpResult r = post(s->port, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json& choice = r.j()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << r.body;
+  EXPECT_FALSE(choice["message"]["reasoning_content"].get<std::string>().empty());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r.body;
+  const json call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  const json args = json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(args.is_object()) << call.dump();
+  EXPECT_TRUE(args["city"].is_string());
+  // Streamed: reasoning deltas first, then the call's name and argument deltas.
+  body["stream"] = true;
+  SseResult st = stream(s->port, "/v1/chat/completions", body);
+  std::string reasoning, arguments, name;
+  bool call_after_reasoning = true, saw_call = false;
+  for (const json& e : st.events) {
+    for (const json& c : e["choices"]) {
+      const json& d = c["delta"];
+      if (d.contains("reasoning_content")) {
+        reasoning += d["reasoning_content"].get<std::string>();
+        call_after_reasoning &= !saw_call;
+      }
+      if (d.contains("tool_calls")) {
+        saw_call = true;
+        const json& tc = d["tool_calls"][0];
+        if (tc["function"].contains("name")) name += tc["function"]["name"].get<std::string>();
+        arguments += tc["function"]["arguments"].get<std::string>();
+      }
+    }
+  }
+  EXPECT_TRUE(call_after_reasoning);
+  EXPECT_EQ(reasoning, choice["message"]["reasoning_content"]);
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(arguments, call["function"]["arguments"]);
+  EXPECT_EQ(streamed_finish(st), "tool_calls");
+}
+
 TEST(ServerResponses, AnswerStreamStoreAndContinue) {
   SLUICE_REQUIRE_SHARED(model, kStoriesModel);
   auto s = think_server();
