@@ -200,6 +200,93 @@ TEST(Reasoning, DetectedOnTheRealTemplatesThatThink) {
   EXPECT_GE(thinking, 2);
 }
 
+// The templates of 2026 models (tests/template/data/README.md).
+std::string model_template(const std::string& name) {
+  return test::read_file(std::string(SLUICE_TESTS_DIR) + "/template/data/" + name + ".jinja");
+}
+
+std::string render(const std::string& source, nlohmann::ordered_json extra,
+                   nlohmann::ordered_json messages = nullptr) {
+  Result<ChatTemplate> t = ChatTemplate::parse(source);
+  EXPECT_TRUE(t.ok()) << t.message();
+  if (!t.ok()) return "";
+  ChatTemplateInputs in;
+  in.messages =
+      messages.is_null()
+          ? nlohmann::ordered_json::array({{{"role", "user"}, {"content", "What is 2 + 2?"}}})
+          : messages;
+  in.add_generation_prompt = true;
+  in.extra_context = std::move(extra);
+  in.now = std::time_t(1795000000);
+  Result<std::string> out = t->render(in);
+  EXPECT_TRUE(out.ok()) << out.message();
+  return out.ok() ? *out : "";
+}
+
+TEST(Reasoning, Qwen3ThinksWhenAskedAndCallsToolsAfter) {
+  const std::string source = model_template("Qwen-Qwen3-0.6B");
+  ASSERT_FALSE(source.empty());
+  const ReasoningFormat f = detect_reasoning_format(source);
+  EXPECT_EQ(f, ReasoningFormat::kThink);
+  EXPECT_EQ(detect_tool_call_format(source), ToolCallFormat::kHermes);
+  // The model writes <think> itself; enable_thinking false closes an empty one in the prompt.
+  EXPECT_FALSE(prompt_opens_reasoning(f, render(source, nlohmann::ordered_json::object())));
+  const std::string off = render(source, {{"enable_thinking", false}});
+  EXPECT_FALSE(prompt_opens_reasoning(f, off));
+  EXPECT_NE(off.find("<think>\n\n</think>"), std::string::npos);
+  // What Qwen3 writes: thinking, then a call.
+  ReasoningSetup s;
+  s.tools = ToolCallFormat::kHermes;
+  auto p = parse_every_way(s,
+                           "<think>\nThe user wants the weather. I will call get_weather.\n</think>"
+                           "\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                           "{\"city\": \"Paris\"}}\n</tool_call>");
+  EXPECT_EQ(p.reasoning, "The user wants the weather. I will call get_weather.");
+  EXPECT_EQ(p.content, "");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{\"city\": \"Paris\"}");
+  // History: reasoning_content goes back into the template as a think block.
+  const std::string history = render(
+      source, nlohmann::ordered_json::object(),
+      nlohmann::ordered_json::array(
+          {{{"role", "user"}, {"content", "hi"}},
+           {{"role", "assistant"}, {"content", "Hello!"}, {"reasoning_content", "Greet back."}},
+           {{"role", "user"}, {"content", "bye"}}}));
+  EXPECT_NE(history.find("Hello!"), std::string::npos);
+}
+
+TEST(Reasoning, Qwen35OpensTheThinkingInItsPrompt) {
+  const std::string source = model_template("Qwen3.5-4B");
+  ASSERT_FALSE(source.empty());
+  const ReasoningFormat f = detect_reasoning_format(source);
+  EXPECT_EQ(f, ReasoningFormat::kThink);
+  EXPECT_TRUE(prompt_opens_reasoning(f, render(source, nlohmann::ordered_json::object())));
+  EXPECT_FALSE(prompt_opens_reasoning(f, render(source, {{"enable_thinking", false}})));
+  ReasoningSetup s;
+  s.opens = true;
+  auto p = parse_every_way(s, "\n2 + 2 is 4.\n</think>\n\nThe answer is **4**.");
+  EXPECT_EQ(p.reasoning, "2 + 2 is 4.");
+  EXPECT_EQ(p.content, "The answer is **4**.");
+}
+
+TEST(Reasoning, GptOssSpeaksHarmony) {
+  const std::string source = model_template("openai-gpt-oss-120b");
+  ASSERT_FALSE(source.empty());
+  EXPECT_EQ(detect_reasoning_format(source), ReasoningFormat::kHarmony);
+  EXPECT_EQ(detect_tool_call_format(source), ToolCallFormat::kNone);
+  const std::string prompt = render(source, {{"reasoning_effort", "high"}});
+  EXPECT_NE(prompt.find("Reasoning: high"), std::string::npos);
+  EXPECT_EQ(prompt.substr(prompt.size() - 18), "<|start|>assistant");
+  ReasoningSetup s;
+  s.reasoning = ReasoningFormat::kHarmony;
+  auto p = parse_every_way(
+      s,
+      "<|channel|>analysis<|message|>We need to answer 2+2. Simple.<|end|><|start|>assistant"
+      "<|channel|>final<|message|>2 + 2 = 4.");
+  EXPECT_EQ(p.reasoning, "We need to answer 2+2. Simple.");
+  EXPECT_EQ(p.content, "2 + 2 = 4.");
+}
+
 TEST(Reasoning, FormatNames) {
   EXPECT_EQ(reasoning_format_name(ReasoningFormat::kNone), "none");
   EXPECT_EQ(reasoning_format_name(ReasoningFormat::kThink), "think");
