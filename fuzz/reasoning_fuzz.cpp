@@ -62,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Setup s;
   s.reasoning = static_cast<sluice::ReasoningFormat>(data[0] % 3);
   s.opens = (data[0] >> 2) & 1;
-  s.tools = static_cast<sluice::ToolCallFormat>((data[0] >> 3) % 4);
+  s.tools = static_cast<sluice::ToolCallFormat>((data[0] >> 3) % 5);
   const size_t chunk = 1 + (data[0] >> 5) % 7;
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   const std::vector<ToolCallEvent> whole = parse(s, text, text.size() + 1);

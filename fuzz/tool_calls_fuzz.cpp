@@ -41,7 +41,7 @@ std::vector<ToolCallEvent> parse(sluice::ToolCallFormat format, std::string_view
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const auto format = static_cast<sluice::ToolCallFormat>(data[0] % 4);
+  const auto format = static_cast<sluice::ToolCallFormat>(data[0] % 5);
   const size_t chunk = 1 + (data[0] >> 2) % 7;
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   const std::vector<ToolCallEvent> whole = parse(format, text, text.size() + 1);

@@ -63,6 +63,8 @@ struct CompletionRequest {
   // Tools offered and not refused (tool_choice): each choice's text is parsed for tool calls
   // written in this format (kNone: plain text).
   ToolCallFormat tool_format = ToolCallFormat::kNone;
+  // The offered tools' parameter types, for formats that write values untyped (kQwenXml).
+  std::shared_ptr<const ToolParamTypes> tool_types;
   // Chat with a reasoning model: the text is split into reasoning and answer (MessageParser);
   // `reasoning_open`: the prompt left the model inside its reasoning.
   ReasoningFormat reasoning = ReasoningFormat::kNone;

@@ -38,6 +38,54 @@ GrammarSpec one_rule(Expr e) {
   return s;
 }
 
+// Any bytes without `marker`, then `marker`: the states of a substring matcher (KMP) as rules.
+// Rule i holds after a text whose longest suffix that is a prefix of `marker` has length i.
+void text_then_marker(GrammarSpec& g, const std::string& name, const std::string& marker) {
+  const size_t n = marker.size();
+  std::vector<size_t> fail(n + 1, 0);  // longest proper border of marker[0, i)
+  for (size_t i = 1, k = 0; i < n; ++i) {
+    while (k > 0 && marker[i] != marker[k]) k = fail[k];
+    if (marker[i] == marker[k]) ++k;
+    fail[i + 1] = k;
+  }
+  auto next = [&](size_t state, uint8_t b) {
+    while (state > 0 && uint8_t(marker[state]) != b) state = fail[state];
+    return uint8_t(marker[state]) == b ? state + 1 : 0;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<Expr> alts;
+    alts.push_back(Expr::lit(marker.substr(i)));  // the rest of the marker ends the text here
+    for (size_t j = 0; j < n; ++j) {  // j == n (the whole marker inside the text) is left out
+      std::vector<std::pair<uint32_t, uint32_t>> ranges;
+      for (uint32_t b = 0; b < 256; ++b) {
+        if (next(i, uint8_t(b)) != j) continue;
+        if (!ranges.empty() && ranges.back().second + 1 == b)
+          ranges.back().second = b;
+        else
+          ranges.emplace_back(b, b);
+      }
+      if (!ranges.empty())
+        alts.push_back(Expr::seq(
+            {Expr::byte_cls(std::move(ranges)), Expr::ref(name + "-" + std::to_string(j))}));
+    }
+    g.rules.emplace_back(name + "-" + std::to_string(i), Expr::alt(std::move(alts)));
+  }
+}
+
+// Whether a parameter's schema takes a string (Qwen's XML calls write strings raw).
+bool schema_is_string(const ojson& schema) {
+  if (!schema.is_object()) return false;
+  if (auto t = schema.find("type"); t != schema.end()) return t->is_string() && *t == "string";
+  for (const char* key : {"enum", "const"}) {
+    auto v = schema.find(key);
+    if (v == schema.end()) continue;
+    if (v->is_string()) return true;
+    return v->is_array() && !v->empty() &&
+           std::all_of(v->begin(), v->end(), [](const ojson& x) { return x.is_string(); });
+  }
+  return false;
+}
+
 bool valid_tool_name(const std::string& n) {
   return !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -243,9 +291,77 @@ std::variant<ToolRequest, ApiError> read_tools(const ojson& body) {
 
 }  // namespace
 
+// Qwen's XML calls (xml_tool_calls.h): each tool's parameters in its schema's order, the
+// required ones always; a string parameter is any text up to its </parameter> (an enum: one of
+// its strings; with maxLength: at most that many characters other than '<'), any other the JSON
+// its schema allows.
+Result<GrammarSpec> xml_tool_call_grammar(const ToolCallSyntax& syntax,
+                                          const std::vector<Tool>& tools, bool parallel) {
+  GrammarSpec out;
+  std::vector<Expr> calls;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ojson& schema = tools[i].parameters;
+    const std::string tp = "t" + std::to_string(i) + "-";
+    std::vector<Expr> seq{Expr::lit("<function=" + tools[i].name + ">\n")};
+    const ojson* props = schema.contains("properties") && schema["properties"].is_object()
+                             ? &schema["properties"]
+                             : nullptr;
+    std::vector<std::string> required;
+    if (auto r = schema.find("required"); r != schema.end() && r->is_array())
+      for (const ojson& n : *r)
+        if (n.is_string()) required.push_back(n.get<std::string>());
+    size_t k = 0;
+    for (auto it = props ? props->begin() : ojson::const_iterator(); props && it != props->end();
+         ++it, ++k) {
+      const std::string pp = tp + "p" + std::to_string(k);
+      Expr value;
+      if (schema_is_string(it.value())) {
+        auto e = it.value().find("enum");
+        if (e != it.value().end() && e->is_array()) {
+          std::vector<Expr> options;
+          for (const ojson& v : *e) options.push_back(Expr::lit(v.get<std::string>()));
+          value = Expr::seq({Expr::alt(std::move(options)), Expr::lit("\n</parameter>")});
+        } else if (auto m = it.value().find("maxLength");
+                   m != it.value().end() && m->is_number_unsigned()) {
+          // Bounded: at most maxLength characters, none of them '<' (so none can end it early).
+          const int32_t n = int32_t(std::min<uint64_t>(m->get<uint64_t>(), 10000));
+          value = Expr::seq({Expr::repeat(Expr::cls({{'<', '<'}}, /*negated=*/true), 0, n),
+                             Expr::lit("\n</parameter>")});
+        } else {
+          text_then_marker(out, pp, "\n</parameter>");
+          value = Expr::ref(pp + "-0");
+        }
+      } else {
+        Result<GrammarSpec> g = grammar::json_schema_to_grammar(it.value(), generation_options());
+        if (!g.ok())
+          return make_error("tool '", tools[i].name, "': parameter '", it.key(),
+                            "': ", g.message());
+        value = Expr::seq(
+            {Expr::ref(merge_rules(out, std::move(*g), pp + "-")), Expr::lit("\n</parameter>")});
+      }
+      Expr param = Expr::seq(
+          {Expr::lit("<parameter=" + it.key() + ">\n"), std::move(value), Expr::lit("\n")});
+      const bool req = std::find(required.begin(), required.end(), it.key()) != required.end();
+      seq.push_back(req ? std::move(param) : Expr::opt(std::move(param)));
+    }
+    seq.push_back(Expr::lit("</function>"));
+    calls.push_back(Expr::seq(std::move(seq)));
+  }
+  out.rules.emplace_back("call",
+                         calls.size() == 1 ? std::move(calls[0]) : Expr::alt(std::move(calls)));
+  auto block =
+      Expr::seq({Expr::lit(syntax.call_open), Expr::ref("call"), Expr::lit(syntax.call_close)});
+  std::vector<Expr> root{block};
+  if (parallel) root.push_back(Expr::star(Expr::seq({Expr::lit(syntax.separator), block})));
+  out.rules.emplace_back("root", Expr::seq(std::move(root)));
+  return out;
+}
+
 Result<GrammarSpec> tool_call_grammar(const ToolCallSyntax& syntax, const std::vector<Tool>& tools,
                                       bool parallel) {
   if (tools.empty()) return make_error("no tools to call");
+  if (syntax.format == ToolCallFormat::kQwenXml)
+    return xml_tool_call_grammar(syntax, tools, parallel);
   GrammarSpec out;
   out.rules.emplace_back("ws", Expr::opt(Expr::lit(" ")));
   std::vector<Expr> calls;
@@ -271,44 +387,6 @@ Result<GrammarSpec> tool_call_grammar(const ToolCallSyntax& syntax, const std::v
   out.rules.emplace_back("root", Expr::seq(std::move(root)));
   return out;
 }
-
-namespace {
-
-// Any bytes without `marker`, then `marker`: the states of a substring matcher (KMP) as rules.
-// Rule i holds after a text whose longest suffix that is a prefix of `marker` has length i.
-void text_then_marker(GrammarSpec& g, const std::string& name, const std::string& marker) {
-  const size_t n = marker.size();
-  std::vector<size_t> fail(n + 1, 0);  // longest proper border of marker[0, i)
-  for (size_t i = 1, k = 0; i < n; ++i) {
-    while (k > 0 && marker[i] != marker[k]) k = fail[k];
-    if (marker[i] == marker[k]) ++k;
-    fail[i + 1] = k;
-  }
-  auto next = [&](size_t state, uint8_t b) {
-    while (state > 0 && uint8_t(marker[state]) != b) state = fail[state];
-    return uint8_t(marker[state]) == b ? state + 1 : 0;
-  };
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<Expr> alts;
-    alts.push_back(Expr::lit(marker.substr(i)));  // the rest of the marker ends the text here
-    for (size_t j = 0; j < n; ++j) {  // j == n (the whole marker inside the text) is left out
-      std::vector<std::pair<uint32_t, uint32_t>> ranges;
-      for (uint32_t b = 0; b < 256; ++b) {
-        if (next(i, uint8_t(b)) != j) continue;
-        if (!ranges.empty() && ranges.back().second + 1 == b)
-          ranges.back().second = b;
-        else
-          ranges.emplace_back(b, b);
-      }
-      if (!ranges.empty())
-        alts.push_back(Expr::seq(
-            {Expr::byte_cls(std::move(ranges)), Expr::ref(name + "-" + std::to_string(j))}));
-    }
-    g.rules.emplace_back(name + "-" + std::to_string(i), Expr::alt(std::move(alts)));
-  }
-}
-
-}  // namespace
 
 GrammarSpec reasoning_grammar(GrammarSpec answer, ReasoningFormat format, bool opens) {
   if (format == ReasoningFormat::kNone) return answer;
@@ -365,6 +443,17 @@ std::variant<json, ApiError> parse_structured_output(const json& body, const Mod
       } else {
         r.tool_format = m.tool_format;
         r.params.render_special = true;  // the family's markers may be special tokens
+        if (m.tool_format == ToolCallFormat::kQwenXml) {
+          auto types = std::make_shared<ToolParamTypes>();
+          for (const Tool& tool : t.tools) {
+            auto& params = types->tools[tool.name];
+            if (auto p = tool.parameters.find("properties");
+                p != tool.parameters.end() && p->is_object())
+              for (auto it = p->begin(); it != p->end(); ++it)
+                params[it.key()] = schema_is_string(it.value());
+          }
+          r.tool_types = std::move(types);
+        }
         if (forced) {
           if (c)
             return bad_request(

@@ -363,7 +363,7 @@ void serve_generation(CompletionRequest request, const ModelContext& model, Engi
   if (parsed) {
     for (auto& p : g->parsers)
       p = std::make_unique<MessageParser>(request.reasoning, request.reasoning_open,
-                                          request.tool_format);
+                                          request.tool_format, request.tool_types);
   }
 
   auto submitted = bridge.submit(std::move(job));

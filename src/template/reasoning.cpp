@@ -64,16 +64,19 @@ std::string_view reasoning_close_text(ReasoningFormat format) {
 }
 
 MessageParser::MessageParser(ReasoningFormat reasoning, bool opens_in_reasoning,
-                             ToolCallFormat tools)
+                             ToolCallFormat tools, std::shared_ptr<const ToolParamTypes> types)
     : MessageParser(reasoning, opens_in_reasoning, tools,
-                    (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()) {}
+                    (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}(),
+                    std::move(types)) {}
 
 MessageParser::MessageParser(ReasoningFormat reasoning, bool opens_in_reasoning,
-                             ToolCallFormat tools, uint64_t id_seed)
+                             ToolCallFormat tools, uint64_t id_seed,
+                             std::shared_ptr<const ToolParamTypes> types)
     : format_(reasoning),
       mode_(Mode::kAnswer),
       // Harmony writes its own tool calls (commentary to=functions.NAME).
-      tools_(reasoning == ReasoningFormat::kHarmony ? ToolCallFormat::kNone : tools, id_seed),
+      tools_(reasoning == ReasoningFormat::kHarmony ? ToolCallFormat::kNone : tools, id_seed,
+             std::move(types)),
       rng_(id_seed ^ 0x9E3779B97F4A7C15ull) {
   if (format_ == ReasoningFormat::kThink)
     mode_ = opens_in_reasoning ? Mode::kReasoning : Mode::kStart;

@@ -63,9 +63,11 @@ std::string_view reasoning_close_text(ReasoningFormat format);
 class MessageParser {
  public:
   // Ids of tool calls from a random seed; the second form makes them reproducible (tests).
-  MessageParser(ReasoningFormat reasoning, bool opens_in_reasoning, ToolCallFormat tools);
+  // `types`: the offered tools' parameter types (ToolCallFormat::kQwenXml; may be null).
   MessageParser(ReasoningFormat reasoning, bool opens_in_reasoning, ToolCallFormat tools,
-                uint64_t id_seed);
+                std::shared_ptr<const ToolParamTypes> types = nullptr);
+  MessageParser(ReasoningFormat reasoning, bool opens_in_reasoning, ToolCallFormat tools,
+                uint64_t id_seed, std::shared_ptr<const ToolParamTypes> types = nullptr);
 
   // Events: kReasoning, kContent and the tool-call kinds (ToolCallEvent).
   std::vector<ToolCallEvent> feed(std::string_view text);

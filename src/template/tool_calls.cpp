@@ -1,5 +1,7 @@
 #include "template/tool_calls.h"
 
+#include "template/xml_tool_calls.h"
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -56,12 +58,15 @@ std::string_view tool_call_format_name(ToolCallFormat format) {
       return "hermes";
     case ToolCallFormat::kMistral:
       return "mistral";
+    case ToolCallFormat::kQwenXml:
+      return "qwen3_coder";
   }
   return "none";
 }
 
 ToolCallFormat detect_tool_call_format(std::string_view src) {
   if (contains(src, kMistralMarker)) return ToolCallFormat::kMistral;
+  if (contains(src, kHermesOpen) && contains(src, "<function=")) return ToolCallFormat::kQwenXml;
   if (contains(src, kHermesOpen)) return ToolCallFormat::kHermes;
   // Llama 3.1-3.3 write calls as {"name": ..., "parameters": ...} and results under the ipython
   // role; functionary v3.1 shares the Llama 3.1 special tokens but calls with <function=...>.
@@ -93,6 +98,14 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
       s.args_key = "arguments";
       s.parallel = true;
       break;
+    case ToolCallFormat::kQwenXml:  // the calls are not JSON: xml_tool_calls.h
+      s.trigger = std::string(kHermesOpen);
+      s.content_before_calls = true;
+      s.call_open = std::string(kHermesOpen) + "\n";
+      s.call_close = "\n" + std::string(kHermesClose);
+      s.separator = "\n";
+      s.parallel = true;
+      break;
     case ToolCallFormat::kMistral:
       s.trigger = std::string(kMistralMarker);
       s.prefix = std::string(kMistralMarker) + "[";
@@ -112,10 +125,14 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
 ToolCallParser::ToolCallParser(ToolCallFormat format)
     : ToolCallParser(format, (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()) {}
 
-ToolCallParser::ToolCallParser(ToolCallFormat format, uint64_t id_seed)
+ToolCallParser::ToolCallParser(ToolCallFormat format, uint64_t id_seed,
+                               std::shared_ptr<const ToolParamTypes> types)
     : format_(format), syntax_(tool_call_syntax(format)), mode_(Mode::kPlain), rng_(id_seed) {
   switch (format) {
     case ToolCallFormat::kNone:
+      break;
+    case ToolCallFormat::kQwenXml:
+      xml_ = std::make_unique<XmlToolCallParser>(id_seed, std::move(types));
       break;
     case ToolCallFormat::kLlama3Json:
       mode_ = Mode::kLlamaStart;
@@ -131,7 +148,15 @@ ToolCallParser::ToolCallParser(ToolCallFormat format, uint64_t id_seed)
   }
 }
 
+ToolCallParser::~ToolCallParser() = default;
+ToolCallParser::ToolCallParser(ToolCallParser&&) noexcept = default;
+
+int ToolCallParser::n_calls() const {
+  return xml_ ? xml_->n_calls() : n_calls_;
+}
+
 std::vector<ToolCallEvent> ToolCallParser::feed(std::string_view text) {
+  if (xml_) return xml_->feed(text);
   out_.clear();
   for (size_t i = 0; i < text.size() && mode_ != Mode::kFinished; ++i) {
     if (mode_ == Mode::kPlain) {
@@ -152,6 +177,7 @@ std::vector<ToolCallEvent> ToolCallParser::feed(std::string_view text) {
 }
 
 std::vector<ToolCallEvent> ToolCallParser::finish() {
+  if (xml_) return xml_->finish();
   out_.clear();
   switch (mode_) {
     case Mode::kPlain:
@@ -442,6 +468,7 @@ void ToolCallParser::after_call() {
       after_call_ = !list_;
       break;
     case ToolCallFormat::kNone:
+    case ToolCallFormat::kQwenXml:  // never here: XmlToolCallParser does the work
       mode_ = Mode::kPlain;
       break;
   }

@@ -10,6 +10,8 @@
 //                                                               after optional text
 //   kMistral     (template: [TOOL_CALLS]; Mistral Nemo)
 //     [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]
+//   kQwenXml     (template: <tool_call> and <function=; Qwen3-Coder, Qwen3.5 / 3.6)
+//     <tool_call>\n<function=f>\n<parameter=p>\nvalue\n</parameter>\n</function>\n</tool_call>
 //
 // The server streams:
 //
@@ -21,6 +23,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -31,13 +35,14 @@
 
 namespace sluice {
 
-enum class ToolCallFormat : uint8_t { kNone, kLlama3Json, kHermes, kMistral };
+enum class ToolCallFormat : uint8_t { kNone, kLlama3Json, kHermes, kMistral, kQwenXml };
 
-// "none", "llama3_json", "hermes", "mistral".
+// "none", "llama3_json", "hermes", "mistral", "qwen3_coder".
 std::string_view tool_call_format_name(ToolCallFormat format);
 
 // The family of a chat template, from the markers its source writes when it renders tool-call
-// history (checked in this order): "[TOOL_CALLS]" -> kMistral; "<tool_call>" -> kHermes;
+// history (checked in this order): "[TOOL_CALLS]" -> kMistral; "<tool_call>" with
+// "<function=" -> kQwenXml (Qwen3-Coder, Qwen3.5: xml_tool_calls.h); "<tool_call>" -> kHermes;
 // "\"parameters\"" together with "<|python_tag|>", "<|eom_id|>" or "ipython" (and no
 // functionary-style "<function=") -> kLlama3Json; otherwise kNone.
 ToolCallFormat detect_tool_call_format(std::string_view template_source);
@@ -73,6 +78,12 @@ struct ToolCallSyntax {
 };
 
 ToolCallSyntax tool_call_syntax(ToolCallFormat format);
+
+// The parameter types of the offered tools, for formats that write values without JSON types
+// (kQwenXml): tool name -> parameter name -> whether its schema is a string.
+struct ToolParamTypes {
+  std::map<std::string, std::map<std::string, bool>> tools;
+};
 
 // A tool call id: "call_" + 24 alphanumerics, or (`length` > 0) exactly `length` alphanumerics.
 std::string make_tool_call_id(std::mt19937_64& rng, size_t length);
@@ -118,18 +129,24 @@ struct ToolCallEvent {
 // generated); with a marker, a call without arguments gets "{}". Forgiven: a missing
 // </tool_call> or closing ']'. Llama 3 calls may follow each other, separated by whitespace
 // or ';'; text after them is content.
+class XmlToolCallParser;
+
 class ToolCallParser {
  public:
   // Ids from a random seed; the second form makes them reproducible (tests).
   explicit ToolCallParser(ToolCallFormat format);
-  ToolCallParser(ToolCallFormat format, uint64_t id_seed);
+  // `types`: kQwenXml only (which values are strings); may be null.
+  ToolCallParser(ToolCallFormat format, uint64_t id_seed,
+                 std::shared_ptr<const ToolParamTypes> types = nullptr);
+  ~ToolCallParser();
+  ToolCallParser(ToolCallParser&&) noexcept;
 
   std::vector<ToolCallEvent> feed(std::string_view text);
   // The end of the message: releases held text; an unfinished call is invalid (a Llama 3
   // message that never became a call is content). Nothing may be fed afterwards.
   std::vector<ToolCallEvent> finish();
 
-  int n_calls() const { return n_calls_; }  // calls begun so far
+  int n_calls() const;  // calls begun so far
 
  private:
   enum class Mode : uint8_t {
@@ -201,6 +218,7 @@ class ToolCallParser {
   int n_calls_ = 0;
   std::vector<std::string> ids_;
   std::mt19937_64 rng_;
+  std::unique_ptr<XmlToolCallParser> xml_;  // kQwenXml: the whole job
 };
 
 // A whole message, parsed (feed + finish of one ToolCallParser).

@@ -2,6 +2,7 @@
 // generation prompt opens "<think>" makes everything the model writes reasoning until a budget
 // closes it, which makes the split observable with a model that never thinks on its own.
 // The request converters, the response store and the reasoning grammar are tested directly.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -218,6 +219,52 @@ TEST(ServerReasoning, ToolCallsAfterTheThinkingStreamAsDeltas) {
   EXPECT_EQ(name, "get_weather");
   EXPECT_EQ(arguments, call["function"]["arguments"]);
   EXPECT_EQ(streamed_finish(st), "tool_calls");
+}
+
+TEST(ServerReasoning, Qwen35ThinksThenCallsToolsInXml) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  ServerConfig cfg;
+  cfg.chat_template = read_file(std::string(SLUICE_TESTS_DIR) + "/template/data/Qwen3.5-4B.jinja");
+  EngineKnobs knobs;
+  knobs.n_ctx = 4096;
+  knobs.n_blocks = 1024;
+  auto s = TestServer::start(model, cfg, knobs);
+  ASSERT_TRUE(s);
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+    "parameters": {"type": "object", "properties": {
+      "city": {"type": "string", "maxLength": 12}, "days": {"type": "integer", "minimum": 1, "maximum": 9},
+      "unit": {"enum": ["c", "f"]}}, "required": ["city", "days"]}}}])");
+  json body = {{"messages", user("Weather in Paris for 3 days?")},
+               {"tools", tools},
+               {"tool_choice", "required"},
+               {"parallel_tool_calls", false},
+               {"reasoning_budget", 6},
+               {"max_tokens", 400},
+               {"temperature", 0}};
+  HttpResult r = post(s->port, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json& choice = r.j()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << r.body;
+  EXPECT_FALSE(choice["message"]["reasoning_content"].get<std::string>().empty());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r.body;
+  const json args =
+      json::parse(choice["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
+  EXPECT_TRUE(args["city"].is_string()) << args;
+  // Typed by the schema, not a string ("integer" admits 5.0 in JSON Schema).
+  ASSERT_TRUE(args["days"].is_number()) << args;
+  EXPECT_EQ(args["days"].get<double>(), std::floor(args["days"].get<double>())) << args;
+  if (args.contains("unit")) {
+    EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << args;
+  }
+  // The call goes back through the template (arguments as an object) on the next turn.
+  json next = body;
+  next["messages"].push_back(choice["message"]);
+  next["messages"].push_back({{"role", "tool"},
+                              {"tool_call_id", choice["message"]["tool_calls"][0]["id"]},
+                              {"content", "sunny"}});
+  next["tool_choice"] = "none";
+  next["max_tokens"] = 8;
+  EXPECT_EQ(post(s->port, "/v1/chat/completions", next).status, 200);
 }
 
 TEST(ServerResponses, AnswerStreamStoreAndContinue) {
