@@ -108,6 +108,7 @@ struct Constraint {
   std::string field;  // for errors: the request field that asked for it
   std::string key;
   std::function<Result<GrammarSpec>()> make;
+  bool has_reasoning = false;  // the grammar already lets the reasoning through (Harmony calls)
 };
 
 std::optional<ApiError> schema_constraint(const ojson& schema, const std::string& field,
@@ -357,6 +358,27 @@ Result<GrammarSpec> xml_tool_call_grammar(const ToolCallSyntax& syntax,
   return out;
 }
 
+Result<GrammarSpec> harmony_tool_call_grammar(const std::vector<Tool>& tools) {
+  if (tools.empty()) return make_error("no tools to call");
+  GrammarSpec out;
+  std::vector<Expr> calls;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    Result<GrammarSpec> args =
+        grammar::json_schema_to_grammar(tools[i].parameters, generation_options());
+    if (!args.ok()) return make_error("tool '", tools[i].name, "': parameters: ", args.message());
+    const std::string root = merge_rules(out, std::move(*args), "t" + std::to_string(i) + "-");
+    calls.push_back(
+        Expr::seq({Expr::lit(tools[i].name + " <|constrain|>json<|message|>"), Expr::ref(root)}));
+  }
+  text_then_marker(out, "analysis", std::string(kHarmonyEnd));
+  Expr analysis = Expr::opt(Expr::seq({Expr::lit(std::string(kHarmonyAnalysis)),
+                                       Expr::ref("analysis-0"), Expr::lit("<|start|>assistant")}));
+  out.rules.emplace_back(
+      "root", Expr::seq({std::move(analysis), Expr::lit("<|channel|>commentary to=functions."),
+                         calls.size() == 1 ? std::move(calls[0]) : Expr::alt(std::move(calls))}));
+  return out;
+}
+
 Result<GrammarSpec> tool_call_grammar(const ToolCallSyntax& syntax, const std::vector<Tool>& tools,
                                       bool parallel) {
   if (tools.empty()) return make_error("no tools to call");
@@ -433,7 +455,27 @@ std::variant<json, ApiError> parse_structured_output(const json& body, const Mod
     if (!t.tools.empty()) tools_for_template = t.for_template;
     if (!t.tools.empty() && t.choice != "none") {
       const bool forced = t.choice == "required" || t.choice == "named";
-      if (m.tool_format == ToolCallFormat::kNone) {
+      if (m.reasoning_format == ReasoningFormat::kHarmony) {
+        // gpt-oss: calls are Harmony messages to=functions.NAME, parsed by the MessageParser.
+        r.params.render_special = true;
+        if (forced) {
+          if (c)
+            return bad_request(
+                "tool_choice '" + t.choice + "' and '" + c->field + "' cannot be combined",
+                c->field);
+          std::vector<Tool> allowed;
+          for (const Tool& tool : t.tools)
+            if (t.choice != "named" || tool.name == t.named) allowed.push_back(tool);
+          json key_tools = json::array();
+          for (const Tool& tool : allowed) key_tools.push_back({tool.name, json(tool.parameters)});
+          Constraint tc;
+          tc.field = "tools";
+          tc.key = "tools:harmony:" + key_tools.dump();
+          tc.make = [allowed] { return harmony_tool_call_grammar(allowed); };
+          tc.has_reasoning = true;
+          c = std::move(tc);
+        }
+      } else if (m.tool_format == ToolCallFormat::kNone) {
         if (forced)
           return bad_request(
               "this model's chat template has no tool-call format sluice knows (Llama 3.x JSON, "
@@ -482,7 +524,7 @@ std::variant<json, ApiError> parse_structured_output(const json& body, const Mod
     if (auto* e = std::get_if<ApiError>(&opens)) return *e;
     r.reasoning_open = std::get<bool>(opens);
   }
-  if (c && r.reasoning != ReasoningFormat::kNone) {
+  if (c && r.reasoning != ReasoningFormat::kNone && !c->has_reasoning) {
     c->key = std::string("reasoning:") + std::string(reasoning_format_name(r.reasoning)) +
              (r.reasoning_open ? ":open:" : ":closed:") + c->key;
     c->make = [make = std::move(c->make), format = r.reasoning,

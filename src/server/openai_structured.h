@@ -50,6 +50,11 @@ std::variant<nlohmann::json, http::ApiError> parse_structured_output(
     const nlohmann::json& body, const ModelContext& m, bool chat, CompletionRequest& r,
     const std::string& raw_body = "", const PromptRenderer& render = nullptr);
 
+// gpt-oss's forced calls: an optional analysis message, then one Harmony message
+// "<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>" with arguments valid
+// under that tool's schema (the model's <|call|> ends the generation).
+Result<grammar::GrammarSpec> harmony_tool_call_grammar(const std::vector<Tool>& tools);
+
 // `answer` preceded by the reasoning of `format`: kThink: "<think>" (unless the prompt opened it:
 // `opens`) then any text without "</think>", "</think>", a little whitespace, then the answer;
 // the whole block is optional when the prompt did not open it. kHarmony: an optional analysis

@@ -57,8 +57,8 @@ std::string_view reasoning_close_text(ReasoningFormat format) {
       return "";
     case ReasoningFormat::kThink:
       return "\n</think>\n\n";
-    case ReasoningFormat::kHarmony:
-      return "<|end|><|start|>assistant<|channel|>final<|message|>";
+    case ReasoningFormat::kHarmony:  // the model (or a grammar) picks the next channel
+      return "<|end|><|start|>assistant";
   }
   return "";
 }

@@ -161,7 +161,8 @@ TEST(Reasoning, BudgetCloseTextEndsTheReasoning) {
   ReasoningSetup h;
   h.reasoning = ReasoningFormat::kHarmony;
   auto q = parse_every_way(h, "<|channel|>analysis<|message|>half" +
-                                  std::string(reasoning_close_text(h.reasoning)) + "Answer.");
+                                  std::string(reasoning_close_text(h.reasoning)) +
+                                  "<|channel|>final<|message|>Answer.");
   EXPECT_EQ(q.reasoning, "half");
   EXPECT_EQ(q.content, "Answer.");
 }
