@@ -22,6 +22,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 thread_local int t_connection_socket = -1;
+// Set by close_after_response() during a request; read and cleared by the connection loop.
+thread_local bool t_close_after_response = false;
 
 // One TCP connection as httplib sees it. Reads are buffered (httplib's line reader asks for
 // one byte at a time) and bounded in time; the request line and headers are bounded in size
@@ -200,6 +202,17 @@ bool declares_body_over(const httplib::Request& req, size_t limit) {
   return ec == std::errc::result_out_of_range || (ec == std::errc() && n > limit);
 }
 
+bool declares_body(const httplib::Request& req) {
+  if (req.has_header("Transfer-Encoding")) return true;
+  const std::string len = req.get_header_value("Content-Length");
+  return !len.empty() && len.find_first_not_of('0') != std::string::npos;
+}
+
+void close_after_response(httplib::Response& res) {
+  res.set_header("Connection", "close");
+  t_close_after_response = true;
+}
+
 void send_error(httplib::Response& res, const ApiError& e) {
   if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
   send_json(res, e.status, e.to_json());
@@ -366,8 +379,9 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
     if (stopping() || !stream.wait_for_request()) break;
     stream.begin_request();
     bool closed = false;
+    t_close_after_response = false;
     ret = process_request(stream, /*close_connection=*/left == 1 || stopping(), closed, setup);
-    if (!ret || closed || unread_body) break;
+    if (!ret || closed || unread_body || t_close_after_response) break;
   }
   t_connection_socket = -1;
   ::shutdown(sock, SHUT_RDWR);

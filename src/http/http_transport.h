@@ -55,6 +55,16 @@ void answer_exceptions_with_500(httplib::Server& http, const std::string& who);
 // True when the request declares a body over `limit` bytes (answer 413 before reading it:
 // httplib would read and discard all of it first).
 bool declares_body_over(const httplib::Request& req, size_t limit);
+// True when the request declares a body (Content-Length > 0 or a Transfer-Encoding).
+bool declares_body(const httplib::Request& req);
+
+// A response written before the request's body was read (a refusal in a pre-routing handler)
+// must not leave the connection open: what follows on it is that body, not a request. This
+// answers with "Connection: close" and makes the connection loop close the socket after the
+// response. Call on the connection's thread. Every refusal that does not read the body uses it
+// when the request has one; responses of routed handlers (whose bodies httplib read) keep the
+// connection alive.
+void close_after_response(httplib::Response& res);
 
 struct HttpLimits {
   size_t max_body_bytes = size_t(16) << 20;    // larger bodies: 413

@@ -79,7 +79,10 @@ bool anthropic_route(const std::string& path) {
   return path.rfind("/v1/messages", 0) == 0;
 }
 
+// A refusal before routing: the request's body is unread, so a request with one closes its
+// connection (http_transport.h: close_after_response).
 void send_route_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  if (http::declares_body(req)) http::close_after_response(res);
   if (anthropic_route(req.path)) return send_anthropic_error(res, e);
   send_error(res, e);
 }
@@ -234,7 +237,6 @@ void Server::register_routes() {
       return HandlerResponse::Handled;
     }
     if (declares_body_over(req, config_.http.max_body_bytes)) {
-      res.set_header("Connection", "close");
       send_route_error(req, res, transport_error(413));
       return HandlerResponse::Handled;
     }
