@@ -96,6 +96,10 @@ void register_router(CLI::App& app, int& exit_code) {
   cmd->add_option("--upstream-timeout", o->config.upstream_timeout_s,
                   "Seconds a backend may stay silent within one answer")
       ->capture_default_str();
+  cmd->add_option("--api-key", o->config.api_key,
+                  "Require 'Authorization: Bearer KEY' or 'x-api-key: KEY' on every route but "
+                  "/health and /metrics (passed on to the backends)")
+      ->envname("SLUICE_API_KEY");
   cmd->add_option("--http-threads", o->http_threads,
                   "Concurrent client connections served at most (one thread each)")
       ->capture_default_str();

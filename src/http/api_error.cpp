@@ -13,6 +13,37 @@ nlohmann::ordered_json ApiError::to_json() const {
   return j;
 }
 
+nlohmann::ordered_json ApiError::to_anthropic_json() const {
+  const char* t = "invalid_request_error";
+  switch (status) {
+    case 401:
+      t = "authentication_error";
+      break;
+    case 403:
+      t = "permission_error";
+      break;
+    case 404:
+      t = "not_found_error";
+      break;
+    case 413:
+      t = "request_too_large";
+      break;
+    case 429:
+      t = "rate_limit_error";
+      break;
+    case 503:
+    case 529:
+      t = "overloaded_error";
+      break;
+    default:
+      if (status >= 500) t = "api_error";
+  }
+  nlohmann::ordered_json j;
+  j["type"] = "error";
+  j["error"] = {{"type", t}, {"message", message}};
+  return j;
+}
+
 ApiError bad_request(std::string message, std::string param, std::string code) {
   ApiError e;
   e.status = 400;

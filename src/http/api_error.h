@@ -22,6 +22,11 @@ struct ApiError {
   int retry_after_s = 0;  // > 0: sent as a Retry-After header (429, 503)
 
   nlohmann::ordered_json to_json() const;
+  // Anthropic's shape, for the Messages API: {"type": "error", "error": {"type", "message"}},
+  // the type from the status (invalid_request_error 400, authentication_error 401,
+  // permission_error 403, not_found_error 404, request_too_large 413, rate_limit_error 429,
+  // overloaded_error 503/529, api_error other 5xx).
+  nlohmann::ordered_json to_anthropic_json() const;
 };
 
 // 400 invalid_request_error naming the offending field.

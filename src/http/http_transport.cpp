@@ -202,6 +202,33 @@ bool declares_body_over(const httplib::Request& req, size_t limit) {
   return ec == std::errc::result_out_of_range || (ec == std::errc() && n > limit);
 }
 
+namespace {
+
+// Compares in time that depends only on the lengths, never on where the strings differ.
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  const size_t n = std::max(a.size(), b.size());
+  volatile unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (x ^ y));
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+bool api_key_matches(const httplib::Request& req, const std::string& key) {
+  const std::string header = req.get_header_value("Authorization");
+  const std::string bearer = "Bearer ";
+  const std::string given =
+      header.compare(0, bearer.size(), bearer) == 0 ? header.substr(bearer.size()) : "";
+  const bool by_bearer = constant_time_equal(given, key);
+  const bool by_header =
+      req.has_header("x-api-key") && constant_time_equal(req.get_header_value("x-api-key"), key);
+  return by_bearer || by_header;
+}
+
 bool declares_body(const httplib::Request& req) {
   if (req.has_header("Transfer-Encoding")) return true;
   const std::string len = req.get_header_value("Content-Length");

@@ -55,6 +55,10 @@ void answer_exceptions_with_500(httplib::Server& http, const std::string& who);
 // True when the request declares a body over `limit` bytes (answer 413 before reading it:
 // httplib would read and discard all of it first).
 bool declares_body_over(const httplib::Request& req, size_t limit);
+// Whether the request carries API key `key`: "Authorization: Bearer KEY" (OpenAI clients) or
+// "x-api-key: KEY" (Anthropic clients), compared in time independent of where they differ.
+bool api_key_matches(const httplib::Request& req, const std::string& key);
+
 // True when the request declares a body (Content-Length > 0 or a Transfer-Encoding).
 bool declares_body(const httplib::Request& req);
 

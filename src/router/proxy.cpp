@@ -81,6 +81,29 @@ std::pair<int64_t, int64_t> usage_of(const std::string& body) {
   return {prompt, cached};
 }
 
+// Anthropic's clients read errors in Anthropic's shape (as sluice serve answers them).
+bool anthropic_route(const std::string& path) {
+  return path.rfind("/v1/messages", 0) == 0;
+}
+
+void send_route_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  if (!anthropic_route(req.path)) return send_error(res, e);
+  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+  send_json(res, e.status, e.to_anthropic_json());
+}
+
+// The id of a Responses answer in its first bytes: a whole answer's top-level "id", or the
+// stream's response.created event's response.id ("resp_..."; "" until seen).
+std::string response_id_in(std::string_view head) {
+  constexpr std::string_view kKey = "\"id\":\"resp_";
+  const size_t at = head.find(kKey);
+  if (at == std::string_view::npos) return "";
+  const size_t start = at + 6;
+  const size_t end = head.find('"', start);
+  if (end == std::string_view::npos || end - start > 128) return "";
+  return std::string(head.substr(start, end - start));
+}
+
 // Keeps a picked backend's load counted until the answer is over (also for streams, whose
 // last piece is sent after the handler returned).
 struct InFlight {
@@ -98,6 +121,8 @@ struct StreamState {
   bool complete = false;
   std::string last2;  // the last two bytes forwarded (does an SSE event end there?)
   UsageScanner usage;
+  std::string head;  // Responses streams: their first bytes, until the response id is seen
+  std::function<void(const std::string&)> on_response_id;
 };
 
 // `object_text` (a JSON object's text) with `fields` ("\"k\":v,...") added at its end. A key
@@ -180,16 +205,56 @@ void RouterServer::shutdown() {
   if (health_.joinable()) health_.join();
 }
 
+void RouterServer::remember_response(const std::string& id, int backend) {
+  constexpr size_t kMaxRemembered = 10000;
+  std::lock_guard<std::mutex> lock(responses_mu_);
+  if (auto it = responses_.find(id); it != responses_.end()) {
+    responses_lru_.erase(it->second);
+    responses_.erase(it);
+  }
+  responses_lru_.emplace_front(id, backend);
+  responses_[id] = responses_lru_.begin();
+  while (responses_lru_.size() > kMaxRemembered) {
+    responses_.erase(responses_lru_.back().first);
+    responses_lru_.pop_back();
+  }
+}
+
+std::optional<int> RouterServer::response_backend(const std::string& id) {
+  std::lock_guard<std::mutex> lock(responses_mu_);
+  auto it = responses_.find(id);
+  if (it == responses_.end()) return std::nullopt;
+  responses_lru_.splice(responses_lru_.begin(), responses_lru_, it->second);
+  return it->second->second;
+}
+
 void RouterServer::register_routes() {
+  if (!config_.api_key.empty()) {
+    http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (req.path == "/health" || req.path == "/metrics") return HandlerResponse::Unhandled;
+      if (http::api_key_matches(req, config_.api_key)) return HandlerResponse::Unhandled;
+      // Refused before the body is read: a request with one closes its connection.
+      if (http::declares_body(req)) http::close_after_response(res);
+      res.set_header("WWW-Authenticate", "Bearer");
+      send_route_error(req, res,
+                       status_error(401,
+                                    "invalid or missing API key (send 'Authorization: Bearer KEY' "
+                                    "or 'x-api-key: KEY')",
+                                    "authentication_error", "invalid_api_key"));
+      return HandlerResponse::Handled;
+    });
+  }
   http_.set_error_handler(
       httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return HandlerResponse::Unhandled;
         if (res.status == 404) {
-          send_error(res, status_error(404, "no route for " + req.method + " " + req.path,
-                                       "not_found_error", "not_found"));
+          send_route_error(req, res,
+                           status_error(404, "no route for " + req.method + " " + req.path,
+                                        "not_found_error", "not_found"));
         } else {
-          send_error(res, status_error(res.status, "the HTTP request is malformed",
-                                       "invalid_request_error", "bad_request"));
+          send_route_error(req, res,
+                           status_error(res.status, "the HTTP request is malformed",
+                                        "invalid_request_error", "bad_request"));
         }
         return HandlerResponse::Handled;
       }));
@@ -240,21 +305,74 @@ void RouterServer::register_routes() {
   http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     forward(req, res, Kind::kCompletion);
   });
-  http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    forward(req, res, Kind::kOther);
+  http_.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+    forward(req, res, Kind::kResponses);
   });
+  http_.Get(R"(/v1/responses/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    forward(req, res, Kind::kStoredResponse);
+  });
+  http_.Delete(R"(/v1/responses/(.+))",
+               [this](const httplib::Request& req, httplib::Response& res) {
+                 forward(req, res, Kind::kStoredResponse);
+               });
+  http_.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+    forward(req, res, Kind::kMessages);
+  });
+  for (const char* path :
+       {"/tokenize", "/v1/messages/count_tokens", "/v1/embeddings", "/v1/rerank", "/rerank"}) {
+    http_.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
+      forward(req, res, Kind::kOther);
+    });
+  }
   http_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     forward(req, res, Kind::kOther);
   });
 }
 
 void RouterServer::forward(const httplib::Request& req, httplib::Response& res, Kind kind) {
-  const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
-    return send_error(res, http::bad_request("the request body is not a JSON object"));
+  // Responses: a stored answer (and a continuation of one) lives on the backend that made it.
+  std::optional<int> pinned;
+  RequestInfo info;
+  if (kind == Kind::kStoredResponse) {
+    const std::string id = req.matches[1];
+    pinned = response_backend(id);
+    if (!pinned)
+      return send_error(res, status_error(404, "no stored response '" + id + "' on any backend",
+                                          "invalid_request_error", "response_not_found"));
+  } else {
+    const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) {
+      return send_route_error(req, res, http::bad_request("the request body is not a JSON object"));
+    }
+    if (kind == Kind::kResponses || kind == Kind::kMessages) {
+      info = describe_agent_request(
+          body, kind == Kind::kResponses ? AgentApi::kResponses : AgentApi::kMessages);
+    } else {
+      info = describe_request(body, kind == Kind::kChat);
+    }
+    if (auto prev = body.find("previous_response_id");
+        kind == Kind::kResponses && prev != body.end() && prev->is_string()) {
+      pinned = response_backend(prev->get<std::string>());
+      if (!pinned) {
+        ApiError e = status_error(404,
+                                  "previous response '" + prev->get<std::string>() +
+                                      "' was not made through this router (or is too old)",
+                                  "invalid_request_error", "previous_response_not_found");
+        e.param = "previous_response_id";
+        return send_error(res, e);
+      }
+    }
   }
-  const bool generation = kind != Kind::kOther;
-  const RequestInfo info = describe_request(body, kind == Kind::kChat);
+  const bool generation = kind == Kind::kChat || kind == Kind::kCompletion ||
+                          kind == Kind::kResponses || kind == Kind::kMessages;
+  // The backends other than the pinned one (none when not pinned).
+  std::vector<int> not_pinned;
+  if (pinned)
+    for (int b = 0; b < backends_->size(); ++b)
+      if (b != *pinned) not_pinned.push_back(b);
+  auto remember = [this, kind](const std::string& id, int backend) {
+    if (kind == Kind::kResponses && !id.empty()) remember_response(id, backend);
+  };
   const int client_fd = http::current_connection_socket();
   Wait wait;
   wait.timeout_ms = config_.upstream_timeout_s * 1000;
@@ -268,7 +386,7 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
   }
   // P/D: the prompt goes to a prefill worker first; the decode worker gets its K/V handle.
   std::string pd_body;
-  if (generation && prefill_) {
+  if ((kind == Kind::kChat || kind == Kind::kCompletion) && prefill_) {
     bool client_gone = false;
     std::string error;
     const std::optional<std::string> params =
@@ -288,13 +406,14 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
   const std::string head_common =
       " HTTP/1.1\r\n" + headers + "Content-Length: " + std::to_string(body_out.size()) + "\r\n";
 
-  std::vector<int> tried;
+  std::vector<int> tried = not_pinned;
   std::string last_error;
   std::optional<std::pair<ResponseHead, std::string>> last_5xx;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto picked = backends_->pick(info.model, generation ? info.key : "", tried, generation);
+    auto picked = backends_->pick(pinned ? "" : info.model, generation ? info.key : "", tried,
+                                  generation && !pinned);
     if (auto* e = std::get_if<ApiError>(&picked)) {
-      if (attempt == 0) return send_error(res, *e);
+      if (attempt == 0) return send_route_error(req, res, *e);
       break;  // nowhere to retry
     }
     const Pick p = std::get<Pick>(picked);
@@ -367,6 +486,8 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
         const auto [prompt, cached] = usage_of(out);
         backends_->record_usage(p.backend, prompt, cached);
       }
+      if (head->status == 200)
+        remember(response_id_in(std::string_view(out).substr(0, 4096)), p.backend);
       pool.release(std::move(*conn));
       res.set_content(std::move(out), content_type.empty() ? "application/json" : content_type);
       return;
@@ -376,6 +497,9 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
     st->conn = std::move(*conn);
     st->wait = wait;
     st->sse = content_type.find("text/event-stream") != std::string::npos;
+    if (kind == Kind::kResponses && head->status == 200) {
+      st->on_response_id = [remember, b = p.backend](const std::string& id) { remember(id, b); };
+    }
     Backends* backends = backends_.get();
     const int b = p.backend;
     res.set_chunked_content_provider(
@@ -387,6 +511,16 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
             const ReadResult r = st->conn->read_body(data, st->wait);
             if (r == ReadResult::kData) {
               if (generation) st->usage.feed(data);
+              if (st->on_response_id) {
+                // response.created carries the id in the stream's first event.
+                st->head.append(data, 0, std::min<size_t>(data.size(), 4096));
+                std::string id = response_id_in(st->head);
+                if (!id.empty() || st->head.size() >= 4096) {
+                  st->on_response_id(id);
+                  st->on_response_id = nullptr;
+                  st->head.clear();
+                }
+              }
               st->last2.append(data, data.size() - std::min<size_t>(data.size(), 2));
               if (st->last2.size() > 2) st->last2.erase(0, st->last2.size() - 2);
               if (!sink.write(data.data(), data.size())) return false;

@@ -6,10 +6,15 @@
 //   ...
 //   r.shutdown();
 //
-// Routes: the same as sluice serve's. /v1/chat/completions, /v1/completions: routed by the
-// policy (policy.h); /tokenize, /detokenize: to a backend serving the named model; /v1/models:
-// the union of the backends'; /health: 200 while some backend is healthy; /metrics: the
-// router's own counters (backends.h).
+// Routes: the same as sluice serve's. /v1/chat/completions, /v1/completions, /v1/responses,
+// /v1/messages: routed by the policy (policy.h); /tokenize, /detokenize,
+// /v1/messages/count_tokens, /v1/embeddings, /v1/rerank, /rerank: to a backend serving the named
+// model; GET and DELETE /v1/responses/{id}, and a Responses request with previous_response_id:
+// to the backend that created that response (the router remembers which, for the newest 10,000
+// response ids it passed on); /v1/models: the union of the backends'; /health: 200 while some
+// backend is healthy; /metrics: the router's own counters (backends.h). With an API key, every
+// route but /health and /metrics needs it (Bearer or x-api-key); it is passed on to the backends.
+// Errors the router itself answers on /v1/messages* are in Anthropic's shape.
 //
 // A proxied request, on its connection thread:
 //
@@ -27,11 +32,13 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -55,6 +62,7 @@ struct RouterConfig {
   double health_interval_s = 1.0;
   int connect_timeout_ms = 2000;
   int upstream_timeout_s = 600;  // longest silence of a backend within one answer
+  std::string api_key;           // non-empty: required as "Bearer KEY" or "x-api-key: KEY"
   BackendsOptions backends_options;
   http::HttpLimits http;
 };
@@ -78,9 +86,12 @@ class RouterServer {
   void poll_now() { backends_->poll_once(&stop_); }
 
  private:
-  enum class Kind { kChat, kCompletion, kOther };
+  enum class Kind { kChat, kCompletion, kResponses, kMessages, kOther, kStoredResponse };
   void register_routes();
   void forward(const httplib::Request& req, httplib::Response& res, Kind kind);
+  // Which backend created a Responses answer (bounded, least recently used out).
+  void remember_response(const std::string& id, int backend);
+  std::optional<int> response_backend(const std::string& id);
   // P/D: the prompt's prefill on a prefill worker. Returns the kv_transfer_params JSON text
   // for the decode request ("": nothing to hand over), nullopt when the prefill failed
   // (`error` says why: the decode worker computes the prompt) or the client left
@@ -102,6 +113,9 @@ class RouterServer {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable cv_;
+  std::mutex responses_mu_;
+  std::list<std::pair<std::string, int>> responses_lru_;  // newest first
+  std::unordered_map<std::string, std::list<std::pair<std::string, int>>::iterator> responses_;
   int port_ = 0;
   bool started_ = false;
   bool stopped_ = false;

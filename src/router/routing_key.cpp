@@ -69,4 +69,46 @@ RequestInfo describe_request(const nlohmann::json& body, bool chat) {
   return info;
 }
 
+RequestInfo describe_agent_request(const nlohmann::json& body, AgentApi api) {
+  if (!body.is_object()) return {};
+  const char* preamble = api == AgentApi::kMessages ? "system" : "instructions";
+  std::string head;
+  if (auto p = body.find(preamble); p != body.end() && !p->is_null()) {
+    head = std::string(preamble) + ": ";
+    append_content(head, *p);
+    head += "\n";
+  }
+  if (api == AgentApi::kMessages) {
+    RequestInfo info = describe_request(body, /*chat=*/true);
+    info.key = head + info.key;
+    return info;
+  }
+  RequestInfo info = describe_request(body, /*chat=*/false);
+  info.key = head;
+  auto input = body.find("input");
+  if (input == body.end()) return info;
+  if (input->is_string()) {
+    info.key += "user: " + input->get<std::string>() + "\n";
+  } else if (input->is_array()) {
+    for (const nlohmann::json& item : *input) {
+      if (!item.is_object()) continue;
+      auto role = item.find("role");
+      auto type = item.find("type");
+      if (role != item.end() && role->is_string()) {
+        info.key += role->get_ref<const std::string&>();
+      } else if (type != item.end() && type->is_string()) {
+        info.key += type->get_ref<const std::string&>();
+      }
+      info.key += ": ";
+      if (auto c = item.find("content"); c != item.end()) {
+        append_content(info.key, *c);
+      } else {
+        info.key += item.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      }
+      info.key += "\n";
+    }
+  }
+  return info;
+}
+
 }  // namespace sluice::router

@@ -5,6 +5,9 @@
 //                calls as their JSON), so a conversation's next turn extends its key
 //   completions: the prompt text; token ids as 4 little-endian bytes each; of a batch of
 //                prompts, the first
+//   messages:    (Anthropic) "system: <system>\n", then as chat
+//   responses:   "instructions: <instructions>\n", then the input: a string as one user
+//                message, items as chat messages ("<role or type>: <content or JSON>\n")
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -19,5 +22,8 @@ struct RequestInfo {
 };
 
 RequestInfo describe_request(const nlohmann::json& body, bool chat);
+
+enum class AgentApi { kMessages, kResponses };
+RequestInfo describe_agent_request(const nlohmann::json& body, AgentApi api);
 
 }  // namespace sluice::router

@@ -9,40 +9,9 @@ using http::ApiError;
 using http::bad_request;
 using Kind = ToolCallEvent::Kind;
 
-namespace {
-
-const char* anthropic_type(int status) {
-  switch (status) {
-    case 400:
-      return "invalid_request_error";
-    case 401:
-      return "authentication_error";
-    case 403:
-      return "permission_error";
-    case 404:
-      return "not_found_error";
-    case 413:
-      return "request_too_large";
-    case 429:
-      return "rate_limit_error";
-    case 503:
-    case 529:
-      return "overloaded_error";
-    default:
-      return status >= 500 ? "api_error" : "invalid_request_error";
-  }
-}
-
-}  // namespace
-
-ojson anthropic_error_json(const ApiError& e) {
-  return {{"type", "error"},
-          {"error", {{"type", anthropic_type(e.status)}, {"message", e.message}}}};
-}
-
 void send_anthropic_error(httplib::Response& res, const ApiError& e) {
   if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-  http::send_json(res, e.status, anthropic_error_json(e));
+  http::send_json(res, e.status, e.to_anthropic_json());
 }
 
 namespace {
@@ -113,7 +82,7 @@ class MessagesWriter final : public ApiWriter {
   }
 
   std::string stream_error(const ApiError& e) override {
-    return sse("error", anthropic_error_json(e));
+    return sse("error", e.to_anthropic_json());
   }
 
   ojson whole(std::vector<ChoiceOutput>& choices, const UsageCounts& u) override {

@@ -29,8 +29,7 @@ namespace sluice::server {
 std::unique_ptr<ApiWriter> make_messages_writer(const std::string& model,
                                                 std::vector<std::string> stop_sequences);
 
-// Anthropic's error body and its error type for an HTTP status.
-nlohmann::ordered_json anthropic_error_json(const http::ApiError& e);
+// An error answered in Anthropic's shape (ApiError::to_anthropic_json).
 void send_anthropic_error(httplib::Response& res, const http::ApiError& e);
 
 }  // namespace sluice::server

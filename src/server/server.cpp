@@ -87,24 +87,12 @@ void send_route_error(const httplib::Request& req, httplib::Response& res, const
   send_error(res, e);
 }
 
-// Compares in time that depends only on the lengths, never on where the strings differ.
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  const size_t n = std::max(a.size(), b.size());
-  volatile unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff = static_cast<unsigned char>(diff | (x ^ y));
-  }
-  return diff == 0;
-}
-
-// Errors httplib produces itself (malformed request line, 413, 414, ...) get our JSON body.
 ApiError response_not_found(const std::string& id) {
   return status_error(404, "no stored response '" + id + "'", "invalid_request_error",
                       "response_not_found");
 }
 
+// Errors httplib produces itself (malformed request line, 413, 414, ...) get our JSON body.
 ApiError transport_error(int status) {
   switch (status) {
     case 413:
@@ -197,15 +185,8 @@ Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
   return served_.engine;
 }
 
-// "Authorization: Bearer KEY" (OpenAI clients) or "x-api-key: KEY" (Anthropic clients).
 bool Server::authorized(const httplib::Request& req) const {
-  const std::string header = req.get_header_value("Authorization");
-  const std::string bearer = "Bearer ";
-  const std::string given =
-      header.compare(0, bearer.size(), bearer) == 0 ? header.substr(bearer.size()) : "";
-  return constant_time_equal(given, config_.api_key) ||
-         (req.has_header("x-api-key") &&
-          constant_time_equal(req.get_header_value("x-api-key"), config_.api_key));
+  return http::api_key_matches(req, config_.api_key);
 }
 
 nlohmann::ordered_json Server::model_card(const std::string& id) const {

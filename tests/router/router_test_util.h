@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -81,6 +82,48 @@ struct FakeBackend {
     http.Post("/v1/chat/completions", gen);
     http.Post("/v1/completions", gen);
     http.Post("/tokenize", gen);
+    for (const char* path :
+         {"/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings", "/v1/rerank", "/rerank"})
+      http.Post(path, gen);
+    // Responses: ids name this backend; stored ones answer GET/DELETE and previous_response_id.
+    http.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+      ++calls;
+      const json body = json::parse(req.body, nullptr, false);
+      std::lock_guard<std::mutex> lock(mu);
+      bodies.push_back(req.body);
+      if (body.contains("previous_response_id") &&
+          std::find(responses.begin(), responses.end(), body["previous_response_id"]) ==
+              responses.end()) {
+        res.status = 404;
+        res.set_content(R"({"error": {"message": "unknown previous response"}})",
+                        "application/json");
+        return;
+      }
+      const std::string id = "resp_" + name + "_" + std::to_string(responses.size());
+      responses.push_back(id);
+      const json answer = {{"id", id}, {"object", "response"}, {"backend", name}};
+      if (body.value("stream", false)) {
+        res.set_content("event: response.created\ndata: " +
+                            json{{"type", "response.created"}, {"response", answer}}.dump() +
+                            "\n\nevent: response.completed\ndata: {}\n\n",
+                        "text/event-stream");
+      } else {
+        res.set_content(answer.dump(), "application/json");
+      }
+    });
+    auto stored = [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mu);
+      const std::string id = req.matches[1];
+      if (std::find(responses.begin(), responses.end(), id) == responses.end()) {
+        res.status = 404;
+        res.set_content(R"({"error": {"message": "no such response"}})", "application/json");
+        return;
+      }
+      res.set_content(json{{"id", id}, {"backend", name}, {"method", req.method}}.dump(),
+                      "application/json");
+    };
+    http.Get(R"(/v1/responses/(.+))", stored);
+    http.Delete(R"(/v1/responses/(.+))", stored);
     Result<int> p = http.bind_port("127.0.0.1", 0);
     EXPECT_TRUE(p.ok()) << p.message();
     port = p.ok() ? *p : 0;
@@ -127,6 +170,7 @@ struct FakeBackend {
   std::mutex mu;
   std::vector<std::string> bodies;
   std::vector<std::string> route_ids;
+  std::vector<std::string> responses;  // ids this backend created
 };
 
 // A router over `backends` on an ephemeral port; the health thread polls every `interval_s`.
