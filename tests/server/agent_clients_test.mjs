@@ -5,7 +5,8 @@
 //   2. `@anthropic-ai/sdk`: messages.create and messages.stream (text, thinking blocks with a
 //      budget), a tool_use / tool_result round trip, countTokens, typed errors (x-api-key).
 // Two servers over stories260K: one with a template whose generation prompt opens "<think>"
-// (reasoning), one with the Qwen2.5 template (Hermes tool calls).
+// (reasoning), one with the Qwen2.5 template (Hermes tool calls); then everything again through
+// `sluice router` (two replicas of the first: stored responses must stay with their replica).
 //
 // Run by ctest (server_agent_clients). Environment: SLUICE_BIN, SLUICE_SHARED, SLUICE_NPM_CACHE.
 // Exit codes: 0 pass, 1 fail, 77 skip (no npm, no network, no test data) — never skip under
@@ -67,9 +68,18 @@ const version = (p) => JSON.parse(readFileSync(path.join(cache, 'node_modules', 
 
 const servers = [];
 async function startServer(args) {
-  const proc = spawn(sluice, ['serve', modelPath, '--port', '0', '-t', '1', '--kv-cache-gb', '0.05', '-c', '2048',
-                              '--served-model-name', 'stories260K', '--api-key', 'test-key', ...args],
-                     { stdio: ['ignore', 'inherit', 'pipe'] });
+  return startProcess(['serve', modelPath, '--port', '0', '-t', '1', '--kv-cache-gb', '0.05', '-c', '2048',
+                       '--served-model-name', 'stories260K', '--api-key', 'test-key', ...args]);
+}
+
+// `sluice router` over running servers, with the same key.
+async function startRouter(backends) {
+  return startProcess(['router', '--port', '0', '--api-key', 'test-key', '--health-interval', '0.5',
+                       ...backends.flatMap((b) => ['--backend', `http://127.0.0.1:${b.port}`])]);
+}
+
+async function startProcess(argv) {
+  const proc = spawn(sluice, argv, { stdio: ['ignore', 'inherit', 'pipe'] });
   const s = { proc, log: '', exited: new Promise((res) => proc.on('exit', (c) => res(c))) };
   servers.push(s);
   s.port = await new Promise((resolve, reject) => {
@@ -282,6 +292,13 @@ try {
   const tools = await startServer(['--chat-template', qwenTemplate]);
   await openaiChecks(think, tools);
   await anthropicChecks(think, tools);
+  // The same through `sluice router`: two replicas of the thinking server (a stored response
+  // and its continuation must reach the replica that made it), one of the tools server.
+  const think2 = await startServer(['--chat-template', path.join(here, 'think_chat_template.jinja')]);
+  const routedThink = await startRouter([think, think2]);
+  const routedTools = await startRouter([tools]);
+  await openaiChecks(routedThink, routedTools);
+  await anthropicChecks(routedThink, routedTools);
 } catch (e) {
   fail(e.stack || String(e));
 } finally {
@@ -293,5 +310,6 @@ try {
 }
 if (!process.exitCode) {
   console.log(`PASS: openai ${version('openai')} Responses + reasoning, @anthropic-ai/sdk ` +
-              `${version('@anthropic-ai/sdk')} Messages (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+              `${version('@anthropic-ai/sdk')} Messages, against sluice serve and sluice router ` +
+              `(${((Date.now() - started) / 1000).toFixed(1)} s)`);
 }
