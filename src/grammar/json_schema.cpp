@@ -7,6 +7,8 @@
 // recursive schema is read one level at a time and $ref rules can close the recursion.
 #include "grammar/json_schema.h"
 
+#include "grammar/json_schema_formats.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -48,6 +50,7 @@ bool is_validation(const std::string& k) {
                                        "minLength",
                                        "maxLength",
                                        "pattern",
+                                       "format",
                                        "items",
                                        "prefixItems",
                                        "additionalItems",
@@ -454,6 +457,17 @@ Result<Constraints> Reader::read(const Sub& sub, int depth) const {
     } else if (k == "pattern") {
       if (!v.is_string()) return bad(k, "a string");
       c.patterns.push_back({v.get<std::string>(), ptr});
+    } else if (k == "format") {
+      // An annotation in 2020-12; enforced here like a pattern (json_schema_formats.h).
+      if (!v.is_string()) return bad(k, "a string");
+      if (std::optional<std::string> re = format_regex(v.get<std::string>())) {
+        c.patterns.push_back({*re, ptr});
+      } else if (opts_.refuse_unknown_formats) {
+        std::string known;
+        for (const std::string& f : enforced_formats()) known += (known.empty() ? "" : ", ") + f;
+        return make_error("json_schema: unsupported keyword 'format' at ", where(ptr), " ('",
+                          v.get<std::string>(), "'; enforced: ", known, ")");
+      }
     } else if (k == "items") {
       if (v.is_array()) {
         items_array = &v;  // draft 2019-09 and earlier: positional items

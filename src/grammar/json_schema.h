@@ -6,8 +6,10 @@
 // exactly the valid instances, or compilation fails with an error naming the keyword and its
 // JSON pointer ("json_schema: unsupported keyword 'uniqueItems' at /properties/tags").
 // Annotations ($schema, $id at the root, $comment, title, description, default, examples,
-// deprecated, readOnly, writeOnly, $anchor, content*, and `format`, which 2020-12 makes an
-// annotation) are ignored, as are keywords JSON Schema does not know. A keyword that only
+// deprecated, readOnly, writeOnly, $anchor, content*) are ignored, as are keywords JSON Schema
+// does not know. `format` (an annotation in 2020-12) is enforced for the formats of
+// json_schema_formats.h, like a pattern; others are ignored or, with refuse_unknown_formats,
+// refused. A keyword that only
 // constrains a type the schema excludes anyway is moot and never refused ({"type": "string",
 // "uniqueItems": true} compiles).
 //
@@ -92,6 +94,9 @@ struct JsonSchemaOptions {
   // items past its prefixItems are refused unless the schema says what they may be. Off:
   // JSON Schema's reading (absent means anything).
   bool strict = false;
+  // `format`: the formats of json_schema_formats.h are enforced; another one is refused with
+  // an error when set (OpenAI's strict: true), else ignored as the annotation 2020-12 makes it.
+  bool refuse_unknown_formats = false;
 };
 
 // Errors: unsupported keywords (named, with their JSON pointer), malformed schemas, a schema

@@ -111,13 +111,19 @@ struct Constraint {
   bool has_reasoning = false;  // the grammar already lets the reasoning through (Harmony calls)
 };
 
+// `strict` (OpenAI's json_schema.strict): a format sluice does not enforce is refused instead
+// of ignored.
 std::optional<ApiError> schema_constraint(const ojson& schema, const std::string& field,
-                                          Constraint& c) {
+                                          Constraint& c, bool strict = false) {
   if (!schema.is_object() && !schema.is_boolean())
     return bad_request("'" + field + "' must be a JSON schema (an object or a boolean)", field);
   c.field = field;
-  c.key = "json_schema:" + schema.dump();
-  c.make = [schema] { return grammar::json_schema_to_grammar(schema, generation_options()); };
+  c.key = std::string(strict ? "json_schema:strict:" : "json_schema:") + schema.dump();
+  c.make = [schema, strict] {
+    grammar::JsonSchemaOptions o = generation_options();
+    o.refuse_unknown_formats = strict;
+    return grammar::json_schema_to_grammar(schema, o);
+  };
   return std::nullopt;
 }
 
@@ -154,8 +160,13 @@ std::variant<std::optional<Constraint>, ApiError> read_constraint(const ojson& b
         return bad_request("response_format.json_schema.schema is required", "response_format");
       if (auto n = js->find("name"); n != js->end() && !n->is_string())
         return bad_request("response_format.json_schema.name must be a string", "response_format");
+      auto st = js->find("strict");
+      if (st != js->end() && !st->is_null() && !st->is_boolean())
+        return bad_request("response_format.json_schema.strict must be a boolean",
+                           "response_format");
+      const bool strict = st != js->end() && st->is_boolean() && st->get<bool>();
       Constraint c;
-      if (auto e = schema_constraint(*schema, "response_format", c)) return *e;
+      if (auto e = schema_constraint(*schema, "response_format", c, strict)) return *e;
       found.push_back(std::move(c));
     } else if (type != "text") {
       return bad_request(
