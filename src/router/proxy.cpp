@@ -104,14 +104,6 @@ std::string response_id_in(std::string_view head) {
   return std::string(head.substr(start, end - start));
 }
 
-// Keeps a picked backend's load counted until the answer is over (also for streams, whose
-// last piece is sent after the handler returned).
-struct InFlight {
-  Backends* backends;
-  int backend;
-  ~InFlight() { backends->finish(backend); }
-};
-
 // One streamed answer being passed on (owned by the response's content provider).
 struct StreamState {
   std::unique_ptr<InFlight> in_flight;
@@ -140,6 +132,14 @@ std::string with_fields(const std::string& object_text, const std::string& field
 }
 
 }  // namespace
+
+// Keeps a picked backend's load counted until the answer is over (also for streams, whose
+// last piece is sent after the handler returned).
+struct InFlight {
+  Backends* backends;
+  int backend;
+  ~InFlight() { backends->finish(backend); }
+};
 
 RouterServer::RouterServer(RouterConfig config) : config_(std::move(config)), http_(config_.http) {
   register_routes();
@@ -329,54 +329,181 @@ void RouterServer::register_routes() {
   });
 }
 
-void RouterServer::forward(const httplib::Request& req, httplib::Response& res, Kind kind) {
-  // Responses: a stored answer (and a continuation of one) lives on the backend that made it.
-  std::optional<int> pinned;
-  RequestInfo info;
+std::variant<RouterServer::Sent, RouterServer::SendError> RouterServer::send_to(
+    Backends& backends, const Pick& p, const std::string& head, const std::string& body,
+    const Wait& wait) {
+  ConnectionPool& pool = backends.pool(p.backend);
+  const std::string& url = pool.endpoint().url;
+  Result<std::unique_ptr<Connection>> conn = pool.acquire(config_.connect_timeout_ms);
+  if (!conn.ok()) {
+    backends.record_failure(p.backend, /*take_out=*/true, conn.message());
+    return SendError{conn.message(), ReadResult::kError};
+  }
+  std::string request = head + "Content-Length: " + std::to_string(body.size()) +
+                        "\r\nHost: " + pool.endpoint().host + ":" +
+                        std::to_string(pool.endpoint().port) + "\r\n";
+  if (p.route_id) request += "X-Sluice-Route-Id: " + std::to_string(p.route_id) + "\r\n";
+  request += "\r\n";
+  request += body;
+  if (Status st = (*conn)->write_request(request, config_.connect_timeout_ms); !st.ok()) {
+    const std::string error = url + ": " + st.message();
+    backends.record_failure(p.backend, false, error);
+    return SendError{error, ReadResult::kError};
+  }
+  ReadResult why = ReadResult::kError;
+  Result<ResponseHead> response = (*conn)->read_head(wait, &why);
+  if (!response.ok()) {
+    const std::string error = url + ": " + response.message();
+    if (why != ReadResult::kClientGone) backends.record_failure(p.backend, false, error);
+    return SendError{error, why};
+  }
+  return Sent{std::move(*conn), std::move(*response)};
+}
+
+void RouterServer::relay(const Pick& p, Sent sent, std::unique_ptr<InFlight> in_flight,
+                         const Wait& wait, bool generation,
+                         std::function<void(const std::string&)> on_response_id,
+                         httplib::Response& res) {
+  ConnectionPool& pool = backends_->pool(p.backend);
+  const std::string& url = pool.endpoint().url;
+  ResponseHead& head = sent.head;
+  res.status = head.status;
+  std::string content_type = head.header("Content-Type");
+  for (const auto& [k, v] : head.headers) {
+    if (!hop_by_hop(k) && !iequals_ascii(k, "Content-Type")) res.set_header(k, v);
+  }
+  const bool sized = !head.header("Content-Length").empty() &&
+                     head.header("Transfer-Encoding").find("chunked") == std::string::npos;
+  if (sized) {
+    std::string out;
+    const ReadResult r = sent.conn->read_all(out, wait, config_.http.max_body_bytes);
+    if (r == ReadResult::kClientGone) {
+      backends_->record_client_gone();
+      return;
+    }
+    if (r != ReadResult::kEnd) {
+      backends_->record_stream_error(p.backend);
+      res.headers.clear();
+      return send_error(res, status_error(502, "the backend " + url + " broke off its answer",
+                                          "server_error", "backend_error"));
+    }
+    if (generation) {
+      const auto [prompt, cached] = usage_of(out);
+      backends_->record_usage(p.backend, prompt, cached);
+    }
+    if (on_response_id) on_response_id(response_id_in(std::string_view(out).substr(0, 4096)));
+    pool.release(std::move(sent.conn));
+    res.set_content(std::move(out), content_type.empty() ? "application/json" : content_type);
+    return;
+  }
+  auto st = std::make_shared<StreamState>();
+  st->in_flight = std::move(in_flight);
+  st->conn = std::move(sent.conn);
+  st->wait = wait;
+  st->sse = content_type.find("text/event-stream") != std::string::npos;
+  st->on_response_id = std::move(on_response_id);
+  Backends* backends = backends_.get();
+  const int b = p.backend;
+  res.set_chunked_content_provider(
+      content_type.empty() ? "application/octet-stream" : content_type,
+      [st, backends, b, url, generation](size_t, httplib::DataSink& sink) {
+        std::string data;
+        while (true) {
+          data.clear();
+          const ReadResult r = st->conn->read_body(data, st->wait);
+          if (r == ReadResult::kData) {
+            if (generation) st->usage.feed(data);
+            if (st->on_response_id) {
+              // response.created carries the id in the stream's first event.
+              st->head.append(data, 0, std::min<size_t>(data.size(), 4096));
+              std::string id = response_id_in(st->head);
+              if (!id.empty() || st->head.size() >= 4096) {
+                st->on_response_id(id);
+                st->on_response_id = nullptr;
+                st->head.clear();
+              }
+            }
+            st->last2.append(data, data.size() - std::min<size_t>(data.size(), 2));
+            if (st->last2.size() > 2) st->last2.erase(0, st->last2.size() - 2);
+            if (!sink.write(data.data(), data.size())) return false;
+            continue;
+          }
+          if (r == ReadResult::kEnd) {
+            st->complete = true;
+            sink.done();
+            return true;
+          }
+          if (r == ReadResult::kClientGone) {
+            backends->record_client_gone();
+            return false;
+          }
+          backends->record_stream_error(b);
+          if (!st->sse) return false;  // cut without the last chunk: visibly incomplete
+          ApiError e = status_error(502,
+                                    r == ReadResult::kTimeout
+                                        ? "the backend " + url + " stopped answering"
+                                        : "the backend " + url + " broke off its answer",
+                                    "server_error", "backend_error");
+          std::string ev = st->last2 == "\n\n" || st->last2.empty() ? "" : "\n\n";
+          ev += "data: " + http::to_wire(e.to_json()) + "\n\ndata: [DONE]\n\n";
+          sink.write(ev.data(), ev.size());
+          sink.done();
+          return true;
+        }
+      },
+      [st, backends, b, generation, pool = &pool](bool) {
+        if (generation) backends->record_usage(b, st->usage.prompt_tokens, st->usage.cached_tokens);
+        if (st->complete) pool->release(std::move(st->conn));
+        st->conn.reset();  // closes an unfinished backend connection: the backend aborts
+        st->in_flight.reset();
+      });
+}
+
+std::variant<RouterServer::Route, ApiError> RouterServer::route_of(const httplib::Request& req,
+                                                                   Kind kind) {
+  Route route;
   if (kind == Kind::kStoredResponse) {
     const std::string id = req.matches[1];
-    pinned = response_backend(id);
-    if (!pinned)
-      return send_error(res, status_error(404, "no stored response '" + id + "' on any backend",
-                                          "invalid_request_error", "response_not_found"));
+    route.pinned = response_backend(id);
+    if (!route.pinned)
+      return status_error(404, "no stored response '" + id + "' on any backend",
+                          "invalid_request_error", "response_not_found");
+    return route;
+  }
+  const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object())
+    return http::bad_request("the request body is not a JSON object");
+  if (kind == Kind::kResponses || kind == Kind::kMessages) {
+    route.info = describe_agent_request(
+        body, kind == Kind::kResponses ? AgentApi::kResponses : AgentApi::kMessages);
   } else {
-    const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
-    if (body.is_discarded() || !body.is_object()) {
-      return send_route_error(req, res, http::bad_request("the request body is not a JSON object"));
-    }
-    if (kind == Kind::kResponses || kind == Kind::kMessages) {
-      info = describe_agent_request(
-          body, kind == Kind::kResponses ? AgentApi::kResponses : AgentApi::kMessages);
-    } else {
-      info = describe_request(body, kind == Kind::kChat);
-    }
-    if (auto prev = body.find("previous_response_id");
-        kind == Kind::kResponses && prev != body.end() && prev->is_string()) {
-      pinned = response_backend(prev->get<std::string>());
-      if (!pinned) {
-        ApiError e = status_error(404,
-                                  "previous response '" + prev->get<std::string>() +
-                                      "' was not made through this router (or is too old)",
-                                  "invalid_request_error", "previous_response_not_found");
-        e.param = "previous_response_id";
-        return send_error(res, e);
-      }
+    route.info = describe_request(body, kind == Kind::kChat);
+  }
+  if (auto prev = body.find("previous_response_id");
+      kind == Kind::kResponses && prev != body.end() && prev->is_string()) {
+    route.pinned = response_backend(prev->get<std::string>());
+    if (!route.pinned) {
+      ApiError e = status_error(404,
+                                "previous response '" + prev->get<std::string>() +
+                                    "' was not made through this router (or is too old)",
+                                "invalid_request_error", "previous_response_not_found");
+      e.param = "previous_response_id";
+      return e;
     }
   }
+  return route;
+}
+
+void RouterServer::forward(const httplib::Request& req, httplib::Response& res, Kind kind) {
+  auto routed = route_of(req, kind);
+  if (auto* e = std::get_if<ApiError>(&routed)) return send_route_error(req, res, *e);
+  const Route& route = std::get<Route>(routed);
+  const RequestInfo& info = route.info;
   const bool generation = kind == Kind::kChat || kind == Kind::kCompletion ||
                           kind == Kind::kResponses || kind == Kind::kMessages;
-  // The backends other than the pinned one (none when not pinned).
-  std::vector<int> not_pinned;
-  if (pinned)
-    for (int b = 0; b < backends_->size(); ++b)
-      if (b != *pinned) not_pinned.push_back(b);
-  auto remember = [this, kind](const std::string& id, int backend) {
-    if (kind == Kind::kResponses && !id.empty()) remember_response(id, backend);
-  };
-  const int client_fd = http::current_connection_socket();
   Wait wait;
   wait.timeout_ms = config_.upstream_timeout_s * 1000;
-  wait.client_fd = client_fd;
+  wait.client_fd = http::current_connection_socket();
   wait.stop = &stop_;
 
   // The request as the backend gets it, but for the route tag.
@@ -384,6 +511,7 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
   for (const auto& [k, v] : req.headers) {
     if (!hop_by_hop(k)) headers += k + ": " + v + "\r\n";
   }
+  const std::string head = req.method + " " + req.target + " HTTP/1.1\r\n" + headers;
   // P/D: the prompt goes to a prefill worker first; the decode worker gets its K/V handle.
   std::string pd_body;
   if ((kind == Kind::kChat || kind == Kind::kCompletion) && prefill_) {
@@ -403,160 +531,56 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
     }
   }
   const std::string& body_out = pd_body.empty() ? req.body : pd_body;
-  const std::string head_common =
-      " HTTP/1.1\r\n" + headers + "Content-Length: " + std::to_string(body_out.size()) + "\r\n";
 
-  std::vector<int> tried = not_pinned;
+  // A pinned request may go only to its backend: the others count as tried.
+  std::vector<int> tried;
+  if (route.pinned)
+    for (int b = 0; b < backends_->size(); ++b)
+      if (b != *route.pinned) tried.push_back(b);
   std::string last_error;
   std::optional<std::pair<ResponseHead, std::string>> last_5xx;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto picked = backends_->pick(pinned ? "" : info.model, generation ? info.key : "", tried,
-                                  generation && !pinned);
+    auto picked = backends_->pick(route.pinned ? "" : info.model, generation ? info.key : "", tried,
+                                  generation && !route.pinned);
     if (auto* e = std::get_if<ApiError>(&picked)) {
       if (attempt == 0) return send_route_error(req, res, *e);
       break;  // nowhere to retry
     }
     const Pick p = std::get<Pick>(picked);
+    // (Not make_unique of a temporary: its destructor would count the request as finished.)
     std::unique_ptr<InFlight> in_flight(new InFlight{backends_.get(), p.backend});
     tried.push_back(p.backend);
     if (attempt > 0) backends_->record_retry(p.backend);
-    ConnectionPool& pool = backends_->pool(p.backend);
-    const std::string& url = pool.endpoint().url;
-
-    Result<std::unique_ptr<Connection>> conn = pool.acquire(config_.connect_timeout_ms);
-    if (!conn.ok()) {
-      last_error = conn.message();
-      backends_->record_failure(p.backend, /*take_out=*/true, last_error);
-      continue;
-    }
-    std::string request = req.method + " " + req.target + head_common +
-                          "Host: " + pool.endpoint().host + ":" +
-                          std::to_string(pool.endpoint().port) + "\r\n";
-    if (p.route_id) request += "X-Sluice-Route-Id: " + std::to_string(p.route_id) + "\r\n";
-    request += "\r\n";
-    request += body_out;
-    if (Status st = (*conn)->write_request(request, config_.connect_timeout_ms); !st.ok()) {
-      last_error = url + ": " + st.message();
-      backends_->record_failure(p.backend, false, last_error);
-      continue;
-    }
-    ReadResult why = ReadResult::kError;
-    Result<ResponseHead> head = (*conn)->read_head(wait, &why);
-    if (!head.ok()) {
-      if (why == ReadResult::kClientGone) {
+    auto sent = send_to(*backends_, p, head, body_out, wait);
+    if (auto* f = std::get_if<SendError>(&sent)) {
+      if (f->why == ReadResult::kClientGone) {
         backends_->record_client_gone();
         return;  // closing the connection tells the backend
       }
-      last_error = url + ": " + head.message();
-      backends_->record_failure(p.backend, false, last_error);
-      if (why == ReadResult::kTimeout || stop_) break;  // not retried: it may still be working
+      last_error = f->message;
+      if (f->why == ReadResult::kTimeout || stop_) break;  // not retried: it may still be working
       continue;
     }
-    if (head->status >= 500) {
+    Sent& answer = std::get<Sent>(sent);
+    if (answer.head.status >= 500) {
       std::string err_body;
-      (*conn)->read_all(err_body, wait, size_t(1) << 20);
-      last_error = url + " answered " + std::to_string(head->status);
+      answer.conn->read_all(err_body, wait, size_t(1) << 20);
+      last_error =
+          backends_->endpoint(p.backend).url + " answered " + std::to_string(answer.head.status);
       backends_->record_failure(p.backend, false, last_error);
-      last_5xx.emplace(std::move(*head), std::move(err_body));
+      last_5xx.emplace(std::move(answer.head), std::move(err_body));
       continue;
     }
-
-    // The answer starts: from here on it is this backend's.
-    res.status = head->status;
-    std::string content_type = head->header("Content-Type");
-    for (const auto& [k, v] : head->headers) {
-      if (!hop_by_hop(k) && !iequals_ascii(k, "Content-Type")) res.set_header(k, v);
+    // The answer starts: from here on it is this backend's. A new Responses answer is
+    // remembered with it.
+    std::function<void(const std::string&)> on_id;
+    if (kind == Kind::kResponses && answer.head.status == 200) {
+      on_id = [this, b = p.backend](const std::string& id) {
+        if (!id.empty()) remember_response(id, b);
+      };
     }
-    const bool sized = !head->header("Content-Length").empty() &&
-                       head->header("Transfer-Encoding").find("chunked") == std::string::npos;
-    if (sized) {
-      std::string out;
-      const ReadResult r = (*conn)->read_all(out, wait, config_.http.max_body_bytes);
-      if (r == ReadResult::kClientGone) {
-        backends_->record_client_gone();
-        return;
-      }
-      if (r != ReadResult::kEnd) {
-        backends_->record_stream_error(p.backend);
-        res.headers.clear();
-        return send_error(res, status_error(502, "the backend " + url + " broke off its answer",
-                                            "server_error", "backend_error"));
-      }
-      if (generation) {
-        const auto [prompt, cached] = usage_of(out);
-        backends_->record_usage(p.backend, prompt, cached);
-      }
-      if (head->status == 200)
-        remember(response_id_in(std::string_view(out).substr(0, 4096)), p.backend);
-      pool.release(std::move(*conn));
-      res.set_content(std::move(out), content_type.empty() ? "application/json" : content_type);
-      return;
-    }
-    auto st = std::make_shared<StreamState>();
-    st->in_flight = std::move(in_flight);
-    st->conn = std::move(*conn);
-    st->wait = wait;
-    st->sse = content_type.find("text/event-stream") != std::string::npos;
-    if (kind == Kind::kResponses && head->status == 200) {
-      st->on_response_id = [remember, b = p.backend](const std::string& id) { remember(id, b); };
-    }
-    Backends* backends = backends_.get();
-    const int b = p.backend;
-    res.set_chunked_content_provider(
-        content_type.empty() ? "application/octet-stream" : content_type,
-        [st, backends, b, url, generation](size_t, httplib::DataSink& sink) {
-          std::string data;
-          while (true) {
-            data.clear();
-            const ReadResult r = st->conn->read_body(data, st->wait);
-            if (r == ReadResult::kData) {
-              if (generation) st->usage.feed(data);
-              if (st->on_response_id) {
-                // response.created carries the id in the stream's first event.
-                st->head.append(data, 0, std::min<size_t>(data.size(), 4096));
-                std::string id = response_id_in(st->head);
-                if (!id.empty() || st->head.size() >= 4096) {
-                  st->on_response_id(id);
-                  st->on_response_id = nullptr;
-                  st->head.clear();
-                }
-              }
-              st->last2.append(data, data.size() - std::min<size_t>(data.size(), 2));
-              if (st->last2.size() > 2) st->last2.erase(0, st->last2.size() - 2);
-              if (!sink.write(data.data(), data.size())) return false;
-              continue;
-            }
-            if (r == ReadResult::kEnd) {
-              st->complete = true;
-              sink.done();
-              return true;
-            }
-            if (r == ReadResult::kClientGone) {
-              backends->record_client_gone();
-              return false;
-            }
-            backends->record_stream_error(b);
-            if (!st->sse) return false;  // cut without the last chunk: visibly incomplete
-            ApiError e = status_error(502,
-                                      r == ReadResult::kTimeout
-                                          ? "the backend " + url + " stopped answering"
-                                          : "the backend " + url + " broke off its answer",
-                                      "server_error", "backend_error");
-            std::string ev = st->last2 == "\n\n" || st->last2.empty() ? "" : "\n\n";
-            ev += "data: " + http::to_wire(e.to_json()) + "\n\ndata: [DONE]\n\n";
-            sink.write(ev.data(), ev.size());
-            sink.done();
-            return true;
-          }
-        },
-        [st, backends, b, generation, pool = &pool](bool) {
-          if (generation)
-            backends->record_usage(b, st->usage.prompt_tokens, st->usage.cached_tokens);
-          if (st->complete) pool->release(std::move(st->conn));
-          st->conn.reset();  // closes an unfinished backend connection: the backend aborts
-          st->in_flight.reset();
-        });
-    return;
+    return relay(p, std::move(answer), std::move(in_flight), wait, generation, std::move(on_id),
+                 res);
   }
   if (last_5xx) {
     res.status = last_5xx->first.status;
@@ -567,8 +591,9 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
     res.set_content(std::move(last_5xx->second), ct.empty() ? "application/json" : ct);
     return;
   }
-  send_error(res, status_error(502, "no backend could answer: " + last_error, "server_error",
-                               "backend_unavailable"));
+  send_route_error(req, res,
+                   status_error(502, "no backend could answer: " + last_error, "server_error",
+                                "backend_unavailable"));
 }
 
 std::optional<std::string> RouterServer::prefill(const httplib::Request& req,
@@ -600,33 +625,16 @@ std::optional<std::string> RouterServer::prefill(const httplib::Request& req,
   InFlight in_flight{prefill_.get(), p.backend};
   ConnectionPool& pool = prefill_->pool(p.backend);
   const std::string& url = pool.endpoint().url;
-  Result<std::unique_ptr<Connection>> conn = pool.acquire(config_.connect_timeout_ms);
-  if (!conn.ok()) {
-    error = conn.message();
-    prefill_->record_failure(p.backend, /*take_out=*/true, error);
+  auto sent =
+      send_to(*prefill_, p, req.method + " " + req.target + " HTTP/1.1\r\n" + headers, body, wait);
+  if (auto* f = std::get_if<SendError>(&sent)) {
+    client_gone = f->why == ReadResult::kClientGone;
+    error = f->message;
     return std::nullopt;
   }
-  std::string request = req.method + " " + req.target + " HTTP/1.1\r\n" + headers +
-                        "Content-Length: " + std::to_string(body.size()) +
-                        "\r\nHost: " + pool.endpoint().host + ":" +
-                        std::to_string(pool.endpoint().port) + "\r\n";
-  if (p.route_id) request += "X-Sluice-Route-Id: " + std::to_string(p.route_id) + "\r\n";
-  request += "\r\n" + body;
-  if (Status st = (*conn)->write_request(request, config_.connect_timeout_ms); !st.ok()) {
-    error = url + ": " + st.message();
-    prefill_->record_failure(p.backend, false, error);
-    return std::nullopt;
-  }
-  ReadResult why = ReadResult::kError;
-  Result<ResponseHead> head = (*conn)->read_head(wait, &why);
-  if (!head.ok()) {
-    client_gone = why == ReadResult::kClientGone;
-    error = url + ": " + head.message();
-    if (!client_gone) prefill_->record_failure(p.backend, false, error);
-    return std::nullopt;
-  }
+  auto& [conn, head] = std::get<Sent>(sent);
   std::string out;
-  const ReadResult r = (*conn)->read_all(out, wait, config_.http.max_body_bytes);
+  const ReadResult r = conn->read_all(out, wait, config_.http.max_body_bytes);
   if (r == ReadResult::kClientGone) {
     client_gone = true;
     return std::nullopt;
@@ -636,12 +644,12 @@ std::optional<std::string> RouterServer::prefill(const httplib::Request& req,
     prefill_->record_stream_error(p.backend);
     return std::nullopt;
   }
-  pool.release(std::move(*conn));
-  if (head->status != 200) {
+  pool.release(std::move(conn));
+  if (head.status != 200) {
     // The request itself is bad (4xx): the decode worker will say so to the client, in its
     // own words. A 5xx is the worker's failure.
-    error = url + " answered " + std::to_string(head->status) + ": " + out.substr(0, 300);
-    if (head->status >= 500) prefill_->record_failure(p.backend, false, error);
+    error = url + " answered " + std::to_string(head.status) + ": " + out.substr(0, 300);
+    if (head.status >= 500) prefill_->record_failure(p.backend, false, error);
     return std::nullopt;
   }
   const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);

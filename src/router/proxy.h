@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -39,14 +40,19 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "base/status.h"
 #include "http/http_transport.h"
 #include "router/backends.h"
 #include "router/policy.h"
+#include "router/routing_key.h"
+#include "router/upstream.h"
 
 namespace sluice::router {
+
+struct InFlight;  // a picked backend's load, counted until the answer is over
 
 struct RouterConfig {
   std::vector<std::string> backends;  // http://HOST:PORT each (the decode workers under P/D)
@@ -87,8 +93,35 @@ class RouterServer {
 
  private:
   enum class Kind { kChat, kCompletion, kResponses, kMessages, kOther, kStoredResponse };
+  // Where a request may go: what the policy reads of it, or the one backend it is pinned to.
+  struct Route {
+    RequestInfo info;
+    std::optional<int> pinned;
+  };
+  // A request sent to a backend, and its answer's head.
+  struct Sent {
+    std::unique_ptr<Connection> conn;
+    ResponseHead head;
+  };
+  struct SendError {
+    std::string message;
+    ReadResult why;  // kClientGone: the client left; kTimeout: the backend is slow
+  };
   void register_routes();
+  // A proxied request: route_of, then pick and send_to (once more elsewhere on a failure before
+  // the answer starts), then relay.
   void forward(const httplib::Request& req, httplib::Response& res, Kind kind);
+  std::variant<Route, http::ApiError> route_of(const httplib::Request& req, Kind kind);
+  // Writes `head` (request line and headers) and `body` to backend p of `backends`, reads the
+  // answer's head. Failures are recorded on the backend (an unreachable one is taken out),
+  // but for a client that left.
+  std::variant<Sent, SendError> send_to(Backends& backends, const Pick& p, const std::string& head,
+                                        const std::string& body, const Wait& wait);
+  // Passes the answer on: a whole one, or a stream as it arrives; `on_response_id` gets a
+  // Responses answer's id.
+  void relay(const Pick& p, Sent sent, std::unique_ptr<InFlight> in_flight, const Wait& wait,
+             bool generation, std::function<void(const std::string&)> on_response_id,
+             httplib::Response& res);
   // Which backend created a Responses answer (bounded, least recently used out).
   void remember_response(const std::string& id, int backend);
   std::optional<int> response_backend(const std::string& id);
