@@ -167,7 +167,10 @@ void KvTransferServer::cancel(uint64_t handle) {
 
 KvTransferServerStats KvTransferServer::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  KvTransferServerStats s = stats_;
+  s.connections = std::count_if(connections_.begin(), connections_.end(),
+                                [](const auto& c) { return !c->done; });
+  return s;
 }
 
 void KvTransferServer::finish(const Offer* offer, uint64_t KvTransferServerStats::*counter,

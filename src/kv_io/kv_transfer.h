@@ -212,6 +212,7 @@ struct KvTransferServerStats {
   uint64_t bytes_sent = 0;
   int64_t pinned_blocks = 0;  // gauge: blocks of live handles (offered, not yet released)
   int64_t live_handles = 0;   // gauge
+  int64_t connections = 0;    // gauge: connections being served (at most max_connections)
 };
 
 class KvTransferServer {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -702,7 +703,11 @@ TEST(KvTransfer, StopDoesNotHangOnAStalledTransfer) {
   const int fd = connect_raw(server->port());
   send_raw(fd, encode_pull_message(p));
   ASSERT_TRUE(wait_until([&] { return kv.exports().size() == 1; }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The server is sending (bytes wait in our receive queue, which we never read).
+  ASSERT_TRUE(wait_until([&] {
+    int queued = 0;
+    return ::ioctl(fd, FIONREAD, &queued) == 0 && queued > 0;
+  }));
   const auto t0 = Clock::now();
   server->stop();
   EXPECT_LT(seconds_since(t0), 1.0);
@@ -800,7 +805,7 @@ TEST(KvTransfer, ConnectionsBeyondTheLimitAreRefused) {
   const int idle = connect_raw(server->port());  // holds the one slot, sends nothing
   const std::vector<int32_t> tokens = prompt(2 * kXferBlockSize);
   const uint64_t h = server->offer(tokens, {0, 1});
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(wait_until([&] { return server->stats().connections == 1; }));
   const auto r = kv_pull(pull_request(*server, h, tokens));
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(server->stats().busy, 1u);
