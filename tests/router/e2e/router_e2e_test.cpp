@@ -66,16 +66,32 @@ TEST(RouterEndToEnd, ReplicasBehindTheRouterGiveTheSameGreedyTextAsOneServer) {
   HttpResult bad = post(r->port(), "/v1/completions", {{"model", "nope"}, {"prompt", "x"}});
   EXPECT_EQ(bad.status, 404);
   EXPECT_EQ(bad.j()["error"]["code"], "model_not_found");
-  // The second round found its prompts cached where the first one left them.
-  const std::string m = metrics_text(r->port());
-  double predicted = 0, reported = 0;
-  for (const auto& rep : replicas) {
-    const std::string l = "{backend=\"http://127.0.0.1:" + std::to_string(rep->port) + "\"}";
-    predicted += metric(m, "sluice_router_predicted_hit_tokens_total" + l);
-    reported += metric(m, "sluice_router_reported_hit_tokens_total" + l);
-  }
-  EXPECT_GT(predicted, 0) << m;
-  EXPECT_GE(reported, 0) << m;  // prompts this short have no full 16-token block to reuse
+  // The second round found its prompts cached where the first one left them: the router
+  // predicted hits; the replicas reported none (prompts this short have no full 16-token block).
+  auto hits = [&] {
+    const std::string m = metrics_text(r->port());
+    double predicted = 0, reported = 0;
+    for (const auto& rep : replicas) {
+      const std::string l = "{backend=\"http://127.0.0.1:" + std::to_string(rep->port) + "\"}";
+      predicted += metric(m, "sluice_router_predicted_hit_tokens_total" + l);
+      reported += metric(m, "sluice_router_reported_hit_tokens_total" + l);
+    }
+    return std::make_pair(predicted, reported);
+  };
+  const auto [predicted, reported] = hits();
+  EXPECT_GT(predicted, 0);
+  EXPECT_EQ(reported, 0);
+  // A prompt of several blocks, twice: the second time its replica reports the cached blocks,
+  // and the router counts them.
+  std::string long_prompt;
+  for (int i = 0; i < 12; ++i) long_prompt += "Once upon a time there was a little dog. ";
+  const json body = {{"model", "stories260K"}, {"prompt", long_prompt}, {"max_tokens", 2}};
+  ASSERT_EQ(post(r->port(), "/v1/completions", body).status, 200);
+  HttpResult again = post(r->port(), "/v1/completions", body);
+  ASSERT_EQ(again.status, 200) << again.body;
+  const int64_t cached = again.j()["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GE(cached, 16) << again.body;
+  EXPECT_EQ(hits().second, double(cached));
 }
 
 // Growing conversations (token-id prompts, each turn extending the last by 48 tokens) over two
