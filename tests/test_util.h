@@ -4,13 +4,27 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace sluice::test {
+
+// The one polling function of the tests: polls `pred()` every 2 ms until it holds or `timeout`
+// passed; returns pred(). Tests wait on observable state with it, never on a bare sleep.
+template <class F>
+bool eventually(F pred, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return pred();
+}
 
 // ../shared (or $SLUICE_SHARED); empty when absent.
 inline std::string shared_dir() {

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "kv_io/kv_transfer.h"
+#include "test_util.h"
 
 namespace sluice {
 namespace {
@@ -29,12 +30,7 @@ double seconds_since(Clock::time_point t0) {
 }
 
 bool wait_until(const std::function<bool()>& pred, double timeout_s = 5) {
-  const auto t0 = Clock::now();
-  while (!pred()) {
-    if (seconds_since(t0) > timeout_s) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
+  return test::eventually(pred, std::chrono::milliseconds(int64_t(timeout_s * 1000)));
 }
 
 // A KV pool in memory: block id b holds bytes [b * bytes_per_block, (b+1) * bytes_per_block)

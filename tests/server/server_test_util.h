@@ -215,17 +215,6 @@ inline std::string metrics_text(int port) {
   return http_call(port, "GET", "/metrics").body;
 }
 
-// Polls until `pred()` or `timeout`; returns pred().
-template <class F>
-bool eventually(F pred, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
-
 // --- raw sockets ------------------------------------------------------------------------------
 
 inline int connect_local(int port) {
