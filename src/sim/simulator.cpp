@@ -79,55 +79,136 @@ std::unique_ptr<RoutePicker> make_router_picker(const router::PolicyConfig& conf
   return std::make_unique<RouterPicker>(config, replicas);
 }
 
-Result<ServiceReport> simulate_service(const ServiceConfig& config, const Tokenizer& tokenizer,
-                                       std::vector<WorkItem> work, RoutePicker& picker,
-                                       RoutePicker* decode_picker) {
-  const auto wall0 = std::chrono::steady_clock::now();
-  const bool pd = config.prefill_replicas > 0 || config.decode_replicas > 0;
-  if (pd && (config.prefill_replicas < 1 || config.decode_replicas < 1)) {
-    return make_error("sim: disaggregated serving needs prefill and decode replicas (got ",
-                      config.prefill_replicas, " and ", config.decode_replicas, ")");
-  }
-  if (pd && !decode_picker) return make_error("sim: disaggregated serving needs a decode router");
-  if (pd && !(config.kv_link_bytes_per_s > 0)) {
-    return make_error("sim: disaggregated serving needs the KV link's bandwidth");
-  }
-  const int n_first = pd ? config.prefill_replicas : config.replicas;
-  const int n_reps = pd ? config.prefill_replicas + config.decode_replicas : config.replicas;
-  if (n_first < 1) return make_error("sim: replicas must be >= 1, got ", n_first);
-  if (config.engine.spec.mode != SpecMode::kNone) {
-    return make_error("sim: speculative decoding is not simulated");
-  }
-  std::vector<Replica> reps(static_cast<size_t>(n_reps));
-  for (size_t i = 0; i < reps.size(); ++i) {
-    Replica& r = reps[i];
-    r.executor = std::make_unique<SimulatedExecutor>(config.executor, r.clock);
-    if (config.on_step) {
-      r.executor->set_observer(
-          [&config, &r, i](const Batch& b) { config.on_step(int(i), b, r.clock.now()); });
+namespace {
+
+// One simulated service: replicas (one pool, or a prefill and a decode pool), the deliveries
+// still to come, and what the requests did. run() is the event loop; deliver() routes a request
+// to a replica (a decode replica imports its prompt's K/V first); step() runs one replica's step
+// and hands prefilled prompts over the K/V link (prefill_done()).
+class ServiceRun {
+ public:
+  ServiceRun(const ServiceConfig& config, std::vector<WorkItem> work, RoutePicker& picker,
+             RoutePicker* decode_picker)
+      : config_(config),
+        work_(std::move(work)),
+        picker_(picker),
+        decode_picker_(decode_picker),
+        pd_(config.prefill_replicas > 0 || config.decode_replicas > 0),
+        n_first_(pd_ ? config.prefill_replicas : config.replicas),
+        n_reps_(pd_ ? config.prefill_replicas + config.decode_replicas : config.replicas),
+        block_size_(config.executor.capacity.block_size) {}
+
+  Status check() const {
+    if (pd_ && (config_.prefill_replicas < 1 || config_.decode_replicas < 1)) {
+      return make_error("sim: disaggregated serving needs prefill and decode replicas (got ",
+                        config_.prefill_replicas, " and ", config_.decode_replicas, ")");
     }
-    EngineConfig ec = config.engine;
-    ec.clock = &r.clock;
-    ec.cost_model.reset();
-    SLUICE_ASSIGN_OR_RETURN(r.engine, Engine::create(tokenizer, *r.executor, ec));
-    r.report.kv_blocks_total = r.engine->kv().n_blocks();
-    r.report.role = !pd ? "both" : int(i) < n_first ? "prefill" : "decode";
+    if (pd_ && !decode_picker_)
+      return make_error("sim: disaggregated serving needs a decode router");
+    if (pd_ && !(config_.kv_link_bytes_per_s > 0)) {
+      return make_error("sim: disaggregated serving needs the KV link's bandwidth");
+    }
+    if (n_first_ < 1) return make_error("sim: replicas must be >= 1, got ", n_first_);
+    if (config_.engine.spec.mode != SpecMode::kNone) {
+      return make_error("sim: speculative decoding is not simulated");
+    }
+    return {};
   }
 
-  std::vector<size_t> order(work.size());
-  std::iota(order.begin(), order.end(), size_t(0));
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return work[a].arrival_s < work[b].arrival_s; });
-  if (config.tie_gap_s > 0) {
-    for (size_t i = 1; i < order.size(); ++i) {
-      WorkItem& prev = work[order[i - 1]];
-      WorkItem& cur = work[order[i]];
-      if (cur.arrival_s <= prev.arrival_s) cur.arrival_s = prev.arrival_s + config.tie_gap_s;
+  Status build_replicas(const Tokenizer& tokenizer) {
+    reps_.resize(static_cast<size_t>(n_reps_));
+    for (size_t i = 0; i < reps_.size(); ++i) {
+      Replica& r = reps_[i];
+      r.executor = std::make_unique<SimulatedExecutor>(config_.executor, r.clock);
+      if (config_.on_step) {
+        r.executor->set_observer(
+            [this, &r, i](const Batch& b) { config_.on_step(int(i), b, r.clock.now()); });
+      }
+      EngineConfig ec = config_.engine;
+      ec.clock = &r.clock;
+      ec.cost_model.reset();
+      SLUICE_ASSIGN_OR_RETURN(r.engine, Engine::create(tokenizer, *r.executor, ec));
+      r.report.kv_blocks_total = r.engine->kv().n_blocks();
+      r.report.role = !pd_ ? "both" : int(i) < n_first_ ? "prefill" : "decode";
+    }
+    return {};
+  }
+
+  // Arrivals in time order (ties spread by tie_gap_s), as stage-0 deliveries.
+  void schedule_arrivals() {
+    std::vector<size_t> order(work_.size());
+    std::iota(order.begin(), order.end(), size_t(0));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return work_[a].arrival_s < work_[b].arrival_s; });
+    if (config_.tie_gap_s > 0) {
+      for (size_t i = 1; i < order.size(); ++i) {
+        WorkItem& prev = work_[order[i - 1]];
+        WorkItem& cur = work_[order[i]];
+        if (cur.arrival_s <= prev.arrival_s) cur.arrival_s = prev.arrival_s + config_.tie_gap_s;
+      }
+    }
+    out_.records.resize(work_.size());
+    n_prompt_.assign(work_.size(), 0);
+    stage_of_.assign(work_.size(), 0);
+    first_token_.assign(work_.size(), -1);
+    for (size_t w : order) pending_.push({work_[w].arrival_s, seq_++, w, 0});
+  }
+
+  // The replica with work whose clock is earliest steps next, unless a delivery comes first.
+  Status run() {
+    for (;;) {
+      int rmin = -1;
+      double tmin = kInf;
+      for (size_t i = 0; i < reps_.size(); ++i) {
+        if (reps_[i].engine->has_work() && reps_[i].clock.now() < tmin) {
+          tmin = reps_[i].clock.now();
+          rmin = int(i);
+        }
+      }
+      const double next_delivery = pending_.empty() ? kInf : pending_.top().t;
+      if (rmin < 0 && pending_.empty()) return {};
+      if (next_delivery <= tmin) {
+        const Delivery d = pending_.top();
+        pending_.pop();
+        SLUICE_RETURN_IF_ERROR(deliver(d));
+        continue;
+      }
+      SLUICE_RETURN_IF_ERROR(step(rmin, next_delivery));
     }
   }
 
-  // Deliveries: arrivals (stage 0, to the first pool) and, disaggregated, prompts whose K/V has
-  // crossed the link (stage 1, to the decode pool); earliest first, then in creation order.
+  ServiceReport report() {
+    for (size_t i = 0; i < reps_.size(); ++i) {
+      Replica& rep = reps_[i];
+      ReplicaReport& r = rep.report;
+      const EngineStats& st = rep.engine->stats();
+      const PrefixCacheStats& p = rep.engine->kv().prefix_stats();
+      r.steps = st.steps;
+      r.busy_s = rep.executor->busy_seconds();
+      r.prefix_queried_blocks = p.queried_blocks;
+      r.prefix_hit_blocks = p.hit_blocks;
+      r.prefix_hit_tokens = p.hit_tokens;
+      r.prompt_tokens_computed = st.prompt_tokens;
+      r.generated_tokens = st.generated_tokens;
+      r.preemptions = rep.engine->scheduler().n_preemptions();
+      out_.steps += r.steps;
+      // Disaggregated: a decode replica's "hits" are the imported prompts, not cache reuse.
+      if (r.role != "decode") {
+        out_.prefix_queried_blocks += r.prefix_queried_blocks;
+        out_.prefix_hit_blocks += r.prefix_hit_blocks;
+        out_.prefix_hit_tokens += r.prefix_hit_tokens;
+      }
+      out_.replicas.push_back(r);
+    }
+    for (int64_t n : n_prompt_) out_.prompt_tokens += uint64_t(n);
+    return std::move(out_);
+  }
+
+ private:
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+
+  // Arrivals (stage 0, to the first pool) and, disaggregated, prompts whose K/V has crossed the
+  // link (stage 1, to the decode pool); earliest first, then in creation order.
   struct Delivery {
     double t;
     uint64_t seq;
@@ -135,95 +216,84 @@ Result<ServiceReport> simulate_service(const ServiceConfig& config, const Tokeni
     int stage;
     bool operator>(const Delivery& o) const { return t != o.t ? t > o.t : seq > o.seq; }
   };
-  std::priority_queue<Delivery, std::vector<Delivery>, std::greater<Delivery>> pending;
-  uint64_t seq = 0;
-  for (size_t w : order) pending.push({work[w].arrival_s, seq++, w, 0});
 
-  ServiceReport out;
-  out.records.resize(work.size());
-  std::vector<int64_t> n_prompt(work.size(), 0);
-  std::vector<int> stage_of(work.size(), 0);
-  std::vector<double> first_token(work.size(), -1);  // disaggregated: from the prefill replica
-  std::vector<ReplicaLoad> loads;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  const int32_t bs = config.executor.capacity.block_size;
-  auto fail = [&](size_t w, double t, std::string why) {
-    loadgen::RequestRecord& r = out.records[w];
-    r.start_s = work[w].arrival_s;
-    r.input_tokens = n_prompt[w];
-    r.e2el_s = t - work[w].arrival_s;
+  void fail(size_t w, double t, std::string why) {
+    loadgen::RequestRecord& r = out_.records[w];
+    r.start_s = work_[w].arrival_s;
+    r.input_tokens = n_prompt_[w];
+    r.e2el_s = t - work_[w].arrival_s;
     r.error = std::move(why);
-  };
-  for (;;) {
-    // The replica with work whose clock is earliest steps next, unless a delivery comes first.
-    int rmin = -1;
-    double tmin = kInf;
-    for (size_t i = 0; i < reps.size(); ++i) {
-      if (reps[i].engine->has_work() && reps[i].clock.now() < tmin) {
-        tmin = reps[i].clock.now();
-        rmin = int(i);
-      }
+  }
+
+  Status deliver(const Delivery& d) {
+    WorkItem& item = work_[d.w];
+    const int base = d.stage == 0 ? 0 : n_first_;
+    const int n_pool = d.stage == 0 ? n_first_ : n_reps_ - n_first_;
+    RoutePicker& pk = d.stage == 0 ? picker_ : *decode_picker_;
+    loads_.resize(size_t(n_pool));
+    for (int i = 0; i < n_pool; ++i) {
+      const Engine& e = *reps_[size_t(base + i)].engine;
+      loads_[size_t(i)] = {int64_t(e.scheduler().n_running()), int64_t(e.scheduler().n_waiting()),
+                           int64_t(e.kv().n_used_blocks()), int64_t(e.kv().n_blocks())};
     }
-    const double a = pending.empty() ? kInf : pending.top().t;
-    if (rmin < 0 && pending.empty()) break;
-    if (a <= tmin) {
-      const Delivery d = pending.top();
-      pending.pop();
-      WorkItem& item = work[d.w];
-      const int base = d.stage == 0 ? 0 : n_first;
-      const int n_pool = d.stage == 0 ? n_first : n_reps - n_first;
-      RoutePicker& pk = d.stage == 0 ? picker : *decode_picker;
-      loads.resize(size_t(n_pool));
-      for (int i = 0; i < n_pool; ++i) {
-        const Engine& e = *reps[size_t(base + i)].engine;
-        loads[size_t(i)] = {int64_t(e.scheduler().n_running()), int64_t(e.scheduler().n_waiting()),
-                            int64_t(e.kv().n_used_blocks()), int64_t(e.kv().n_blocks())};
-      }
-      const int pi = pk.pick(item, loads);
-      if (pi < 0 || pi >= n_pool) {
-        return make_error("sim: router '", pk.name(), "' picked replica ", pi, " of ", n_pool);
-      }
-      const int ri = base + pi;
-      Replica& rep = reps[size_t(ri)];
-      // The request arrives at `d.t` even when the replica is mid-step (its clock ahead): it
-      // waits for the step boundary, as in a real server.
-      const double resume = std::max(rep.clock.now(), d.t);
-      rep.clock.set(d.t);
-      GenerationParams gp;
-      gp.sampling.temperature = 0;
-      gp.ignore_eos = true;
-      std::vector<int32_t> prompt;
-      if (d.stage == 0) {
-        n_prompt[d.w] = int64_t(item.prompt.size());
-        gp.max_tokens = pd ? 1 : item.output_tokens;
-        prompt = pd ? item.prompt : std::move(item.prompt);
-      } else {
-        // The prompt's K/V arrives from the prefill replica: its full blocks enter this replica's
-        // prefix cache; the partial tail and the first token are computed here.
-        KvBlockData kv;
-        SLUICE_ASSIGN_OR_RETURN(kv, rep.executor->export_blocks({}));
-        kv.n_blocks = int32_t(item.prompt.size() / size_t(bs));
-        Result<int32_t> imported = rep.engine->import_prefix(item.prompt, kv);
-        if (!imported.ok()) return make_error("sim: KV import: ", imported.message());
-        prompt = std::move(item.prompt);
-        prompt.push_back(SimulatedExecutor::kOutputToken);
-        gp.max_tokens = item.output_tokens - 1;
-      }
-      Result<RequestId> id = rep.engine->add_request(std::move(prompt), gp);
-      rep.clock.set(resume);
-      if (!id.ok()) {
-        fail(d.w, d.t, id.message());
-        pk.finished(pi, item);
-        continue;
-      }
-      stage_of[d.w] = d.stage;
-      rep.item_of.emplace(*id, d.w);
-      ++rep.report.requests;
-      rep.report.peak_running =
-          std::max(rep.report.peak_running, int64_t(rep.engine->scheduler().n_running()));
-      continue;
+    const int pi = pk.pick(item, loads_);
+    if (pi < 0 || pi >= n_pool) {
+      return make_error("sim: router '", pk.name(), "' picked replica ", pi, " of ", n_pool);
     }
-    Replica& rep = reps[size_t(rmin)];
+    Replica& rep = reps_[size_t(base + pi)];
+    // The request arrives at `d.t` even when the replica is mid-step (its clock ahead): it
+    // waits for the step boundary, as in a real server.
+    const double resume = std::max(rep.clock.now(), d.t);
+    rep.clock.set(d.t);
+    GenerationParams gp;
+    gp.sampling.temperature = 0;
+    gp.ignore_eos = true;
+    std::vector<int32_t> prompt;
+    if (d.stage == 0) {
+      n_prompt_[d.w] = int64_t(item.prompt.size());
+      gp.max_tokens = pd_ ? 1 : item.output_tokens;
+      prompt = pd_ ? item.prompt : std::move(item.prompt);
+    } else {
+      // The prompt's K/V arrives from the prefill replica: its full blocks enter this replica's
+      // prefix cache; the partial tail and the first token are computed here.
+      KvBlockData kv;
+      SLUICE_ASSIGN_OR_RETURN(kv, rep.executor->export_blocks({}));
+      kv.n_blocks = int32_t(item.prompt.size() / size_t(block_size_));
+      Result<int32_t> imported = rep.engine->import_prefix(item.prompt, kv);
+      if (!imported.ok()) return make_error("sim: KV import: ", imported.message());
+      prompt = std::move(item.prompt);
+      prompt.push_back(SimulatedExecutor::kOutputToken);
+      gp.max_tokens = item.output_tokens - 1;
+    }
+    Result<RequestId> id = rep.engine->add_request(std::move(prompt), gp);
+    rep.clock.set(resume);
+    if (!id.ok()) {
+      fail(d.w, d.t, id.message());
+      pk.finished(pi, item);
+      return {};
+    }
+    stage_of_[d.w] = d.stage;
+    rep.item_of.emplace(*id, d.w);
+    ++rep.report.requests;
+    rep.report.peak_running =
+        std::max(rep.report.peak_running, int64_t(rep.engine->scheduler().n_running()));
+    return {};
+  }
+
+  // Disaggregated: request w's prompt is computed and its first token out; its K/V crosses the
+  // link to a decode replica (a stage-1 delivery).
+  void prefill_done(size_t w, const RequestTimes& t) {
+    first_token_[w] = t.tokens.front();
+    const double bytes = double(work_[w].prompt.size()) * config_.kv_bytes_per_token;
+    pending_.push({t.finished + config_.kv_link_latency_s + bytes / config_.kv_link_bytes_per_s,
+                   seq_++, w, 1});
+    ++out_.kv_transfers;
+    out_.kv_transfer_bytes += bytes;
+  }
+
+  // One step of replica `ri`; `next_delivery`: when the next request arrives anywhere.
+  Status step(int ri, double next_delivery) {
+    Replica& rep = reps_[size_t(ri)];
     const double before = rep.clock.now();
     SLUICE_ASSIGN_OR_RETURN(std::vector<EngineEvent> events, rep.engine->step());
     rep.report.peak_running =
@@ -236,67 +306,68 @@ Result<ServiceReport> simulate_service(const ServiceConfig& config, const Tokeni
       rep.item_of.erase(it);
       const RequestTimes* t = rep.engine->times(ev.id);
       if (!t) return make_error("sim: no timestamps for finished request ", ev.id);
-      const bool first_pool = rmin < n_first;
-      (first_pool ? picker : *decode_picker).finished(first_pool ? rmin : rmin - n_first, work[w]);
-      if (pd && stage_of[w] == 0 && ev.finish == FinishReason::kLength &&
-          work[w].output_tokens > 1 && !t->tokens.empty()) {
-        // Prefilled: the first token is out; the prompt's K/V crosses the link to a decode
-        // replica.
-        first_token[w] = t->tokens.front();
-        const double bytes = double(work[w].prompt.size()) * config.kv_bytes_per_token;
-        pending.push({t->finished + config.kv_link_latency_s + bytes / config.kv_link_bytes_per_s,
-                      seq++, w, 1});
-        ++out.kv_transfers;
-        out.kv_transfer_bytes += bytes;
+      const bool first_pool = ri < n_first_;
+      (first_pool ? picker_ : *decode_picker_).finished(first_pool ? ri : ri - n_first_, work_[w]);
+      if (pd_ && stage_of_[w] == 0 && ev.finish == FinishReason::kLength &&
+          work_[w].output_tokens > 1 && !t->tokens.empty()) {
+        prefill_done(w, *t);
         continue;
       }
-      if (stage_of[w] == 1) {
+      if (stage_of_[w] == 1) {
         std::vector<double> tokens;
         tokens.reserve(t->tokens.size() + 1);
-        tokens.push_back(first_token[w]);
+        tokens.push_back(first_token_[w]);
         tokens.insert(tokens.end(), t->tokens.begin(), t->tokens.end());
-        out.records[w] = record_of(work[w].arrival_s, t->finished, tokens, ev, n_prompt[w]);
+        out_.records[w] = record_of(work_[w].arrival_s, t->finished, tokens, ev, n_prompt_[w]);
       } else {
-        out.records[w] = record_of(t->arrival, t->finished, t->tokens, ev, n_prompt[w]);
+        out_.records[w] = record_of(t->arrival, t->finished, t->tokens, ev, n_prompt_[w]);
       }
-      out.virtual_s = std::max(out.virtual_s, t->finished);
+      out_.virtual_s = std::max(out_.virtual_s, t->finished);
     }
     if (events.empty() && rep.clock.now() == before) {
       // Nothing could run: the waiting requests never fit this replica's KV cache.
-      if (a < kInf) {
-        rep.clock.set(a);  // let the deliveries come; maybe nothing changes, checked again
-        continue;
+      if (next_delivery < kInf) {
+        rep.clock.set(next_delivery);  // let the deliveries come; maybe nothing changes
+        return {};
       }
       return make_error(
-          "sim: replica ", rmin, " is stalled with ", rep.engine->scheduler().n_waiting(),
+          "sim: replica ", ri, " is stalled with ", rep.engine->scheduler().n_waiting(),
           " waiting requests that cannot be scheduled (KV cache of ", rep.engine->kv().n_blocks(),
-          " blocks of ", bs, " tokens too small for them?)");
+          " blocks of ", block_size_, " tokens too small for them?)");
     }
+    return {};
   }
 
-  for (size_t i = 0; i < reps.size(); ++i) {
-    Replica& rep = reps[i];
-    ReplicaReport& r = rep.report;
-    const EngineStats& st = rep.engine->stats();
-    const PrefixCacheStats& p = rep.engine->kv().prefix_stats();
-    r.steps = st.steps;
-    r.busy_s = rep.executor->busy_seconds();
-    r.prefix_queried_blocks = p.queried_blocks;
-    r.prefix_hit_blocks = p.hit_blocks;
-    r.prefix_hit_tokens = p.hit_tokens;
-    r.prompt_tokens_computed = st.prompt_tokens;
-    r.generated_tokens = st.generated_tokens;
-    r.preemptions = rep.engine->scheduler().n_preemptions();
-    out.steps += r.steps;
-    // Disaggregated: a decode replica's "hits" are the imported prompts, not cache reuse.
-    if (r.role != "decode") {
-      out.prefix_queried_blocks += r.prefix_queried_blocks;
-      out.prefix_hit_blocks += r.prefix_hit_blocks;
-      out.prefix_hit_tokens += r.prefix_hit_tokens;
-    }
-    out.replicas.push_back(r);
-  }
-  for (int64_t n : n_prompt) out.prompt_tokens += uint64_t(n);
+  const ServiceConfig& config_;
+  std::vector<WorkItem> work_;
+  RoutePicker& picker_;
+  RoutePicker* decode_picker_;
+  const bool pd_;
+  const int n_first_;  // replicas of the first pool (all, or the prefill ones)
+  const int n_reps_;
+  const int32_t block_size_;
+  std::vector<Replica> reps_;
+  std::priority_queue<Delivery, std::vector<Delivery>, std::greater<Delivery>> pending_;
+  uint64_t seq_ = 0;
+  ServiceReport out_;
+  std::vector<int64_t> n_prompt_;
+  std::vector<int> stage_of_;
+  std::vector<double> first_token_;  // disaggregated: from the prefill replica
+  std::vector<ReplicaLoad> loads_;
+};
+
+}  // namespace
+
+Result<ServiceReport> simulate_service(const ServiceConfig& config, const Tokenizer& tokenizer,
+                                       std::vector<WorkItem> work, RoutePicker& picker,
+                                       RoutePicker* decode_picker) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  ServiceRun run(config, std::move(work), picker, decode_picker);
+  SLUICE_RETURN_IF_ERROR(run.check());
+  SLUICE_RETURN_IF_ERROR(run.build_replicas(tokenizer));
+  run.schedule_arrivals();
+  SLUICE_RETURN_IF_ERROR(run.run());
+  ServiceReport out = run.report();
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return out;
 }
