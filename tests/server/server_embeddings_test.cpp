@@ -3,7 +3,10 @@
 // tiny-bert-rank with a classifier head), and the refusals between embedding and generation
 // models.
 #include <cmath>
+#include <cstdio>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "executor/embedding_test_util.h"
 #include "server/embeddings_api.h"
@@ -271,6 +274,47 @@ TEST(GenerationServer, RefusesEmbeddingsAndRerank) {
               "the served model is a generation model; start sluice serve with --embedding")
         << path;
   }
+}
+
+// `sluice serve ARGS` that must fail to load: its exit status and output.
+std::pair<int, std::string> serve_fails(const std::string& args) {
+  const std::string cmd = "timeout 120 " + sluice_path() + " serve " + args + " --port 0 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return {-1, ""};
+  std::string out;
+  char buf[512];
+  while (size_t n = std::fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  return {::pclose(f), out};
+}
+
+TEST(ServeProcessEmbedding, FlagsAndRefusals) {
+  SLUICE_REQUIRE_SHARED(vocab, "testdata/tokenizer/ggml-vocab-bert-bge.gguf");
+  SLUICE_REQUIRE_SHARED(stories, kStoriesModel);
+  TempDir dir;
+  const std::string bert = dir.path("tiny-bert.gguf");
+  write_embedding_model("tiny-bert", vocab, bert);
+  auto [code, out] = serve_fails(stories + " --embedding -t 1");
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("does not pool"), std::string::npos) << out;
+  std::tie(code, out) = serve_fails(bert + " -t 1");
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("start sluice serve with --embedding"), std::string::npos) << out;
+  std::tie(code, out) = serve_fails(bert + " --embedding --pooling max -t 1");
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("--pooling"), std::string::npos) << out;
+
+  // --pooling cls overrides the file's mean: a different vector for the same text.
+  auto mean = ServeProcess::start({bert, "--embedding", "-t", "1", "--kv-cache-gb", "0.01"});
+  auto cls = ServeProcess::start(
+      {bert, "--embedding", "--pooling", "cls", "-t", "1", "--kv-cache-gb", "0.01"});
+  ASSERT_NE(mean, nullptr);
+  ASSERT_NE(cls, nullptr);
+  const HttpResult a = post(mean->port, "/v1/embeddings", {{"input", "hello world"}});
+  const HttpResult b = post(cls->port, "/v1/embeddings", {{"input", "hello world"}});
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(b.status, 200) << b.body;
+  EXPECT_LT(cosine(floats(a.j()["data"][0]["embedding"]), floats(b.j()["data"][0]["embedding"])),
+            0.9999);
 }
 
 TEST(EmbeddingsApi, Base64RoundTripsLittleEndianFloats) {
