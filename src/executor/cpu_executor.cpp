@@ -229,6 +229,10 @@ Status CpuExecutor::execute(const Batch& batch, Logits& out) {
     return make_error("CPU executor: pooled (embedding) sequences need an embedding model (",
                       "pooling type ", pooling_name(c.pooling), ") run whole on one process");
   }
+  if (!c.causal && !pooled && batch.n_seqs() > 0) {
+    return make_error("CPU executor: an encoder (", c.arch_name, ") computes embeddings only: ",
+                      "its sequences must be pooled (sluice serve --embedding)");
+  }
   if (!c.causal) {
     for (const BatchSequence& seq : batch.seqs) {
       if (seq.context_len != seq.n_new_tokens) {

@@ -255,6 +255,25 @@ TEST_P(BertEmbedding, MatchesTheF64ReferenceOnEveryIsa) {
   }
 }
 
+TEST(BertEncoder, RefusesLogitsBatches) {
+  SLUICE_REQUIRE_SHARED(vocab, "testdata/tokenizer/ggml-vocab-bert-bge.gguf");
+  TempDir dir;
+  const std::string path = dir.path("bert.gguf");
+  write_embedding_model("tiny-bert", vocab, path);
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  auto exec = CpuExecutor::create(*model, {.n_threads = 1, .n_blocks = 16});
+  ASSERT_TRUE(exec.ok()) << exec.message();
+  BlockFreeList blocks((*exec)->n_blocks());
+  Batch batch = batch_for(**exec);
+  TestSequence seq;
+  add_step(batch, blocks, seq, {101, 7592, 102}, LogitsMode::kLast);
+  Logits out;
+  const Status st = (*exec)->execute(batch, out);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("embeddings only"), std::string::npos) << st.message();
+}
+
 INSTANTIATE_TEST_SUITE_P(Pooling, BertEmbedding, ::testing::Values("mean", "cls", "rank"));
 
 TEST(Qwen3Embedding, LastTokenMatchesTheF64ReferenceForward) {
