@@ -103,6 +103,16 @@ Result<server::ServedModel> load_model(const ServeOptions& o) {
   m.name = model_stem(o.model);
   m.kv_model_id = kv_model_id(f);
   m.tp = s->model.shard().tp_size;
+  const ModelConfig& c = s->model.config();
+  m.pooling = c.pooling;
+  m.embedding_width = c.pooling == Pooling::kRank ? c.n_cls_out : c.n_embd;
+  if (!o.server.embedding && (c.pooling != Pooling::kNone || !c.causal)) {
+    return make_error("'", o.model, "' is an embedding model (", c.arch_name, ", pooling ",
+                      pooling_name(c.pooling), "); start sluice serve with --embedding");
+  }
+  if (o.server.embedding && (o.engine.tp > 1 || o.engine.pp > 1)) {
+    return make_error("--embedding with --tp or --pp is not supported");
+  }
   m.owner = std::move(s);
   return m;
 }
@@ -255,6 +265,11 @@ void register_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--kv-disk-gb", o->server.kv.disk_gb,
                   "Size bound of the disk tier in GiB (with --kv-disk-dir)")
       ->capture_default_str();
+  cmd->add_flag("--embedding", o->server.embedding,
+                "Serve an embedding model: /v1/embeddings, /v1/rerank (generation routes refuse)");
+  cmd->add_option("--pooling", o->engine.pooling,
+                  "Embedding pooling: mean, cls, last or rank (default: the model's "
+                  "<arch>.pooling_type)");
   add_engine_options(cmd, o->engine);
   cmd->callback([o, &exit_code] {
     if (auto code = take_rank("serve", o->model, o->engine)) {

@@ -112,6 +112,12 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   ModelOptions mo;
   mo.n_ctx = o.ctx_size;
   mo.allow_context_beyond_trained = true;  // the loader warns
+  if (!o.pooling.empty()) {
+    mo.pooling = parse_pooling(o.pooling);
+    if (!mo.pooling) {
+      return make_error("--pooling '", o.pooling, "' is not one of none, mean, cls, last, rank");
+    }
+  }
   const KvType kv_type = o.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
   const bool dist = o.tp > 1 || o.pp > 1;
   if (dist && spec.mode == SpecMode::kDraft) {

@@ -40,6 +40,8 @@ struct EngineCliOptions {
   // Recurrent models (qwen35): saved states for prefix hits, and how often one is kept.
   int state_checkpoints = 16;
   int state_checkpoint_interval = 512;
+  // Embedding models (serve --pooling): overrides <arch>.pooling_type; "" keeps the file's.
+  std::string pooling{};
 };
 
 // Adds --ctx-size, --threads, --kv-cache-gb, --max-seqs, --max-batch-tokens, --prefill-chunk,

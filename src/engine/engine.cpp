@@ -144,6 +144,70 @@ Result<KvBlockData> Engine::export_prefix(std::span<const int32_t> tokens) const
   return executor_.export_blocks(ids);
 }
 
+Result<std::vector<std::vector<float>>> Engine::embed(
+    std::span<const std::vector<int32_t>> inputs) {
+  if (!in_flight_.empty()) return make_error("embed: pipelined steps are in flight");
+  const int32_t n_vocab = executor_.capacity().n_vocab;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::vector<int32_t>& in = inputs[i];
+    if (in.empty()) return make_error("input ", i, " is empty");
+    for (int32_t t : in) {
+      if (t < 0 || t >= n_vocab) {
+        return make_error("input ", i, ": token id ", t, " is outside the vocabulary (", n_vocab,
+                          " tokens)");
+      }
+    }
+    if (int32_t(in.size()) > n_ctx_) {
+      return make_error("input ", i, " has ", in.size(), " tokens; the context holds ", n_ctx_);
+    }
+    if (kv_.blocks_for_step(int32_t(in.size())) > kv_.n_free_blocks()) {
+      return make_error("input ", i, " needs ", kv_.blocks_for_step(int32_t(in.size())),
+                        " KV blocks; ", kv_.n_free_blocks(), " are free (raise --kv-cache-gb)");
+    }
+  }
+  std::vector<std::vector<float>> out(inputs.size());
+  Batch batch;
+  Logits logits;
+  std::vector<RequestId> ids;
+  const double t0 = now();
+  for (size_t next = 0; next < inputs.size();) {
+    batch.clear();
+    batch.block_size = kv_.block_size();
+    batch.n_kv_groups = kv_.n_groups();
+    ids.clear();
+    const size_t first = next;
+    int32_t n_tokens = 0;
+    while (next < inputs.size()) {
+      const auto n = int32_t(inputs[next].size());
+      if (!ids.empty() && (n_tokens + n > config_.scheduler.max_batch_tokens ||
+                           int32_t(ids.size()) >= config_.scheduler.max_seqs)) {
+        break;
+      }
+      const RequestId id = next_id_++;
+      if (!kv_.allocate_slots(id, 0, n)) {
+        if (ids.empty()) return make_error("input ", next, ": the KV cache is short of blocks");
+        break;
+      }
+      ids.push_back(id);
+      batch.add_sequence(inputs[next], 0, kv_.block_tables(id), LogitsMode::kPooled);
+      n_tokens += n;
+      ++next;
+    }
+    kv_.take_copies();  // fresh blocks: nothing to copy
+    const Status st = executor_.execute(batch, logits);
+    for (RequestId id : ids) kv_.free(id);
+    SLUICE_RETURN_IF_ERROR(st);
+    for (int32_t r = 0; r < logits.n_rows(); ++r) {
+      const float* row = logits.row(r);
+      out[first + size_t(logits.seq_index[size_t(r)])].assign(row, row + logits.n_vocab);
+    }
+    stats_.steps += 1;
+    stats_.prompt_tokens += uint64_t(n_tokens);
+  }
+  stats_.busy_seconds += now() - t0;
+  return out;
+}
+
 Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const GenerationParams& params) {
   SLUICE_ASSIGN_OR_RETURN(std::vector<RequestId> ids,
                           add_request_group(std::move(prompt), {params}));

@@ -172,6 +172,15 @@ class Engine {
   // tier writes them out; KvCacheManager::take_newly_cached). Take them between steps.
   void set_record_cached(bool on) { kv_.set_record_cached(on); }
   std::vector<KvCacheManager::CachedBlock> take_newly_cached() { return kv_.take_newly_cached(); }
+  // Embedding models (ModelConfig::pooling not none): each input's pooled final hidden state
+  // (or a reranker's scores), one row of the executor's pooled width per input, in order. The
+  // inputs run as LogitsMode::kPooled sequences, each whole in one executor step, as many per
+  // step as max_batch_tokens, max_seqs and the free KV blocks allow (one input always runs);
+  // their blocks are taken for the step and freed after it (nothing enters the prefix cache).
+  // Runs at once on the calling (engine) thread, between steps; a step never mixes embeddings
+  // and generations. Fails, computing nothing, on an empty input, an id outside the
+  // vocabulary, or an input longer than the context or the cache.
+  Result<std::vector<std::vector<float>>> embed(std::span<const std::vector<int32_t>> inputs);
   // Ends a request at the next step boundary; its final event has FinishReason::kAbort.
   void abort(RequestId id);
   // Runs one step. Returns the events of every request that progressed or finished.

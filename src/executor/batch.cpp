@@ -115,7 +115,7 @@ Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
     s.block_table_start = r.next();
     s.n_blocks = r.next();
     const int32_t mode = r.next();
-    if (mode < int32_t(LogitsMode::kNone) || mode > int32_t(LogitsMode::kAll)) {
+    if (mode < int32_t(LogitsMode::kNone) || mode > int32_t(LogitsMode::kPooled)) {
       return make_error("batch wire form: sequence ", i, " has logits mode ", mode);
     }
     s.logits = LogitsMode(mode);
@@ -149,7 +149,7 @@ Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
 int32_t Batch::n_logit_rows() const {
   int32_t n = 0;
   for (const BatchSequence& s : seqs) {
-    if (s.logits == LogitsMode::kLast) n += 1;
+    if (s.logits == LogitsMode::kLast || s.logits == LogitsMode::kPooled) n += 1;
     if (s.logits == LogitsMode::kAll) n += s.n_new_tokens;
   }
   return n;
@@ -298,8 +298,18 @@ Status validate_batch(const Batch& b, const ExecutorCapacity& cap) {
                       b.kv_slots.size(), " KV slots (", G, " per token)");
   }
   int64_t next_token = 0;
+  const bool pooled = !b.seqs.empty() && b.seqs[0].logits == LogitsMode::kPooled;
   for (size_t si = 0; si < b.seqs.size(); ++si) {
     const BatchSequence& s = b.seqs[si];
+    if ((s.logits == LogitsMode::kPooled) != pooled) {
+      return make_error("batch: sequence ", si, " mixes pooled (embedding) and logits sequences ",
+                        "in one batch");
+    }
+    if (pooled && s.context_len != s.n_new_tokens) {
+      return make_error("batch: pooled sequence ", si, " has ", s.n_new_tokens,
+                        " new tokens of a context of ", s.context_len,
+                        " (an embedding runs its whole sequence in one step)");
+    }
     if (s.token_start != next_token || s.n_new_tokens < 1 ||
         int64_t(s.token_start) + s.n_new_tokens > int64_t(n)) {
       return make_error("batch: sequence ", si, " covers tokens [", s.token_start, ", ",

@@ -29,7 +29,11 @@ namespace sluice {
 
 // Which of a sequence's new tokens need logits: none (a prompt chunk that is not the last),
 // the last one (prompt end, decode), or all (speculative verification, scoring a prompt).
-enum class LogitsMode : uint8_t { kNone, kLast, kAll };
+// kPooled (embedding models): no logits but the sequence's pooled final hidden state (or a
+// reranker's scores), one row per sequence of the model's pooled width (ModelConfig::pooling);
+// the whole sequence is new in that step (context_len == n_new_tokens) and every sequence of
+// the batch is kPooled.
+enum class LogitsMode : uint8_t { kNone, kLast, kAll, kPooled };
 
 // Where a new token's K/V goes: row `offset` of KV block `block_id`.
 struct KvSlot {
@@ -134,7 +138,8 @@ void serialize_batch(const Batch& batch, std::vector<uint8_t>& out);
 // receiver still runs validate_batch against its capacity.
 Result<Batch> deserialize_batch(std::span<const uint8_t> bytes);
 
-// The executor's answer: one row of logits per requested position, in batch token order.
+// The executor's answer: one row of logits per requested position, in batch token order (a
+// pooled batch: one row of n_vocab = the pooled width per sequence).
 struct Logits {
   int32_t n_vocab = 0;
   std::vector<float> values;         // [n_rows, n_vocab]
@@ -146,7 +151,7 @@ struct Logits {
 };
 
 // The rows an executor returns for `batch` (seq_index, token_index; values untouched): every
-// token of a kAll sequence, the last of a kLast one, in batch order.
+// token of a kAll sequence, the last of a kLast or kPooled one, in batch order.
 void set_logit_rows(const Batch& batch, Logits& out);
 
 // Pipeline micro-batches: `batch` cut into at most `n_parts` batches of whole, consecutive

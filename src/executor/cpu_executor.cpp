@@ -37,6 +37,7 @@ struct CpuExecutor::Scratch {
   // [T, n_used], the tokens routed to each expert (by expert, offsets in moe_at), and the
   // gathered rows of one expert and its results.
   std::vector<float> moe_logits, moe_weight, moe_slot_y, moe_shgate;
+  std::vector<float> pos_rows;  // [T, n_embd] encoders: the position embeddings of the step
   std::vector<int32_t> moe_sel, moe_at, moe_slot, moe_sel_next;
   std::vector<float> delta_scratch;    // [n_seqs][DeltaNetParams::scratch_floats()]
   std::vector<int> moe_active;         // experts with rows this layer
@@ -222,6 +223,25 @@ Status CpuExecutor::import_blocks(std::span<const int32_t> ids, const KvBlockDat
 
 Status CpuExecutor::execute(const Batch& batch, Logits& out) {
   SLUICE_RETURN_IF_ERROR(validate_batch(batch, capacity()));
+  const ModelConfig& c = model_.config();
+  const bool pooled = batch.n_seqs() > 0 && batch.seqs[0].logits == LogitsMode::kPooled;
+  if (pooled && (c.pooling == Pooling::kNone || coll_ || link_)) {
+    return make_error("CPU executor: pooled (embedding) sequences need an embedding model (",
+                      "pooling type ", pooling_name(c.pooling), ") run whole on one process");
+  }
+  if (!c.causal && !pooled && batch.n_seqs() > 0) {
+    return make_error("CPU executor: an encoder (", c.arch_name, ") computes embeddings only: ",
+                      "its sequences must be pooled (sluice serve --embedding)");
+  }
+  if (!c.causal) {
+    for (const BatchSequence& seq : batch.seqs) {
+      if (seq.context_len != seq.n_new_tokens) {
+        return make_error("CPU executor: an encoder (", c.arch_name, ") attends over the whole ",
+                          "sequence: it must run in one step (", seq.n_new_tokens,
+                          " new tokens of a context of ", seq.context_len, ")");
+      }
+    }
+  }
   for (const BlockCopy& c : batch.block_copies) kv_->copy_block(c.src, c.dst);
   const int64_t slot_floats = int64_t(n_stage_recurrent_) * state_floats_;
   for (const BlockCopy& c : batch.state_copies) {
@@ -236,7 +256,10 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
   const MatmulIsa isa = isa_ == MatmulIsa::kAuto ? matmul_isa_best() : isa_;
   if (!options.repack_weights || isa == MatmulIsa::kScalar) return;
   const ModelWeights& w = model_.weights();
-  std::vector<const WeightMatrix*> ms = {&w.output};
+  // Embedding models never compute logits: their output matrix (often the tied embeddings)
+  // stays as it is; a reranker's classifier head is packed.
+  std::vector<const WeightMatrix*> ms = {&w.cls, &w.cls_out};
+  if (model_.config().pooling == Pooling::kNone) ms.push_back(&w.output);
   for (const LayerWeights& l : w.layers) {
     for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
       ms.push_back(m);
@@ -402,8 +425,10 @@ class CpuExecutor::Ops final : public ForwardOps {
           }
         }
         const int32_t pos = b_.positions[size_t(t)];
-        rope(qt, c.n_head, pos, rp, inv_freq);
-        rope(kt, c.n_kv_head, pos, rp, inv_freq);
+        if (c.rope) {
+          rope(qt, c.n_head, pos, rp, inv_freq);
+          rope(kt, c.n_kv_head, pos, rp, inv_freq);
+        }
         const KvSlot slot = b_.kv_slots[size_t(t) * n_groups + group];
         store_kv_token(kv_type, layout, kt, v.data + t * kvd, k_cache, v_cache, slot.block_id,
                        slot.offset);
@@ -419,6 +444,10 @@ class CpuExecutor::Ops final : public ForwardOps {
     const int64_t group = e_.layout_.layer_group[size_t(layer)];
     s_.attn_params.clear();
     for (const BatchSequence& seq : b_.seqs) {
+      if (!c.causal) {
+        add_full_attention(layer, seq, q, out);
+        continue;
+      }
       PagedAttentionParams p;
       p.q = q.data + int64_t(seq.token_start) * qd;
       p.out = out.data + int64_t(seq.token_start) * qd;
@@ -603,6 +632,79 @@ class CpuExecutor::Ops final : public ForwardOps {
   void stage_input(Act x) override { e_.link_->recv_from_prev(x.data, x.rows * x.cols); }
   void stage_output(Act x) override { e_.link_->send_to_next(x.data, x.rows * x.cols); }
 
+  void add_positions(const WeightMatrix& table, Act x) override {
+    Scratch::fit(s_.pos_rows, x.rows * x.cols);
+    get_rows(table.type, table.data, x.cols, b_.positions.data(), x.rows, s_.pos_rows.data());
+    const int64_t n = x.rows * x.cols;
+    for (int64_t i = 0; i < n; ++i) x.data[i] += s_.pos_rows[size_t(i)];
+  }
+
+  void layer_norm(Act x, const std::vector<float>& w, const std::vector<float>& b, float eps,
+                  Act out) override {
+    const int64_t d = x.cols;
+    e_.pool_.parallel_for(x.rows, token_grain(d), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const float* xr = x.data + t * d;
+        float* yr = out.data + t * d;
+        float mean = 0;
+        for (int64_t i = 0; i < d; ++i) mean += xr[i];
+        mean /= float(d);
+        float var = 0;
+        for (int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+        const float inv = 1.0f / std::sqrt(var / float(d) + eps);
+        for (int64_t i = 0; i < d; ++i) {
+          yr[i] = (xr[i] - mean) * inv * w[size_t(i)] + b[size_t(i)];
+        }
+      }
+    });
+  }
+
+  void gelu(Act x) override {
+    const int64_t n = x.rows * x.cols;
+    e_.pool_.parallel_for(n, 4096, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float g = x.data[i];
+        x.data[i] = 0.5f * g * (1.0f + std::tanh(0.7978845608f * (g + 0.044715f * g * g * g)));
+      }
+    });
+  }
+
+  void tanh(Act x) override {
+    const int64_t n = x.rows * x.cols;
+    for (int64_t i = 0; i < n; ++i) x.data[i] = std::tanh(x.data[i]);
+  }
+
+  void copy(Act src, Act dst) override { std::copy_n(src.data, src.rows * src.cols, dst.data); }
+
+  bool pooled() const override {
+    return b_.n_seqs() > 0 && b_.seqs[0].logits == LogitsMode::kPooled;
+  }
+
+  // Sums in f32 in token order: a sequence's vector does not depend on its batch.
+  Act pool(Act x, Pooling how) override {
+    set_logit_rows(b_, out_);
+    const int64_t S = b_.n_seqs(), d = x.cols;
+    const Act rows = buffer(ActBuf::kLogitRows, S, d);
+    for (int64_t si = 0; si < S; ++si) {
+      const BatchSequence& seq = b_.seqs[size_t(si)];
+      const float* first = x.data + int64_t(seq.token_start) * d;
+      float* dst = rows.data + si * d;
+      if (how == Pooling::kMean) {
+        std::fill(dst, dst + d, 0.0f);
+        for (int32_t j = 0; j < seq.n_new_tokens; ++j) {
+          for (int64_t i = 0; i < d; ++i) dst[i] += first[j * d + i];
+        }
+        const float inv = 1.0f / float(seq.n_new_tokens);
+        for (int64_t i = 0; i < d; ++i) dst[i] *= inv;
+      } else if (how == Pooling::kLast) {
+        std::copy_n(first + int64_t(seq.n_new_tokens - 1) * d, d, dst);
+      } else {  // kCls, kRank: the first token
+        std::copy_n(first, d, dst);
+      }
+    }
+    return rows;
+  }
+
   // Logits only for the rows that asked, in token order.
   Act logit_rows(Act x) override {
     set_logit_rows(b_, out_);
@@ -631,6 +733,32 @@ class CpuExecutor::Ops final : public ForwardOps {
   const Batch& b_;
   Logits& out_;
   const float* prepared_for_ = nullptr;  // the norm output s_.xq_view quantizes
+
+  // Attention over the whole sequence (encoders): query i of `seq` as a sequence of one new
+  // token at the end of all seq.context_len positions, so the causal kernels let it see every
+  // one. Each query then reads the sequence's K/V once (no sharing across a query block): fine
+  // for the short texts embeddings take.
+  void add_full_attention(int layer, const BatchSequence& seq, Act q, Act out) {
+    const ModelConfig& c = e_.model_.config();
+    const int64_t qd = q.cols;
+    for (int32_t j = 0; j < seq.n_new_tokens; ++j) {
+      PagedAttentionParams p;
+      p.q = q.data + int64_t(seq.token_start + j) * qd;
+      p.out = out.data + int64_t(seq.token_start + j) * qd;
+      p.n_q = 1;
+      p.kv_len = seq.context_len;
+      p.kv_type = e_.kv_->shape().type;
+      p.k_cache = e_.kv_->k(e_.kv_slot(layer));
+      p.v_cache = e_.kv_->v(e_.kv_slot(layer));
+      p.block_table = b_.block_tables.data() + seq.block_table_start;
+      p.block_size = e_.block_size();
+      p.n_head = c.n_head;
+      p.n_kv_head = c.n_kv_head;
+      p.head_dim = c.head_dim;
+      p.scale = c.attention_scale();
+      s_.attn_params.push_back(p);
+    }
+  }
 
   // Expert e over the rows routed to it: gathered into ts.x, its FFN, each result row into its
   // (token, k) slot of s_.moe_slot_y.

@@ -38,5 +38,6 @@ const ArchFamily& qwen2moe_family();
 const ArchFamily& qwen3moe_family();
 const ArchFamily& qwen35_family();
 const ArchFamily& gpt_oss_family();
+const ArchFamily& bert_family();
 
 }  // namespace sluice

@@ -96,6 +96,33 @@ void forward_output(const ModelConfig& c, const ModelWeights& w, ForwardOps& ops
     ops.stage_output(x);
     return;
   }
+  if (ops.pooled()) {
+    Act h = x;
+    if (!w.output_norm.empty()) {
+      h = ops.buffer(ActBuf::kXn, x.rows, x.cols);
+      ops.rms_norm(x, w.output_norm, c.rms_eps, h, {});
+    }
+    const Act pooled = ops.pool(h, c.pooling);
+    if (c.pooling != Pooling::kRank) {
+      ops.copy(pooled, ops.logits(pooled.rows, c.n_embd));
+      return;
+    }
+    Act cur = pooled;
+    if (w.cls.data) {
+      cur = ops.buffer(ActBuf::kLogitRowsNorm, pooled.rows, c.n_embd);
+      ops.matmul(w.cls, pooled, cur);
+      ops.add_bias(cur, w.cls_b);
+      ops.tanh(cur);
+    }
+    const Act out = ops.logits(pooled.rows, c.n_cls_out);
+    if (w.cls_out.data) {
+      ops.matmul(w.cls_out, cur, out);
+      ops.add_bias(out, w.cls_out_b);
+    } else {
+      ops.copy(cur, out);
+    }
+    return;
+  }
   const Act rows = ops.logit_rows(x);
   if (rows.rows == 0) return;
   const Act rows_n = ops.buffer(ActBuf::kLogitRowsNorm, rows.rows, c.n_embd);

@@ -10,10 +10,10 @@
 namespace sluice {
 namespace {
 
-std::array<const ArchFamily*, 11> families() {
-  return {&llama_family(),    &qwen2_family(),  &qwen3_family(),  &gemma_family(),
-          &gemma2_family(),   &gemma3_family(), &phi3_family(),   &qwen2moe_family(),
-          &qwen3moe_family(), &qwen35_family(), &gpt_oss_family()};
+std::array<const ArchFamily*, 12> families() {
+  return {&llama_family(),    &qwen2_family(),  &qwen3_family(),   &gemma_family(),
+          &gemma2_family(),   &gemma3_family(), &phi3_family(),    &qwen2moe_family(),
+          &qwen3moe_family(), &qwen35_family(), &gpt_oss_family(), &bert_family()};
 }
 
 const ArchFamily* find_family(std::string_view name) {
@@ -127,6 +127,30 @@ Status read_rope_scaling(const GgufFile& f, const std::string& a, ModelConfig& c
 
 }  // namespace
 
+const char* pooling_name(Pooling p) {
+  switch (p) {
+    case Pooling::kNone:
+      return "none";
+    case Pooling::kMean:
+      return "mean";
+    case Pooling::kCls:
+      return "cls";
+    case Pooling::kLast:
+      return "last";
+    case Pooling::kRank:
+      return "rank";
+  }
+  return "none";
+}
+
+std::optional<Pooling> parse_pooling(std::string_view name) {
+  for (Pooling p :
+       {Pooling::kNone, Pooling::kMean, Pooling::kCls, Pooling::kLast, Pooling::kRank}) {
+    if (name == pooling_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
 std::string supported_architectures() {
   std::string s;
   for (const ArchFamily* f : families()) {
@@ -190,8 +214,10 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
   }
   SLUICE_ASSIGN_OR_RETURN(c.rope_theta, read_real(f, a + ".rope.freq_base", 10000.0, false));
   SLUICE_RETURN_IF_ERROR(read_rope_scaling(f, a, c));
-  SLUICE_ASSIGN_OR_RETURN(c.rms_eps,
-                          read_real(f, a + ".attention.layer_norm_rms_epsilon", 0.0, true));
+  // Encoders (bert) name their LayerNorm's epsilon layer_norm_epsilon.
+  const std::string eps_key = c.arch == Arch::kBert ? a + ".attention.layer_norm_epsilon"
+                                                    : a + ".attention.layer_norm_rms_epsilon";
+  SLUICE_ASSIGN_OR_RETURN(c.rms_eps, read_real(f, eps_key, 0.0, true));
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   SLUICE_ASSIGN_OR_RETURN(c.sliding_window, read_window(f, a + ".attention.sliding_window"));
   SLUICE_ASSIGN_OR_RETURN(c.rope_attn_factor,
@@ -211,6 +237,10 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
                           .message);
   }
 
+  if (c.arch == Arch::kBert && c.n_ctx > c.n_ctx_train) {
+    return make_error("'", f.path(), "': context length ", c.n_ctx, " exceeds the ", c.n_ctx_train,
+                      " learned positions of this encoder (", a, ".context_length)");
+  }
   SLUICE_RETURN_IF_ERROR(read_experts(f, a, c));
 
   // Frequency factors: LongRoPE's pair (chosen by the context this instance runs) or llama 3's.
@@ -236,6 +266,17 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
   }
 
   SLUICE_RETURN_IF_ERROR(family->configure(f, c));
+
+  const std::string pool_key = a + ".pooling_type";
+  if (f.has(pool_key)) {
+    SLUICE_ASSIGN_OR_RETURN(const int64_t pt, f.get_int(pool_key));
+    if (pt < 0 || pt > int64_t(Pooling::kRank)) {
+      return make_error("'", f.path(), "': metadata key '", pool_key, "' = ", pt,
+                        " is not a pooling type (0 none, 1 mean, 2 cls, 3 last, 4 rank)");
+    }
+    c.pooling = Pooling(pt);
+  }
+  if (options.pooling) c.pooling = *options.pooling;
   return c;
 }
 

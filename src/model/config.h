@@ -7,7 +7,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/cache_layout.h"
@@ -30,7 +32,18 @@ enum class Arch {
   kQwen3Moe,
   kQwen35,
   kGptOss,
+  kBert,
 };
+
+// How an embedding model turns a sequence's final hidden states into one vector (llama.cpp's
+// enum llama_pooling_type, the GGUF key <arch>.pooling_type): kNone (a generation model),
+// kMean (mean over the tokens), kCls (the first token), kLast (the last token, after the output
+// norm: Qwen3-Embedding), kRank (the first token through the classifier head: a reranker's
+// relevance score).
+enum class Pooling : int { kNone = 0, kMean = 1, kCls = 2, kLast = 3, kRank = 4 };
+// "none", "mean", "cls", "last", "rank"; parse_pooling is its inverse (nullopt: unknown).
+const char* pooling_name(Pooling p);
+std::optional<Pooling> parse_pooling(std::string_view name);
 
 // A recurrent (linear-attention) layer's shape: Gated DeltaNet (qwen35). Per V head a state of
 // state_size x state_size; the Q/K heads are shared by n_v_heads / n_k_heads V heads (V head j
@@ -107,6 +120,15 @@ struct ModelConfig : ModelShape {
   bool fused_gate_up = false;  // ffn_up holds the gate rows, then the up rows (phi3)
   bool attn_out_bias = false;  // attn_output.bias (gpt-oss)
   bool attn_sinks = false;     // attn_sinks.weight: one softmax sink logit per head (gpt-oss)
+  // Encoders (bert): every query sees the whole sequence (so a sequence runs in one step), no
+  // RoPE (learned position embeddings instead), LayerNorms with biases (eps: rms_eps, read from
+  // attention.layer_norm_epsilon).
+  bool causal = true;
+  bool rope = true;
+  // Embedding models: how a sequence's hidden states are pooled (<arch>.pooling_type, or
+  // ModelOptions::pooling). kRank: n_cls_out scores from the classifier head (cls.output).
+  Pooling pooling = Pooling::kNone;
+  int n_cls_out = 0;
   // The norm before the FFN: blk.N.<ffn_norm_tensor>.weight (gpt-oss: post_attention_norm).
   std::string ffn_norm_tensor = "ffn_norm";
 
@@ -221,6 +243,8 @@ struct ModelOptions {
   // Pipeline parallel: load only stage pp_rank's layers of pp_size stages (model/shard.h).
   int pp_rank = 0;
   int pp_size = 1;
+  // Overrides the file's <arch>.pooling_type (embedding models; --pooling).
+  std::optional<Pooling> pooling{};
 };
 
 // Reads and checks the metadata of `file` (the architecture must be supported). n_vocab stays

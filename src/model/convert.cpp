@@ -101,7 +101,43 @@ struct SynthTensor {
   Init init = Init::kNormal;
 };
 
+// A BERT encoder's tensors (llama.cpp's names), with a classifier head for rank pooling.
+std::vector<SynthTensor> synth_bert_tensors(const ModelPreset& p) {
+  const int64_t d = p.n_embd, q = int64_t(p.n_head) * p.head_dim, ff = p.n_ff;
+  std::vector<SynthTensor> t;
+  t.push_back({"token_embd.weight", {d, p.n_vocab}});
+  t.push_back({"position_embd.weight", {d, p.n_ctx}});
+  t.push_back({"token_types.weight", {d, 2}});
+  t.push_back({"token_embd_norm.weight", {d}, Init::kOnes});
+  t.push_back({"token_embd_norm.bias", {d}});
+  for (int i = 0; i < p.n_layer; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    for (const char* m : {"attn_q", "attn_k", "attn_v"}) {
+      t.push_back({b + m + ".weight", {d, q}});
+      t.push_back({b + m + ".bias", {q}});
+    }
+    t.push_back({b + "attn_output.weight", {q, d}});
+    t.push_back({b + "attn_output.bias", {d}});
+    t.push_back({b + "attn_output_norm.weight", {d}, Init::kOnes});
+    t.push_back({b + "attn_output_norm.bias", {d}});
+    t.push_back({b + "ffn_up.weight", {d, ff}});
+    t.push_back({b + "ffn_up.bias", {ff}});
+    t.push_back({b + "ffn_down.weight", {ff, d}});
+    t.push_back({b + "ffn_down.bias", {d}});
+    t.push_back({b + "layer_output_norm.weight", {d}, Init::kOnes});
+    t.push_back({b + "layer_output_norm.bias", {d}});
+  }
+  if (p.pooling == 4) {
+    t.push_back({"cls.weight", {d, d}});
+    t.push_back({"cls.bias", {d}});
+    t.push_back({"cls.output.weight", {d, p.n_cls_out}});
+    t.push_back({"cls.output.bias", {p.n_cls_out}});
+  }
+  return t;
+}
+
 std::vector<SynthTensor> synth_tensors(const ModelPreset& p) {
+  if (p.arch == "bert") return synth_bert_tensors(p);
   const int64_t hd = p.head_dim, q = int64_t(p.n_head) * hd, kv = int64_t(p.n_kv_head) * hd;
   std::vector<SynthTensor> t;
   t.push_back({"token_embd.weight", {p.n_embd, p.n_vocab}});
@@ -193,11 +229,17 @@ void set_architecture_metadata(GgufWriter& w, const ModelPreset& p, FileType fty
   w.set(a + ".feed_forward_length", uint32_t(p.n_ff));
   w.set(a + ".attention.head_count", uint32_t(p.n_head));
   w.set(a + ".attention.head_count_kv", uint32_t(p.n_kv_head));
-  w.set(a + ".rope.freq_base", p.rope_theta);
-  w.set(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
+  if (a == "bert") {
+    w.set(a + ".attention.layer_norm_epsilon", p.rms_eps);
+    w.set(a + ".attention.causal", false);
+  } else {
+    w.set(a + ".rope.freq_base", p.rope_theta);
+    w.set(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
+    w.set(a + ".rope.dimension_count", uint32_t(p.head_dim));
+  }
   w.set(a + ".attention.key_length", uint32_t(p.head_dim));
   w.set(a + ".attention.value_length", uint32_t(p.head_dim));
-  w.set(a + ".rope.dimension_count", uint32_t(p.head_dim));
+  if (p.pooling >= 0) w.set(a + ".pooling_type", uint32_t(p.pooling));
   w.set(a + ".vocab_size", uint32_t(p.n_vocab));
   if (p.sliding_window > 0) w.set(a + ".attention.sliding_window", uint32_t(p.sliding_window));
   if (p.attn_softcap > 0) w.set(a + ".attn_logit_softcapping", p.attn_softcap);

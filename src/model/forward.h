@@ -105,6 +105,22 @@ class ForwardOps {
   virtual void geglu(Act gate, Act up, Act out) = 0;
   // x *= s.
   virtual void scale(Act x, float s) = 0;
+  // Encoders (bert): x[t] += row positions[t] of `table` (learned position embeddings).
+  virtual void add_positions(const WeightMatrix& table, Act x) = 0;
+  // out[t] = (x[t] - mean) / sqrt(var + eps) * w + b (LayerNorm; out may be x).
+  virtual void layer_norm(Act x, const std::vector<float>& w, const std::vector<float>& b,
+                          float eps, Act out) = 0;
+  // x = gelu_tanh(x), element-wise; x = tanh(x), element-wise.
+  virtual void gelu(Act x) = 0;
+  virtual void tanh(Act x) = 0;
+  // dst = src (same shape).
+  virtual void copy(Act src, Act dst) = 0;
+  // Whether this step asks for pooled hidden states (LogitsMode::kPooled: an embedding step)
+  // instead of logits. Then forward_output pools and writes them through logits().
+  virtual bool pooled() const = 0;
+  // One row per sequence of the step: its rows of x pooled as `how` says (kMean: mean over its
+  // tokens; kCls, kRank: its first token; kLast: its last), into a buffer of their own.
+  virtual Act pool(Act x, Pooling how) = 0;
   // x = cap * tanh(x / cap), element-wise (logit soft-capping).
   virtual void softcap(Act x, float cap) = 0;
   // x += y.
@@ -130,8 +146,14 @@ void llama_forward(const ModelConfig& config, const ModelWeights& weights, Forwa
 
 // The end of every family's step: a stage before the last hands the residual stream x on;
 // the last computes the logits of the rows that asked (the output norm, the output matrix,
-// config.final_softcap).
+// config.final_softcap), or in a pooled step (ops.pooled()) one row per sequence: the output
+// norm (when the model has one) of every token, pooled per config.pooling, and for kRank the
+// classifier head (cls + bias, tanh, cls_out + bias): [n_seqs, n_embd] or [n_seqs, n_cls_out].
 void forward_output(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops, Act x);
+
+// Encoders (arch_bert.cpp): learned positions, post-LN layers with biases, GELU FFN, attention
+// over the whole sequence (config.causal false), then forward_output (pooling).
+void bert_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
 
 // Qwen3.5 hybrids (arch_qwen35.cpp): Gated DeltaNet layers and gated attention layers.
 void qwen35_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);

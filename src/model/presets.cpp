@@ -233,6 +233,70 @@ const std::vector<ModelPreset>& model_presets() {
       m.n_ff_shexp = 5632;
       p.push_back(m);
     }
+    {
+      // A tiny BERT encoder (mean pooling, as BGE): tests of the embedding path. Meant for the
+      // WPM vocabulary of a real BERT (--vocab-from ggml-vocab-bert-bge.gguf).
+      ModelPreset m;
+      m.name = "tiny-bert";
+      m.arch = "bert";
+      m.n_layer = 2;
+      m.n_embd = 128;
+      m.n_ff = 256;
+      m.n_head = 4;
+      m.n_kv_head = 4;
+      m.head_dim = 32;
+      m.n_vocab = 512;
+      m.n_ctx = 128;
+      m.rms_eps = 1e-12f;  // written as bert.attention.layer_norm_epsilon
+      m.tied_embeddings = true;
+      m.pooling = 1;
+      p.push_back(m);
+    }
+    {
+      // "tiny-bert" as a reranker: rank pooling through a classifier head with one output.
+      ModelPreset m = p.back();
+      m.name = "tiny-bert-rank";
+      m.pooling = 4;
+      m.n_cls_out = 1;
+      p.push_back(m);
+    }
+    {
+      // A tiny Qwen3 embedding model (last-token pooling after the output norm, causal, as
+      // Qwen3-Embedding).
+      ModelPreset m;
+      m.name = "tiny-qwen3-embed";
+      m.arch = "qwen3";
+      m.n_layer = 2;
+      m.n_embd = 256;
+      m.n_ff = 512;
+      m.n_head = 8;
+      m.n_kv_head = 2;
+      m.head_dim = 64;
+      m.n_vocab = 512;
+      m.n_ctx = 512;
+      m.rms_eps = 1e-6f;
+      m.qk_norm = true;
+      m.tied_embeddings = true;
+      m.pooling = 3;
+      p.push_back(m);
+    }
+    {
+      ModelPreset m;  // BAAI/bge-small-en-v1.5: the embedding throughput benchmark's shape
+      m.name = "bge-small";
+      m.arch = "bert";
+      m.n_layer = 12;
+      m.n_embd = 384;
+      m.n_ff = 1536;
+      m.n_head = 12;
+      m.n_kv_head = 12;
+      m.head_dim = 32;
+      m.n_vocab = 30522;
+      m.n_ctx = 512;
+      m.rms_eps = 1e-12f;
+      m.tied_embeddings = true;
+      m.pooling = 1;
+      p.push_back(m);
+    }
     return p;
   }();
   return kPresets;

@@ -36,6 +36,10 @@ struct ModelPreset : ModelShape {
   int sliding_window = 0;
   float attn_softcap = 0;
   float final_softcap = 0;
+  // Embedding models: <arch>.pooling_type (llama.cpp's enum: 1 mean, 2 cls, 3 last, 4 rank;
+  // -1: not written), and with rank a classifier head (cls, cls.output of n_cls_out rows).
+  int pooling = -1;
+  int n_cls_out = 0;
 };
 
 const std::vector<ModelPreset>& model_presets();

@@ -312,6 +312,7 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
     for (int64_t i = 0; i < d; ++i) x[size_t(i)] += down[size_t(i)];
   }
   rms_norm(x.data(), d, mw.output_norm, eps);
+  hidden_ = x;
   std::vector<double> logits = matvec(output_, x, c.n_vocab);
   if (c.final_softcap > 0) {
     const double fc = c.final_softcap;

@@ -32,6 +32,9 @@ class ReferenceForward {
   // Runs `token` at position n_past() and returns its logits [n_vocab].
   Result<std::vector<float>> step(int32_t token);
   int n_past() const { return n_past_; }
+  // The last step's final hidden state after the output norm [n_embd] (what last-token
+  // pooling of an embedding model returns).
+  const std::vector<double>& last_hidden() const { return hidden_; }
 
  private:
   // A layer's matrices decoded to f32, row-major [n_rows, n_cols].
@@ -57,6 +60,7 @@ class ReferenceForward {
   std::vector<std::vector<double>> k_hist_;  // [layer][pos * kv_dim]
   std::vector<std::vector<double>> v_hist_;  // [layer][pos * kv_dim]
   int n_past_ = 0;
+  std::vector<double> hidden_;  // last_hidden()
 };
 
 }  // namespace sluice

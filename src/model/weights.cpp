@@ -211,8 +211,60 @@ Result<LayerWeights> bind_hybrid_layer(const GgufFile& f, const ModelConfig& c, 
   return l;
 }
 
+// A bert layer (llama.cpp's names): q/k/v/output with biases, attn_output_norm, ffn_up/down
+// with biases, layer_output_norm (LayerNorms with biases).
+Result<LayerWeights> bind_bert_layer(const GgufFile& f, const ModelConfig& c, int il) {
+  const std::string b = "blk." + std::to_string(il) + ".";
+  const int64_t d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff;
+  LayerWeights l;
+  SLUICE_RETURN_IF_ERROR(bind_qkv(f, c, b, l));
+  SLUICE_ASSIGN_OR_RETURN(l.wo, bind_matrix(f, b + "attn_output.weight", qd, d));
+  SLUICE_ASSIGN_OR_RETURN(l.bq, bind_vector(f, b + "attn_q.bias", qd));
+  SLUICE_ASSIGN_OR_RETURN(l.bk, bind_vector(f, b + "attn_k.bias", kvd));
+  SLUICE_ASSIGN_OR_RETURN(l.bv, bind_vector(f, b + "attn_v.bias", kvd));
+  SLUICE_ASSIGN_OR_RETURN(l.bo, bind_vector(f, b + "attn_output.bias", d));
+  SLUICE_ASSIGN_OR_RETURN(l.attn_norm, bind_vector(f, b + "attn_output_norm.weight", d));
+  SLUICE_ASSIGN_OR_RETURN(l.attn_norm_b, bind_vector(f, b + "attn_output_norm.bias", d));
+  SLUICE_ASSIGN_OR_RETURN(l.w_up, bind_matrix(f, b + "ffn_up.weight", d, ff));
+  SLUICE_ASSIGN_OR_RETURN(l.b_up, bind_vector(f, b + "ffn_up.bias", ff));
+  SLUICE_ASSIGN_OR_RETURN(l.w_down, bind_matrix(f, b + "ffn_down.weight", ff, d));
+  SLUICE_ASSIGN_OR_RETURN(l.b_down, bind_vector(f, b + "ffn_down.bias", d));
+  SLUICE_ASSIGN_OR_RETURN(l.ffn_norm, bind_vector(f, b + "layer_output_norm.weight", d));
+  SLUICE_ASSIGN_OR_RETURN(l.ffn_norm_b, bind_vector(f, b + "layer_output_norm.bias", d));
+  return l;
+}
+
+// The classifier head of a reranker (Pooling::kRank): cls (+ bias) and/or cls.output (+ bias).
+Status bind_cls_head(const GgufFile& f, ModelConfig& c, ModelWeights& w) {
+  const int64_t d = c.n_embd;
+  if (f.find_tensor("cls.weight")) {
+    SLUICE_ASSIGN_OR_RETURN(w.cls, bind_matrix(f, "cls.weight", d, d));
+    if (f.find_tensor("cls.bias")) {
+      SLUICE_ASSIGN_OR_RETURN(w.cls_b, bind_vector(f, "cls.bias", d));
+    }
+  }
+  c.n_cls_out = int(d);
+  if (const GgufTensorInfo* t = f.find_tensor("cls.output.weight")) {
+    if (t->ne[1] < 1 || t->ne[1] > d) {
+      return make_error("'", f.path(), "': tensor 'cls.output.weight' has shape ",
+                        t->shape_string(), ", expected [", d, ", 1 .. ", d, "]");
+    }
+    c.n_cls_out = int(t->ne[1]);
+    SLUICE_ASSIGN_OR_RETURN(w.cls_out, bind_matrix(f, "cls.output.weight", d, c.n_cls_out));
+    if (f.find_tensor("cls.output.bias")) {
+      SLUICE_ASSIGN_OR_RETURN(w.cls_out_b, bind_vector(f, "cls.output.bias", c.n_cls_out));
+    }
+  }
+  if (!w.cls.data && !w.cls_out.data) {
+    return make_error("'", f.path(), "': rank pooling needs a classifier head (tensor ",
+                      "'cls.weight' or 'cls.output.weight'), which the file lacks");
+  }
+  return {};
+}
+
 Result<LayerWeights> bind_layer(const GgufFile& f, const ModelConfig& c, int il) {
   if (c.arch == Arch::kQwen35) return bind_hybrid_layer(f, c, il);
+  if (c.arch == Arch::kBert) return bind_bert_layer(f, c, il);
   const std::string b = "blk." + std::to_string(il) + ".";
   const int64_t d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff;
   LayerWeights l;
@@ -281,6 +333,19 @@ Result<ModelWeights> bind_weights(const GgufFile& f, ModelConfig& c) {
   for (int il = 0; il < c.n_layer; ++il) {
     SLUICE_ASSIGN_OR_RETURN(LayerWeights l, bind_layer(f, c, il));
     w.layers.push_back(std::move(l));
+  }
+  if (c.pooling == Pooling::kRank) SLUICE_RETURN_IF_ERROR(bind_cls_head(f, c, w));
+  if (c.arch == Arch::kBert) {
+    const int64_t d = c.n_embd;
+    SLUICE_ASSIGN_OR_RETURN(w.position_embd,
+                            bind_matrix(f, "position_embd.weight", d, c.n_ctx_train));
+    SLUICE_ASSIGN_OR_RETURN(const GgufTensorInfo* types,
+                            find_checked(f, "token_types.weight", d, -1));
+    w.token_type0.resize(size_t(d));
+    SLUICE_RETURN_IF_ERROR(dequantize_row(types->type, types->data, w.token_type0.data(), d));
+    SLUICE_ASSIGN_OR_RETURN(w.embd_norm, bind_vector(f, "token_embd_norm.weight", d));
+    SLUICE_ASSIGN_OR_RETURN(w.embd_norm_b, bind_vector(f, "token_embd_norm.bias", d));
+    return w;  // an encoder: no output norm, no output matrix
   }
   SLUICE_ASSIGN_OR_RETURN(w.output_norm, bind_vector(f, "output_norm.weight", c.n_embd));
   if (c.tied_embeddings) {

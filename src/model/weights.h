@@ -85,6 +85,12 @@ struct LayerWeights {
   WeightMatrix w_down;                // [n_embd rows, n_ff]
   MoeWeights moe;                     // instead of w_gate / w_up / w_down when config.is_moe()
   DeltaNetWeights delta;              // a recurrent layer's mixer (instead of wq .. wo)
+  // Encoders (bert, post-LN): attn_norm is attn_output_norm and ffn_norm layer_output_norm,
+  // each a LayerNorm with these biases ([n_embd]); the FFN is up -> GELU -> down with biases.
+  std::vector<float> attn_norm_b;  // [n_embd]
+  std::vector<float> ffn_norm_b;   // [n_embd]
+  std::vector<float> b_up;         // [n_ff]
+  std::vector<float> b_down;       // [n_embd]
 };
 
 struct ModelWeights {
@@ -93,6 +99,18 @@ struct ModelWeights {
   std::vector<float> output_norm;  // [n_embd]
   WeightMatrix output;             // [n_vocab rows, n_embd]; token_embd when tied
   std::vector<float> rope_freqs;   // [n_rot / 2] frequency factors; empty when absent
+  // Encoders (bert): learned positions, the token type 0 row (every token is type 0, as
+  // llama.cpp runs bert), the embeddings' LayerNorm; no output norm or output matrix.
+  WeightMatrix position_embd;      // [n_ctx_train rows, n_embd]
+  std::vector<float> token_type0;  // [n_embd]
+  std::vector<float> embd_norm;    // [n_embd]
+  std::vector<float> embd_norm_b;  // [n_embd]
+  // Rank pooling's classifier head: cls [n_embd rows, n_embd] + bias, tanh, then cls_out
+  // [n_cls_out rows, n_embd] + bias (either may be absent: data null, bias empty).
+  WeightMatrix cls;
+  std::vector<float> cls_b;
+  WeightMatrix cls_out;
+  std::vector<float> cls_out_b;
 };
 
 // Binds every tensor `config` calls for and sets config.n_vocab from token_embd.weight. Fails,

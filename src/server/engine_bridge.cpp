@@ -246,6 +246,55 @@ bool EngineBridge::call(std::function<void(const Engine&)> fn, int timeout_ms) {
   return done->ran;
 }
 
+std::variant<std::vector<std::vector<float>>, ApiError> EngineBridge::embed(
+    std::vector<std::vector<int32_t>> inputs) {
+  auto job = std::make_shared<EmbedJob>();
+  job->inputs = std::move(inputs);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ready() || stop_ || admission_closed_) {
+      return unavailable("the server is not accepting requests", "shutting_down");
+    }
+    embeds_.push_back(job);
+  }
+  cv_.notify_all();
+  std::unique_lock<std::mutex> l(job->mu);
+  job->cv.wait(l, [&] { return job->done; });
+  return std::move(job->result);
+}
+
+void EngineBridge::run_embeds(Engine& engine, std::vector<std::shared_ptr<EmbedJob>>& jobs) {
+  auto finish = [](EmbedJob& job, std::variant<std::vector<std::vector<float>>, ApiError> r) {
+    std::lock_guard<std::mutex> l(job.mu);
+    job.result = std::move(r);
+    job.done = true;
+    job.cv.notify_all();
+  };
+  std::vector<std::vector<int32_t>> all;
+  for (const auto& job : jobs) all.insert(all.end(), job->inputs.begin(), job->inputs.end());
+  Result<std::vector<std::vector<float>>> vecs = engine.embed(all);
+  if (vecs.ok()) {
+    size_t at = 0;
+    for (const auto& job : jobs) {
+      const size_t n = job->inputs.size();
+      std::vector<std::vector<float>> mine(std::make_move_iterator(vecs->begin() + long(at)),
+                                           std::make_move_iterator(vecs->begin() + long(at + n)));
+      at += n;
+      finish(*job, std::move(mine));
+    }
+    return;
+  }
+  for (const auto& job : jobs) {
+    Result<std::vector<std::vector<float>>> own =
+        jobs.size() == 1 ? std::move(vecs) : engine.embed(job->inputs);
+    if (own.ok()) {
+      finish(*job, std::move(*own));
+    } else {
+      finish(*job, bad_request(own.message(), "input"));
+    }
+  }
+}
+
 void EngineBridge::post(std::function<void(Engine&)> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -260,6 +309,7 @@ void EngineBridge::loop(Engine& engine) {
   std::vector<uint64_t> cancels;
   std::vector<std::function<void(const Engine*)>> calls;
   std::vector<std::function<void(Engine&)>> posts;
+  std::vector<std::shared_ptr<EmbedJob>> embeds;
   while (true) {
     bool cancel_all = false;
     bool stop = false;
@@ -269,7 +319,7 @@ void EngineBridge::loop(Engine& engine) {
       if (!engine.has_work()) {
         const bool woke = cv_.wait_for(lock, std::chrono::seconds(1), [&] {
           return !inbox_.empty() || !cancels_.empty() || !calls_.empty() || !posts_.empty() ||
-                 cancel_all_ || stop_;
+                 !embeds_.empty() || cancel_all_ || stop_;
         });
         if (!woke) {
           lock.unlock();
@@ -281,6 +331,7 @@ void EngineBridge::loop(Engine& engine) {
       cancels.swap(cancels_);
       calls.swap(calls_);
       posts.swap(posts_);
+      embeds.swap(embeds_);
       cancel_all = cancel_all_ || stop_;
       cancel_all_ = false;
       reason = stop_ ? "the server is shutting down" : cancel_all_reason_;
@@ -303,11 +354,23 @@ void EngineBridge::loop(Engine& engine) {
       }
       if (stop) {
         for (auto& c : calls) c(nullptr);
+        for (const auto& job : embeds) {
+          std::lock_guard<std::mutex> l(job->mu);
+          job->result = unavailable(reason, "shutting_down");
+          job->done = true;
+          job->cv.notify_all();
+        }
         publish(engine);
         break;
       }
       for (auto& fn : posts) fn(engine);
       posts.clear();
+      if (!embeds.empty()) {
+        const auto t0 = Clock::now();
+        run_embeds(engine, embeds);
+        metrics_.observe_step(std::chrono::duration<double>(Clock::now() - t0).count());
+        embeds.clear();
+      }
       for (Pending& p : incoming) admit(engine, p);
       incoming.clear();
       for (auto& c : calls) c(&engine);
@@ -339,6 +402,14 @@ void EngineBridge::loop(Engine& engine) {
     } catch (const std::exception& e) {
       // Out of memory or a bug: fail what is running rather than take the process down.
       SLUICE_LOG(kError, std::string("serve: engine thread: ") + e.what());
+      for (const auto& job : embeds) {
+        std::lock_guard<std::mutex> l(job->mu);
+        if (job->done) continue;
+        job->result = internal_error(e.what());
+        job->done = true;
+        job->cv.notify_all();
+      }
+      embeds.clear();
       std::vector<uint64_t> ids;
       for (const auto& [id, job] : live_) ids.push_back(id);
       for (uint64_t id : ids) end_job(engine, id, State::kFailed, internal_error(e.what()));

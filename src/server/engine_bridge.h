@@ -138,6 +138,13 @@ class EngineBridge {
   // cache probes) and waits for it. False, without running it, if the engine is not running
   // or does not get to it within `timeout_ms`.
   bool call(std::function<void(const Engine&)> fn, int timeout_ms);
+  // Embedding models: the pooled vectors of `inputs` (Engine::embed), computed on the engine
+  // thread between steps. Every embedding job waiting when the engine thread gets to them runs
+  // in one Engine::embed call, their inputs batched together (if that fails, each job runs
+  // alone so that an error reaches only its own job). Blocks until done. Errors: 503 (not
+  // ready, shutting down), 400 (an input the engine refuses).
+  std::variant<std::vector<std::vector<float>>, http::ApiError> embed(
+      std::vector<std::vector<int32_t>> inputs);
   // Runs `fn` on the engine thread between steps without waiting for it (unpinning blocks).
   // Dropped when the engine stops first.
   void post(std::function<void(Engine&)> fn);
@@ -187,6 +194,16 @@ class EngineBridge {
     int choice = 0;
   };
 
+  // One embed() call waiting for the engine thread.
+  struct EmbedJob {
+    std::vector<std::vector<int32_t>> inputs;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::variant<std::vector<std::vector<float>>, http::ApiError> result;
+  };
+  void run_embeds(Engine& engine, std::vector<std::shared_ptr<EmbedJob>>& jobs);
+
   void run(const std::function<Result<Engine*>()>& load);
   void loop(Engine& engine);
   void admit(Engine& engine, Pending& p);
@@ -216,6 +233,7 @@ class EngineBridge {
   // call(): run with the engine, or with nullptr when dropped (stop).
   std::vector<std::function<void(const Engine*)>> calls_;
   std::vector<std::function<void(Engine&)>> posts_;
+  std::vector<std::shared_ptr<EmbedJob>> embeds_;
   std::string cancel_all_reason_;
   bool cancel_all_ = false;
   bool admission_closed_ = false;

@@ -47,6 +47,9 @@ constexpr RouteSpec kRoutes[] = {
     {"/v1/responses", true, "GET, DELETE", true, true},
     {"/v1/messages", false, "POST", true, true},
     {"/v1/messages/count_tokens", false, "POST", true, true},
+    {"/v1/embeddings", false, "POST", true, true},
+    {"/v1/rerank", false, "POST", true, true},
+    {"/rerank", false, "POST", true, true},
     // For `sluice router` (docs/router.md): counts only, no text, so no key, like /metrics.
     {"/v1/cache/routes", false, "GET", false, true},
 };
@@ -59,6 +62,18 @@ const RouteSpec* find_route(const std::string& path) {
       return &r;
   }
   return nullptr;
+}
+
+// The two kinds of served model refuse each other's routes (400).
+ApiError generation_refused() {
+  return bad_request(
+      "the served model is an embedding model; generation needs a generation model (start "
+      "sluice serve without --embedding)",
+      "", "embedding_model");
+}
+ApiError embeddings_refused() {
+  return bad_request("the served model is a generation model; start sluice serve with --embedding",
+                     "", "generation_model");
 }
 
 // r.method: one method or a list ("GET, DELETE"); HEAD goes where GET does.
@@ -180,6 +195,12 @@ Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
   kv_id.model = m.kv_model_id;
   kv_id.tp = m.tp;
   SLUICE_ASSIGN_OR_RETURN(kv_tiers_, KvTiers::start(config_.kv, kv_id, *m.engine, bridge_));
+  if (config_.embedding && m.pooling == Pooling::kNone) {
+    return make_error("--embedding: the model does not pool (no <arch>.pooling_type; give ",
+                      "--pooling mean, cls, last or rank)");
+  }
+  served_pooling_ = m.pooling;
+  served_width_ = m.embedding_width;
   served_ = std::move(m);
   model_ = std::move(ctx);
   return served_.engine;
@@ -314,12 +335,21 @@ void Server::register_routes() {
   http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     handle_tokenize(req, res);
   });
+  http_.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_embeddings(req, res);
+  });
+  for (const char* path : {"/v1/rerank", "/rerank"}) {
+    http_.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
+      handle_rerank(req, res);
+    });
+  }
   http_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     handle_detokenize(req, res);
   });
 }
 
 void Server::handle_generation(const httplib::Request& req, httplib::Response& res, ApiKind kind) {
+  if (config_.embedding) return send_error(res, generation_refused());
   auto body = parse_json_body(req.body);
   if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
   const nlohmann::json& j = std::get<nlohmann::json>(body);
@@ -365,6 +395,7 @@ void Server::handle_generation(const httplib::Request& req, httplib::Response& r
 
 // POST /v1/responses: converted to a chat request (responses_api.h) and served like one.
 void Server::handle_responses(const httplib::Request& req, httplib::Response& res) {
+  if (config_.embedding) return send_error(res, generation_refused());
   auto body = parse_json_body(req.body);
   if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
   const nlohmann::json& j = std::get<nlohmann::json>(body);
@@ -386,6 +417,7 @@ void Server::handle_responses(const httplib::Request& req, httplib::Response& re
 // POST /v1/messages and /v1/messages/count_tokens (messages_api.h).
 void Server::handle_messages(const httplib::Request& req, httplib::Response& res,
                              bool count_tokens) {
+  if (config_.embedding && !count_tokens) return send_anthropic_error(res, generation_refused());
   auto body = parse_json_body(req.body);
   if (auto* e = std::get_if<ApiError>(&body)) return send_anthropic_error(res, *e);
   const nlohmann::json& j = std::get<nlohmann::json>(body);
@@ -422,6 +454,95 @@ void Server::handle_tokenize(const httplib::Request& req, httplib::Response& res
   out["max_model_len"] = model_.n_ctx;
   if (t.with_pieces) out["pieces"] = t.pieces;
   send_json(res, 200, out);
+}
+
+// POST /v1/embeddings: the inputs tokenized (texts with the vocabulary's special tokens: [CLS]
+// .. [SEP] for bert), pooled by the engine (all of them, and other requests' waiting inputs,
+// batched: EngineBridge::embed), normalized (after the dimensions cut).
+void Server::handle_embeddings(const httplib::Request& req, httplib::Response& res) {
+  if (!config_.embedding) return send_error(res, embeddings_refused());
+  auto body = parse_json_body(req.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
+  const nlohmann::json& j = std::get<nlohmann::json>(body);
+  if (auto e = check_model(j, model_)) return send_error(res, *e);
+  auto parsed = parse_embeddings_request(j);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  const EmbeddingsRequest& r = std::get<EmbeddingsRequest>(parsed);
+  if (served_pooling_ == Pooling::kRank) {
+    return send_error(res, bad_request("the served model is a reranker (rank pooling): use "
+                                       "/v1/rerank, or start it with --pooling cls or mean"));
+  }
+  if (r.dimensions > served_width_) {
+    return send_error(
+        res, bad_request("'dimensions' is " + std::to_string(r.dimensions) +
+                             "; the model's embeddings have " + std::to_string(served_width_),
+                         "dimensions"));
+  }
+  std::vector<std::vector<int32_t>> inputs;
+  int64_t n_tokens = 0;
+  for (const EmbeddingsRequest::Input& in : r.inputs) {
+    if (in.tokens) {
+      inputs.push_back(in.ids);
+    } else {
+      Result<std::vector<TokenId>> ids = model_.tokenizer->encode(in.text, EncodeOptions{});
+      if (!ids.ok()) {
+        return send_error(res, bad_request("cannot tokenize 'input': " + ids.message(), "input"));
+      }
+      inputs.push_back(std::move(*ids));
+    }
+    n_tokens += int64_t(inputs.back().size());
+  }
+  auto vecs = bridge_.embed(std::move(inputs));
+  if (auto* e = std::get_if<ApiError>(&vecs)) return send_error(res, *e);
+  std::vector<std::vector<float>>& v = std::get<std::vector<std::vector<float>>>(vecs);
+  for (std::vector<float>& x : v) x = normalize_embedding(x, r.dimensions);
+  send_json(res, 200, embeddings_response(model_.name, v, r.base64, n_tokens));
+}
+
+// POST /v1/rerank, /rerank: each document joined to the query as llama.cpp's server does
+// (BOS query EOS/SEP document EOS/SEP per the vocabulary: [CLS] q [SEP] d [SEP] for bert), its
+// score the first output of the rank head.
+void Server::handle_rerank(const httplib::Request& req, httplib::Response& res) {
+  if (!config_.embedding) return send_error(res, embeddings_refused());
+  auto body = parse_json_body(req.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
+  const nlohmann::json& j = std::get<nlohmann::json>(body);
+  if (auto e = check_model(j, model_)) return send_error(res, *e);
+  auto parsed = parse_rerank_request(j);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  const RerankRequest& r = std::get<RerankRequest>(parsed);
+  if (served_pooling_ != Pooling::kRank) {
+    return send_error(res, bad_request(std::string("rerank needs a reranker (rank pooling); the "
+                                                   "served model pools with '") +
+                                       pooling_name(served_pooling_) +
+                                       "' (start sluice serve with --pooling rank on a model "
+                                       "with a classifier head)"));
+  }
+  Result<std::vector<TokenId>> query = model_.tokenizer->encode(r.query, EncodeOptions{});
+  if (!query.ok()) {
+    return send_error(res, bad_request("cannot tokenize 'query': " + query.message(), "query"));
+  }
+  const std::vector<int32_t>& q = *query;
+  std::vector<std::vector<int32_t>> inputs;
+  int64_t n_tokens = 0;
+  for (const std::string& doc : r.documents) {
+    EncodeOptions eo;
+    eo.add_bos = false;  // the query brought it; the document keeps its EOS / SEP
+    Result<std::vector<TokenId>> d = model_.tokenizer->encode(doc, eo);
+    if (!d.ok())
+      return send_error(res,
+                        bad_request("cannot tokenize 'documents': " + d.message(), "documents"));
+    std::vector<int32_t> pair = q;
+    pair.insert(pair.end(), d->begin(), d->end());
+    n_tokens += int64_t(pair.size());
+    inputs.push_back(std::move(pair));
+  }
+  auto vecs = bridge_.embed(std::move(inputs));
+  if (auto* e = std::get_if<ApiError>(&vecs)) return send_error(res, *e);
+  const std::vector<std::vector<float>>& v = std::get<std::vector<std::vector<float>>>(vecs);
+  std::vector<float> scores;
+  for (const std::vector<float>& x : v) scores.push_back(x.empty() ? 0.0f : x[0]);
+  send_json(res, 200, rerank_response(model_.name, r, scores, n_tokens));
 }
 
 void Server::handle_detokenize(const httplib::Request& req, httplib::Response& res) {

@@ -21,6 +21,8 @@
 #include "base/status.h"
 #include "engine/engine.h"
 #include "http/http_transport.h"
+#include "model/config.h"
+#include "server/embeddings_api.h"
 #include "server/engine_bridge.h"
 #include "server/kv_tiers.h"
 #include "server/metrics.h"
@@ -43,6 +45,10 @@ struct ServedModel {
   // model file, and the tensor-parallel degree.
   std::string kv_model_id;
   int32_t tp = 1;
+  // Embedding models (served with ServerConfig::embedding): how they pool, and the width of
+  // their pooled rows (n_embd; a reranker: its scores).
+  Pooling pooling = Pooling::kNone;
+  int32_t embedding_width = 0;
 };
 using ModelLoader = std::function<Result<ServedModel>()>;
 
@@ -59,6 +65,9 @@ struct ServerConfig {
   std::string reasoning_format = "auto";
   int32_t reasoning_budget = -1;  // default thinking budget in tokens (-1: none)
   http::HttpLimits http;
+  // `sluice serve --embedding`: the model is an embedding model. /v1/embeddings and the rerank
+  // routes answer; the generation routes refuse (400), and the other way round without it.
+  bool embedding = false;
   // Disaggregated serving and the disk tier: --role, --kv-transfer-*, --kv-disk-*.
   KvTierConfig kv;
 };
@@ -102,6 +111,8 @@ class Server {
   void handle_responses(const httplib::Request& req, httplib::Response& res);
   void handle_messages(const httplib::Request& req, httplib::Response& res, bool count_tokens);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_embeddings(const httplib::Request& req, httplib::Response& res);
+  void handle_rerank(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   void handle_cache_routes(const httplib::Request& req, httplib::Response& res);
   nlohmann::ordered_json model_card(const std::string& id) const;
@@ -111,6 +122,8 @@ class Server {
   // Written by the engine thread before bridge_.ready() turns true, read-only afterwards.
   ServedModel served_;
   ModelContext model_;
+  Pooling served_pooling_ = Pooling::kNone;  // served_.pooling, likewise
+  int32_t served_width_ = 0;                 // served_.embedding_width
   EngineBridge bridge_;
   // Written by the engine thread before ready, like served_; destroyed before bridge_.
   std::unique_ptr<KvTiers> kv_tiers_;

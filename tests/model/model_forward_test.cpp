@@ -105,6 +105,24 @@ class RecordingOps final : public ForwardOps {
     EXPECT_EQ(x.cols, y.cols);
     calls.push_back("add");
   }
+  void add_positions(const WeightMatrix&, Act) override { calls.push_back("add_positions"); }
+  void layer_norm(Act x, const std::vector<float>& w, const std::vector<float>& b, float,
+                  Act) override {
+    EXPECT_EQ(int64_t(w.size()), x.cols);
+    EXPECT_EQ(w.size(), b.size());
+    calls.push_back("layer_norm");
+  }
+  void gelu(Act) override { calls.push_back("gelu"); }
+  void tanh(Act) override { calls.push_back("tanh"); }
+  void copy(Act src, Act dst) override {
+    EXPECT_EQ(src.rows * src.cols, dst.rows * dst.cols);
+    calls.push_back("copy");
+  }
+  bool pooled() const override { return false; }
+  Act pool(Act x, Pooling) override {
+    calls.push_back("pool");
+    return x;
+  }
   void stage_input(Act) override { calls.push_back("stage_input"); }
   void stage_output(Act) override { calls.push_back("stage_output"); }
   Act logit_rows(Act x) override {

@@ -10,7 +10,10 @@
 //   3. chunk boundaries: one recorded streamed tool-call response, replayed to the client split
 //      at every byte position (and at random multi-splits, in 1-byte chunks, and over HTTP),
 //      always gives the same message;
-//   4. response_format json_schema: the content parses and validates, streamed and not.
+//   4. response_format json_schema: the content parses and validates, streamed and not;
+//   5. embeddings: `client.embeddings.create` against `sluice serve --embedding` of a tiny random
+//      bert (`sluice synth --preset tiny-bert` with the bge vocabulary), float and base64 (which
+//      the client decodes) equal, unit norm, usage.
 //
 // Run by ctest (server_openai_client). Environment:
 //   SLUICE_BIN          the sluice executable
@@ -19,7 +22,7 @@
 // Exit codes: 0 pass, 1 fail, 77 skip (no npm, no network, no test data); under CI=true what
 // would skip fails.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -69,8 +72,8 @@ const clientVersion = JSON.parse(readFileSync(path.join(pkgDir, 'package.json'),
 
 // Starts `sluice serve` on a free port; it prints "listening on http://127.0.0.1:PORT".
 const servers = [];
-async function startServer(args) {
-  const proc = spawn(sluice, ['serve', modelPath, '--port', '0', '-t', '1', '--kv-cache-gb', '0.01',
+async function startServer(args, model = modelPath) {
+  const proc = spawn(sluice, ['serve', model, '--port', '0', '-t', '1', '--kv-cache-gb', '0.01',
                               '--served-model-name', 'stories260K', '--api-key', 'test-key', ...args],
                      { stdio: ['ignore', 'inherit', 'pipe'] });
   const s = { proc, log: '', exited: new Promise((res) => proc.on('exit', (c) => res(c))) };
@@ -548,12 +551,64 @@ async function jsonSchemaChecks(client) {
   }
 }
 
+// ---- 5. Embeddings ----------------------------------------------------------------------------
+
+async function embeddingChecks() {
+  const vocab = path.join(shared, 'testdata/tokenizer/ggml-vocab-bert-bge.gguf');
+  if (!existsSync(vocab)) return fail(`${vocab} not present`);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-embed-'));
+  try {
+    const model = path.join(dir, 'tiny-bert.gguf');
+    const synth = spawnSync(sluice, ['synth', '--preset', 'tiny-bert', '--vocab-from', vocab, '--type', 'f32',
+                                     '-o', model], { stdio: 'inherit' });
+    if (synth.status !== 0) return fail(`sluice synth tiny-bert exited with ${synth.status}`);
+    const s = await startServer(['--embedding'], model);
+    const client = new OpenAI({ baseURL: `http://127.0.0.1:${s.port}/v1`, apiKey: 'test-key', maxRetries: 0 });
+    const input = ['hello world', 'the quick brown fox'];
+    const f = await client.embeddings.create({ model: 'stories260K', input, encoding_format: 'float' });
+    // No encoding_format: the client asks for base64 and decodes it itself; an explicit base64
+    // comes back as the string, decoded here (little-endian f32).
+    const d = await client.embeddings.create({ model: 'stories260K', input });
+    const b = await client.embeddings.create({ model: 'stories260K', input, encoding_format: 'base64' });
+    if (f.data.length !== 2 || d.data.length !== 2 || b.data.length !== 2) fail('embeddings: item counts');
+    for (let i = 0; i < 2; ++i) {
+      const x = f.data[i].embedding, y = d.data[i].embedding;
+      if (!Array.isArray(x) || x.length !== 128) fail(`embeddings: float item ${i} is not 128 numbers`);
+      if (typeof b.data[i].embedding !== 'string') fail('embeddings: explicit base64 is not a string');
+      const buf = Buffer.from(b.data[i].embedding, 'base64');
+      const z = Array.from({ length: buf.length / 4 }, (_, k) => buf.readFloatLE(4 * k));
+      const norm = Math.sqrt(x.reduce((a, v) => a + v * v, 0));
+      if (Math.abs(norm - 1) > 1e-5) fail(`embeddings: item ${i} has norm ${norm}`);
+      if (y.length !== x.length || z.length !== x.length) fail(`embeddings: item ${i} lengths differ`);
+      for (let k = 0; k < x.length; ++k) {
+        if (Math.fround(x[k]) !== Math.fround(y[k]) || Math.fround(x[k]) !== z[k]) {
+          fail(`embeddings: item ${i}[${k}]: float ${x[k]}, client-decoded ${y[k]}, base64 ${z[k]}`);
+          break;
+        }
+      }
+    }
+    if (!f.usage || f.usage.prompt_tokens !== f.usage.total_tokens || f.usage.prompt_tokens < 8) {
+      fail(`embeddings usage ${JSON.stringify(f.usage)}`);
+    }
+    // A generation route answers 400 on an embedding model: the client's typed error.
+    try {
+      await client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'hi' }] });
+      fail('embedding server answered a chat completion');
+    } catch (e) {
+      if (!(e instanceof OpenAI.BadRequestError)) fail(`chat on an embedding server: ${e}`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 // ---- Main -----------------------------------------------------------------------------------
 
 const started = Date.now();
 try {
   await goldenChecks();
   await structuredChecks();
+  await embeddingChecks();
 } catch (e) {
   fail(e.stack || String(e));
 } finally {
@@ -565,5 +620,5 @@ try {
 }
 if (!process.exitCode) {
   console.log(`PASS: openai ${clientVersion}: streamed chat == completion == golden; tool calls, ` +
-              `chunk boundaries and json_schema (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+              `chunk boundaries, json_schema and embeddings (${((Date.now() - started) / 1000).toFixed(1)} s)`);
 }
