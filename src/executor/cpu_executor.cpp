@@ -661,12 +661,8 @@ class CpuExecutor::Ops final : public ForwardOps {
 
   void gelu(Act x) override {
     const int64_t n = x.rows * x.cols;
-    e_.pool_.parallel_for(n, 4096, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float g = x.data[i];
-        x.data[i] = 0.5f * g * (1.0f + std::tanh(0.7978845608f * (g + 0.044715f * g * g * g)));
-      }
-    });
+    e_.pool_.parallel_for(n, 4096,
+                          [&](int64_t i0, int64_t i1) { sluice::gelu(x.data + i0, i1 - i0); });
   }
 
   void tanh(Act x) override {

@@ -53,6 +53,10 @@ KernelTable make_avx2() {
   t.swiglu = [](const float* g, const float* u, float* o, int64_t n) {
     kern_avx2::swiglu(g, u, o, n);
   };
+  t.gelu = [](float* x, int64_t n) { kern_avx2::geglu(x, nullptr, x, n); };
+  t.geglu = [](const float* g, const float* u, float* o, int64_t n) {
+    kern_avx2::geglu(g, u, o, n);
+  };
   return t;
 }
 
@@ -82,6 +86,10 @@ KernelTable make_avx512() {
   t.attention_merge = &kern_avx512::attention_merge;
   t.swiglu = [](const float* g, const float* u, float* o, int64_t n) {
     kern_avx512::swiglu(g, u, o, n);
+  };
+  t.gelu = [](float* x, int64_t n) { kern_avx512::gelu(x, n); };
+  t.geglu = [](const float* g, const float* u, float* o, int64_t n) {
+    kern_avx512::geglu(g, u, o, n);
   };
   return t;
 }

@@ -72,6 +72,8 @@ struct KernelTable {
 
   // ---- element-wise (ops.h) ----
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
+  void (*gelu)(float* x, int64_t n) = nullptr;
+  void (*geglu)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
 
   bool attention_runs(const PagedAttentionParams& p) const {
     return attention_block && p.head_dim % attention_head_dim_multiple == 0;

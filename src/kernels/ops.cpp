@@ -150,7 +150,23 @@ void softcap(float* x, int64_t n, float cap) {
   for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
 }
 
-void geglu(const float* gate, const float* up, float* out, int64_t n) {
+void gelu(float* x, int64_t n, MatmulIsa isa) {
+  if (const auto fn = kernel_table(isa).gelu) {
+    fn(x, n);
+    return;
+  }
+  constexpr float kC = 0.7978845608028654f;  // sqrt(2 / pi)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = x[i];
+    x[i] = 0.5f * g * (1.0f + std::tanh(kC * (g + 0.044715f * g * g * g)));
+  }
+}
+
+void geglu(const float* gate, const float* up, float* out, int64_t n, MatmulIsa isa) {
+  if (const auto fn = kernel_table(isa).geglu) {
+    fn(gate, up, out, n);
+    return;
+  }
   constexpr float kC = 0.7978845608028654f;  // sqrt(2 / pi)
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];

@@ -73,12 +73,15 @@ inline constexpr float kSwigluOaiLimit = 7.0f;
 void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);
 void swiglu_oai_ref(const float* gate, const float* up, float* out, int64_t n);
 
-// ---- GeGLU (Gemma) ----------------------------------------------------------------------------
-// out[i] = gelu(gate[i]) * up[i] with the tanh approximation (as llama.cpp and Gemma's
-// reference): gelu(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))). out may equal gate or
-// up. Portable code on every ISA for now.
-void geglu(const float* gate, const float* up, float* out, int64_t n);
+// ---- GELU, GeGLU (Gemma, BERT) -----------------------------------------------------------------
+// gelu with the tanh approximation (as llama.cpp and Gemma's reference):
+// gelu(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))), computed as g / (1 + e^(-2u)) by
+// the AVX2 and AVX-512 kernels (the same function; within a few ulp). geglu: out[i] =
+// gelu(gate[i]) * up[i], out may equal gate or up; gelu: x[i] = gelu(x[i]) (BERT's FFN).
+void geglu(const float* gate, const float* up, float* out, int64_t n,
+           MatmulIsa isa = MatmulIsa::kAuto);
 void geglu_ref(const float* gate, const float* up, float* out, int64_t n);
+void gelu(float* x, int64_t n, MatmulIsa isa = MatmulIsa::kAuto);
 
 // ---- Softmax ----------------------------------------------------------------------------------
 // x = exp(x - max x) / sum, in place; n >= 1.

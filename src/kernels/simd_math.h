@@ -52,4 +52,31 @@ __attribute__((target("avx512f,fma"))) inline void swiglu(const float* gate, con
   }
 }
 
+// gelu(x) with the tanh approximation, 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)),
+// u = sqrt(2 / pi) (x + 0.044715 x^3); exp512 clamps, so large |u| give x or 0.
+__attribute__((target("avx512f,fma"))) inline __m512 gelu16(__m512 x) {
+  const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+  const __m512 u = _mm512_fmadd_ps(x3, _mm512_set1_ps(0.044715f), x);
+  const __m512 e = exp512(_mm512_mul_ps(u, _mm512_set1_ps(-2.0f * 0.7978845608028654f)));
+  return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+// x = gelu(x), 16 at a time (n % 16 tail masked).
+__attribute__((target("avx512f,fma"))) inline void gelu(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(x + i, m, gelu16(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+// out = gelu(gate) * up, 16 at a time.
+__attribute__((target("avx512f,fma"))) inline void geglu(const float* gate, const float* up,
+                                                         float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 g = gelu16(_mm512_maskz_loadu_ps(m, gate + i));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
 }  // namespace sluice::kern_avx512

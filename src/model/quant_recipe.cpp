@@ -112,6 +112,9 @@ GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeStat
   if (n_dims < 2 || !weight || contains(name, "_norm.weight") || name == "rope_freqs.weight") {
     return GgmlType::F32;
   }
+  // BERT's token-type table stays f32, as llama.cpp's converter writes it: llama.cpp adds its
+  // row directly (not through get_rows), which its CPU backend does only in f32.
+  if (name == "token_types.weight") return GgmlType::F32;
   // MoE routers stay f32, as llama.cpp keeps them: tiny, and the top-k choice is sensitive.
   if (contains(name, "ffn_gate_inp")) return GgmlType::F32;
   const GgmlType base = entry(ftype).base;

@@ -185,17 +185,31 @@ TEST(GeGlu, MatchesReferenceAndKnownValues) {
   std::mt19937 rng(5);
   for (int64_t n : kSizes) {
     const std::vector<float> g = random_floats(rng, n, -12, 12), u = random_floats(rng, n, -2, 2);
-    std::vector<float> ref(g.size()), y(g.size());
+    std::vector<float> ref(g.size()), ones(g.size(), 1.0f), gelu_ref(g.size());
     geglu_ref(g.data(), u.data(), ref.data(), n);
-    geglu(g.data(), u.data(), y.data(), n);
-    EXPECT_LT(max_abs_diff(y.data(), ref.data(), n), 1e-5) << n;
+    geglu_ref(g.data(), ones.data(), gelu_ref.data(), n);
+    for (MatmulIsa isa : test::cpu_isas()) {
+      std::vector<float> y(g.size());
+      geglu(g.data(), u.data(), y.data(), n, isa);
+      // (Absolute: gelu's negative tail is ~0, where relative errors mean nothing.)
+      EXPECT_LT(max_abs_diff(y.data(), ref.data(), n), 1e-5) << matmul_isa_name(isa) << " " << n;
+      std::vector<float> x = g;  // gelu alone, in place
+      gelu(x.data(), n, isa);
+      EXPECT_LT(max_abs_diff(x.data(), gelu_ref.data(), n), 1e-5)
+          << matmul_isa_name(isa) << " " << n;
+    }
   }
-  // gelu_tanh(1) = 0.841192, gelu_tanh(-1) = -0.158808, gelu(0) = 0; in place (out == gate).
-  std::vector<float> g = {1.0f, -1.0f, 0.0f}, u = {1.0f, 1.0f, 5.0f};
-  geglu(g.data(), u.data(), g.data(), 3);
-  EXPECT_NEAR(g[0], 0.841192f, 1e-6);
-  EXPECT_NEAR(g[1], -0.158808f, 1e-6);
-  EXPECT_EQ(g[2], 0.0f);
+  // gelu_tanh(1) = 0.841192, gelu_tanh(-1) = -0.158808, gelu(0) = 0; in place (out == gate);
+  // far tails: x and 0.
+  for (MatmulIsa isa : test::cpu_isas()) {
+    std::vector<float> g = {1.0f, -1.0f, 0.0f, 40.0f, -40.0f}, u = {1.0f, 1.0f, 5.0f, 1.0f, 1.0f};
+    geglu(g.data(), u.data(), g.data(), 5, isa);
+    EXPECT_NEAR(g[0], 0.841192f, 1e-6) << matmul_isa_name(isa);
+    EXPECT_NEAR(g[1], -0.158808f, 1e-6) << matmul_isa_name(isa);
+    EXPECT_EQ(g[2], 0.0f) << matmul_isa_name(isa);
+    EXPECT_EQ(g[3], 40.0f) << matmul_isa_name(isa);
+    EXPECT_NEAR(g[4], 0.0f, 1e-30) << matmul_isa_name(isa);
+  }
 }
 
 TEST(Softmax, MatchesReference) {
