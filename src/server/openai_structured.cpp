@@ -108,7 +108,8 @@ struct Constraint {
   std::string field;  // for errors: the request field that asked for it
   std::string key;
   std::function<Result<GrammarSpec>()> make;
-  bool has_reasoning = false;  // the grammar already lets the reasoning through (Harmony calls)
+  bool has_reasoning = false;    // the grammar already lets the reasoning through (Harmony calls)
+  std::vector<Tool> tools = {};  // forced tool calls: the tools they may call
 };
 
 // `strict` (OpenAI's json_schema.strict): a format sluice does not enforce is refused instead
@@ -369,6 +370,28 @@ Result<GrammarSpec> xml_tool_call_grammar(const ToolCallSyntax& syntax,
   return out;
 }
 
+namespace {
+
+// tool_choice "required" or a named function: the tools the calls may use, and the cache key of
+// their grammar in `family` ("hermes:parallel", "harmony", ...); the caller sets make.
+Constraint forced_tools(const ToolRequest& t, const std::string& family) {
+  Constraint c;
+  c.field = "tools";
+  for (const Tool& tool : t.tools)
+    if (t.choice != "named" || tool.name == t.named) c.tools.push_back(tool);
+  json key_tools = json::array();
+  for (const Tool& tool : c.tools) key_tools.push_back({tool.name, json(tool.parameters)});
+  c.key = "tools:" + family + ":" + key_tools.dump();
+  return c;
+}
+
+ApiError forced_and_constrained(const ToolRequest& t, const Constraint& c) {
+  return bad_request("tool_choice '" + t.choice + "' and '" + c.field + "' cannot be combined",
+                     c.field);
+}
+
+}  // namespace
+
 Result<GrammarSpec> harmony_tool_call_grammar(const std::vector<Tool>& tools) {
   if (tools.empty()) return make_error("no tools to call");
   GrammarSpec out;
@@ -470,19 +493,9 @@ std::variant<json, ApiError> parse_structured_output(const json& body, const Mod
         // gpt-oss: calls are Harmony messages to=functions.NAME, parsed by the MessageParser.
         r.params.render_special = true;
         if (forced) {
-          if (c)
-            return bad_request(
-                "tool_choice '" + t.choice + "' and '" + c->field + "' cannot be combined",
-                c->field);
-          std::vector<Tool> allowed;
-          for (const Tool& tool : t.tools)
-            if (t.choice != "named" || tool.name == t.named) allowed.push_back(tool);
-          json key_tools = json::array();
-          for (const Tool& tool : allowed) key_tools.push_back({tool.name, json(tool.parameters)});
-          Constraint tc;
-          tc.field = "tools";
-          tc.key = "tools:harmony:" + key_tools.dump();
-          tc.make = [allowed] { return harmony_tool_call_grammar(allowed); };
+          if (c) return forced_and_constrained(t, *c);
+          Constraint tc = forced_tools(t, "harmony");
+          tc.make = [allowed = tc.tools] { return harmony_tool_call_grammar(allowed); };
           tc.has_reasoning = true;
           c = std::move(tc);
         }
@@ -508,21 +521,11 @@ std::variant<json, ApiError> parse_structured_output(const json& body, const Mod
           r.tool_types = std::move(types);
         }
         if (forced) {
-          if (c)
-            return bad_request(
-                "tool_choice '" + t.choice + "' and '" + c->field + "' cannot be combined",
-                c->field);
-          std::vector<Tool> allowed;
-          for (const Tool& tool : t.tools)
-            if (t.choice != "named" || tool.name == t.named) allowed.push_back(tool);
-          const ToolCallSyntax syntax = tool_call_syntax(m.tool_format);
-          json key_tools = json::array();
-          for (const Tool& tool : allowed) key_tools.push_back({tool.name, json(tool.parameters)});
-          Constraint tc;
-          tc.field = "tools";
-          tc.key = "tools:" + std::string(tool_call_format_name(m.tool_format)) +
-                   (t.parallel ? ":parallel:" : ":one:") + key_tools.dump();
-          tc.make = [syntax, allowed, parallel = t.parallel] {
+          if (c) return forced_and_constrained(t, *c);
+          Constraint tc = forced_tools(t, std::string(tool_call_format_name(m.tool_format)) +
+                                              (t.parallel ? ":parallel" : ":one"));
+          tc.make = [syntax = tool_call_syntax(m.tool_format), allowed = tc.tools,
+                     parallel = t.parallel] {
             return tool_call_grammar(syntax, allowed, parallel);
           };
           c = std::move(tc);

@@ -11,30 +11,14 @@
 // Run by ctest (server_agent_clients). Environment: SLUICE_BIN, SLUICE_SHARED, SLUICE_NPM_CACHE.
 // Exit codes: 0 pass, 1 fail, 77 skip (no npm, no network, no test data) — never skip under
 // CI=true: there a missing client or data fails the test.
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const SKIP = 77;
+import { fail, installPackages, skip, startProcess, stopAll } from './npm_test_util.mjs';
+
 const here = path.dirname(fileURLToPath(import.meta.url));
-const inCi = process.env.CI === 'true';
-
-function skip(why) {
-  if (inCi) {
-    console.error(`FAIL (CI=true: tests may not skip): ${why}`);
-    process.exit(1);
-  }
-  console.log(`SKIP: ${why}`);
-  process.exit(SKIP);
-}
-
-function fail(why) {
-  console.error(`FAIL: ${why}`);
-  process.exitCode = 1;
-}
 
 function check(cond, why) {
   if (!cond) fail(why);
@@ -50,57 +34,19 @@ const sluice = process.env.SLUICE_BIN;
 if (!sluice || !existsSync(sluice)) skip('SLUICE_BIN not set or missing');
 
 const cache = process.env.SLUICE_NPM_CACHE || path.join(os.tmpdir(), 'sluice-npm-agents');
-const packages = { openai: 'openai@4', '@anthropic-ai/sdk': '@anthropic-ai/sdk@1' };
-const missing = Object.keys(packages).filter((p) => !existsSync(path.join(cache, 'node_modules', p, 'package.json')));
-if (missing.length) {
-  mkdirSync(cache, { recursive: true });
-  const npm = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--silent', '--prefix', cache,
-                                ...missing.map((p) => packages[p])], { stdio: 'inherit', timeout: 240000 });
-  for (const p of missing) {
-    if (npm.error || npm.status !== 0 || !existsSync(path.join(cache, 'node_modules', p, 'package.json')))
-      skip(`cannot npm install ${p} (${npm.error ? npm.error.message : `exit ${npm.status}`})`);
-  }
-}
-const require = createRequire(path.join(cache, 'package.json'));
+const { require, version } = installPackages(cache, { openai: 'openai@4', '@anthropic-ai/sdk': '@anthropic-ai/sdk@1' });
 const OpenAI = require('openai').default ?? require('openai');
 const Anthropic = require('@anthropic-ai/sdk').default ?? require('@anthropic-ai/sdk');
-const version = (p) => JSON.parse(readFileSync(path.join(cache, 'node_modules', p, 'package.json'), 'utf8')).version;
 
-const servers = [];
 async function startServer(args) {
-  return startProcess(['serve', modelPath, '--port', '0', '-t', '1', '--kv-cache-gb', '0.05', '-c', '2048',
-                       '--served-model-name', 'stories260K', '--api-key', 'test-key', ...args]);
+  return startProcess(sluice, ['serve', modelPath, '--port', '0', '-t', '1', '--kv-cache-gb', '0.05', '-c', '2048',
+                               '--served-model-name', 'stories260K', '--api-key', 'test-key', ...args]);
 }
 
 // `sluice router` over running servers, with the same key.
 async function startRouter(backends) {
-  return startProcess(['router', '--port', '0', '--api-key', 'test-key', '--health-interval', '0.5',
-                       ...backends.flatMap((b) => ['--backend', `http://127.0.0.1:${b.port}`])]);
-}
-
-async function startProcess(argv) {
-  const proc = spawn(sluice, argv, { stdio: ['ignore', 'inherit', 'pipe'] });
-  const s = { proc, log: '', exited: new Promise((res) => proc.on('exit', (c) => res(c))) };
-  servers.push(s);
-  s.port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no 'listening on' line:\n${s.log}`)), 60000);
-    proc.stderr.on('data', (d) => {
-      s.log += d.toString();
-      const m = s.log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    proc.on('exit', (code) => reject(new Error(`sluice serve exited with ${code}:\n${s.log}`)));
-  });
-  for (let i = 0; ; ++i) {
-    const r = await fetch(`http://127.0.0.1:${s.port}/health`).catch(() => null);
-    if (r && r.status === 200) break;
-    if (i > 600) throw new Error('server never became ready');
-    await new Promise((res) => setTimeout(res, 100));
-  }
-  return s;
+  return startProcess(sluice, ['router', '--port', '0', '--api-key', 'test-key', '--health-interval', '0.5',
+                               ...backends.flatMap((b) => ['--backend', `http://127.0.0.1:${b.port}`])]);
 }
 
 const n = golden.greedy_tokens.length;
@@ -302,11 +248,7 @@ try {
 } catch (e) {
   fail(e.stack || String(e));
 } finally {
-  for (const s of servers) {
-    s.proc.kill('SIGTERM');
-    const code = await s.exited;
-    if (code !== 0) fail(`sluice serve exited with ${code} after SIGTERM:\n${s.log}`);
-  }
+  await stopAll();
 }
 if (!process.exitCode) {
   console.log(`PASS: openai ${version('openai')} Responses + reasoning, @anthropic-ai/sdk ` +

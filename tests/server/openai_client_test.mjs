@@ -21,30 +21,16 @@
 //   SLUICE_NPM_CACHE    where `openai` is installed once and reused
 // Exit codes: 0 pass, 1 fail, 77 skip (no npm, no network, no test data); under CI=true what
 // would skip fails.
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const SKIP = 77;
+import { fail, installPackages, skip, startProcess, stopAll } from './npm_test_util.mjs';
+
 const here = path.dirname(fileURLToPath(import.meta.url));
-
-function skip(why) {
-  if (process.env.CI === 'true') {
-    console.error(`FAIL (CI=true: tests may not skip): ${why}`);
-    process.exit(1);
-  }
-  console.log(`SKIP: ${why}`);
-  process.exit(SKIP);
-}
-
-function fail(why) {
-  console.error(`FAIL: ${why}`);
-  process.exitCode = 1;
-}
 
 const shared = process.env.SLUICE_SHARED || path.join(here, '../../../shared');
 const modelPath = path.join(shared, 'testdata/models/stories260K.gguf');
@@ -57,46 +43,14 @@ if (!sluice || !existsSync(sluice)) skip('SLUICE_BIN not set or missing');
 
 // Install the client once into the cache directory.
 const cache = process.env.SLUICE_NPM_CACHE || path.join(os.tmpdir(), 'sluice-npm-openai');
-const pkgDir = path.join(cache, 'node_modules', 'openai');
-if (!existsSync(path.join(pkgDir, 'package.json'))) {
-  mkdirSync(cache, { recursive: true });
-  const npm = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--silent', '--prefix', cache, 'openai@4'],
-                        { stdio: 'inherit', timeout: 180000 });
-  if (npm.error || npm.status !== 0 || !existsSync(path.join(pkgDir, 'package.json'))) {
-    skip(`cannot npm install openai (${npm.error ? npm.error.message : `exit ${npm.status}`})`);
-  }
-}
-const require = createRequire(path.join(cache, 'package.json'));
+const { require, version } = installPackages(cache, { openai: 'openai@4' });
 const OpenAI = require('openai').default ?? require('openai');
-const clientVersion = JSON.parse(readFileSync(path.join(pkgDir, 'package.json'), 'utf8')).version;
+const clientVersion = version('openai');
 
-// Starts `sluice serve` on a free port; it prints "listening on http://127.0.0.1:PORT".
-const servers = [];
+// Starts `sluice serve` on a free port.
 async function startServer(args, model = modelPath) {
-  const proc = spawn(sluice, ['serve', model, '--port', '0', '-t', '1', '--kv-cache-gb', '0.01',
-                              '--served-model-name', 'stories260K', '--api-key', 'test-key', ...args],
-                     { stdio: ['ignore', 'inherit', 'pipe'] });
-  const s = { proc, log: '', exited: new Promise((res) => proc.on('exit', (c) => res(c))) };
-  servers.push(s);
-  s.port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no 'listening on' line:\n${s.log}`)), 60000);
-    proc.stderr.on('data', (d) => {
-      s.log += d.toString();
-      const m = s.log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    proc.on('exit', (code) => reject(new Error(`sluice serve exited with ${code}:\n${s.log}`)));
-  });
-  for (let i = 0; ; ++i) {
-    const r = await fetch(`http://127.0.0.1:${s.port}/health`).catch(() => null);
-    if (r && r.status === 200) break;
-    if (i > 600) throw new Error('server never became ready');
-    await new Promise((res) => setTimeout(res, 100));
-  }
-  return s;
+  return startProcess(sluice, ['serve', model, '--port', '0', '-t', '1', '--kv-cache-gb', '0.01',
+                               '--served-model-name', 'stories260K', '--api-key', 'test-key', ...args]);
 }
 
 // ---- 1. The golden continuation, streamed and not; typed errors -------------------------------
@@ -612,11 +566,7 @@ try {
 } catch (e) {
   fail(e.stack || String(e));
 } finally {
-  for (const s of servers) {
-    s.proc.kill('SIGTERM');
-    const code = await s.exited;
-    if (code !== 0) fail(`sluice serve exited with ${code} after SIGTERM:\n${s.log}`);
-  }
+  await stopAll();
 }
 if (!process.exitCode) {
   console.log(`PASS: openai ${clientVersion}: streamed chat == completion == golden; tool calls, ` +
