@@ -136,7 +136,8 @@ class CpuExecutor final : public Executor {
   std::vector<float> rope_inv_freq_;      // [n_rot / 2]
   std::vector<float> rope_inv_freq_swa_;  // [n_rot / 2] windowed layers' (rope_theta_swa > 0)
   MatmulIsa isa_ = MatmulIsa::kAuto;
-  // Weights repacked at load for the AVX-512 kernels (kernels/packed.h), by GGUF data pointer.
+  // Weights repacked at load for the AVX2 and AVX-512 kernels (kernels/packed.h), by GGUF data
+  // pointer.
   StreamedBuffer packed_mem_;  // every packed matrix (declared first: outlives packed_)
   std::unordered_map<const void*, PackedWeights> packed_;
   std::unique_ptr<Scratch> s_;

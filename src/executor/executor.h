@@ -2,10 +2,11 @@
 //
 //   engine (schedule -> Batch) --execute--> Executor --Logits--> engine (sample)
 //
-// Implementations: CpuExecutor (kernels/ on this CPU); a test double (tests/support/
-// fake_executor.h); next, the sharded executor of dist/ (tensor/pipeline-parallel ranks), a
-// simulated one (a virtual clock advanced by the roofline cost of each batch) and CUDA. The
-// engine and the front ends hold an `Executor&` and never ask which one it is.
+// Implementations: CpuExecutor (kernels/ on this CPU), ShardedExecutor (dist/: tensor and
+// pipeline-parallel ranks over MPI), SimulatedExecutor (sim_executor.h: a virtual clock advanced
+// by the roofline cost of each batch), RecordingExecutor (sim/calibration.h: times a real one)
+// and a test double (tests/support/fake_executor.h). The engine and the front ends hold an
+// `Executor&` and never ask which one it is.
 //
 // Contract shared by every implementation:
 // * execute(): the batch is checked first with validate_batch() (batch.h) against capacity();

@@ -39,9 +39,8 @@ inline const float* v_row(const PagedAttentionParams& p, int t, int kv_head, flo
 }
 
 // The SIMD kernels that run p: the ISA's own; else, on an AVX-512 CPU (which runs AVX2 too),
-// the AVX2 ones for a head size that is a multiple of 8 but not of 16 (stories260K's 8: its
-// decode measured several times faster on the AVX2 path than through the portable items, on
-// Zen 4; docs/perf-log.md); nullptr: the portable items.
+// the AVX2 ones for a head size that is a multiple of 8 but not of 16 (stories260K's 8; the
+// measurement that chose this is in docs/perf-log.md); nullptr: the portable items.
 const KernelTable* attention_kernels(const PagedAttentionParams& p) {
   const KernelTable& kt = kernel_table(p.isa);
   if (kt.attention_runs(p)) return &kt;
