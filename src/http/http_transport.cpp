@@ -245,6 +245,16 @@ void send_error(httplib::Response& res, const ApiError& e) {
   send_json(res, e.status, e.to_json());
 }
 
+void send_anthropic_error(httplib::Response& res, const ApiError& e) {
+  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+  send_json(res, e.status, e.to_anthropic_json());
+}
+
+void send_error_for(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  if (req.path.rfind("/v1/messages", 0) == 0) return send_anthropic_error(res, e);
+  send_error(res, e);
+}
+
 void answer_exceptions_with_500(httplib::Server& http, const std::string& who) {
   http.set_exception_handler(
       [who](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {

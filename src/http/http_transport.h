@@ -47,6 +47,11 @@ namespace sluice::http {
 // Answers `res` with a JSON body / an OpenAI-shaped error (and Retry-After when it has one).
 void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& body);
 void send_error(httplib::Response& res, const ApiError& e);
+// The same in Anthropic's shape (ApiError::to_anthropic_json).
+void send_anthropic_error(httplib::Response& res, const ApiError& e);
+// send_error in the shape the request's API speaks: Anthropic's on /v1/messages* (what its
+// clients parse), OpenAI's elsewhere. Used by sluice serve and sluice router alike.
+void send_error_for(const httplib::Request& req, httplib::Response& res, const ApiError& e);
 
 // A handler that throws answers 500 with the exception's message (logged as "<who>: handler
 // failed: ..."), never a dropped connection.

@@ -81,17 +81,6 @@ std::pair<int64_t, int64_t> usage_of(const std::string& body) {
   return {prompt, cached};
 }
 
-// Anthropic's clients read errors in Anthropic's shape (as sluice serve answers them).
-bool anthropic_route(const std::string& path) {
-  return path.rfind("/v1/messages", 0) == 0;
-}
-
-void send_route_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
-  if (!anthropic_route(req.path)) return send_error(res, e);
-  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-  send_json(res, e.status, e.to_anthropic_json());
-}
-
 // The id of a Responses answer in its first bytes: a whole answer's top-level "id", or the
 // stream's response.created event's response.id ("resp_..."; "" until seen).
 std::string response_id_in(std::string_view head) {
@@ -236,11 +225,12 @@ void RouterServer::register_routes() {
       // Refused before the body is read: a request with one closes its connection.
       if (http::declares_body(req)) http::close_after_response(res);
       res.set_header("WWW-Authenticate", "Bearer");
-      send_route_error(req, res,
-                       status_error(401,
-                                    "invalid or missing API key (send 'Authorization: Bearer KEY' "
-                                    "or 'x-api-key: KEY')",
-                                    "authentication_error", "invalid_api_key"));
+      http::send_error_for(
+          req, res,
+          status_error(401,
+                       "invalid or missing API key (send 'Authorization: Bearer KEY' "
+                       "or 'x-api-key: KEY')",
+                       "authentication_error", "invalid_api_key"));
       return HandlerResponse::Handled;
     });
   }
@@ -248,13 +238,13 @@ void RouterServer::register_routes() {
       httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return HandlerResponse::Unhandled;
         if (res.status == 404) {
-          send_route_error(req, res,
-                           status_error(404, "no route for " + req.method + " " + req.path,
-                                        "not_found_error", "not_found"));
+          http::send_error_for(req, res,
+                               status_error(404, "no route for " + req.method + " " + req.path,
+                                            "not_found_error", "not_found"));
         } else {
-          send_route_error(req, res,
-                           status_error(res.status, "the HTTP request is malformed",
-                                        "invalid_request_error", "bad_request"));
+          http::send_error_for(req, res,
+                               status_error(res.status, "the HTTP request is malformed",
+                                            "invalid_request_error", "bad_request"));
         }
         return HandlerResponse::Handled;
       }));
@@ -496,7 +486,7 @@ std::variant<RouterServer::Route, ApiError> RouterServer::route_of(const httplib
 
 void RouterServer::forward(const httplib::Request& req, httplib::Response& res, Kind kind) {
   auto routed = route_of(req, kind);
-  if (auto* e = std::get_if<ApiError>(&routed)) return send_route_error(req, res, *e);
+  if (auto* e = std::get_if<ApiError>(&routed)) return http::send_error_for(req, res, *e);
   const Route& route = std::get<Route>(routed);
   const RequestInfo& info = route.info;
   const bool generation = kind == Kind::kChat || kind == Kind::kCompletion ||
@@ -543,7 +533,7 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
     auto picked = backends_->pick(route.pinned ? "" : info.model, generation ? info.key : "", tried,
                                   generation && !route.pinned);
     if (auto* e = std::get_if<ApiError>(&picked)) {
-      if (attempt == 0) return send_route_error(req, res, *e);
+      if (attempt == 0) return http::send_error_for(req, res, *e);
       break;  // nowhere to retry
     }
     const Pick p = std::get<Pick>(picked);
@@ -591,9 +581,9 @@ void RouterServer::forward(const httplib::Request& req, httplib::Response& res, 
     res.set_content(std::move(last_5xx->second), ct.empty() ? "application/json" : ct);
     return;
   }
-  send_route_error(req, res,
-                   status_error(502, "no backend could answer: " + last_error, "server_error",
-                                "backend_unavailable"));
+  http::send_error_for(req, res,
+                       status_error(502, "no backend could answer: " + last_error, "server_error",
+                                    "backend_unavailable"));
 }
 
 std::optional<std::string> RouterServer::prefill(const httplib::Request& req,

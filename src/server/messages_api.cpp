@@ -9,11 +9,6 @@ using http::ApiError;
 using http::bad_request;
 using Kind = ToolCallEvent::Kind;
 
-void send_anthropic_error(httplib::Response& res, const ApiError& e) {
-  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-  http::send_json(res, e.status, e.to_anthropic_json());
-}
-
 namespace {
 
 class MessagesWriter final : public ApiWriter {
@@ -22,7 +17,7 @@ class MessagesWriter final : public ApiWriter {
       : model_(std::move(model)), stops_(std::move(stops)), id_("msg_" + random_hex(16)) {}
 
   void send_error(httplib::Response& res, const ApiError& e) const override {
-    send_anthropic_error(res, e);
+    http::send_anthropic_error(res, e);
   }
 
   std::string stream_begin(int) override {

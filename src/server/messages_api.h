@@ -29,7 +29,4 @@ namespace sluice::server {
 std::unique_ptr<ApiWriter> make_messages_writer(const std::string& model,
                                                 std::vector<std::string> stop_sequences);
 
-// An error answered in Anthropic's shape (ApiError::to_anthropic_json).
-void send_anthropic_error(httplib::Response& res, const http::ApiError& e);
-
 }  // namespace sluice::server

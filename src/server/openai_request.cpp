@@ -427,10 +427,11 @@ GenerationParams CompletionRequest::params_for(int index) const {
   return p;
 }
 
-std::variant<json, ApiError> parse_json_body(const std::string& body) {
+template <class J>
+std::variant<J, ApiError> parse_json_body(const std::string& body) {
   struct TooDeep {};
   try {
-    json j = json::parse(body, [](int depth, json::parse_event_t, json&) {
+    J j = J::parse(body, [](int depth, typename J::parse_event_t, J&) {
       if (depth > kMaxJsonDepth) throw TooDeep{};
       return true;
     });
@@ -443,12 +444,15 @@ std::variant<json, ApiError> parse_json_body(const std::string& body) {
     return bad_request(std::string("the request body is not valid JSON: ") + e.what());
   }
 }
+template std::variant<json, ApiError> parse_json_body<json>(const std::string&);
+template std::variant<ojson, ApiError> parse_json_body<ojson>(const std::string&);
 
-std::optional<ApiError> check_model(const json& body, const ModelContext& model) {
+template <class J>
+std::optional<ApiError> check_model(const J& body, const ModelContext& model) {
   auto it = body.find("model");
   if (it == body.end() || it->is_null()) return std::nullopt;
   if (!it->is_string()) return bad_request("'model' must be a string", "model");
-  const std::string& given = it->get_ref<const std::string&>();
+  const std::string& given = it->template get_ref<const std::string&>();
   if (given == model.name) return std::nullopt;
   for (const std::string& a : model.aliases)
     if (given == a) return std::nullopt;
@@ -462,6 +466,8 @@ std::optional<ApiError> check_model(const json& body, const ModelContext& model)
   e.code = "model_not_found";
   return e;
 }
+template std::optional<ApiError> check_model(const json&, const ModelContext&);
+template std::optional<ApiError> check_model(const ojson&, const ModelContext&);
 
 ParseResult parse_chat_request(const json& body, const ModelContext& m,
                                const std::string& raw_body) {

@@ -77,9 +77,11 @@ struct CompletionRequest {
 
 using ParseResult = std::variant<CompletionRequest, http::ApiError>;
 
-// Parses a request body (the JSON text). Nesting deeper than 64 levels is rejected before any
-// recursive processing.
-std::variant<nlohmann::json, http::ApiError> parse_json_body(const std::string& body);
+// Parses a request body (the JSON text) as J: nlohmann::json (keys sorted), or
+// nlohmann::ordered_json where key order matters (schemas). Nesting deeper than 64 levels is
+// rejected before any recursive processing.
+template <class J = nlohmann::json>
+std::variant<J, http::ApiError> parse_json_body(const std::string& body);
 
 // `raw_body`: the body's text, when at hand: JSON schemas in it keep their key order (the
 // order a model is asked to write properties in); `body` has its keys sorted.
@@ -99,6 +101,8 @@ std::variant<std::string, http::ApiError> parse_detokenize_request(const nlohman
                                                                    const ModelContext& model);
 
 // 404 model_not_found unless `body.model` is absent, null or one of the served names.
-std::optional<http::ApiError> check_model(const nlohmann::json& body, const ModelContext& model);
+// (J: nlohmann::json or nlohmann::ordered_json.)
+template <class J>
+std::optional<http::ApiError> check_model(const J& body, const ModelContext& model);
 
 }  // namespace sluice::server

@@ -89,17 +89,11 @@ bool method_allowed(const RouteSpec& r, const std::string& method) {
   return false;
 }
 
-// Anthropic's clients read errors in Anthropic's shape.
-bool anthropic_route(const std::string& path) {
-  return path.rfind("/v1/messages", 0) == 0;
-}
-
 // A refusal before routing: the request's body is unread, so a request with one closes its
 // connection (http_transport.h: close_after_response).
 void send_route_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
   if (http::declares_body(req)) http::close_after_response(res);
-  if (anthropic_route(req.path)) return send_anthropic_error(res, e);
-  send_error(res, e);
+  http::send_error_for(req, res, e);
 }
 
 ApiError response_not_found(const std::string& id) {
@@ -396,12 +390,11 @@ void Server::handle_generation(const httplib::Request& req, httplib::Response& r
 // POST /v1/responses: converted to a chat request (responses_api.h) and served like one.
 void Server::handle_responses(const httplib::Request& req, httplib::Response& res) {
   if (config_.embedding) return send_error(res, generation_refused());
-  auto body = parse_json_body(req.body);
+  // Parsed once, keys in order (the order a model writes a schema's properties in).
+  auto body = parse_json_body<nlohmann::ordered_json>(req.body);
   if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
-  const nlohmann::json& j = std::get<nlohmann::json>(body);
-  if (auto e = check_model(j, model_)) return send_error(res, *e);
-  // Key order matters in schemas (the order a model writes properties in).
-  nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
+  const nlohmann::ordered_json& ordered = std::get<nlohmann::ordered_json>(body);
+  if (auto e = check_model(ordered, model_)) return send_error(res, *e);
   auto converted = parse_responses_request(ordered, responses_);
   if (auto* e = std::get_if<ApiError>(&converted)) return send_error(res, *e);
   ResponsesRequest& rr = std::get<ResponsesRequest>(converted);
@@ -417,23 +410,23 @@ void Server::handle_responses(const httplib::Request& req, httplib::Response& re
 // POST /v1/messages and /v1/messages/count_tokens (messages_api.h).
 void Server::handle_messages(const httplib::Request& req, httplib::Response& res,
                              bool count_tokens) {
-  if (config_.embedding && !count_tokens) return send_anthropic_error(res, generation_refused());
-  auto body = parse_json_body(req.body);
-  if (auto* e = std::get_if<ApiError>(&body)) return send_anthropic_error(res, *e);
-  const nlohmann::json& j = std::get<nlohmann::json>(body);
-  if (auto e = check_model(j, model_)) return send_anthropic_error(res, *e);
-  nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
+  if (config_.embedding && !count_tokens)
+    return http::send_anthropic_error(res, generation_refused());
+  auto body = parse_json_body<nlohmann::ordered_json>(req.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return http::send_anthropic_error(res, *e);
+  const nlohmann::ordered_json& ordered = std::get<nlohmann::ordered_json>(body);
+  if (auto e = check_model(ordered, model_)) return http::send_anthropic_error(res, *e);
   auto converted = messages_to_chat(ordered, count_tokens);
-  if (auto* e = std::get_if<ApiError>(&converted)) return send_anthropic_error(res, *e);
+  if (auto* e = std::get_if<ApiError>(&converted)) return http::send_anthropic_error(res, *e);
   const nlohmann::ordered_json& chat = std::get<nlohmann::ordered_json>(converted);
   if (count_tokens) {
     auto t = parse_tokenize_request(nlohmann::json(chat), model_);
-    if (auto* e = std::get_if<ApiError>(&t)) return send_anthropic_error(res, *e);
+    if (auto* e = std::get_if<ApiError>(&t)) return http::send_anthropic_error(res, *e);
     return send_json(res, 200, {{"input_tokens", std::get<TokenizeResult>(t).tokens.size()}});
   }
   const std::string chat_text = chat.dump();
   ParseResult parsed = parse_chat_request(nlohmann::json(chat), model_, chat_text);
-  if (auto* e = std::get_if<ApiError>(&parsed)) return send_anthropic_error(res, *e);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return http::send_anthropic_error(res, *e);
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
   GenerationExtras extras;
   extras.writer = make_messages_writer(model_.name, request.params.stop);
