@@ -39,7 +39,7 @@ struct CpuExecutor::Scratch {
   std::vector<float> moe_logits, moe_weight, moe_slot_y, moe_shgate;
   std::vector<float> pos_rows;  // [T, n_embd] encoders: the position embeddings of the step
   std::vector<int32_t> moe_sel, moe_at, moe_slot, moe_sel_next;
-  std::vector<float> delta_scratch;    // [n_seqs][DeltaNetParams::scratch_floats()]
+  std::vector<float> delta_scratch;    // [n_threads][the Gated DeltaNet kernels' scratch]
   std::vector<int> moe_active;         // experts with rows this layer
   std::vector<MoeThread> moe_threads;  // per pool thread: one expert's buffers
   std::vector<float> logits_local;     // tensor parallel: this rank's vocabulary columns
@@ -567,18 +567,40 @@ class CpuExecutor::Ops final : public ForwardOps {
     p.a = w.a.data();
     p.norm = w.norm.data();
     p.eps = c.rms_eps;
-    // Sequences are independent: one per task, each resuming from its slot.
     const int64_t n_seqs = b_.n_seqs();
-    Scratch::fit(s_.delta_scratch, n_seqs * p.scratch_floats());
-    e_.pool_.parallel_for(n_seqs, 1, [&](int64_t s0, int64_t s1) {
-      for (int64_t si = s0; si < s1; ++si) {
-        const BatchSequence& seq = b_.seqs[size_t(si)];
-        float* state = e_.layer_state(seq.state_slot, layer);
-        if (seq.context_len == seq.n_new_tokens) std::fill_n(state, e_.state_floats_, 0.0f);
+    for (int64_t si = 0; si < n_seqs; ++si) {
+      const BatchSequence& seq = b_.seqs[size_t(si)];
+      if (seq.context_len == seq.n_new_tokens) {
+        std::fill_n(e_.layer_state(seq.state_slot, layer), e_.state_floats_, 0.0f);
+      }
+    }
+    // The chunked form (kernels/delta_net.h): the conv over (sequence, channel block) tasks,
+    // then the delta rule over (sequence, V head) tasks, each resuming from its slot.
+    const int C = p.channels(), block = delta_net_conv_block(p);
+    const int64_t n_blocks = (C + block - 1) / block;
+    const int64_t per_thread = std::max(delta_net_conv_scratch_floats(p),
+                                        delta_net_heads_scratch_floats(p, kDeltaNetChunk));
+    Scratch::fit(s_.delta_scratch, int64_t(e_.pool_.n_threads()) * per_thread);
+    e_.pool_.parallel_for_indexed(n_seqs * n_blocks, 1, [&](int th, int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const BatchSequence& seq = b_.seqs[size_t(i / n_blocks)];
+        const int c0 = int(i % n_blocks) * block;
+        delta_net_conv(p, qkv.data + seq.token_start * qkv.cols, seq.n_new_tokens,
+                       e_.layer_state(seq.state_slot, layer), c0, std::min(C, c0 + block),
+                       s_.delta_scratch.data() + th * per_thread);
+      }
+    });
+    const int nv = p.n_v_heads;
+    e_.pool_.parallel_for_indexed(n_seqs * nv, 1, [&](int th, int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const BatchSequence& seq = b_.seqs[size_t(i / nv)];
+        const int h = int(i % nv);
         const int64_t t0 = seq.token_start;
-        delta_net_run(p, qkv.data + t0 * qkv.cols, z.data + t0 * z.cols, beta.data + t0 * beta.cols,
-                      alpha.data + t0 * alpha.cols, seq.n_new_tokens, state,
-                      out.data + t0 * out.cols, s_.delta_scratch.data() + si * p.scratch_floats());
+        delta_net_heads(p, qkv.data + t0 * qkv.cols, z.data + t0 * z.cols,
+                        beta.data + t0 * beta.cols, alpha.data + t0 * alpha.cols, seq.n_new_tokens,
+                        e_.layer_state(seq.state_slot, layer) + p.conv_floats(), h, h + 1,
+                        kDeltaNetChunk, out.data + t0 * out.cols,
+                        s_.delta_scratch.data() + th * per_thread);
       }
     });
   }

@@ -4,7 +4,34 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/kernel_table.h"
+
 namespace sluice {
+
+// The chunked form in portable loops (one float per "vector"): the scalar ISA's kernels, and
+// every ISA's where S is not a multiple of its vector width.
+namespace kern_portable {
+#define SLUICE_TARGET
+namespace {
+struct V {
+  using T = float;
+  static constexpr int W = 1;
+  static constexpr int J = 4;
+  static T zero() { return 0.0f; }
+  static T set1(float x) { return x; }
+  static T load(const float* p) { return *p; }
+  static void store(float* p, T x) { *p = x; }
+  static T fma(T a, T b, T c) { return a * b + c; }
+  static T mul(T a, T b) { return a * b; }
+  static T add(T a, T b) { return a + b; }
+  static float sum(T x) { return x; }
+  static T silu(T x) { return x / (1.0f + std::exp(-x)); }
+};
+}  // namespace
+#include "kernels/delta_net_simd.inc"
+#undef SLUICE_TARGET
+}  // namespace kern_portable
+
 namespace {
 
 float silu(float x) {
@@ -95,6 +122,39 @@ void delta_net_run(const DeltaNetParams& p, const float* qkv, const float* z, co
       float* dst = out + t * int64_t(nv) * S + int64_t(h) * S;
       for (int j = 0; j < S; ++j) dst[j] = o[j] * r * p.norm[j] * silu(zh[j]);
     }
+  }
+}
+
+int delta_net_conv_block(const DeltaNetParams& p) {
+  return p.state_size * std::max(1, 512 / p.state_size);
+}
+
+int64_t delta_net_conv_scratch_floats(const DeltaNetParams& p) {
+  return int64_t(2 * p.conv_kernel - 1) * delta_net_conv_block(p);
+}
+
+void delta_net_conv(const DeltaNetParams& p, float* qkv, int64_t n, float* conv_state, int c0,
+                    int c1, float* scratch) {
+  const KernelTable& kt = kernel_table(p.isa);
+  if (kt.delta_net_conv && p.state_size % kt.delta_net_multiple == 0) {
+    kt.delta_net_conv(p, qkv, n, conv_state, c0, c1, scratch);
+  } else {
+    kern_portable::conv_impl(p, qkv, n, conv_state, c0, c1, scratch);
+  }
+}
+
+int64_t delta_net_heads_scratch_floats(const DeltaNetParams& p, int chunk) {
+  return 4 * int64_t(chunk) * p.state_size + 2 * int64_t(chunk) * chunk + 3 * int64_t(chunk);
+}
+
+void delta_net_heads(const DeltaNetParams& p, const float* u, const float* z, const float* beta,
+                     const float* alpha, int64_t n, float* ssm, int h0, int h1, int chunk,
+                     float* out, float* scratch) {
+  const KernelTable& kt = kernel_table(p.isa);
+  if (kt.delta_net_heads && p.state_size % kt.delta_net_multiple == 0) {
+    kt.delta_net_heads(p, u, z, beta, alpha, n, ssm, h0, h1, chunk, out, scratch);
+  } else {
+    kern_portable::heads_impl(p, u, z, beta, alpha, n, ssm, h0, h1, chunk, out, scratch);
   }
 }
 

@@ -24,6 +24,21 @@ SLUICE_ATTENTION_DECLS
 }  // namespace kern_avx512
 #undef SLUICE_ATTENTION_DECLS
 
+// The Gated DeltaNet kernels of each ISA (delta_net_<isa>.cpp).
+#define SLUICE_DELTA_NET_DECLS                                                                     \
+  void delta_net_conv(const DeltaNetParams& p, float* qkv, int64_t n, float* conv_state, int c0,   \
+                      int c1, float* scratch);                                                     \
+  void delta_net_heads(const DeltaNetParams& p, const float* u, const float* z, const float* beta, \
+                       const float* alpha, int64_t n, float* ssm, int h0, int h1, int chunk,       \
+                       float* out, float* scratch);
+namespace kern_avx2 {
+SLUICE_DELTA_NET_DECLS
+}  // namespace kern_avx2
+namespace kern_avx512 {
+SLUICE_DELTA_NET_DECLS
+}  // namespace kern_avx512
+#undef SLUICE_DELTA_NET_DECLS
+
 namespace {
 
 KernelTable make_scalar() {
@@ -50,6 +65,9 @@ KernelTable make_avx2() {
   t.attention_partial_floats = &kern_avx2::attention_partial_floats;
   t.attention_segments = &kern_avx2::attention_segments;
   t.attention_merge = &kern_avx2::attention_merge;
+  t.delta_net_multiple = 8;
+  t.delta_net_conv = &kern_avx2::delta_net_conv;
+  t.delta_net_heads = &kern_avx2::delta_net_heads;
   t.swiglu = [](const float* g, const float* u, float* o, int64_t n) {
     kern_avx2::swiglu(g, u, o, n);
   };
@@ -84,6 +102,9 @@ KernelTable make_avx512() {
   t.attention_partial_floats = &kern_avx512::attention_partial_floats;
   t.attention_segments = &kern_avx512::attention_segments;
   t.attention_merge = &kern_avx512::attention_merge;
+  t.delta_net_multiple = 16;
+  t.delta_net_conv = &kern_avx512::delta_net_conv;
+  t.delta_net_heads = &kern_avx512::delta_net_heads;
   t.swiglu = [](const float* g, const float* u, float* o, int64_t n) {
     kern_avx512::swiglu(g, u, o, n);
   };

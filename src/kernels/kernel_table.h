@@ -12,6 +12,7 @@
 
 #include "gguf/types.h"
 #include "kernels/attention.h"
+#include "kernels/delta_net.h"
 #include "kernels/matmul_isa.h"
 #include "kernels/packed.h"
 
@@ -69,6 +70,15 @@ struct KernelTable {
                              float* scratch) = nullptr;
   void (*attention_merge)(const PagedAttentionParams& p, int kv_head, int n_seg,
                           const float* partial, float* scratch) = nullptr;
+
+  // ---- Gated DeltaNet's chunked form (delta_net.h): for state sizes % delta_net_multiple == 0
+  // ----
+  int delta_net_multiple = 0;
+  void (*delta_net_conv)(const DeltaNetParams& p, float* qkv, int64_t n, float* conv_state, int c0,
+                         int c1, float* scratch) = nullptr;
+  void (*delta_net_heads)(const DeltaNetParams& p, const float* u, const float* z,
+                          const float* beta, const float* alpha, int64_t n, float* ssm, int h0,
+                          int h1, int chunk, float* out, float* scratch) = nullptr;
 
   // ---- element-wise (ops.h) ----
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n) = nullptr;

@@ -92,7 +92,8 @@ class ForwardOps {
   // SiLU; q, k L2-normed per head, q scaled by 1 / sqrt(state_size); per V head j (reading Q/K
   // head j mod n_k_heads), with g = softplus(alpha + dt_bias) * a and b = sigmoid(beta):
   //   M <- exp(g) M;  d = (v - M^T k) b;  M <- M + k d^T;  o = M^T q
-  // then out = rmsnorm(o) * ssm_norm * silu(z) per head: out [rows, v_dim].
+  // then out = rmsnorm(o) * ssm_norm * silu(z) per head: out [rows, v_dim]. qkv is scratch
+  // afterwards (the CPU executor computes the conv in place).
   virtual void delta_net(int layer, const DeltaNetWeights& w, Act qkv, Act z, Act beta, Act alpha,
                          Act out) = 0;
   // src rows hold per head `head_dim` values of a, then `head_dim` of b: split them.
