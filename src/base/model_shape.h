@@ -5,9 +5,30 @@
 // K = n_kv_head, H = head_dim, V = n_vocab, E = n_expert, k = n_expert_used.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace sluice {
+
+// A recurrent (linear-attention) layer's shape: Gated DeltaNet (qwen35). Per V head a state of
+// state_size x state_size; the Q/K heads are shared by n_v_heads / n_k_heads V heads (V head j
+// reads Q/K head j mod n_k_heads, as llama.cpp's converter lays them out).
+struct RecurrentShape {
+  int conv_kernel = 0;  // ssm.conv_kernel: causal conv taps (K), the current token's last
+  int state_size = 0;   // ssm.state_size: S, the K and V head size
+  int n_k_heads = 0;    // ssm.group_count
+  int n_v_heads = 0;    // ssm.time_step_rank
+  int qk_dim() const { return n_k_heads * state_size; }
+  int v_dim() const { return n_v_heads * state_size; }  // ssm.inner_size
+  // Channels of the fused projection and of the conv: query, key, value.
+  int conv_channels() const { return 2 * qk_dim() + v_dim(); }
+  // Floats of one sequence's state in one layer: the conv's last K - 1 inputs and the
+  // per-V-head S x S matrices.
+  int64_t state_floats() const {
+    return int64_t(conv_kernel - 1) * conv_channels() +
+           int64_t(n_v_heads) * state_size * state_size;
+  }
+};
 
 struct ModelShape {
   std::string name;              // "llama-3.2-1b"
@@ -25,6 +46,11 @@ struct ModelShape {
   std::string source;            // where the numbers come from
   int n_ff_exp = 0;              // each expert's width when it differs from n_ff (0: n_ff)
   int n_ff_shexp = 0;            // a shared expert's width (qwen2moe), 0: none
+  // Hybrids (qwen35): the recurrent layers' shape, and which layers are recurrent: all but every
+  // full_attention_interval-th (0: none; a loaded model's ModelConfig::layer_recurrent says
+  // which, whatever the file's form).
+  RecurrentShape recurrent{};
+  int full_attention_interval = 0;
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_kv_head * head_dim; }
@@ -32,6 +58,10 @@ struct ModelShape {
   bool is_moe() const { return n_expert > 0; }
   // The width of one expert's FFN (the dense FFN's for a dense model).
   int expert_ff() const { return n_ff_exp > 0 ? n_ff_exp : n_ff; }
+  // Layers with a recurrent state instead of K/V (by full_attention_interval).
+  int n_recurrent_layers() const {
+    return full_attention_interval > 0 ? n_layer - n_layer / full_attention_interval : 0;
+  }
 };
 
 }  // namespace sluice

@@ -47,8 +47,30 @@ Result<ModelCost> model_cost_from_gguf(const GgufFile& f) {
       f.get<std::string>("general.name").value_or(std::filesystem::path(f.path()).stem().string());
   m.d_model = double(d_model);
   m.d_ff = ff.empty() ? 0.0 : double(*std::max_element(ff.begin(), ff.end()));
-  for (int64_t k : kv_heads) m.kv_elems_per_token += double(k * (k_len + v_len));
-  m.attn_flops_per_pair = 2.0 * double(n_layers * n_heads * (k_len + v_len));
+  // Hybrids (qwen35): recurrent layers hold a state instead of K/V.
+  std::vector<bool> recurrent(size_t(n_layers), false);
+  RecurrentShape r;
+  if (auto interval = f.get_int(a + ".full_attention_interval"); interval.ok() && *interval > 0) {
+    for (int64_t il = 0; il < n_layers; ++il) recurrent[size_t(il)] = (il + 1) % *interval != 0;
+  }
+  if (auto list = f.get_int_array(a + ".attention.recurrent_layers");
+      list.ok() && int64_t(list->size()) == n_layers) {
+    for (int64_t il = 0; il < n_layers; ++il) recurrent[size_t(il)] = (*list)[size_t(il)] != 0;
+  }
+  r.conv_kernel = int(f.get_int(a + ".ssm.conv_kernel").value_or(0));
+  r.state_size = int(f.get_int(a + ".ssm.state_size").value_or(0));
+  r.n_k_heads = int(f.get_int(a + ".ssm.group_count").value_or(0));
+  r.n_v_heads = int(f.get_int(a + ".ssm.time_step_rank").value_or(0));
+  int n_rec = 0;
+  for (int64_t il = 0; il < n_layers; ++il) {
+    if (recurrent[size_t(il)] && r.state_size > 0) {
+      ++n_rec;
+    } else {
+      m.kv_elems_per_token += double(kv_heads[size_t(il)] * (k_len + v_len));
+    }
+  }
+  m.attn_flops_per_pair = 2.0 * double((n_layers - n_rec) * n_heads * (k_len + v_len));
+  if (n_rec > 0) add_recurrent_cost(m, r, n_rec);
 
   double expert_params = 0;
   for (const GgufTensorInfo& t : f.tensors()) {

@@ -32,8 +32,14 @@ StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& ma
     m.stored_weight_bytes += stored_bytes(x);
   };
   double expert_params = 0, expert_bytes = 0;
-  for (const LayerWeights& l : w.layers) {
-    for (const WeightMatrix* x : {&l.wq, &l.wk, &l.wv, &l.wo}) add(*x);
+  for (size_t il = 0; il < w.layers.size(); ++il) {
+    const LayerWeights& l = w.layers[il];
+    if (c.layer_kind(int(il)) == LayerKind::kRecurrent) {
+      const DeltaNetWeights& d = l.delta;
+      for (const WeightMatrix* x : {&d.qkv, &d.z, &d.beta, &d.alpha, &d.out}) add(*x);
+    } else {
+      for (const WeightMatrix* x : {&l.wq, &l.wk, &l.wv, &l.wo}) add(*x);
+    }
     if (!c.is_moe()) {
       for (const WeightMatrix* x : {&l.w_gate, &l.w_up, &l.w_down}) add(*x);
       continue;
@@ -60,8 +66,12 @@ StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& ma
     m.n_params_active = m.n_params - expert_params + m.n_params_per_expert * c.n_expert_used;
     out.expert_layer_bytes = expert_bytes / (double(c.n_expert) * c.n_layer);
   }
-  m.kv_elems_per_token = 2.0 * c.n_layer * double(c.kv_dim());
-  m.attn_flops_per_pair = 4.0 * c.n_layer * double(c.n_head) * double(c.head_dim);
+  int n_rec = 0;
+  for (int il = 0; il < c.n_layer; ++il) n_rec += c.layer_kind(il) == LayerKind::kRecurrent;
+  const double n_attn = double(c.n_layer - n_rec);
+  m.kv_elems_per_token = 2.0 * n_attn * double(c.kv_dim());
+  m.attn_flops_per_pair = 4.0 * n_attn * double(c.n_head) * double(c.head_dim);
+  if (n_rec > 0) add_recurrent_cost(m, c.recurrent, n_rec);
   m.d_model = double(c.n_embd);
   m.d_ff = double(c.is_moe() ? c.n_ff_exp : c.n_ff);
 

@@ -72,6 +72,7 @@ Status configure_qwen35(const GgufFile& f, ModelConfig& c) {
     for (int il = 0; il < c.n_layer; ++il) {
       c.layer_recurrent[size_t(il)] = (il + 1) % interval != 0;
     }
+    c.full_attention_interval = interval;
   }
   bool any_attention = false;
   for (uint8_t rec : c.layer_recurrent) any_attention |= rec == 0;

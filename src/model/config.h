@@ -45,26 +45,6 @@ enum class Pooling : int { kNone = 0, kMean = 1, kCls = 2, kLast = 3, kRank = 4 
 const char* pooling_name(Pooling p);
 std::optional<Pooling> parse_pooling(std::string_view name);
 
-// A recurrent (linear-attention) layer's shape: Gated DeltaNet (qwen35). Per V head a state of
-// state_size x state_size; the Q/K heads are shared by n_v_heads / n_k_heads V heads (V head j
-// reads Q/K head j mod n_k_heads, as llama.cpp's converter lays them out).
-struct RecurrentShape {
-  int conv_kernel = 0;  // ssm.conv_kernel: causal conv taps (K), the current token's last
-  int state_size = 0;   // ssm.state_size: S, the K and V head size
-  int n_k_heads = 0;    // ssm.group_count
-  int n_v_heads = 0;    // ssm.time_step_rank
-  int qk_dim() const { return n_k_heads * state_size; }
-  int v_dim() const { return n_v_heads * state_size; }  // ssm.inner_size
-  // Channels of the fused projection and of the conv: query, key, value.
-  int conv_channels() const { return 2 * qk_dim() + v_dim(); }
-  // Floats of one sequence's state in one layer: the conv's last K - 1 inputs and the
-  // per-V-head S x S matrices.
-  int64_t state_floats() const {
-    return int64_t(conv_kernel - 1) * conv_channels() +
-           int64_t(n_v_heads) * state_size * state_size;
-  }
-};
-
 // How a MoE router's logits become the chosen experts' weights:
 //   kSoftmax:      softmax over every expert, the top k of it (optionally renormalized)
 //   kTopKSoftmax:  the top k logits, then a softmax over those k (gpt-oss; llama.cpp's
@@ -163,8 +143,7 @@ struct ModelConfig : ModelShape {
   }
   bool any_window() const { return sliding_window > 0; }
   // Recurrent layers (qwen35: Gated DeltaNet): layer_recurrent[il] != 0; empty: none.
-  std::vector<uint8_t> layer_recurrent;
-  RecurrentShape recurrent;
+  std::vector<uint8_t> layer_recurrent;  // (ModelShape::recurrent: their shape)
   bool any_recurrent() const {
     for (uint8_t r : layer_recurrent) {
       if (r) return true;

@@ -93,7 +93,7 @@ Status decode_row(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
 }
 
 // How the values of one synthetic tensor are made.
-enum class Init { kNormal, kOnes, kRopeFactors };
+enum class Init { kNormal, kOnes, kRopeFactors, kMinusOnes };
 
 struct SynthTensor {
   std::string name;
@@ -145,26 +145,48 @@ std::vector<SynthTensor> synth_tensors(const ModelPreset& p) {
   for (int i = 0; i < p.n_layer; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
     t.push_back({b + "attn_norm.weight", {p.n_embd}, Init::kOnes});
-    if (p.arch == "phi3") {
+    const bool hybrid = p.full_attention_interval > 0;
+    if (hybrid) t.push_back({b + "post_attention_norm.weight", {p.n_embd}, Init::kOnes});
+    if (hybrid && (i + 1) % p.full_attention_interval != 0) {
+      // A Gated DeltaNet layer (llama.cpp's qwen35 names); ssm_a = -1: a decay below 1.
+      const RecurrentShape& r = p.recurrent;
+      t.push_back({b + "attn_qkv.weight", {p.n_embd, r.conv_channels()}});
+      t.push_back({b + "attn_gate.weight", {p.n_embd, r.v_dim()}});
+      t.push_back({b + "ssm_conv1d.weight", {r.conv_kernel, r.conv_channels()}});
+      t.push_back({b + "ssm_dt.bias", {r.n_v_heads}});
+      t.push_back({b + "ssm_a", {r.n_v_heads}, Init::kMinusOnes});
+      t.push_back({b + "ssm_beta.weight", {p.n_embd, r.n_v_heads}});
+      t.push_back({b + "ssm_alpha.weight", {p.n_embd, r.n_v_heads}});
+      t.push_back({b + "ssm_norm.weight", {r.state_size}, Init::kOnes});
+      t.push_back({b + "ssm_out.weight", {r.v_dim(), p.n_embd}});
+    } else if (hybrid) {
+      // Gated attention: attn_q gives per head the query and its gate.
+      t.push_back({b + "attn_q.weight", {p.n_embd, 2 * q}});
+      t.push_back({b + "attn_k.weight", {p.n_embd, kv}});
+      t.push_back({b + "attn_v.weight", {p.n_embd, kv}});
+      t.push_back({b + "attn_q_norm.weight", {hd}, Init::kOnes});
+      t.push_back({b + "attn_k_norm.weight", {hd}, Init::kOnes});
+      t.push_back({b + "attn_output.weight", {q, p.n_embd}});
+    } else if (p.arch == "phi3") {
       t.push_back({b + "attn_qkv.weight", {p.n_embd, q + 2 * kv}});
     } else {
       t.push_back({b + "attn_q.weight", {p.n_embd, q}});
       t.push_back({b + "attn_k.weight", {p.n_embd, kv}});
       t.push_back({b + "attn_v.weight", {p.n_embd, kv}});
     }
-    if (p.qkv_bias) {
+    if (p.qkv_bias && !hybrid) {
       t.push_back({b + "attn_q.bias", {q}});
       t.push_back({b + "attn_k.bias", {kv}});
       t.push_back({b + "attn_v.bias", {kv}});
     }
-    if (p.qk_norm) {
+    if (p.qk_norm && !hybrid) {
       t.push_back({b + "attn_q_norm.weight", {hd}, Init::kOnes});
       t.push_back({b + "attn_k_norm.weight", {hd}, Init::kOnes});
     }
-    t.push_back({b + "attn_output.weight", {q, p.n_embd}});
+    if (!hybrid) t.push_back({b + "attn_output.weight", {q, p.n_embd}});
     const bool post_norms = p.arch == "gemma2" || p.arch == "gemma3";
     if (post_norms) t.push_back({b + "post_attention_norm.weight", {p.n_embd}, Init::kOnes});
-    t.push_back({b + "ffn_norm.weight", {p.n_embd}, Init::kOnes});
+    if (!hybrid) t.push_back({b + "ffn_norm.weight", {p.n_embd}, Init::kOnes});
     if (post_norms) t.push_back({b + "post_ffw_norm.weight", {p.n_embd}, Init::kOnes});
     if (p.n_expert > 0) {
       const int64_t e = p.n_expert, f = p.n_ff_exp;
@@ -173,7 +195,12 @@ std::vector<SynthTensor> synth_tensors(const ModelPreset& p) {
       t.push_back({b + "ffn_up_exps.weight", {p.n_embd, f, e}});
       t.push_back({b + "ffn_down_exps.weight", {f, p.n_embd, e}});
       if (p.n_ff_shexp > 0) {
-        t.push_back({b + "ffn_gate_inp_shexp.weight", {p.n_embd, 1}});
+        // qwen35moe's shared-expert gate is one vector, qwen2moe's a [D, 1] matrix.
+        if (hybrid) {
+          t.push_back({b + "ffn_gate_inp_shexp.weight", {p.n_embd}});
+        } else {
+          t.push_back({b + "ffn_gate_inp_shexp.weight", {p.n_embd, 1}});
+        }
         t.push_back({b + "ffn_gate_shexp.weight", {p.n_embd, p.n_ff_shexp}});
         t.push_back({b + "ffn_up_shexp.weight", {p.n_embd, p.n_ff_shexp}});
         t.push_back({b + "ffn_down_shexp.weight", {p.n_ff_shexp, p.n_embd}});
@@ -235,7 +262,21 @@ void set_architecture_metadata(GgufWriter& w, const ModelPreset& p, FileType fty
   } else {
     w.set(a + ".rope.freq_base", p.rope_theta);
     w.set(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
-    w.set(a + ".rope.dimension_count", uint32_t(p.head_dim));
+    w.set(a + ".rope.dimension_count", uint32_t(p.n_rot > 0 ? p.n_rot : p.head_dim));
+  }
+  if (!p.rope_sections.empty()) {
+    w.set(a + ".rope.dimension_sections",
+          make_array(GgufType::INT32,
+                     std::vector<int32_t>(p.rope_sections.begin(), p.rope_sections.end())));
+  }
+  if (p.full_attention_interval > 0) {
+    const RecurrentShape& r = p.recurrent;
+    w.set(a + ".ssm.conv_kernel", uint32_t(r.conv_kernel));
+    w.set(a + ".ssm.state_size", uint32_t(r.state_size));
+    w.set(a + ".ssm.group_count", uint32_t(r.n_k_heads));
+    w.set(a + ".ssm.time_step_rank", uint32_t(r.n_v_heads));
+    w.set(a + ".ssm.inner_size", uint32_t(r.v_dim()));
+    w.set(a + ".full_attention_interval", uint32_t(p.full_attention_interval));
   }
   w.set(a + ".attention.key_length", uint32_t(p.head_dim));
   w.set(a + ".attention.value_length", uint32_t(p.head_dim));
@@ -365,8 +406,8 @@ Status synthesize_model(const SynthParams& params, const ConvertCallbacks& cb) {
       return parallel_rows(n_rows, n_threads, [&](int64_t r0, int64_t r1) -> Status {
         std::vector<float> row(static_cast<size_t>(ne0));
         for (int64_t r = r0; r < r1; ++r) {
-          if (init == Init::kOnes) {
-            std::fill(row.begin(), row.end(), 1.0f);
+          if (init == Init::kOnes || init == Init::kMinusOnes) {
+            std::fill(row.begin(), row.end(), init == Init::kOnes ? 1.0f : -1.0f);
           } else if (init == Init::kRopeFactors) {
             std::copy(rope_factors.begin(), rope_factors.end(), row.begin());
           } else {

@@ -1,6 +1,31 @@
 #include "model/presets.h"
 
 namespace sluice {
+namespace {
+
+// What every Qwen3.5 shares (config.json's text_config): head size 256 with RoPE over its first
+// 64 dims (partial_rotary_factor 0.25, mrope sections 11/11/10: the text part), theta 1e7,
+// Gated DeltaNet heads of 128 with 16 Q/K heads and a conv of 4, full attention every 4th
+// layer, 248320 tokens, 262144 positions.
+ModelPreset qwen35_base() {
+  ModelPreset m;
+  m.arch = "qwen35";
+  m.head_dim = 256;
+  m.n_rot = 64;
+  m.rope_sections = {11, 11, 10, 0};
+  m.n_vocab = 248320;
+  m.n_ctx = 262144;
+  m.rope_theta = 10000000.0f;
+  m.rms_eps = 1e-6f;
+  m.qk_norm = true;
+  m.recurrent.conv_kernel = 4;
+  m.recurrent.state_size = 128;
+  m.recurrent.n_k_heads = 16;
+  m.full_attention_interval = 4;
+  return m;
+}
+
+}  // namespace
 
 const std::vector<ModelPreset>& model_presets() {
   static const std::vector<ModelPreset> kPresets = [] {
@@ -210,6 +235,72 @@ const std::vector<ModelPreset>& model_presets() {
       m.n_expert = 128;
       m.n_expert_used = 8;
       m.n_ff_exp = 768;
+      p.push_back(m);
+    }
+    {
+      // A small qwen35 hybrid for tests: 4 layers (3 DeltaNet, 1 attention), 2 Q/K and 4 V
+      // DeltaNet heads of 64.
+      ModelPreset m = qwen35_base();
+      m.name = "tiny-qwen35";
+      m.n_layer = 4;
+      m.n_embd = 256;
+      m.n_ff = 512;
+      m.n_head = 4;
+      m.n_kv_head = 2;
+      m.head_dim = 64;
+      m.n_rot = 16;
+      m.rope_sections = {3, 3, 2, 0};
+      m.n_vocab = 512;
+      m.n_ctx = 4096;
+      m.recurrent.state_size = 64;
+      m.recurrent.n_k_heads = 2;
+      m.recurrent.n_v_heads = 4;
+      p.push_back(m);
+    }
+    {
+      // Qwen/Qwen3.5-2B (text): 24 layers, every 4th gated attention (8 x 2 heads of 256,
+      // partial RoPE over 64 dims in sections 11/11/10), the rest Gated DeltaNet (16 Q/K and
+      // 16 V heads of 128, conv 4); tied embeddings.
+      ModelPreset m = qwen35_base();
+      m.name = "qwen3.5-2b";
+      m.n_layer = 24;
+      m.n_embd = 2048;
+      m.n_ff = 6144;
+      m.n_head = 8;
+      m.n_kv_head = 2;
+      m.recurrent.n_v_heads = 16;
+      m.tied_embeddings = true;
+      p.push_back(m);
+    }
+    {
+      // Qwen/Qwen3.5-9B (text): 32 layers (8 x (3 DeltaNet + 1 attention)), attention 16 x 4
+      // heads of 256, DeltaNet 16 Q/K and 32 V heads of 128, FFN 12288.
+      ModelPreset m = qwen35_base();
+      m.name = "qwen3.5-9b";
+      m.n_layer = 32;
+      m.n_embd = 4096;
+      m.n_ff = 12288;
+      m.n_head = 16;
+      m.n_kv_head = 4;
+      m.recurrent.n_v_heads = 32;
+      p.push_back(m);
+    }
+    {
+      // Qwen/Qwen3.5-35B-A3B (text): 40 layers, attention 16 x 2 heads of 256, DeltaNet 16 Q/K
+      // and 32 V heads of 128; 256 experts of width 512, 8 per token, a shared expert of 512.
+      ModelPreset m = qwen35_base();
+      m.name = "qwen3.5-35b-a3b";
+      m.arch = "qwen35moe";
+      m.n_layer = 40;
+      m.n_embd = 2048;
+      m.n_ff = 512;
+      m.n_head = 16;
+      m.n_kv_head = 2;
+      m.recurrent.n_v_heads = 32;
+      m.n_expert = 256;
+      m.n_expert_used = 8;
+      m.n_ff_exp = 512;
+      m.n_ff_shexp = 512;
       p.push_back(m);
     }
     {

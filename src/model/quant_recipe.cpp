@@ -117,6 +117,8 @@ GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeStat
   if (name == "token_types.weight") return GgmlType::F32;
   // MoE routers stay f32, as llama.cpp keeps them: tiny, and the top-k choice is sensitive.
   if (contains(name, "ffn_gate_inp")) return GgmlType::F32;
+  // A recurrent layer's conv taps ([K, C], K = 4) stay f32, as llama.cpp keeps them.
+  if (contains(name, "ssm_conv1d")) return GgmlType::F32;
   const GgmlType base = entry(ftype).base;
   if (!is_quantized(base)) return base;
   // llama.cpp's MXFP4_MOE: the experts' 3-D tensors MXFP4, every other matrix Q8_0.
@@ -133,7 +135,8 @@ GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeStat
     } else if (base != GgmlType::Q8_0) {
       t = GgmlType::Q6_K;
     }
-  } else if (contains(name, "attn_v.weight")) {
+  } else if (contains(name, "attn_v.weight") || contains(name, "attn_qkv.weight")) {
+    // llama.cpp counts fused QKV (phi3, qwen35's DeltaNet input) as attention V.
     const int i = state.i_attention_wv++;
     const int n = model.n_layer;
     switch (ftype) {

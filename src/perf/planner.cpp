@@ -6,8 +6,20 @@
 
 namespace sluice {
 
+namespace {
+
+// Qwen3.5's hybrid layout on a shape: every 4th layer gated attention, the rest Gated DeltaNet
+// (16 Q/K heads and n_v_heads V heads of 128, conv 4).
+ModelShape qwen35_hybrid(ModelShape s, int n_v_heads) {
+  s.recurrent = RecurrentShape{4, 128, 16, n_v_heads};
+  s.full_attention_interval = 4;
+  return s;
+}
+
+}  // namespace
+
 const std::vector<ModelShape>& planner_models() {
-  // name, L, D, F, N, K, H, V, tied, n_mlp, E, k, source
+  // name, L, D, F, N, K, H, V, tied, n_mlp, E, k, source, F_exp, F_shared
   static const std::vector<ModelShape> models = {
       {"llama-2-13b", 40, 5120, 13824, 40, 40, 128, 32000, false, 3, 0, 0,
        "all-about-transformer-inference.md 'What about memory?' (F = 2.7 D)"},
@@ -25,6 +37,14 @@ const std::vector<ModelShape>& planner_models() {
        "mistralai/Mixtral-8x7B-v0.1 config (46.7B, 12.9B active)"},
       {"qwen3-30b-a3b", 48, 2048, 768, 32, 4, 128, 151936, false, 3, 128, 8,
        "Qwen/Qwen3-30B-A3B config (30.5B, 3.3B active; F = the expert width)"},
+      qwen35_hybrid({"qwen3.5-9b", 32, 4096, 12288, 16, 4, 256, 248320, false, 3, 0, 0,
+                     "Qwen/Qwen3.5-9B config (24 Gated DeltaNet + 8 gated attention layers)"},
+                    32),
+      qwen35_hybrid({"qwen3.5-35b-a3b", 40, 2048, 512, 16, 2, 256, 248320, false, 3, 256, 8,
+                     "Qwen/Qwen3.5-35B-A3B config (30 Gated DeltaNet + 10 gated attention "
+                     "layers; 256 experts of 512, 8 used, a shared expert of 512)",
+                     0, 512},
+                    32),
       // The seeds give PaLM 540B's 118 layers and multi-query attention; the other dimensions
       // are the PaLM paper's (Table 1), which reproduce the 62B / 540B parameter counts.
       {"palm-62b", 64, 8192, 32768, 32, 1, 256, 256000, true, 3, 0, 0,
@@ -75,6 +95,20 @@ ModelCost model_cost(const ModelShape& s) {
   }
   m.kv_elems_per_token = 2 * L * K * H;
   m.attn_flops_per_pair = 4 * L * N * H;
+  if (const int n_rec = s.n_recurrent_layers(); n_rec > 0) {
+    // Hybrids (qwen35): attention layers are gated (W_Q also gives a gate: D x 2 N*H); the
+    // recurrent ones hold no K/V but a state, with their own projections: qkv and z in, out.
+    const RecurrentShape& r = s.recurrent;
+    const double La = L - n_rec, Lr = n_rec;
+    const double gated_attn = D * H * (3 * N + 2 * K);
+    const double rec = D * (r.conv_channels() + 2.0 * r.v_dim() + 2.0 * r.n_v_heads);
+    const double ffn = shared + e * expert, ffn_active = shared + k * expert;
+    m.n_params = La * gated_attn + Lr * rec + L * ffn + embed;
+    m.n_params_active = La * gated_attn + Lr * rec + L * ffn_active + embed;
+    m.kv_elems_per_token = 2 * La * K * H;
+    m.attn_flops_per_pair = 4 * La * N * H;
+    add_recurrent_cost(m, r, n_rec);
+  }
   m.d_model = D;
   m.d_ff = F;
   return m;

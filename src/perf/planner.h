@@ -19,7 +19,8 @@ namespace sluice {
 
 // Presets: llama-2-13b, llama-3-8b, llama-3-70b, llama-3-405b, worked-18b (the seeds' 18.4B
 // worked-problem model), worked-18b-moe (its E=16, k=2 MoE variant), mixtral-8x7b,
-// qwen3-30b-a3b, palm-62b, palm-540b.
+// qwen3-30b-a3b, qwen3.5-9b and qwen3.5-35b-a3b (hybrids: recurrent layers hold a state, not
+// K/V), palm-62b, palm-540b.
 const std::vector<ModelShape>& planner_models();
 const ModelShape* find_planner_model(std::string_view name);
 std::string planner_model_names();

@@ -150,6 +150,12 @@ double tp_comm_bound_shards(const TpMatmul& mm, const HardwareSpec& chip) {
   return std::max(tp_compute_bound_shards(mm, chip), vs_hbm);
 }
 
+void add_recurrent_cost(ModelCost& m, const RecurrentShape& r, int n_layers) {
+  const double S = double(r.state_size);
+  m.state_bytes_per_sequence += double(n_layers) * double(r.state_floats()) * sizeof(float);
+  m.state_flops_per_token += double(n_layers) * r.n_v_heads * 7.0 * S * S;
+}
+
 StepShape make_step_shape(const ModelCost& m, const Precision& p, std::span<const SeqWork> seqs) {
   StepShape s;
   s.act_bits = p.act_bits;
@@ -158,6 +164,9 @@ StepShape make_step_shape(const ModelCost& m, const Precision& p, std::span<cons
   double pairs = 0;  // (query token, attended token) pairs under the causal mask
   for (const SeqWork& w : seqs) {
     s.n_tokens += w.n_new_tokens;
+    // A recurrent state is read and written once per chunk of new tokens.
+    const int64_t passes = (w.n_new_tokens + kStateChunk - 1) / kStateChunk;
+    s.kv_bytes += 2.0 * m.state_bytes_per_sequence * double(passes);
     // Cached tokens are read; new tokens are written (and attended from on-chip memory).
     s.kv_bytes += double(w.n_context) * kvb;
     // New token i (0-based) sits at position n_context - n_new_tokens + i and attends to that many
@@ -166,7 +175,8 @@ StepShape make_step_shape(const ModelCost& m, const Precision& p, std::span<cons
     pairs += n * cached + n * (n + 1) / 2;
   }
   s.weight_bytes = weight_bytes_read(m, p, double(s.n_tokens));
-  s.flops = 2.0 * m.n_params_active * double(s.n_tokens) + m.attn_flops_per_pair * pairs;
+  s.flops = 2.0 * m.n_params_active * double(s.n_tokens) + m.attn_flops_per_pair * pairs +
+            m.state_flops_per_token * double(s.n_tokens);
   return s;
 }
 

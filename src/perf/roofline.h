@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/model_shape.h"
 #include "perf/hardware.h"
 
 namespace sluice {
@@ -43,7 +44,18 @@ struct ModelCost {
   double d_model = 0;              // for the tensor-parallel bound
   double d_ff = 0;
   double stored_weight_bytes = 0;  // weights as stored in a file; 0 = derive from Precision
+  // Recurrent layers (hybrids): the f32 state each sequence holds whatever its context (read and
+  // written once per step and chunk of kStateChunk tokens), and its update's FLOPs per token
+  // (Gated DeltaNet: about 7 S^2 per V head and layer: decay, M^T k, the rank-1 update, M^T q).
+  double state_bytes_per_sequence = 0;
+  double state_flops_per_token = 0;
 };
+
+// Tokens a recurrent layer's chunked form takes per pass over the state (kDeltaNetChunk).
+constexpr int64_t kStateChunk = 64;
+
+// A recurrent shape's per-sequence state bytes (f32) and per-token FLOPs over `n_layers` layers.
+void add_recurrent_cost(ModelCost& m, const RecurrentShape& r, int n_layers);
 
 // ---- bytes ----
 
