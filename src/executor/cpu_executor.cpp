@@ -260,16 +260,11 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
   // stays as it is; a reranker's classifier head is packed.
   std::vector<const WeightMatrix*> ms = {&w.cls, &w.cls_out};
   if (model_.config().pooling == Pooling::kNone) ms.push_back(&w.output);
+  // Every layer matrix but the routers (they stay as the file has them).
   for (const LayerWeights& l : w.layers) {
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      ms.push_back(m);
-    }
-    for (const std::vector<WeightMatrix>* experts : {&l.moe.gate, &l.moe.up, &l.moe.down}) {
-      for (const WeightMatrix& m : *experts) ms.push_back(&m);
-    }
-    if (l.moe.has_shared()) {
-      for (const WeightMatrix* m : {&l.moe.sh_gate, &l.moe.sh_up, &l.moe.sh_down}) ms.push_back(m);
-    }
+    for_each_matrix(l, [&](const WeightMatrix& m, MatrixRole role) {
+      if (role != MatrixRole::kRouter) ms.push_back(&m);
+    });
   }
   // One huge-page mapping for all of them: no page walk every 4 KiB in the small matrices
   // (K/V projections) and no per-matrix rounding to 2 MiB.

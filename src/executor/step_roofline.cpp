@@ -32,31 +32,15 @@ StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& ma
     m.stored_weight_bytes += stored_bytes(x);
   };
   double expert_params = 0, expert_bytes = 0;
-  for (size_t il = 0; il < w.layers.size(); ++il) {
-    const LayerWeights& l = w.layers[il];
-    if (c.layer_kind(int(il)) == LayerKind::kRecurrent) {
-      const DeltaNetWeights& d = l.delta;
-      for (const WeightMatrix* x : {&d.qkv, &d.z, &d.beta, &d.alpha, &d.out}) add(*x);
-    } else {
-      for (const WeightMatrix* x : {&l.wq, &l.wk, &l.wv, &l.wo}) add(*x);
-    }
-    if (!c.is_moe()) {
-      for (const WeightMatrix* x : {&l.w_gate, &l.w_up, &l.w_down}) add(*x);
-      continue;
-    }
-    // The router and the shared expert are read every step; each expert only when chosen.
-    add(l.moe.router);
-    if (l.moe.has_shared()) {
-      for (const WeightMatrix* x : {&l.moe.sh_gate, &l.moe.sh_up, &l.moe.sh_down}) add(*x);
-      if (l.moe.sh_gate_inp.data) add(l.moe.sh_gate_inp);
-    }
-    for (size_t e = 0; e < l.moe.gate.size(); ++e) {
-      for (const WeightMatrix* x : {&l.moe.gate[e], &l.moe.up[e], &l.moe.down[e]}) {
-        add(*x);
-        expert_params += params(*x);
-        expert_bytes += stored_bytes(*x);
+  // The router and the shared expert are read every step; each expert only when chosen.
+  for (const LayerWeights& l : w.layers) {
+    for_each_matrix(l, [&](const WeightMatrix& x, MatrixRole role) {
+      add(x);
+      if (role == MatrixRole::kExpert) {
+        expert_params += params(x);
+        expert_bytes += stored_bytes(x);
       }
-    }
+    });
   }
   m.n_params_active = m.n_params;
   if (c.is_moe() && c.n_layer > 0) {

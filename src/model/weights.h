@@ -113,6 +113,33 @@ struct ModelWeights {
   std::vector<float> cls_out_b;
 };
 
+// What a matrix is to the layer that reads it.
+enum class MatrixRole {
+  kDense,   // read by every token: attention or DeltaNet projections, a dense or shared FFN
+  kRouter,  // a MoE router or shared-expert gate (kept f32: the expert choice is sensitive)
+  kExpert,  // a routed expert's: read only when chosen
+};
+
+// Every matrix a layer's matmuls read, once each, in a fixed order: the one list that
+// repacking, the step roofline and the tests walk (matrices a layer lacks are skipped).
+template <class F>
+void for_each_matrix(const LayerWeights& l, F&& f) {
+  const DeltaNetWeights& d = l.delta;
+  const MoeWeights& m = l.moe;
+  for (const WeightMatrix* x : {&l.wq, &l.wk, &l.wv, &l.wo, &d.qkv, &d.z, &d.beta, &d.alpha, &d.out,
+                                &l.w_gate, &l.w_up, &l.w_down, &m.sh_gate, &m.sh_up, &m.sh_down}) {
+    if (x->data) f(*x, MatrixRole::kDense);
+  }
+  for (const WeightMatrix* x : {&m.router, &m.sh_gate_inp}) {
+    if (x->data) f(*x, MatrixRole::kRouter);
+  }
+  for (const std::vector<WeightMatrix>* experts : {&m.gate, &m.up, &m.down}) {
+    for (const WeightMatrix& x : *experts) {
+      if (x.data) f(x, MatrixRole::kExpert);
+    }
+  }
+}
+
 // Binds every tensor `config` calls for and sets config.n_vocab from token_embd.weight. Fails,
 // naming the tensor or key, on: a missing tensor, a wrong shape, a type matmul cannot read, a
 // vocabulary size that differs from tokenizer.ggml.tokens or <arch>.vocab_size.
