@@ -163,6 +163,27 @@ SpmNormalizer read_spm_normalizer(const json& root) {
   return n;
 }
 
+// Normalizers change the text before anything else; sluice, like llama.cpp, applies none, so
+// only those the encoders reproduce (' ' -> '▁', a '▁' prefix) or that llama.cpp ignores too
+// (NFC) are accepted.
+Status check_normalizer(const json& root) {
+  std::vector<const json*> parts;
+  if (root.contains("normalizer")) flatten(root["normalizer"], parts);
+  for (const json* p : parts) {
+    const std::string type = p->value("type", "");
+    const bool space_escape = type == "Replace" &&
+                              p->value("pattern", json::object()).value("String", "") == " " &&
+                              p->value("content", "") == kSpace;
+    const bool space_prefix = type == "Prepend" && p->value("prepend", "") == kSpace;
+    if (type != "NFC" && !space_escape && !space_prefix) {
+      return make_error("normalizer ", p->dump(),
+                        " is not supported (sluice applies no normalizer; accepted are NFC, "
+                        "Replace ' ' -> '\u2581' and Prepend '\u2581')");
+    }
+  }
+  return {};
+}
+
 // "a b" or ["a", "b"] -> the two halves.
 Result<std::pair<std::string, std::string>> merge_pair(const json& m, size_t rank) {
   if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
@@ -232,6 +253,7 @@ Result<VocabSpec> vocab_spec_from_hf_json(std::string_view tokenizer_json,
   }
 
   SLUICE_ASSIGN_OR_RETURN(PreTokenizerInfo pre, read_pre_tokenizer(root));
+  SLUICE_RETURN_IF_ERROR(check_normalizer(root));
   const SpmNormalizer spm_norm = read_spm_normalizer(root);
   const bool byte_fallback = model.value("byte_fallback", false);
   const bool spm_style = !pre.byte_level && (byte_fallback || spm_norm.escapes_spaces);

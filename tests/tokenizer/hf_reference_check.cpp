@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   sluice::DecodeOptions dec;
   dec.render_special = true;
   dec.clean_spaces = false;
-  size_t n = 0, n_bad = 0, n_tokens = 0;
+  size_t n = 0, n_bad = 0, n_tokens = 0, n_round_trips = 0;
   for (const nlohmann::json& c : cases["cases"]) {
     ++n;
     const std::string text = c["text"].get<std::string>();
@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
       continue;
     }
     if (c.value("lossless", false)) {
+      ++n_round_trips;
       const std::string back = tok->decode(*got, dec);
       if (back != text) {
         ++n_bad;
@@ -104,8 +105,9 @@ int main(int argc, char** argv) {
   const double total_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
-      "%s (model %s, pre %s): %zu texts, %zu tokens, %zu mismatches; import %.2f s, "
-      "total %.2f s\n",
-      tokenizer_path.c_str(), model.c_str(), pre.c_str(), n, n_tokens, n_bad, import_s, total_s);
+      "%s (model %s, pre %s): %zu texts, %zu tokens, %zu decoded back, %zu mismatches; "
+      "import %.2f s, total %.2f s\n",
+      tokenizer_path.c_str(), model.c_str(), pre.c_str(), n, n_tokens, n_round_trips, n_bad,
+      import_s, total_s);
   return n_bad == 0 ? 0 : 1;
 }

@@ -177,6 +177,11 @@ TEST(TokenizerHfImport, Errors) {
                                    "merges": ["a a"]}})")
                 .find("makes 'aa', which is not in the vocabulary"),
             std::string::npos);
+  EXPECT_NE(error_of(R"({"normalizer": {"type": "Lowercase"},
+                         "model": {"type": "BPE", "vocab": {"a": 0, "aa": 1}, "merges": ["a a"]},
+                         "pre_tokenizer": {"type": "ByteLevel"}})")
+                .find("normalizer {\"type\":\"Lowercase\"} is not supported"),
+            std::string::npos);
   Result<VocabSpec> missing = vocab_spec_from_hf_file("/nonexistent/tokenizer.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find("cannot open '/nonexistent/tokenizer.json'"), std::string::npos);
