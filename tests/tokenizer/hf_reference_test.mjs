@@ -107,12 +107,32 @@ function randomTexts(n) {
   return out;
 }
 
+// The chat-format tokens of these families, where the tokenizer has them.
+const kChatTokens = ['<start_of_turn>', '<end_of_turn>', '<bos>', '<eos>', '<|im_start|>', '<|im_end|>', '<think>',
+  '</think>', '<tool_call>', '</tool_call>', '<|endoftext|>', '<|startoftext|>', '<|start|>', '<|channel|>',
+  '<|message|>', '<|end|>', '<|return|>', '<|call|>', '<|constrain|>'];
+
+// Added tokens in text: the chat-format ones and a spread of the others, alone, glued to words,
+// between spaces and newlines; and whole chat prompts.
 function specialTexts(tokenizerJson) {
   const added = tokenizerJson.added_tokens.map((a) => a.content).filter((c) => c.trim().length > 1 && !c.includes('\u2581'));
-  const pick = added.filter((_, i) => i % Math.max(1, Math.floor(added.length / 12)) === 0).slice(0, 12);
+  const chat = kChatTokens.filter((t) => added.includes(t));
+  const spread = added.filter((_, i) => i % Math.max(1, Math.floor(added.length / 12)) === 0).slice(0, 12);
+  const pick = [...new Set([...chat, ...spread])];
   const out = [];
   for (const t of pick) out.push(t, `a${t}b`, ` ${t} `, `${t}\n${t}`, `Hello${t}world ${t}`);
   if (added.length > 1) out.push(added.slice(0, 4).join(''), added.slice(0, 4).join(' '));
+  if (chat.includes('<|im_start|>')) {
+    out.push('<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n' +
+             '<|im_start|>assistant\n<think>\n\n</think>\n\nIt is 4.<|im_end|>\n');
+  }
+  if (chat.includes('<start_of_turn>')) {
+    out.push('<bos><start_of_turn>user\nWhat is 2 + 2?<end_of_turn>\n<start_of_turn>model\nIt is 4.<end_of_turn>\n');
+  }
+  if (chat.includes('<|channel|>')) {
+    out.push('<|start|>user<|message|>What is 2 + 2?<|end|><|start|>assistant<|channel|>analysis<|message|>' +
+             'Simple.<|end|><|start|>assistant<|channel|>final<|message|>It is 4.<|return|>');
+  }
   return out;
 }
 
