@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -230,10 +231,8 @@ Result<std::string> read_text_file(const std::string& path) {
   return ss.str();
 }
 
-}  // namespace
-
-Result<VocabSpec> vocab_spec_from_hf_json(std::string_view tokenizer_json,
-                                          std::string_view tokenizer_config_json) {
+Result<VocabSpec> import_json(std::string_view tokenizer_json,
+                              std::string_view tokenizer_config_json) {
   SLUICE_ASSIGN_OR_RETURN(json root, parse(tokenizer_json, "tokenizer.json"));
   if (!root.is_object() || !root.contains("model") || !root["model"].is_object()) {
     return make_error("tokenizer.json has no \"model\" object");
@@ -273,7 +272,7 @@ Result<VocabSpec> vocab_spec_from_hf_json(std::string_view tokenizer_json,
   std::unordered_map<std::string, int64_t> ids;
   int64_t n = 0;
   for (const auto& [text, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= INT32_MAX) {
       return make_error("tokenizer.json model.vocab['", text, "'] is not a token id: ", id.dump());
     }
     ids.emplace(text, id.get<int64_t>());
@@ -282,12 +281,19 @@ Result<VocabSpec> vocab_spec_from_hf_json(std::string_view tokenizer_json,
   const json added = root.value("added_tokens", json::array());
   for (const json& a : added) {
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
-        !a.contains("content") || !a["content"].is_string() || a["id"].get<int64_t>() < 0) {
+        !a.contains("content") || !a["content"].is_string() || a["id"].get<int64_t>() < 0 ||
+        a["id"].get<int64_t>() >= INT32_MAX) {
       return make_error("tokenizer.json added_tokens entry without id and content: ", a.dump());
     }
     n = std::max(n, a["id"].get<int64_t>() + 1);
   }
-  if (n > int64_t(INT32_MAX)) return make_error("tokenizer.json: token id ", n - 1, " too large");
+  // Ids are dense in real files; holes become "[PADi]" tokens, as llama.cpp's converter makes
+  // them, but a stray huge id must not allocate billions of them.
+  const int64_t n_listed = int64_t(ids.size() + added.size());
+  if (n > n_listed + 65536) {
+    return make_error("tokenizer.json: token id ", n - 1, " is far beyond the ", n_listed,
+                      " tokens listed (ids must be dense)");
+  }
 
   VocabSpec s;
   s.model = spm_style ? "llama" : "gpt2";
@@ -354,6 +360,20 @@ Result<VocabSpec> vocab_spec_from_hf_json(std::string_view tokenizer_json,
     read_config(config, ids, s);
   }
   return s;
+}
+
+}  // namespace
+
+Result<VocabSpec> vocab_spec_from_hf_json(std::string_view tokenizer_json,
+                                          std::string_view tokenizer_config_json) {
+  // nlohmann::json throws on a value of the wrong type (a number where a string belongs);
+  // that is bad input like any other.
+  try {
+    return import_json(tokenizer_json, tokenizer_config_json);
+  } catch (const json::exception& e) {
+    return make_error("tokenizer.json or tokenizer_config.json has a value of the wrong type: ",
+                      e.what());
+  }
 }
 
 Result<VocabSpec> vocab_spec_from_hf_file(const std::string& path) {

@@ -182,6 +182,18 @@ TEST(TokenizerHfImport, Errors) {
                          "pre_tokenizer": {"type": "ByteLevel"}})")
                 .find("normalizer {\"type\":\"Lowercase\"} is not supported"),
             std::string::npos);
+  EXPECT_NE(error_of(R"({"model": {"type": 7, "vocab": {"a": 0}, "merges": ["a a"]}})")
+                .find("has a value of the wrong type"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "aa": 1}, "merges": ["a a"]},
+                         "pre_tokenizer": {"type": "Split", "pattern": {"Regex": 5},
+                                           "behavior": "Isolated"}})")
+                .find("neither byte-level"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "aa": 2000000000},
+                                   "merges": ["a a"]}, "pre_tokenizer": {"type": "ByteLevel"}})")
+                .find("token id 2000000000 is far beyond the 2 tokens listed"),
+            std::string::npos);
   Result<VocabSpec> missing = vocab_spec_from_hf_file("/nonexistent/tokenizer.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find("cannot open '/nonexistent/tokenizer.json'"), std::string::npos);
