@@ -9,6 +9,8 @@ namespace sluice::cli {
 
 void register_info(CLI::App& app, int& exit_code);
 void register_tokenize(CLI::App& app, int& exit_code);
+// `sluice vocab import`: a Hugging Face tokenizer.json -> a vocab-only GGUF.
+void register_vocab(CLI::App& app, int& exit_code);
 void register_template(CLI::App& app, int& exit_code);
 void register_synth(CLI::App& app, int& exit_code);
 void register_quantize(CLI::App& app, int& exit_code);

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   sluice::cli::register_run(app, exit_code);
   sluice::cli::register_info(app, exit_code);
   sluice::cli::register_tokenize(app, exit_code);
+  sluice::cli::register_vocab(app, exit_code);
   sluice::cli::register_template(app, exit_code);
   sluice::cli::register_synth(app, exit_code);
   sluice::cli::register_quantize(app, exit_code);

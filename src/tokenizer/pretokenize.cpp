@@ -27,6 +27,29 @@ constexpr const char* kTekken =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kGpt4o =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen3.5: Qwen2's, but a word also takes combining marks (\p{M}) and punctuation runs stop at
+// them.
+constexpr const char* kQwen35 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kJais2 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1})";
+constexpr const char* kExaoneMoe =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+)";
+constexpr const char* kUfakzeka =
+    R"([^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kMiniCpm5 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kSpark25Main =
+    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+|[\r\n]|\s+(?!\S)|\s+)";
+// Youtu: Hangul, CJK punctuation, Bopomofo, then ideographs and kana, each as runs.
+constexpr const char* kYoutuCjk =
+    R"([\x{AC00}-\x{D7A3}\x{3131}-\x{318E}]+|[\x{FF01}\x{2026}\x{201C}\x{201D}\x{2018}\x{2019})"
+    R"(\x{2014}\x{FF1A}\x{FF1B}\x{FF0C}\x{3001}-\x{303F}\x{FE30}-\x{FE4F}]+|[\x{3105}-\x{312F}]+|)"
+    R"([\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+)";
+constexpr const char* kYoutuMain =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Tiny Aya: digit groups aligned to the right ("1234567" -> 1 234 567).
+constexpr const char* kDigitGroups = R"(\d{1,3}(?=(?:\d{3})*\b))";
 // Punctuation split, then GPT-2, then digit runs, then runs of three digits.
 constexpr const char* kPunctRun = R"([\p{P}\$\+<=>\^~\|]+)";
 constexpr const char* kFalconPunctRun = R"([\p{P}\$\+<=>\^~\|`]+)";
@@ -128,6 +151,31 @@ const PreName kPreNames[] = {
     {"bailingmoe", {PreType::kBailingMoe, false, false, false, false}},
     {"bailingmoe2", {PreType::kBailingMoe, false, false, false, false}},
     {"llada-moe", {PreType::kBailingMoe, false, false, false, false}},
+    // Added from llama.cpp de3ff81 (2026).
+    {"jina-v5-nano", {PreType::kLlama3, true, true, true, false}},
+    {"modern-bert", {PreType::kGpt2, false, true, false, false}},
+    {"kormo", {PreType::kQwen2, false, false, false, false}},
+    {"f2llmv2", {PreType::kQwen2, false, false, false, false}},
+    {"hunyuan", {PreType::kQwen2, false, false, false, false}},
+    {"solar-open", {PreType::kQwen2, false, false, false, false}},
+    {"grok-2", {PreType::kQwen2, false, false, false, false}},
+    {"qwen35", {PreType::kQwen35, false, false, false, false}},
+    {"jais-2", {PreType::kJais2, false, true, false, false}},
+    {"hunyuan-dense", {PreType::kDeepseek3, false, false, false, false}},
+    {"joyai-llm", {PreType::kDeepseek3, false, false, false, false}},
+    {"hy_v4", {PreType::kDeepseek3, false, false, false, false}},
+    {"spark2_5", {PreType::kSpark25, false, false, false, false}},
+    {"youtu", {PreType::kYoutu, true, false, false, false}},
+    {"mellum2", {PreType::kStarcoder, false, true, false, false}},
+    {"exaone-moe", {PreType::kExaoneMoe, false, true, false, false}},
+    {"kanana2", {PreType::kGpt4o, false, false, false, false}},
+    {"talkie", {PreType::kGpt4o, false, false, false, false}},
+    {"minimax-m2", {PreType::kGpt4o, false, false, false, false}},
+    {"tiny_aya", {PreType::kTinyAya, false, false, false, false}},
+    {"cohere2moe", {PreType::kTinyAya, false, false, false, false}},
+    {"ufakzeka", {PreType::kUfakzeka, false, false, false, false}},
+    {"laguna", {PreType::kLaguna, false, false, false, false}},
+    {"minicpm5", {PreType::kMiniCpm5, true, true, false, false}},
 };
 
 std::string pcre2_error_text(int code) {
@@ -190,6 +238,24 @@ std::vector<std::string> pre_tokenizer_patterns(PreType type) {
       return {kSeedCoder};
     case PreType::kBailingMoe:
       return {kBailingMoe};
+    case PreType::kQwen35:
+      return {kQwen35};
+    case PreType::kJais2:
+      return {kJais2};
+    case PreType::kExaoneMoe:
+      return {kExaoneMoe};
+    case PreType::kUfakzeka:
+      return {kUfakzeka};
+    case PreType::kLaguna:
+      return {R"([^\n]+|[\n]+)", kQwen2};
+    case PreType::kMiniCpm5:
+      return {R"(\p{N}{1,3})", kMiniCpm5};
+    case PreType::kSpark25:
+      return {R"(\p{N}{1,3})", kDeepseek3Cjk, kSpark25Main, R"(\p{N})"};
+    case PreType::kYoutu:
+      return {kYoutuCjk, kYoutuMain};
+    case PreType::kTinyAya:
+      return {kDigitGroups, kGpt4o};
   }
   return {};
 }

@@ -39,6 +39,15 @@ enum class PreType {
   kGpt4o,
   kSeedCoder,
   kBailingMoe,
+  kQwen35,     // Qwen3.5: Qwen2's with combining marks (\p{M}) kept in words
+  kJais2,      // Llama 3's with whitespace runs split at 512, 256, ..., 4, 2, 1
+  kExaoneMoe,  // words may span single spaces between letters
+  kUfakzeka,   // Qwen2's without the English contractions
+  kLaguna,     // lines first, then Qwen2's
+  kMiniCpm5,   // digit triples, then Qwen2's with digit runs
+  kSpark25,    // deepseek-v3's, newlines one at a time, then single digits
+  kYoutu,      // CJK/Hangul/punctuation runs, then GPT-4o's with single digits
+  kTinyAya,    // digit groups of three from the right, then GPT-4o's
 };
 
 // What a `tokenizer.ggml.pre` value implies, beyond its regexes (llama.cpp's load()).

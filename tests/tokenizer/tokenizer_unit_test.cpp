@@ -410,13 +410,38 @@ TEST(TokenizerPre, Gpt2Splits) {
   EXPECT_EQ(pieces, (std::vector<std::string_view>{"Hello", " ", " world", "'s", " 42", "!?"}));
 }
 
+// Qwen3.5 keeps combining marks in words: "e" + U+0301 is one word, where Qwen2's regex splits the
+// mark off into a punctuation piece.
+TEST(TokenizerPre, Qwen35KeepsCombiningMarks) {
+  const std::string text = "cafe\xCC\x81 ok 12";
+  std::vector<std::string_view> pieces;
+  PreTokenizer qwen35 = take(PreTokenizer::create(take(pre_tokenizer_config("qwen35")).type));
+  ASSERT_TRUE(qwen35.split(text, pieces).ok());
+  EXPECT_EQ(pieces, (std::vector<std::string_view>{"cafe\xCC\x81", " ok", " ", "1", "2"}));
+  PreTokenizer qwen2 = take(PreTokenizer::create(PreType::kQwen2));
+  ASSERT_TRUE(qwen2.split(text, pieces).ok());
+  EXPECT_EQ(pieces, (std::vector<std::string_view>{"cafe", "\xCC\x81", " ok", " ", "1", "2"}));
+  EXPECT_FALSE(take(pre_tokenizer_config("qwen35")).clean_spaces);
+}
+
+TEST(TokenizerPre, TinyAyaGroupsDigitsFromTheRight) {
+  PreTokenizer pre = take(PreTokenizer::create(PreType::kTinyAya));
+  std::vector<std::string_view> pieces;
+  ASSERT_TRUE(pre.split("1234567", pieces).ok());
+  EXPECT_EQ(pieces, (std::vector<std::string_view>{"1", "234", "567"}));
+}
+
 TEST(TokenizerPre, EveryKnownNameCompiles) {
   for (const char* name :
-       {"default",        "llama3",      "llama-v3",  "llama-bpe", "gpt-2",      "deepseek-llm",
-        "deepseek-coder", "deepseek-v3", "falcon",    "starcoder", "refact",     "mpt",
-        "qwen2",          "command-r",   "olmo",      "dbrx",      "smollm",     "tekken",
-        "gpt-4o",         "chatglm-bpe", "poro-chat", "viking",    "seed-coder", "bailingmoe",
-        "stablelm2"}) {
+       {"default", "llama3", "llama-v3", "llama-bpe", "gpt-2", "deepseek-llm", "deepseek-coder",
+        "deepseek-v3", "falcon", "starcoder", "refact", "mpt", "qwen2", "command-r", "olmo", "dbrx",
+        "smollm", "tekken", "gpt-4o", "chatglm-bpe", "poro-chat", "viking", "seed-coder",
+        "bailingmoe", "stablelm2",
+        // 2026 names (llama.cpp de3ff81)
+        "qwen35", "jina-v5-nano", "modern-bert", "kormo", "f2llmv2", "hunyuan", "solar-open",
+        "grok-2", "jais-2", "hunyuan-dense", "joyai-llm", "hy_v4", "spark2_5", "youtu", "mellum2",
+        "exaone-moe", "kanana2", "talkie", "minimax-m2", "tiny_aya", "cohere2moe", "ufakzeka",
+        "laguna", "minicpm5"}) {
     Result<PreConfig> c = pre_tokenizer_config(name);
     ASSERT_TRUE(c.ok()) << name;
     Result<PreTokenizer> p = PreTokenizer::create(c->type);
