@@ -147,9 +147,13 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
     const double d = double(kv_bytes_per_block(s->draft_model->config(), o.block_size, kv_type));
     share = t / (t + d);
   }
+  // Speculation on a recurrent model keeps a verification's per-token states: one full
+  // draft's worth of state slots.
+  const int draft_state_slots =
+      spec.mode != SpecMode::kNone && s->model.config().any_recurrent() ? spec.n_draft_max : 0;
   SLUICE_ASSIGN_OR_RETURN(
       s->kv, plan_kv_cache(s->model.config(), o.block_size, kv_type, o.kv_cache_gb * share,
-                           o.max_seqs, o.state_checkpoints));
+                           o.max_seqs, std::max(o.state_checkpoints, 0) + draft_state_slots));
   if (share < 1.0 && o.kv_cache_gb <= 0) {
     s->kv.n_blocks = std::max<int32_t>(1, int32_t(s->kv.n_blocks * share));
   }
@@ -161,7 +165,9 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   eo.n_blocks = s->kv.n_blocks;
   eo.n_state_slots = o.max_seqs;
   eo.n_state_checkpoints = o.state_checkpoints > 0 ? o.state_checkpoints : -1;
+  eo.n_draft_state_slots = draft_state_slots;
   SLUICE_ASSIGN_OR_RETURN(s->executor, CpuExecutor::create(s->model, eo));
+  eo.n_draft_state_slots = 0;  // the draft model's executor
   if (s->draft_model) {
     SLUICE_ASSIGN_OR_RETURN(s->draft_executor, CpuExecutor::create(*s->draft_model, eo));
     spec.draft = s->draft_executor.get();

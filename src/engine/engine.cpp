@@ -51,12 +51,21 @@ Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Execu
     return make_error("engine: the tokenizer has ", tokenizer.vocab().n_tokens(),
                       " tokens but the model's output has ", cap.n_vocab, " rows");
   }
-  // A rejected draft rolls K/V back by counters alone; a recurrent state would need the state
-  // at the last accepted token (per-position states or a recompute): not done yet.
+  // A rejected draft rolls K/V back by counters alone; a recurrent state goes back to the state
+  // the verification kept after the last accepted token (the executor's draft state slots).
   if (cap.n_state_slots > 0 && config.spec.mode != SpecMode::kNone) {
-    return make_error(
-        "speculative decoding is not supported yet for models with recurrent "
-        "layers (their state cannot be rolled back to a rejected draft)");
+    if (cap.n_draft_state_slots < 1) {
+      return make_error(
+          "speculative decoding on a model with recurrent layers needs draft state slots, "
+          "which this executor does not have (tensor- and pipeline-parallel executors have "
+          "none yet)");
+    }
+    if (config.spec.mode == SpecMode::kDraft && config.spec.draft &&
+        config.spec.draft->capacity().n_state_slots > 0) {
+      return make_error(
+          "a draft model with recurrent layers is not supported (its state cannot follow the "
+          "target's rejections): use an attention model as the draft, or --spec ngram");
+    }
   }
   SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<Speculator> speculator,
                           Speculator::create(config.spec, tokenizer, cap, n_ctx, config.clock));
@@ -71,8 +80,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const Tokenizer& tokenizer, Execu
   // pipeline) the state has moved on by then.
   kv.n_state_checkpoints = executor.pipeline_depth() > 1 ? 0 : cap.n_state_checkpoints;
   kv.checkpoint_interval_blocks = std::max(1, config.state_checkpoint_interval / cap.block_size);
-  return std::unique_ptr<Engine>(
+  std::unique_ptr<Engine> e(
       new Engine(tokenizer, executor, config, n_ctx, kv, std::move(speculator)));
+  if (config.spec.mode != SpecMode::kNone) {
+    e->n_draft_slots_ = cap.n_draft_state_slots;
+    e->draft_slot0_ = cap.n_state_slots - cap.n_draft_state_slots;
+  }
+  return e;
 }
 
 Engine::Engine(const Tokenizer& tokenizer, Executor& executor, const EngineConfig& config,
@@ -386,14 +400,39 @@ Status Engine::propose_drafts() {
     if (r.params.max_tokens > 0) d.n_emit_max = r.params.max_tokens - r.n_generated;
     draft_requests_.push_back(d);
   }
-  return speculator_->propose(draft_requests_, scheduler_, stats_);
+  SLUICE_RETURN_IF_ERROR(speculator_->propose(draft_requests_, scheduler_, stats_));
+  if (n_draft_slots_ > 0) {
+    // Recurrent models: one step's drafts, all sequences together, fit the draft state slots.
+    int32_t left = n_draft_slots_;
+    for (RequestId id : scheduler_.running()) {
+      const SchedRequest* sr = scheduler_.find(id);
+      if (!sr || sr->draft.empty()) continue;
+      const int32_t keep = std::min(int32_t(sr->draft.size()), left);
+      if (keep < int32_t(sr->draft.size())) {
+        draft_trim_.assign(sr->draft.begin(), sr->draft.begin() + keep);
+        scheduler_.set_draft(id, draft_trim_);
+      }
+      left -= keep;
+    }
+  }
+  return {};
 }
 
 void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t n_draft_max) const {
   batch.clear();
   batch.n_kv_groups = kv_.n_groups();
   batch.block_copies.assign(out.copies.begin(), out.copies.end());
-  batch.state_copies.assign(out.state_copies.begin(), out.state_copies.end());
+  // Rejected drafts' states go back first: a checkpoint or fork copy of the slot after them
+  // reads the state at the sequence's last accepted token.
+  batch.state_copies.clear();
+  for (const StateRewind& w : rewinds_) {
+    if (kv_.has(w.id) && kv_.state_slot(w.id) == w.slot) {
+      batch.state_copies.push_back(BlockCopy{w.src, w.slot});
+    }
+  }
+  batch.state_copies.insert(batch.state_copies.end(), out.state_copies.begin(),
+                            out.state_copies.end());
+  int32_t draft_slot = draft_slot0_;
   for (const ScheduledSeq& s : out.seqs) {
     const SchedRequest* sr = scheduler_.find(s.id);
     const int32_t n_known = s.n_new_tokens - s.n_draft;
@@ -408,6 +447,10 @@ void Engine::build_batch(const SchedulerOutput& out, Batch& batch, int32_t n_dra
       seq_tokens_.insert(seq_tokens_.end(), sr->draft.begin(), sr->draft.begin() + n_draft);
       batch.add_sequence(seq_tokens_, s.n_computed, kv_.block_tables(s.id), LogitsMode::kAll,
                          kv_.state_slot(s.id));
+      if (n_draft_slots_ > 0) {
+        batch.seqs.back().draft_state_slot = draft_slot;
+        draft_slot += n_draft;
+      }
     }
   }
 }
@@ -555,6 +598,9 @@ Result<std::vector<EngineEvent>> Engine::step() {
       roofline_->record(batch_, now() - t_exec, executor_.last_step_expert_reads(),
                         executor_.last_step_comm());
     }
+    rewinds_.clear();  // applied by this step
+    draft_slot_of_.clear();
+    for (const BatchSequence& bs : batch_.seqs) draft_slot_of_.push_back(bs.draft_state_slot);
     SLUICE_RETURN_IF_ERROR(process_step(out, events));
     if (speculator_) speculator_->on_step_done(out, batch_.n_tokens(), now() - t0);
   }
@@ -573,6 +619,10 @@ Status Engine::process_step(const SchedulerOutput& out, std::vector<EngineEvent>
     if (s.n_draft == 0) continue;
     SLUICE_RETURN_IF_ERROR(verify(s, requests_.at(s.id), row, verified_[i]));
     n_accepted_[i] = verified_[i].n_accepted;
+    if (i < draft_slot_of_.size() && draft_slot_of_[i] >= 0 && n_accepted_[i] < s.n_draft) {
+      rewinds_.push_back({s.id, kv_.state_slot(s.id), draft_slot_of_[i] + n_accepted_[i]});
+      ++stats_.state_rewinds;
+    }
     row += s.n_draft;  // the sequence's other rows
   }
   // A leader aborted while its step was in flight forked nothing (its heir recomputes the

@@ -114,6 +114,9 @@ struct EngineStats : SpecStats {
   uint64_t prompt_tokens = 0;
   uint64_t generated_tokens = 0;
   double busy_seconds = 0;  // inside step()
+  // Recurrent models: verifications that rejected part of a draft and copied the state after
+  // the last accepted token back into the sequence's slot.
+  uint64_t state_rewinds = 0;
 };
 
 // The vocabulary as grammars see it: each of the n_vocab output rows' bytes (a token's text
@@ -282,6 +285,20 @@ class Engine {
   std::vector<DraftRequest> draft_requests_;  // propose_drafts(): the running requests
   std::vector<Verified> verified_;            // per scheduled sequence of the step
   std::vector<int32_t> n_accepted_;           // per scheduled sequence of the step
+  // Speculation on recurrent models: the executor's draft state slots [draft_slot0_,
+  // draft_slot0_ + n_draft_slots_) take a verification's per-token states; a sequence that
+  // rejected part of its draft has its state copied back from one of them (`src` -> `slot`)
+  // at the start of the next step, if it still holds `slot`.
+  struct StateRewind {
+    RequestId id;
+    int32_t slot;
+    int32_t src;
+  };
+  int32_t draft_slot0_ = 0;
+  int32_t n_draft_slots_ = 0;
+  std::vector<StateRewind> rewinds_;
+  std::vector<int32_t> draft_slot_of_;  // per scheduled sequence of the step: its first draft slot
+  std::vector<int32_t> draft_trim_;     // propose_drafts: a draft cut to the slots left
   std::shared_ptr<const grammar::TokenVocab> grammar_vocab_;
   SampleWorkspace sample_ws_;  // sampling scratch shared by all requests (engine thread only)
   EngineStats stats_;

@@ -9,9 +9,9 @@ namespace sluice {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "the wire form is little-endian");
-constexpr char kBatchMagic[8] = {'S', 'L', 'B', 'A', 'T', 'C', 'H', '2'};
+constexpr char kBatchMagic[8] = {'S', 'L', 'B', 'A', 'T', 'C', 'H', '3'};
 constexpr size_t kHeaderBytes = 32;
-constexpr size_t kSeqInts = 7;
+constexpr size_t kSeqInts = 8;
 
 void put_i32(std::vector<uint8_t>& out, int32_t v) {
   uint8_t b[4];
@@ -59,6 +59,7 @@ void serialize_batch(const Batch& b, std::vector<uint8_t>& out) {
     put_i32(out, s.n_blocks);
     put_i32(out, int32_t(s.logits));
     put_i32(out, s.state_slot);
+    put_i32(out, s.draft_state_slot);
   }
   for (int32_t id : b.block_tables) put_i32(out, id);
   for (const BlockCopy& c : b.block_copies) {
@@ -120,6 +121,7 @@ Result<Batch> deserialize_batch(std::span<const uint8_t> bytes) {
     }
     s.logits = LogitsMode(mode);
     s.state_slot = r.next();
+    s.draft_state_slot = r.next();
     if (s.token_start < 0 || s.n_new_tokens < 0 || s.token_start > n_tokens ||
         s.n_new_tokens > n_tokens - s.token_start || s.block_table_start < 0 || s.n_blocks < 0 ||
         s.block_table_start > n_table ||
@@ -322,6 +324,17 @@ Status validate_batch(const Batch& b, const ExecutorCapacity& cap) {
       return make_error("batch: sequence ", si, " has state slot ", s.state_slot,
                         "; the executor has ", cap.n_state_slots,
                         " (a sequence names one of them, or -1 when there are none)");
+    }
+    if (s.draft_state_slot != -1) {
+      // The executor's draft slots are the last n_draft_state_slots.
+      const int32_t first = cap.n_state_slots - cap.n_draft_state_slots;
+      if (s.draft_state_slot < first ||
+          int64_t(s.draft_state_slot) + s.n_new_tokens - 1 > int64_t(cap.n_state_slots)) {
+        return make_error("batch: sequence ", si, " has draft state slots [", s.draft_state_slot,
+                          ", ", int64_t(s.draft_state_slot) + s.n_new_tokens - 1,
+                          ") outside the executor's draft slots [", first, ", ", cap.n_state_slots,
+                          ")");
+      }
     }
     if (s.context_len < s.n_new_tokens || s.context_len > cap.n_ctx) {
       return make_error("batch: sequence ", si, " has context length ", s.context_len, " (",

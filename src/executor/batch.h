@@ -52,6 +52,10 @@ struct BatchSequence {
   // Models with recurrent layers: the sequence's state slot (ExecutorCapacity::n_state_slots),
   // holding its state after context_len - n_new_tokens tokens (zero when that is 0); -1: none.
   int32_t state_slot = -1;
+  // Speculative verification on such models: slots [draft_state_slot, draft_state_slot +
+  // n_new_tokens - 1) receive the state after each new token but the last (a rejected draft
+  // rolls state_slot back to one with a state copy); -1: none.
+  int32_t draft_state_slot = -1;
 };
 
 struct Batch {
@@ -106,9 +110,11 @@ struct ExecutorCapacity {
   // of state_bytes_per_slot bytes each; every sequence of a batch names one. 0: no state.
   int32_t n_state_slots = 0;
   size_t state_bytes_per_slot = 0;
-  // Of those, the last n_state_checkpoints are for saved states (prefix caching: the engine's
+  // Of those, the last n_draft_state_slots are for speculative verification (the engine's),
+  // the n_state_checkpoints before them for saved states (prefix caching: the engine's
   // KvCacheManager keeps them), the others for running sequences.
   int32_t n_state_checkpoints = 0;
+  int32_t n_draft_state_slots = 0;
   int32_t n_kv_groups() const {
     return kv_group_windows.empty() ? 1 : int32_t(kv_group_windows.size());
   }
@@ -126,9 +132,10 @@ Status validate_batch(const Batch& batch, const ExecutorCapacity& cap);
 Status validate_block_copies(std::span<const BlockCopy> copies, int32_t n_blocks);
 
 // Flat wire form of a Batch (rank broadcast, remote executors): a 32-byte header
-// ("SLBATCH2", block_size, then the counts of tokens, sequences, block-table entries and block
+// ("SLBATCH3", block_size, then the counts of tokens, sequences, block-table entries and block
 // copies, and n_kv_groups, u32 little-endian), then token_ids, positions, kv_slots (block,
-// offset; n_kv_groups per token), seqs (seven i32 each: logits mode, then state slot),
+// offset; n_kv_groups per token), seqs (eight i32 each: logits mode, state slot, then the draft
+// state slot),
 // block_tables, block_copies (src, dst), then the count of state copies and the state copies
 // (src, dst), all i32 little-endian.
 // Deterministic: equal batches give equal bytes.

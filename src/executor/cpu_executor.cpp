@@ -133,8 +133,9 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
   if (c.any_recurrent()) {
     e->n_state_checkpoints_ =
         options.n_state_checkpoints == 0 ? 16 : std::max(0, options.n_state_checkpoints);
-    e->n_state_slots_ =
-        (options.n_state_slots > 0 ? options.n_state_slots : 16) + e->n_state_checkpoints_;
+    e->n_draft_state_slots_ = std::max(0, options.n_draft_state_slots);
+    e->n_state_slots_ = (options.n_state_slots > 0 ? options.n_state_slots : 16) +
+                        e->n_state_checkpoints_ + e->n_draft_state_slots_;
     e->state_floats_ = c.recurrent.state_floats();
     e->state_index_.assign(size_t(c.n_layer), -1);
     for (int il = c.layer_begin; il < c.stage_layer_end(); ++il) {
@@ -173,7 +174,8 @@ ExecutorCapacity CpuExecutor::capacity() const {
           kv_->bytes_per_block(),
           n_state_slots_,
           size_t(n_stage_recurrent_) * size_t(state_floats_) * sizeof(float),
-          n_state_checkpoints_};
+          n_state_checkpoints_,
+          n_draft_state_slots_};
 }
 
 Status CpuExecutor::copy_blocks(std::span<const BlockCopy> copies) {
@@ -563,15 +565,26 @@ class CpuExecutor::Ops final : public ForwardOps {
     p.norm = w.norm.data();
     p.eps = c.rms_eps;
     const int64_t n_seqs = b_.n_seqs();
+    const int C = p.channels(), K = p.conv_kernel;
     for (int64_t si = 0; si < n_seqs; ++si) {
       const BatchSequence& seq = b_.seqs[size_t(si)];
-      if (seq.context_len == seq.n_new_tokens) {
-        std::fill_n(e_.layer_state(seq.state_slot, layer), e_.state_floats_, 0.0f);
+      float* state = e_.layer_state(seq.state_slot, layer);
+      if (seq.context_len == seq.n_new_tokens) std::fill_n(state, e_.state_floats_, 0.0f);
+      // A verification's conv states after each token but the last: the K-1 inputs before
+      // it (the state's rows, then the new tokens'), copied before the conv overwrites them.
+      for (int32_t t = 0; seq.draft_state_slot >= 0 && t + 1 < seq.n_new_tokens; ++t) {
+        float* dst = e_.layer_state(seq.draft_state_slot + t, layer);
+        for (int r = 0; r < K - 1; ++r) {
+          const int64_t row = t + 1 + r;  // in [conv state rows | new tokens]
+          const float* src = row < K - 1 ? state + row * C
+                                         : qkv.data + (seq.token_start + row - (K - 1)) * qkv.cols;
+          std::copy_n(src, C, dst + int64_t(r) * C);
+        }
       }
     }
     // The chunked form (kernels/delta_net.h): the conv over (sequence, channel block) tasks,
     // then the delta rule over (sequence, V head) tasks, each resuming from its slot.
-    const int C = p.channels(), block = delta_net_conv_block(p);
+    const int block = delta_net_conv_block(p);
     const int64_t n_blocks = (C + block - 1) / block;
     const int64_t per_thread = std::max(delta_net_conv_scratch_floats(p),
                                         delta_net_heads_scratch_floats(p, kDeltaNetChunk));
@@ -591,11 +604,16 @@ class CpuExecutor::Ops final : public ForwardOps {
         const BatchSequence& seq = b_.seqs[size_t(i / nv)];
         const int h = int(i % nv);
         const int64_t t0 = seq.token_start;
+        // A verification runs token by token (chunks of 1: the arithmetic of decoding them one
+        // step each, so speculation cannot change greedy output) keeping each state.
+        const bool verify = seq.draft_state_slot >= 0;
+        float* capture =
+            verify ? e_.layer_state(seq.draft_state_slot, layer) + p.conv_floats() : nullptr;
         delta_net_heads(p, qkv.data + t0 * qkv.cols, z.data + t0 * z.cols,
                         beta.data + t0 * beta.cols, alpha.data + t0 * alpha.cols, seq.n_new_tokens,
                         e_.layer_state(seq.state_slot, layer) + p.conv_floats(), h, h + 1,
-                        kDeltaNetChunk, out.data + t0 * out.cols,
-                        s_.delta_scratch.data() + th * per_thread);
+                        verify ? 1 : kDeltaNetChunk, out.data + t0 * out.cols,
+                        s_.delta_scratch.data() + th * per_thread, capture, e_.state_slot_floats());
       }
     });
   }

@@ -53,6 +53,10 @@ struct CpuExecutorOptions {
   // And that many more slots for saved states (prefix caching on recurrent models, docs/
   // kv-cache.md); 0: the default, 16; < 0: none.
   int n_state_checkpoints = 0;
+  // And that many more for speculative decoding: a verification step writes the state after
+  // each of its draft tokens into them (BatchSequence::draft_state_slot); 0: none (no
+  // speculation on recurrent models).
+  int n_draft_state_slots = 0;
   // Repack Q8_0 / Q4_0 / Q4_K / Q6_K / F16 / BF16 weights at load for the SIMD kernels
   // (kernels/packed.h: 16-row interleaved groups, F16 per the ISA, BF16 in huge pages; as many
   // bytes again as those weights, the file's copy is then released). Not with kScalar kernels.
@@ -129,6 +133,9 @@ class CpuExecutor final : public Executor {
   std::vector<float> states_;
   int32_t n_state_slots_ = 0;  // running sequences' and checkpoints'
   int32_t n_state_checkpoints_ = 0;
+  int32_t n_draft_state_slots_ = 0;
+  // Floats from one state slot to the next.
+  int64_t state_slot_floats() const { return int64_t(n_stage_recurrent_) * state_floats_; }
   int64_t state_floats_ = 0;      // one layer's, one sequence's
   int n_stage_recurrent_ = 0;     // recurrent layers this stage runs
   std::vector<int> state_index_;  // [n_layer] a recurrent layer's index in a slot (-1: none)

@@ -42,7 +42,8 @@ struct KvPlan {
 // kv_cache_gb > 0: exactly that budget (an error if it holds less than one full context);
 // otherwise the default share of MemAvailable, capped at what max_seqs sequences of n_ctx
 // tokens hold (KvCacheLayout::blocks_held: windowed layers only their window). Recurrent
-// layers' states for max_seqs sequences come out of the budget first.
+// layers' states for max_seqs sequences and n_state_checkpoints more slots (checkpoints,
+// speculation's draft states) come out of the budget first.
 Result<KvPlan> plan_kv_cache(const ModelConfig& config, int block_size, KvType type,
                              double kv_cache_gb, int max_seqs, int n_state_checkpoints = 16);
 

@@ -149,12 +149,14 @@ int64_t delta_net_heads_scratch_floats(const DeltaNetParams& p, int chunk) {
 
 void delta_net_heads(const DeltaNetParams& p, const float* u, const float* z, const float* beta,
                      const float* alpha, int64_t n, float* ssm, int h0, int h1, int chunk,
-                     float* out, float* scratch) {
+                     float* out, float* scratch, float* capture, int64_t capture_stride) {
   const KernelTable& kt = kernel_table(p.isa);
   if (kt.delta_net_heads && p.state_size % kt.delta_net_multiple == 0) {
-    kt.delta_net_heads(p, u, z, beta, alpha, n, ssm, h0, h1, chunk, out, scratch);
+    kt.delta_net_heads(p, u, z, beta, alpha, n, ssm, h0, h1, chunk, out, scratch, capture,
+                       capture_stride);
   } else {
-    kern_portable::heads_impl(p, u, z, beta, alpha, n, ssm, h0, h1, chunk, out, scratch);
+    kern_portable::heads_impl(p, u, z, beta, alpha, n, ssm, h0, h1, chunk, out, scratch, capture,
+                              capture_stride);
   }
 }
 

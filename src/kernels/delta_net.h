@@ -78,9 +78,13 @@ int64_t delta_net_heads_scratch_floats(const DeltaNetParams& p, int chunk);
 // Phase 2 for V heads [h0, h1): u [n, C] (delta_net_conv's output), z [n, nv S], beta and alpha
 // [n, nv], ssm [nv x S x S] (the state after its conv part; those heads' matrices are read and
 // updated), out [n, nv S] (those heads' columns written). Chunks of `chunk` >= 1 tokens.
+// capture (null: none): after every chunk but the last, chunk c's matrices of those heads are
+// copied to capture + c * capture_stride (laid out as ssm): with chunks of 1, the state after
+// each token but the last (speculative verification rolls a rejected draft back to one).
 void delta_net_heads(const DeltaNetParams& p, const float* u, const float* z, const float* beta,
                      const float* alpha, int64_t n, float* ssm, int h0, int h1, int chunk,
-                     float* out, float* scratch);
+                     float* out, float* scratch, float* capture = nullptr,
+                     int64_t capture_stride = 0);
 
 // The chunk length the engine uses.
 constexpr int kDeltaNetChunk = 64;

@@ -43,8 +43,8 @@ void delta_net_conv(const DeltaNetParams& p, float* qkv, int64_t n, float* conv_
 
 void delta_net_heads(const DeltaNetParams& p, const float* u, const float* z, const float* beta,
                      const float* alpha, int64_t n, float* ssm, int h0, int h1, int chunk,
-                     float* out, float* scratch) {
-  heads_impl(p, u, z, beta, alpha, n, ssm, h0, h1, chunk, out, scratch);
+                     float* out, float* scratch, float* capture, int64_t capture_stride) {
+  heads_impl(p, u, z, beta, alpha, n, ssm, h0, h1, chunk, out, scratch, capture, capture_stride);
 }
 
 #undef SLUICE_TARGET

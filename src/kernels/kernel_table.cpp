@@ -30,7 +30,7 @@ SLUICE_ATTENTION_DECLS
                       int c1, float* scratch);                                                     \
   void delta_net_heads(const DeltaNetParams& p, const float* u, const float* z, const float* beta, \
                        const float* alpha, int64_t n, float* ssm, int h0, int h1, int chunk,       \
-                       float* out, float* scratch);
+                       float* out, float* scratch, float* capture, int64_t capture_stride);
 namespace kern_avx2 {
 SLUICE_DELTA_NET_DECLS
 }  // namespace kern_avx2

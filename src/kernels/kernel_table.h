@@ -78,7 +78,8 @@ struct KernelTable {
                          int c1, float* scratch) = nullptr;
   void (*delta_net_heads)(const DeltaNetParams& p, const float* u, const float* z,
                           const float* beta, const float* alpha, int64_t n, float* ssm, int h0,
-                          int h1, int chunk, float* out, float* scratch) = nullptr;
+                          int h1, int chunk, float* out, float* scratch, float* capture,
+                          int64_t capture_stride) = nullptr;
 
   // ---- element-wise (ops.h) ----
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n) = nullptr;

@@ -143,8 +143,9 @@ TEST(EngineHybrid, MultiTurnChatsHitEachTurnExactly) {
   }
 }
 
-// What the engine refuses for hybrids, with a message saying why.
-TEST(EngineHybrid, SpeculationIsRefused) {
+// Speculation on hybrids needs the executor's draft state slots (a rejected draft's state is
+// copied back from one), and an attention draft model: refused otherwise, saying why.
+TEST(EngineHybrid, SpeculationWithoutDraftStateSlotsIsRefused) {
   SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/qwen35.gguf");
   auto l = load(path, 256, 64);
   ASSERT_TRUE(l);
@@ -152,7 +153,18 @@ TEST(EngineHybrid, SpeculationIsRefused) {
   cfg.spec.mode = SpecMode::kNgram;
   auto engine = Engine::create(l->tokenizer, *l->executor, cfg);
   ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.message().find("recurrent"), std::string::npos) << engine.message();
+  EXPECT_NE(engine.message().find("draft state slots"), std::string::npos) << engine.message();
+  // A recurrent draft model.
+  auto target = load(path, 256, 64, 16, KvType::kF16, 8);
+  auto draft = load(path, 256, 64);
+  ASSERT_TRUE(target && draft);
+  cfg.spec.mode = SpecMode::kDraft;
+  cfg.spec.draft = draft->executor.get();
+  cfg.spec.draft_tokenizer = &draft->tokenizer;
+  auto refused = Engine::create(target->tokenizer, *target->executor, cfg);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("draft model with recurrent layers"), std::string::npos)
+      << refused.message();
 }
 
 }  // namespace

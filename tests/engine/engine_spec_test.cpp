@@ -583,3 +583,110 @@ TEST(EngineSpec, DraftModelWithAnotherVocabularyIsRefused) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// Prompts whose segments repeat (so n-gram drafts find matches), of random tokens.
+void repeating_prompts(std::mt19937& rng, int n_vocab, int n, std::vector<std::vector<int32_t>>& p,
+                       std::vector<GenerationParams>& params) {
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> seg(size_t(4 + rng() % 6)), prompt;
+    for (int32_t& t : seg) t = int32_t(rng() % uint32_t(n_vocab));
+    for (int r = 0; r < 3; ++r) {
+      prompt.insert(prompt.end(), seg.begin(), seg.end());
+      prompt.push_back(int32_t(rng() % uint32_t(n_vocab)));
+    }
+    p.push_back(prompt);
+    GenerationParams g = greedy(20 + int(rng() % 30));
+    g.ignore_eos = true;
+    params.push_back(g);
+  }
+}
+
+// Hybrid models (qwen35: Gated DeltaNet layers with a recurrent state): a verification keeps
+// the state after each draft token and a rejected draft copies the one after the last accepted
+// token back. Greedy output with n-gram drafts equals plain decoding alone and batched with
+// chunked prefill, prefix-cache checkpoints and preemption, with drafts accepted; every state
+// slot is given back. (The draft-model test below is the one whose drafts are mostly rejected.)
+TEST(EngineSpec, HybridGreedyOutputEqualsPlainDecodingWithNgramDrafts) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/qwen35.gguf");
+  auto alone = load(path, 512, 64);
+  ASSERT_TRUE(alone);
+  std::mt19937 rng(31);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<GenerationParams> params;
+  repeating_prompts(rng, alone->executor->capacity().n_vocab, 10, prompts, params);
+  const std::vector<Output> reference = run_each_alone(*alone, prompts, params);
+  uint64_t accepted = 0, drafted = 0;
+  for (int k : {1, 3, 8}) {
+    SCOPED_TRACE(k);
+    auto l = load(path, 512, 64, 16, KvType::kF16, k);
+    ASSERT_TRUE(l);
+    auto engine = Engine::create(l->tokenizer, *l->executor, spec_config(k));
+    ASSERT_TRUE(engine.ok()) << engine.message();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(run_all(**engine, {prompts[i]}, {params[i]}, {0})[0].tokens, reference[i].tokens)
+          << "request " << i;
+    }
+    accepted += (*engine)->stats().spec_accepted_tokens;
+    drafted += (*engine)->stats().spec_draft_tokens;
+  }
+  // Batched (one step's drafts share 6 draft state slots), chunked, preempted.
+  auto l = load(path, 512, 14, 16, KvType::kF16, 6);
+  ASSERT_TRUE(l);
+  EngineConfig cfg = spec_config(4);
+  cfg.scheduler.prefill_chunk = 7;
+  cfg.scheduler.max_batch_tokens = 48;
+  cfg.scheduler.max_seqs = 10;
+  auto engine = Engine::create(l->tokenizer, *l->executor, cfg);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  std::vector<int> arrivals;
+  for (size_t i = 0; i < prompts.size(); ++i) arrivals.push_back(int(rng() % 20));
+  const auto got = run_all(**engine, prompts, params, arrivals);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, reference[i].tokens) << "batched request " << i;
+  }
+  EXPECT_GT((*engine)->scheduler().n_preemptions(), 0u);
+  accepted += (*engine)->stats().spec_accepted_tokens;
+  drafted += (*engine)->stats().spec_draft_tokens;
+  EXPECT_EQ((*engine)->kv().n_used_state_slots(), 0);
+  EXPECT_EQ((*engine)->kv().n_used_blocks(), 0);
+  EXPECT_GT(accepted, 0u) << "no draft was ever accepted: the test proves nothing";
+  EXPECT_GE(drafted, accepted);
+}
+
+// A hybrid target with an attention draft model of its vocabulary (qwen35moe and qwen2moe
+// share deepseek-coder's): greedy output equals plain decoding, alone and batched.
+TEST(EngineSpec, HybridTargetWithDraftModelEqualsPlainDecoding) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/qwen35moe.gguf");
+  SLUICE_REQUIRE_SHARED(draft_path, "testdata/models/arch/qwen2moe.gguf");
+  auto alone = load(path, 512, 64);
+  ASSERT_TRUE(alone);
+  std::mt19937 rng(37);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<GenerationParams> params;
+  repeating_prompts(rng, alone->executor->capacity().n_vocab, 6, prompts, params);
+  const std::vector<Output> reference = run_each_alone(*alone, prompts, params);
+  auto draft = load(draft_path, 512, 96);
+  auto target = load(path, 512, 64, 16, KvType::kF16, 5);
+  ASSERT_TRUE(draft && target);
+  EngineConfig cfg = draft_config(*draft->executor, 5, &draft->tokenizer);
+  cfg.scheduler.prefill_chunk = 7;
+  cfg.scheduler.max_seqs = 6;
+  auto engine = Engine::create(target->tokenizer, *target->executor, cfg);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  std::vector<int> arrivals;
+  for (size_t i = 0; i < prompts.size(); ++i) arrivals.push_back(int(rng() % 10));
+  const auto got = run_all(**engine, prompts, params, arrivals);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, reference[i].tokens) << "request " << i;
+  }
+  // A random draft model guesses badly: most verifications roll the state back.
+  EXPECT_GT((*engine)->stats().spec_draft_tokens, 0u);
+  EXPECT_GT((*engine)->stats().state_rewinds, 0u);
+  EXPECT_EQ((*engine)->kv().n_used_state_slots(), 0);
+}
+
+}  // namespace
+}  // namespace sluice

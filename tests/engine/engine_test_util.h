@@ -21,8 +21,10 @@ struct Loaded {
   std::unique_ptr<CpuExecutor> executor;
 };
 
+// draft_state_slots: recurrent models' state slots for speculative verification.
 inline std::unique_ptr<Loaded> load(const std::string& path, int n_ctx, int n_blocks,
-                                    int block_size = 16, KvType kv_type = KvType::kF16) {
+                                    int block_size = 16, KvType kv_type = KvType::kF16,
+                                    int draft_state_slots = 0) {
   auto m = Model::load(path, {.n_ctx = n_ctx, .allow_context_beyond_trained = true});
   EXPECT_TRUE(m.ok()) << m.message();
   if (!m.ok()) return nullptr;
@@ -35,6 +37,7 @@ inline std::unique_ptr<Loaded> load(const std::string& path, int n_ctx, int n_bl
   eo.n_blocks = n_blocks;
   eo.block_size = block_size;
   eo.kv_type = kv_type;
+  eo.n_draft_state_slots = draft_state_slots;
   auto e = CpuExecutor::create(l->model, eo);
   EXPECT_TRUE(e.ok()) << e.message();
   if (!e.ok()) return nullptr;

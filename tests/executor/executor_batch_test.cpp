@@ -133,7 +133,7 @@ TEST(Batch, WireFormRoundTripAndRefusals) {
   b.block_copies.push_back({9, 4});
   std::vector<uint8_t> bytes;
   serialize_batch(b, bytes);
-  EXPECT_EQ(bytes.size(), 32u + 4 * (4 * 6 + 7 * 3 + 5 + 2 + 1));
+  EXPECT_EQ(bytes.size(), 32u + 4 * (4 * 6 + 8 * 3 + 5 + 2 + 1));
   auto back = deserialize_batch(bytes);
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_EQ(back->token_ids, b.token_ids);
@@ -150,12 +150,15 @@ TEST(Batch, WireFormRoundTripAndRefusals) {
   // State slots and state copies (recurrent layers) go along.
   Batch st = *back;
   st.seqs[1].state_slot = 5;
+  st.seqs[2].draft_state_slot = 9;
   st.state_copies = {{5, 2}};
   serialize_batch(st, again);
   auto st_back = deserialize_batch(again);
   ASSERT_TRUE(st_back.ok()) << st_back.message();
   EXPECT_EQ(st_back->seqs[1].state_slot, 5);
   EXPECT_EQ(st_back->seqs[0].state_slot, -1);
+  EXPECT_EQ(st_back->seqs[2].draft_state_slot, 9);
+  EXPECT_EQ(st_back->seqs[1].draft_state_slot, -1);
   ASSERT_EQ(st_back->state_copies.size(), 1u);
   EXPECT_EQ(st_back->state_copies[0].src, 5);
   EXPECT_EQ(st_back->state_copies[0].dst, 2);
@@ -175,7 +178,7 @@ TEST(Batch, WireFormRoundTripAndRefusals) {
   bad[12] = 0xff;  // token count
   EXPECT_FALSE(deserialize_batch(bad).ok());
   // Sequence 1's token_start past the tokens.
-  const size_t seq1 = 32 + 4 * (4 * 6) + 4 * 7;
+  const size_t seq1 = 32 + 4 * (4 * 6) + 4 * 8;
   bad = bytes;
   bad[seq1] = 200;
   EXPECT_FALSE(deserialize_batch(bad).ok());
@@ -319,6 +322,30 @@ TEST(Batch, ValidationOfAHugeBlockSizeDoesNotOverflow) {
   b.add_sequence(tokens, 0, table, LogitsMode::kLast);
   const ExecutorCapacity cap{4, std::numeric_limits<int32_t>::max(), 512, 1 << 20, {}};
   EXPECT_TRUE(validate_batch(b, cap).ok()) << validate_batch(b, cap).message();
+}
+
+// Recurrent models: every sequence names a state slot; a verification's draft state slots lie
+// within the executor's last n_draft_state_slots, one per new token but the last.
+TEST(Batch, StateAndDraftStateSlotsAreValidated) {
+  ExecutorCapacity cap{16, 16, 512, 1 << 20, {}};
+  cap.n_state_slots = 10;
+  cap.n_draft_state_slots = 4;  // slots [6, 10)
+  Batch b;
+  const std::vector<int32_t> table = {0};
+  b.add_sequence(std::vector<int32_t>{1, 2, 3}, 0, table, LogitsMode::kAll, 2);
+  EXPECT_TRUE(validate_batch(b, cap).ok()) << validate_batch(b, cap).message();
+  for (const auto& [slot, ok] : {std::pair{6, true}, std::pair{8, true}, std::pair{9, false},
+                                 std::pair{5, false}, std::pair{-2, false}}) {
+    b.seqs[0].draft_state_slot = slot;
+    const Status st = validate_batch(b, cap);
+    EXPECT_EQ(st.ok(), ok) << slot << ": " << st.message();
+    if (!ok) {
+      EXPECT_NE(st.message().find("draft state slots"), std::string::npos) << st.message();
+    }
+  }
+  b.seqs[0].draft_state_slot = -1;
+  b.seqs[0].state_slot = 10;
+  EXPECT_FALSE(validate_batch(b, cap).ok());
 }
 
 }  // namespace

@@ -251,5 +251,42 @@ TEST(DeltaNet, ChunksOfAnySizeEqualAFloat64Reference) {
   }
 }
 
+// With chunks of 1 and a capture buffer, the state after each token but the last is kept
+// (speculative verification rolls back to one): each equals the float64 reference's state
+// after that many tokens.
+TEST(DeltaNet, CapturedStatesAreTheStatesAfterEachToken) {
+  const int S = 16, nk = 2, nv = 4, K = 4, n = 9;
+  for (MatmulIsa isa : test::cpu_isas()) {
+    SCOPED_TRACE(matmul_isa_name(isa));
+    const Problem pr(S, nk, nv, K, n, 99);
+    DeltaNetParams p = pr.p;
+    p.isa = isa;
+    const int C = pr.r.C();
+    std::vector<float> state = pr.state0, qkv = pr.qkv, out(size_t(n * nv * S));
+    std::vector<float> scratch(
+        size_t(std::max(delta_net_conv_scratch_floats(p), delta_net_heads_scratch_floats(p, 1))));
+    const int64_t ssm_floats = int64_t(nv) * S * S;
+    std::vector<float> captured(size_t((n - 1) * ssm_floats), -7.0f);
+    delta_net_conv(p, qkv.data(), n, state.data(), 0, C, scratch.data());
+    delta_net_heads(p, qkv.data(), pr.z.data(), pr.beta.data(), pr.alpha.data(), n,
+                    state.data() + p.conv_floats(), 0, nv, 1, out.data(), scratch.data(),
+                    captured.data(), ssm_floats);
+    // The reference, token by token.
+    std::vector<double> st(pr.state0.begin(), pr.state0.end());
+    std::vector<double> o(size_t(nv * S));
+    for (int t = 0; t + 1 < n; ++t) {
+      ref_step(pr.r, &pr.qkv[size_t(t * C)], &pr.z[size_t(t * nv * S)], &pr.beta[size_t(t * nv)],
+               &pr.alpha[size_t(t * nv)], st, o.data());
+      double worst = 0;
+      for (int64_t i = 0; i < ssm_floats; ++i) {
+        const double want = st[size_t(p.conv_floats() + i)];
+        worst = std::max(
+            worst, std::abs(captured[size_t(t * ssm_floats + i)] - want) / (1 + std::abs(want)));
+      }
+      EXPECT_LT(worst, 2e-4) << "after token " << t;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice
