@@ -61,6 +61,8 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
                 {"context", p.context},
                 {"kv_bytes_per_sequence", plan.kv_bytes_per_sequence},
                 {"critical_batch", plan.critical_batch}};
+  if (m.state_bytes_per_sequence > 0)
+    model["state_bytes_per_sequence"] = m.state_bytes_per_sequence;
   if (m.n_experts > 0) {
     model["experts"] = m.n_experts;
     model["experts_used"] = m.n_experts_used;
@@ -153,9 +155,13 @@ std::string plan_to_text(const Plan& plan) {
               m.n_experts);
   }
   s += strf(", %s of %s\n", si(plan.weight_bytes, "B").c_str(), weight_desc(plan).c_str());
-  s += strf("          KV cache %s/token at %d bits, %s per %lld-token sequence\n",
+  s += strf("          KV cache %s/token at %d bits, %s per %lld-token sequence",
             si(plan.kv_bytes_per_token, "B").c_str(), p.precision.kv_bits,
             si(plan.kv_bytes_per_sequence, "B").c_str(), (long long)p.context);
+  if (m.state_bytes_per_sequence > 0) {
+    s += strf(" (with %s of recurrent state)", si(m.state_bytes_per_sequence, "B").c_str());
+  }
+  s += "\n";
   s += strf("hardware  %d x %s: %s/s memory bandwidth, %s/s %s, %s memory\n", p.n_chips,
             p.chip.name.c_str(), si(plan.total.hbm_bytes_per_s, "B").c_str(),
             si(peak_flops(plan.total, p.precision.act_bits), "FLOP").c_str(),

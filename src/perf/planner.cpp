@@ -166,7 +166,7 @@ PlanRow make_row(const Plan& plan, int64_t batch) {
   PlanRow r;
   r.batch = batch;
   r.step = generate_step(p.model, p.precision, plan.total, batch, p.context);
-  r.kv_bytes = r.step.kv_bytes;
+  r.kv_bytes = double(batch) * plan.kv_bytes_per_sequence;  // held (the step's traffic differs)
   r.total_bytes = plan.weight_bytes + r.kv_bytes;
   r.fits = r.total_bytes <= plan.total.memory_bytes;
   r.step_time_ms = r.step.seconds * 1e3;
@@ -194,7 +194,8 @@ Result<Plan> make_plan(const PlanParams& params) {
   plan.total = aggregate(p.chip, p.n_chips);
   plan.weight_bytes = weight_bytes(p.model, p.precision);
   plan.kv_bytes_per_token = kv_bytes_per_token(p.model, p.precision);
-  plan.kv_bytes_per_sequence = plan.kv_bytes_per_token * double(p.context);
+  plan.kv_bytes_per_sequence =
+      plan.kv_bytes_per_token * double(p.context) + p.model.state_bytes_per_sequence;
   plan.critical_batch_hw =
       critical_batch(p.chip, plan.weight_bytes / p.model.n_params, p.precision.act_bits);
   plan.critical_batch = critical_batch(p.model, p.precision, p.chip);

@@ -45,11 +45,13 @@ GenerateStep generate_step(const ModelCost& m, const Precision& p, const Hardwar
                            int64_t batch, int64_t context) {
   GenerateStep s;
   const double b = double(batch);
-  s.kv_bytes = b * double(context) * kv_bytes_per_token(m, p);
+  // Recurrent layers (hybrids): each sequence's state read and written once a step.
+  s.kv_bytes =
+      b * double(context) * kv_bytes_per_token(m, p) + 2.0 * b * m.state_bytes_per_sequence;
   s.weight_bytes = weight_bytes_read(m, p, b);
   s.kv_s = s.kv_bytes / hw.hbm_bytes_per_s;
   s.weight_s = s.weight_bytes / hw.hbm_bytes_per_s;
-  s.flops_s = 2.0 * b * m.n_params_active / peak_flops(hw, p.act_bits);
+  s.flops_s = (2.0 * m.n_params_active + m.state_flops_per_token) * b / peak_flops(hw, p.act_bits);
   s.compute_bound = s.flops_s > s.weight_s;
   s.seconds = s.kv_s + std::max(s.flops_s, s.weight_s);
   return s;

@@ -100,6 +100,32 @@ TEST(Planner, PresetsByName) {
   EXPECT_NEAR(model_cost(*find_planner_model("llama-3-405b")).n_params, 405.8e9, 0.1e9);
 }
 
+// Hybrids (Qwen3.5): parameters with the DeltaNet projections and gated attention (llama.cpp
+// reports 8.95 B for the 9B's file), K/V for the 8 attention layers only, and the 24 recurrent
+// layers' state per sequence: in the memory a sequence holds and in each step's traffic.
+TEST(Planner, HybridCountsStateNotKvForRecurrentLayers) {
+  const ModelShape* s = find_planner_model("qwen3.5-9b");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->n_recurrent_layers(), 24);
+  const ModelCost m = model_cost(*s);
+  EXPECT_NEAR(m.n_params, 8.95e9, 0.01e9);
+  EXPECT_DOUBLE_EQ(m.kv_elems_per_token, 2.0 * 8 * 4 * 256);
+  // Per recurrent layer: the conv's 3 x 8192 inputs and 32 heads of 128 x 128, f32.
+  EXPECT_DOUBLE_EQ(m.state_bytes_per_sequence, 24.0 * (3 * 8192 + 32 * 128 * 128) * 4);
+  PlanParams p;
+  p.model = m;
+  p.chip = *find_hardware("h100");
+  p.context = 1000;
+  p.batches = {4};
+  const Result<Plan> plan = make_plan(p);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_DOUBLE_EQ(plan->kv_bytes_per_sequence, 1000.0 * 32768 + m.state_bytes_per_sequence);
+  ASSERT_EQ(plan->rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(plan->rows[0].kv_bytes, 4 * plan->kv_bytes_per_sequence);
+  EXPECT_DOUBLE_EQ(plan->rows[0].step.kv_bytes,
+                   4 * (1000.0 * 32768 + 2 * m.state_bytes_per_sequence));
+}
+
 TEST(Planner, RejectsBadParameters) {
   PlanParams p = llama70b_on_h100s();
   p.precision.weight_bits = 3;
