@@ -85,13 +85,19 @@ struct Rows {
 // A prompt in two chunks (the first without logits) beside a second prompt (logits for all),
 // then `n_gen` steps decoding both (the greedy token of the last row, or `forced[i]` when given:
 // teacher forcing, so that a near-tie decided the other way cannot change later rows): ragged
-// batches with chunked prefill. `prompt` has at least two tokens.
+// batches with chunked prefill. `prompt` has at least two tokens. `recurrent`: the model has
+// recurrent layers (the two sequences take state slots 0 and 1).
 template <typename Exec>
 Rows run_script(Exec&& execute, int block_size, int n_blocks, const std::vector<int32_t>& prompt,
-                int n_gen, const std::vector<int32_t>* forced = nullptr, int n_kv_groups = 1) {
+                int n_gen, const std::vector<int32_t>* forced = nullptr, int n_kv_groups = 1,
+                bool recurrent = false) {
   Rows rows;
   BlockFreeList blocks(n_blocks);
   test::TestSequence a, b;
+  if (recurrent) {
+    a.state_slot = 0;
+    b.state_slot = 1;
+  }
   Batch batch;
   batch.block_size = block_size;
   batch.n_kv_groups = n_kv_groups;
