@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_arg.h"
+#include "cli/model_cost.h"
 #include "cli/progress.h"
 #include "gguf/gguf.h"
 #include "kernels/matmul_isa.h"
@@ -133,25 +134,20 @@ nlohmann::ordered_json build_info(const GgufFile& f) {
   for (const auto& [name, pb] : by_type) types[name] = {{"params", pb.first}, {"bytes", pb.second}};
   out["totals"] = {{"params", n_params}, {"bytes", n_bytes}, {"by_type", types}};
 
-  // KV cache per token at f16: 2 (K and V) x layers x kv_heads x head_dim x 2 bytes.
-  const int64_t n_layer = hparam(f, arch, "block_count");
-  const int64_t n_head = hparam(f, arch, "attention.head_count");
-  int64_t n_kv_head = hparam(f, arch, "attention.head_count_kv");
-  if (n_kv_head < 0) n_kv_head = n_head;
-  const int64_t n_embd = hparam(f, arch, "embedding_length");
-  int64_t k_len = hparam(f, arch, "attention.key_length");
-  int64_t v_len = hparam(f, arch, "attention.value_length");
-  if (k_len < 0 && n_head > 0 && n_embd > 0) k_len = n_embd / n_head;
-  if (v_len < 0) v_len = k_len;
+  // KV cache per token at f16 (2 bytes per K and V value of every attention layer) and, for
+  // hybrids, the recurrent state a sequence holds: from the planner's model cost of the file.
   json mem = {{"weights_bytes", n_bytes}};
-  if (n_layer > 0 && n_kv_head > 0 && k_len > 0) {
-    const int64_t kv_per_token = n_layer * n_kv_head * (k_len + v_len) * 2;
+  if (const Result<ModelCost> cost = model_cost_from_gguf(f);
+      cost.ok() && (cost->kv_elems_per_token > 0 || cost->state_bytes_per_sequence > 0)) {
+    const int64_t kv_per_token = int64_t(cost->kv_elems_per_token) * 2;
+    const int64_t state = int64_t(cost->state_bytes_per_sequence);
     mem["kv_bytes_per_token_f16"] = kv_per_token;
+    if (state > 0) mem["recurrent_state_bytes_per_sequence"] = state;
     const int64_t ctx = hparam(f, arch, "context_length");
     if (ctx > 0) {
       mem["context_length"] = ctx;
       mem["kv_bytes_at_context_f16"] = kv_per_token * ctx;
-      mem["total_bytes_at_context"] = int64_t(n_bytes) + kv_per_token * ctx;
+      mem["total_bytes_at_context"] = int64_t(n_bytes) + kv_per_token * ctx + state;
     }
   }
   out["memory"] = mem;
@@ -224,10 +220,14 @@ void print_text(const GgufFile& f, const nlohmann::ordered_json& j, bool all_ten
     std::printf("  KV cache per token (f16)           %s\n",
                 human_bytes(mem["kv_bytes_per_token_f16"].get<double>()).c_str());
   }
+  if (mem.contains("recurrent_state_bytes_per_sequence")) {
+    std::printf("  recurrent state per sequence (f32) %s\n",
+                human_bytes(mem["recurrent_state_bytes_per_sequence"].get<double>()).c_str());
+  }
   if (mem.contains("kv_bytes_at_context_f16")) {
     std::printf("  KV cache at context %-14s %s\n", mem["context_length"].dump().c_str(),
                 human_bytes(mem["kv_bytes_at_context_f16"].get<double>()).c_str());
-    std::printf("  weights + KV at context            %s\n",
+    std::printf("  weights + KV (+ state) at context  %s\n",
                 human_bytes(mem["total_bytes_at_context"].get<double>()).c_str());
   }
 }

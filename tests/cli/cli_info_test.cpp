@@ -41,6 +41,21 @@ TEST(CliInfo, Stories260K) {
   EXPECT_EQ(j["memory"]["kv_bytes_at_context_f16"], 2 * 5 * 4 * 8 * 2 * 128);
 }
 
+// A hybrid (qwen35: 6 Gated DeltaNet + 2 attention layers): K/V for the attention layers only,
+// and the recurrent state a sequence holds (per recurrent layer the conv's 3 x 512 inputs and 4
+// heads of 64 x 64, f32).
+TEST(CliInfo, HybridCountsStateNotKv) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/qwen35.gguf");
+  auto r = test::run_sluice("info --json " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["memory"]["kv_bytes_per_token_f16"], 2 * 2 * 2 * 64 * 2);
+  EXPECT_EQ(j["memory"]["recurrent_state_bytes_per_sequence"], 6 * (3 * 512 + 4 * 64 * 64) * 4);
+  auto t = test::run_sluice("info " + path);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("recurrent state per sequence"), std::string::npos) << t.out;
+}
+
 TEST(CliInfo, EveryTokenizerVocab) {
   const std::string dir = test::shared_dir();
   if (dir.empty()) SLUICE_SHARED_MISSING("../shared");
