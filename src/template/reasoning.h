@@ -111,7 +111,6 @@ class MessageParser {
   Body body_ = Body::kContent;
   int call_index_ = -1;
   int n_harmony_calls_ = 0;
-  int n_tool_calls_base_ = 0;
   std::mt19937_64 rng_;
 };
 
