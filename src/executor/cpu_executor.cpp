@@ -173,7 +173,7 @@ ExecutorCapacity CpuExecutor::capacity() const {
           layout_.group_window,
           kv_->bytes_per_block(),
           n_state_slots_,
-          size_t(n_stage_recurrent_) * size_t(state_floats_) * sizeof(float),
+          size_t(state_slot_floats()) * sizeof(float),
           n_state_checkpoints_,
           n_draft_state_slots_};
 }
@@ -245,7 +245,7 @@ Status CpuExecutor::execute(const Batch& batch, Logits& out) {
     }
   }
   for (const BlockCopy& c : batch.block_copies) kv_->copy_block(c.src, c.dst);
-  const int64_t slot_floats = int64_t(n_stage_recurrent_) * state_floats_;
+  const int64_t slot_floats = state_slot_floats();
   for (const BlockCopy& c : batch.state_copies) {
     std::copy_n(states_.data() + c.src * slot_floats, slot_floats,
                 states_.data() + c.dst * slot_floats);

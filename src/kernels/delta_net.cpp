@@ -139,7 +139,7 @@ void delta_net_conv(const DeltaNetParams& p, float* qkv, int64_t n, float* conv_
   if (kt.delta_net_conv && p.state_size % kt.delta_net_multiple == 0) {
     kt.delta_net_conv(p, qkv, n, conv_state, c0, c1, scratch);
   } else {
-    kern_portable::conv_impl(p, qkv, n, conv_state, c0, c1, scratch);
+    kern_portable::delta_net_conv(p, qkv, n, conv_state, c0, c1, scratch);
   }
 }
 
@@ -155,8 +155,8 @@ void delta_net_heads(const DeltaNetParams& p, const float* u, const float* z, co
     kt.delta_net_heads(p, u, z, beta, alpha, n, ssm, h0, h1, chunk, out, scratch, capture,
                        capture_stride);
   } else {
-    kern_portable::heads_impl(p, u, z, beta, alpha, n, ssm, h0, h1, chunk, out, scratch, capture,
-                              capture_stride);
+    kern_portable::delta_net_heads(p, u, z, beta, alpha, n, ssm, h0, h1, chunk, out, scratch,
+                                   capture, capture_stride);
   }
 }
 

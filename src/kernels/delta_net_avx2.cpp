@@ -38,17 +38,6 @@ struct V {
 
 #include "kernels/delta_net_simd.inc"
 
-void delta_net_conv(const DeltaNetParams& p, float* qkv, int64_t n, float* conv_state, int c0,
-                    int c1, float* scratch) {
-  conv_impl(p, qkv, n, conv_state, c0, c1, scratch);
-}
-
-void delta_net_heads(const DeltaNetParams& p, const float* u, const float* z, const float* beta,
-                     const float* alpha, int64_t n, float* ssm, int h0, int h1, int chunk,
-                     float* out, float* scratch, float* capture, int64_t capture_stride) {
-  heads_impl(p, u, z, beta, alpha, n, ssm, h0, h1, chunk, out, scratch, capture, capture_stride);
-}
-
 #undef SLUICE_TARGET
 
 }  // namespace sluice::kern_avx2

@@ -190,63 +190,20 @@ TEST(DeltaNet, ChunksOfAnySizeEqualAFloat64Reference) {
   for (const auto& [S, nk, nv, K] :
        {std::array{16, 2, 4, 4}, std::array{8, 1, 2, 3}, std::array{32, 1, 1, 4}}) {
     SCOPED_TRACE(testing::Message() << "S " << S << " nk " << nk << " nv " << nv << " K " << K);
-    std::mt19937 rng(uint32_t(S * 100 + nv));
-    std::normal_distribution<float> N(0, 1);
-    Ref r{S, nk, nv, K, {}, {}, {}, {}, 1e-6};
-    const int C = r.C();
-    std::vector<float> conv_w(static_cast<size_t>(C * K)), dt(static_cast<size_t>(nv)),
-        a(static_cast<size_t>(nv)), norm(static_cast<size_t>(S));
-    for (float& w : conv_w) w = N(rng) * 0.5f;
-    for (float& w : dt) w = N(rng) * 0.5f - 1;
-    for (float& w : a) w = -std::exp(N(rng) * 0.5f);
-    for (float& w : norm) w = 1 + 0.1f * N(rng);
-    r.conv_w.assign(conv_w.begin(), conv_w.end());
-    r.dt_bias.assign(dt.begin(), dt.end());
-    r.a.assign(a.begin(), a.end());
-    r.norm.assign(norm.begin(), norm.end());
-    DeltaNetParams p;
-    p.state_size = S;
-    p.n_k_heads = nk;
-    p.n_v_heads = nv;
-    p.conv_kernel = K;
-    p.conv_w = conv_w.data();
-    p.dt_bias = dt.data();
-    p.a = a.data();
-    p.norm = norm.data();
-    const int n = 97;
-    std::vector<float> qkv(static_cast<size_t>(n * C)), z(static_cast<size_t>(n * nv * S)),
-        beta(static_cast<size_t>(n * nv)), alpha(static_cast<size_t>(n * nv));
-    for (auto* v : {&qkv, &z, &beta, &alpha}) {
-      for (float& x : *v) x = N(rng);
-    }
-    // A random starting state (as after some earlier tokens).
-    std::vector<float> state0(static_cast<size_t>(p.state_floats()));
-    for (float& x : state0) x = 0.3f * N(rng);
-    std::vector<double> st(state0.begin(), state0.end());
-    std::vector<double> want(static_cast<size_t>(n * nv * S));
-    for (int t = 0; t < n; ++t) {
-      ref_step(r, &qkv[size_t(t * C)], &z[size_t(t * nv * S)], &beta[size_t(t * nv)],
-               &alpha[size_t(t * nv)], st, &want[size_t(t * nv * S)]);
-    }
+    const Problem pr(S, nk, nv, K, 97, uint32_t(S * 100 + nv));
+    const int C = pr.r.C(), n = pr.n;
     for (int chunk : {1, 7, 64, n}) {
-      std::vector<float> state = state0, out(static_cast<size_t>(n * nv * S)),
-                         scratch(static_cast<size_t>(p.scratch_floats()));
+      std::vector<float> state = pr.state0, out(size_t(n * nv * S)),
+                         scratch(size_t(pr.p.scratch_floats()));
       for (int t0 = 0; t0 < n; t0 += chunk) {
         const int m = std::min(chunk, n - t0);
-        delta_net_run(p, &qkv[size_t(t0 * C)], &z[size_t(t0 * nv * S)], &beta[size_t(t0 * nv)],
-                      &alpha[size_t(t0 * nv)], m, state.data(), &out[size_t(t0 * nv * S)],
-                      scratch.data());
+        delta_net_run(pr.p, &pr.qkv[size_t(t0 * C)], &pr.z[size_t(t0 * nv * S)],
+                      &pr.beta[size_t(t0 * nv)], &pr.alpha[size_t(t0 * nv)], m, state.data(),
+                      &out[size_t(t0 * nv * S)], scratch.data());
       }
-      double worst = 0;
-      for (size_t i = 0; i < out.size(); ++i) {
-        worst = std::max(worst, std::abs(out[i] - want[i]) / (1 + std::abs(want[i])));
-      }
-      EXPECT_LT(worst, 2e-4) << "chunk " << chunk;
-      double worst_state = 0;
-      for (size_t i = 0; i < state.size(); ++i) {
-        worst_state = std::max(worst_state, std::abs(state[i] - st[i]) / (1 + std::abs(st[i])));
-      }
-      EXPECT_LT(worst_state, 2e-4) << "chunk " << chunk;
+      const auto [wo, ws] = pr.errors(out, state);
+      EXPECT_LT(wo, 2e-4) << "chunk " << chunk;
+      EXPECT_LT(ws, 2e-4) << "chunk " << chunk;
     }
   }
 }
