@@ -13,7 +13,15 @@ namespace sluice::dist {
 namespace {
 
 // The last byte of every message rank 0 broadcasts.
-enum class Op : uint8_t { kExecute = 1, kCopyBlocks = 2, kStop = 3, kExport = 4, kImport = 5 };
+enum class Op : uint8_t {
+  kExecute = 1,
+  kCopyBlocks = 2,
+  kStop = 3,
+  kExport = 4,
+  kImport = 5,
+  kExportStates = 6,  // as kExport / kImport, of recurrent state slots
+  kImportStates = 7,
+};
 
 void put_u64(std::vector<uint8_t>& m, uint64_t v) {
   const size_t at = m.size();
@@ -45,10 +53,12 @@ bool get_ids(std::span<const uint8_t> m, size_t& at, std::vector<int32_t>& ids) 
   return true;
 }
 
-// This rank's part of an export of `ids`: its layout tag, '\n', its bytes per block, '\n', then
-// its bytes (or "!" and the error). Every rank sends it to rank 0.
-std::vector<uint8_t> local_export(const CpuExecutor& exec, std::span<const int32_t> ids) {
-  auto d = exec.export_blocks(ids);
+// This rank's part of an export of `ids` (K/V blocks, or state slots when `states`): its
+// layout tag, '\n', its bytes per block, '\n', then its bytes (or "!" and the error). Every rank
+// sends it to rank 0.
+std::vector<uint8_t> local_export(const CpuExecutor& exec, std::span<const int32_t> ids,
+                                  bool states) {
+  auto d = states ? exec.export_states(ids) : exec.export_blocks(ids);
   const std::string head =
       d.ok() ? d->layout + "\n" + std::to_string(d->bytes_per_block) + "\n" : "!" + d.message();
   std::vector<uint8_t> out(head.begin(), head.end());
@@ -66,8 +76,9 @@ struct RankPart {
 // Every rank exports its part of blocks `ids` (the workers answer Op::kExport); rank 0 gets
 // the parts in rank order (`all` holds the messages they point into).
 Status gather_parts(MpiComm& comm, const CpuExecutor& exec, std::span<const int32_t> ids,
-                    std::vector<std::vector<uint8_t>>& all, std::vector<RankPart>& parts) {
-  SLUICE_RETURN_IF_ERROR(comm.gather_bytes(local_export(exec, ids), all));
+                    bool states, std::vector<std::vector<uint8_t>>& all,
+                    std::vector<RankPart>& parts) {
+  SLUICE_RETURN_IF_ERROR(comm.gather_bytes(local_export(exec, ids, states), all));
   parts.clear();
   for (size_t r = 0; r < all.size(); ++r) {
     const std::vector<uint8_t>& a = all[r];
@@ -103,7 +114,7 @@ Status agree_status(MpiComm& comm, const Status& mine) {
 }
 
 // This rank's slice of an import message (see ShardedExecutor::import_blocks) into its cache.
-Status local_import(MpiComm& comm, CpuExecutor& exec, std::span<const uint8_t> m) {
+Status local_import(MpiComm& comm, CpuExecutor& exec, std::span<const uint8_t> m, bool states) {
   size_t at = 0;
   std::vector<int32_t> ids;
   uint64_t n_ranks = 0;
@@ -118,14 +129,15 @@ Status local_import(MpiComm& comm, CpuExecutor& exec, std::span<const uint8_t> m
     total += sizes[size_t(r)];
   }
   if (m.size() - at != total * ids.size()) return make_error("a KV import of the wrong size");
-  SLUICE_ASSIGN_OR_RETURN(KvBlockData mine, exec.export_blocks({}));
+  SLUICE_ASSIGN_OR_RETURN(KvBlockData mine,
+                          states ? exec.export_states({}) : exec.export_blocks({}));
   mine.n_blocks = int32_t(ids.size());
   const size_t part = size_t(sizes[size_t(comm.world_rank())]);
   mine.bytes.resize(part * ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     std::memcpy(mine.bytes.data() + i * part, m.data() + at + i * total + offset, part);
   }
-  return exec.import_blocks(ids, mine);
+  return states ? exec.import_states(ids, mine) : exec.import_blocks(ids, mine);
 }
 
 }  // namespace
@@ -313,21 +325,26 @@ Status ShardedExecutor::copy_blocks(std::span<const BlockCopy> copies) {
 //   "mpi 2x1 [f16 L16 H4 D64 B16 ...] [f16 L16 H4 D64 B16 ...]"  (tp x pp, then the parts)
 // so only an executor with the same ranks and shards imports them.
 Result<KvBlockData> ShardedExecutor::export_blocks(std::span<const int32_t> ids) const {
-  return export_parts(ids, nullptr);
+  return export_parts(ids, nullptr, false);
+}
+
+Result<KvBlockData> ShardedExecutor::export_states(std::span<const int32_t> slots) const {
+  return export_parts(slots, nullptr, true);
 }
 
 Result<KvBlockData> ShardedExecutor::export_parts(std::span<const int32_t> ids,
-                                                  std::vector<size_t>* rank_bytes) const {
+                                                  std::vector<size_t>* rank_bytes,
+                                                  bool states) const {
   if (comm_.failed()) return make_error("MPI ranks: " + comm_.error());
   // Every rank answers in a gather: the steps in flight must have left the last stage first.
   SLUICE_RETURN_IF_ERROR(drain());
   std::vector<uint8_t> msg;
   put_ids(msg, ids);
-  msg.push_back(uint8_t(Op::kExport));
+  msg.push_back(uint8_t(states ? Op::kExportStates : Op::kExport));
   SLUICE_RETURN_IF_ERROR(comm_.post(msg));
   std::vector<std::vector<uint8_t>> all;
   std::vector<RankPart> parts;
-  SLUICE_RETURN_IF_ERROR(gather_parts(comm_, *local_, ids, all, parts));
+  SLUICE_RETURN_IF_ERROR(gather_parts(comm_, *local_, ids, states, all, parts));
   KvBlockData d;
   d.layout = "mpi " + std::to_string(comm_.size()) + "x" + std::to_string(comm_.n_stages());
   for (const RankPart& p : parts) {
@@ -350,10 +367,20 @@ Result<KvBlockData> ShardedExecutor::export_parts(std::span<const int32_t> ids,
 // The layout must be this executor's (an export of no blocks gives it with each rank's share of
 // a block); the whole data goes to every rank, which imports its slice of each block.
 Status ShardedExecutor::import_blocks(std::span<const int32_t> ids, const KvBlockData& data) {
+  return import_parts(ids, data, false);
+}
+
+Status ShardedExecutor::import_states(std::span<const int32_t> slots, const KvBlockData& data) {
+  return import_parts(slots, data, true);
+}
+
+Status ShardedExecutor::import_parts(std::span<const int32_t> ids, const KvBlockData& data,
+                                     bool states) {
   if (comm_.failed()) return fail();
-  // An export of no blocks: the layout, and each rank's bytes per block.
+  // An export of none: the layout, and each rank's bytes per block (or state slot).
   std::vector<size_t> rank_bytes;
-  SLUICE_ASSIGN_OR_RETURN(KvBlockData shape, export_parts({}, &rank_bytes));
+  SLUICE_ASSIGN_OR_RETURN(KvBlockData shape, export_parts({}, &rank_bytes, states));
+  const int32_t n_ids = states ? capacity().n_state_slots : capacity().n_blocks;
   if (data.layout != shape.layout) {
     return make_error("import: blocks of layout '", data.layout, "' do not fit these ranks' '",
                       shape.layout, "'");
@@ -364,9 +391,9 @@ Status ShardedExecutor::import_blocks(std::span<const int32_t> ids, const KvBloc
                       data.bytes.size(), " bytes)");
   }
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= capacity().n_blocks) {
-      return make_error("import: block ", ids[i], " at ", i, " is out of range [0, ",
-                        capacity().n_blocks, ")");
+    if (ids[i] < 0 || ids[i] >= n_ids) {
+      return make_error("import: ", states ? "state slot " : "block ", ids[i], " at ", i,
+                        " is out of range [0, ", n_ids, ")");
     }
   }
   std::vector<uint8_t> msg;
@@ -374,11 +401,11 @@ Status ShardedExecutor::import_blocks(std::span<const int32_t> ids, const KvBloc
   put_u64(msg, rank_bytes.size());
   for (size_t n : rank_bytes) put_u64(msg, n);
   msg.insert(msg.end(), data.bytes.begin(), data.bytes.end());
-  msg.push_back(uint8_t(Op::kImport));
+  msg.push_back(uint8_t(states ? Op::kImportStates : Op::kImport));
   SLUICE_RETURN_IF_ERROR(drain());
   if (!comm_.post(msg).ok()) return fail();
   msg.pop_back();
-  return agree_status(comm_, local_import(comm_, *local_, msg));
+  return agree_status(comm_, local_import(comm_, *local_, msg, states));
 }
 
 Status run_worker(MpiComm& comm, CpuExecutor& exec) {
@@ -410,16 +437,20 @@ Status run_worker(MpiComm& comm, CpuExecutor& exec) {
         SLUICE_RETURN_IF_ERROR(exec.copy_blocks(copies.block_copies));
         break;
       }
-      case Op::kExport: {
+      case Op::kExport:
+      case Op::kExportStates: {
         size_t at = 0;
         std::vector<int32_t> ids;
         if (!get_ids(msg, at, ids)) return make_error("a malformed KV export message");
-        SLUICE_RETURN_IF_ERROR(comm.gather_bytes(local_export(exec, ids), dummy));
+        SLUICE_RETURN_IF_ERROR(
+            comm.gather_bytes(local_export(exec, ids, op == Op::kExportStates), dummy));
         break;
       }
       case Op::kImport:
+      case Op::kImportStates:
         // A refusal here is reported to rank 0, which fails the import; the worker goes on.
-        SLUICE_RETURN_IF_ERROR(agree_status(comm, local_import(comm, exec, msg)));
+        SLUICE_RETURN_IF_ERROR(
+            agree_status(comm, local_import(comm, exec, msg, op == Op::kImportStates)));
         break;
       default:
         return make_error("an unknown message (op ", int(op), ") from rank 0");

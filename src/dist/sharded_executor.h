@@ -72,6 +72,9 @@ class ShardedExecutor final : public Executor {
   // by block in rank order, under a layout tag naming the ranks' layouts (sharded_executor.cpp).
   Result<KvBlockData> export_blocks(std::span<const int32_t> ids) const override;
   Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) override;
+  // Recurrent state slots likewise: each rank's part is its stage's layers and its heads.
+  Result<KvBlockData> export_states(std::span<const int32_t> slots) const override;
+  Status import_states(std::span<const int32_t> slots, const KvBlockData& data) override;
   int64_t last_step_expert_reads() const override { return local_->last_step_expert_reads(); }
   // Collectives and stage messages of the last execute() (or of a collected step: rank 0's
   // between its submit() and collect(), which with steps in flight includes theirs): how many,
@@ -83,9 +86,11 @@ class ShardedExecutor final : public Executor {
 
  private:
   Status fail() const;
-  // export_blocks, and each rank's bytes per block (when `rank_bytes` is given).
-  Result<KvBlockData> export_parts(std::span<const int32_t> ids,
-                                   std::vector<size_t>* rank_bytes) const;
+  // export_blocks (export_states when `states`), and each rank's bytes per block (when
+  // `rank_bytes` is given); import_blocks / import_states.
+  Result<KvBlockData> export_parts(std::span<const int32_t> ids, std::vector<size_t>* rank_bytes,
+                                   bool states) const;
+  Status import_parts(std::span<const int32_t> ids, const KvBlockData& data, bool states);
 
   // Takes the logits of every step in flight (before messages that every rank answers).
   Status drain() const;

@@ -148,6 +148,34 @@ Result<int32_t> Engine::import_prefix(std::span<const int32_t> tokens, const KvB
   return kv_.n_cached_prefix_tokens(tokens);
 }
 
+Result<bool> Engine::import_state(std::span<const int32_t> tokens, const KvBlockData& state) {
+  const int32_t bs = kv_.block_size();
+  if (tokens.empty() || tokens.size() % size_t(bs) != 0) {
+    return make_error("import_state: ", tokens.size(), " tokens are not whole blocks of ", bs);
+  }
+  if (state.n_blocks != 1 || state.bytes.size() != state.bytes_per_block) {
+    return make_error("import_state: ", state.n_blocks, " states (", state.bytes.size(),
+                      " bytes) where one is expected");
+  }
+  SLUICE_ASSIGN_OR_RETURN(const KvBlockData mine, executor_.export_states({}));
+  if (mine.layout != state.layout) {
+    return make_error("import_state: a state of layout '", state.layout, "', this executor's is '",
+                      mine.layout, "'");
+  }
+  const size_t n_full = tokens.size() / size_t(bs);
+  if (kv_.cached_prefix_blocks(tokens).size() != n_full) {
+    return make_error("import_state: the ", n_full, " blocks the state follows are not all cached");
+  }
+  const int32_t slot = kv_.import_checkpoint(tokens);
+  if (slot < 0) return false;
+  const int32_t slots[1] = {slot};
+  if (Status st = executor_.import_states(slots, state); !st.ok()) {
+    kv_.forget_checkpoint(slot);
+    return st;
+  }
+  return true;
+}
+
 Result<KvBlockData> Engine::export_prefix(std::span<const int32_t> tokens) const {
   const std::vector<BlockId> ids = kv_.cached_prefix_blocks(tokens);
   const size_t n_full = tokens.size() / size_t(kv_.block_size());

@@ -155,6 +155,28 @@ class Engine {
   // fetched the rest); if one was evicted meanwhile, nothing after it is imported.
   Result<int32_t> import_prefix(std::span<const int32_t> tokens, const KvBlockData& blocks,
                                 int32_t first_block = 0);
+  // Recurrent models: a state computed elsewhere (another executor's export_states of the
+  // checkpoint after the same tokens) becomes the checkpoint after `tokens` (a positive
+  // multiple of the block size; their blocks must all be cached here, e.g. by import_prefix
+  // just before), so a prefix hit resumes from it. Returns whether it was imported: false
+  // when one is saved there already or no checkpoint is free of pins; fails on a layout or
+  // size mismatch or uncached blocks, importing nothing.
+  Result<bool> import_state(std::span<const int32_t> tokens, const KvBlockData& state);
+  // The states of slots `slots` (pinned or newly saved checkpoints: see KvCacheManager).
+  Result<KvBlockData> export_states(std::span<const int32_t> slots) const {
+    return executor_.export_states(slots);
+  }
+  // Pins the deepest checkpoint in place whose blocks prefix `tokens`, at most `max_blocks`
+  // deep (KvCacheManager::pin_checkpoint); unpin_checkpoint(slot) exactly once.
+  KvCacheManager::CheckpointRef pin_checkpoint(std::span<const int32_t> tokens,
+                                               int32_t max_blocks) {
+    return kv_.pin_checkpoint(tokens, max_blocks);
+  }
+  void unpin_checkpoint(int32_t slot) { kv_.unpin_checkpoint(slot); }
+  // Checkpoints newly in place while recording is on (KvCacheManager::take_newly_checkpointed).
+  std::vector<KvCacheManager::SavedCheckpoint> take_newly_checkpointed() {
+    return kv_.take_newly_checkpointed();
+  }
   // The other side: the K/V of every full block of `tokens`, which must all be in this engine's
   // prefix cache (a request computed them), for import_prefix elsewhere.
   Result<KvBlockData> export_prefix(std::span<const int32_t> tokens) const;

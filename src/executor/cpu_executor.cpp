@@ -223,6 +223,62 @@ Status CpuExecutor::import_blocks(std::span<const int32_t> ids, const KvBlockDat
   return {};
 }
 
+std::string CpuExecutor::state_layout() const {
+  const ModelConfig& c = model_.config();
+  return "state f32 layers " + std::to_string(c.layer_begin) + "-" +
+         std::to_string(c.stage_layer_end()) + " R" + std::to_string(n_stage_recurrent_) + " S" +
+         std::to_string(state_floats_);
+}
+
+Status CpuExecutor::check_state_slots(const char* what, std::span<const int32_t> slots) const {
+  if (n_state_slots_ == 0) {
+    return make_error(what, ": this model has no recurrent layers (no state slots)");
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] < 0 || slots[i] >= n_state_slots_) {
+      return make_error(what, ": state slot ", slots[i], " at ", i, " is out of range [0, ",
+                        n_state_slots_, ")");
+    }
+  }
+  return {};
+}
+
+Result<KvBlockData> CpuExecutor::export_states(std::span<const int32_t> slots) const {
+  SLUICE_RETURN_IF_ERROR(check_state_slots("export", slots));
+  KvBlockData d;
+  d.layout = state_layout();
+  d.n_blocks = int32_t(slots.size());
+  const size_t slot_floats = size_t(state_slot_floats());
+  d.bytes_per_block = slot_floats * sizeof(float);
+  d.bytes.resize(d.bytes_per_block * slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    std::memcpy(d.bytes.data() + i * d.bytes_per_block,
+                states_.data() + size_t(slots[i]) * slot_floats, d.bytes_per_block);
+  }
+  return d;
+}
+
+Status CpuExecutor::import_states(std::span<const int32_t> slots, const KvBlockData& data) {
+  SLUICE_RETURN_IF_ERROR(check_state_slots("import", slots));
+  const size_t slot_floats = size_t(state_slot_floats());
+  const std::string layout = state_layout();
+  if (data.layout != layout || data.bytes_per_block != slot_floats * sizeof(float)) {
+    return make_error("import: states of layout '", data.layout, "' (", data.bytes_per_block,
+                      " bytes each) do not fit this executor's '", layout, "' (",
+                      slot_floats * sizeof(float), " bytes)");
+  }
+  if (int64_t(slots.size()) != data.n_blocks ||
+      data.bytes.size() != size_t(data.n_blocks) * data.bytes_per_block) {
+    return make_error("import: ", slots.size(), " state slots for ", data.n_blocks,
+                      " states of data (", data.bytes.size(), " bytes)");
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    std::memcpy(states_.data() + size_t(slots[i]) * slot_floats,
+                data.bytes.data() + i * data.bytes_per_block, data.bytes_per_block);
+  }
+  return {};
+}
+
 Status CpuExecutor::execute(const Batch& batch, Logits& out) {
   SLUICE_RETURN_IF_ERROR(validate_batch(batch, capacity()));
   const ModelConfig& c = model_.config();

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -95,6 +96,8 @@ class CpuExecutor final : public Executor {
   // others reads memory nothing writes.
   bool concurrent_export() const override { return true; }
   Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) override;
+  Result<KvBlockData> export_states(std::span<const int32_t> slots) const override;
+  Status import_states(std::span<const int32_t> slots, const KvBlockData& data) override;
 
   const ModelConfig& config() const { return model_.config(); }
   int block_size() const { return kv_->shape().block_size; }
@@ -140,6 +143,10 @@ class CpuExecutor final : public Executor {
   int n_stage_recurrent_ = 0;     // recurrent layers this stage runs
   std::vector<int> state_index_;  // [n_layer] a recurrent layer's index in a slot (-1: none)
   float* layer_state(int32_t slot, int il);
+  // export_states / import_states: the layout tag ("state f32 layers 0-24 R18 S279552"), and
+  // the slots' check.
+  std::string state_layout() const;
+  Status check_state_slots(const char* what, std::span<const int32_t> slots) const;
   std::vector<float> rope_inv_freq_;      // [n_rot / 2]
   std::vector<float> rope_inv_freq_swa_;  // [n_rot / 2] windowed layers' (rope_theta_swa > 0)
   MatmulIsa isa_ = MatmulIsa::kAuto;

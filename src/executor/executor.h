@@ -71,6 +71,20 @@ class Executor {
   // Block ids[i] takes data block i. Fails, writing nothing, when the layout differs, the
   // counts differ or an id is out of range.
   virtual Status import_blocks(std::span<const int32_t> ids, const KvBlockData& data) = 0;
+  // Recurrent state slots (capacity().n_state_slots > 0) move like K/V blocks (a prefix's
+  // saved state to another engine or to disk): one slot per "block" of KvBlockData, whose
+  // layout names the state's shape. The same contract as export_blocks / import_blocks
+  // (concurrent_export included: an export reads only those slots' memory); an executor that
+  // keeps no state refuses both.
+  virtual Result<KvBlockData> export_states(std::span<const int32_t> slots) const {
+    (void)slots;
+    return make_error("this executor keeps no recurrent state to export");
+  }
+  virtual Status import_states(std::span<const int32_t> slots, const KvBlockData& data) {
+    (void)slots;
+    (void)data;
+    return make_error("this executor keeps no recurrent state to import");
+  }
   // Mixture of experts: the (layer, expert) FFNs the last execute() ran, each reading its
   // expert's weights once; -1 when the executor does not count them (dense models: 0).
   virtual int64_t last_step_expert_reads() const { return -1; }

@@ -26,6 +26,8 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
   for (int32_t s = config.n_state_slots - 1; s >= 0; --s) free_states_.push_back(s);
   ckpt_key_.assign(size_t(std::max(config.n_state_checkpoints, 0)), 0);
   ckpt_used_.assign(ckpt_key_.size(), 0);
+  ckpt_pins_.assign(ckpt_key_.size(), 0);
+  ckpt_ready_.assign(ckpt_key_.size(), 0);
 }
 
 int32_t KvCacheManager::deepest_checkpoint(std::span<const int32_t> tokens, int32_t limit,
@@ -53,6 +55,21 @@ void KvCacheManager::drop_checkpoint(BlockHash key) {
   ++ckpt_stats_.evicted;
 }
 
+int32_t KvCacheManager::take_checkpoint_index() {
+  // A free checkpoint, else the least recently used; never a pinned one.
+  int32_t victim = -1;
+  for (size_t i = 0; i < ckpt_key_.size(); ++i) {
+    if (ckpt_pins_[i] > 0) continue;
+    if (ckpt_key_[i] == 0) {
+      victim = int32_t(i);
+      break;
+    }
+    if (victim < 0 || ckpt_used_[i] < ckpt_used_[size_t(victim)]) victim = int32_t(i);
+  }
+  if (victim >= 0 && ckpt_key_[size_t(victim)] != 0) drop_checkpoint(ckpt_key_[size_t(victim)]);
+  return victim;
+}
+
 void KvCacheManager::save_state(RequestId id, int32_t n_computed, bool keep) {
   if (!checkpointing() || n_computed <= 0 || n_computed % block_size() != 0) return;
   auto it = tables_.find(id);
@@ -65,19 +82,13 @@ void KvCacheManager::save_state(RequestId id, int32_t n_computed, bool keep) {
   if (auto found = ckpt_by_hash_.find(key); found != ckpt_by_hash_.end()) {
     ckpt_used_[size_t(found->second - config_.n_state_slots)] = ++ckpt_tick_;
   } else {
-    // A free checkpoint, else the least recently used.
-    size_t victim = 0;
-    for (size_t i = 0; i < ckpt_key_.size(); ++i) {
-      if (ckpt_key_[i] == 0) {
-        victim = i;
-        break;
-      }
-      if (ckpt_used_[i] < ckpt_used_[victim]) victim = i;
-    }
-    if (ckpt_key_[victim] != 0) drop_checkpoint(ckpt_key_[victim]);
-    const int32_t slot = config_.n_state_slots + int32_t(victim);
-    ckpt_key_[victim] = key;
-    ckpt_used_[victim] = ++ckpt_tick_;
+    const int32_t victim = take_checkpoint_index();
+    if (victim < 0) return;  // every checkpoint is pinned (transfers in flight)
+    const int32_t slot = config_.n_state_slots + victim;
+    ckpt_key_[size_t(victim)] = key;
+    ckpt_used_[size_t(victim)] = ++ckpt_tick_;
+    ckpt_ready_[size_t(victim)] = 0;  // until the copy below runs in a step
+    ckpt_unready_.push_back({key, slot});
     ckpt_by_hash_[key] = slot;
     state_copies_.push_back({t.state_slot, slot});
     ++ckpt_stats_.saved;
@@ -85,6 +96,63 @@ void KvCacheManager::save_state(RequestId id, int32_t n_computed, bool keep) {
   // A request keeps one rolling checkpoint: the newer replaces the older.
   if (t.rolling != 0 && t.rolling != key) drop_checkpoint(t.rolling);
   t.rolling = keep ? 0 : key;
+}
+
+KvCacheManager::CheckpointRef KvCacheManager::pin_checkpoint(std::span<const int32_t> tokens,
+                                                             int32_t max_blocks) {
+  CheckpointRef out;
+  if (ckpt_by_hash_.empty()) return out;
+  const int32_t bs = block_size();
+  const int32_t limit = std::min(max_blocks, int32_t(tokens.size() / size_t(bs)));
+  BlockHash h = 0;
+  for (int32_t b = 0; b < limit; ++b) {
+    h = hash_block(h, tokens.subspan(size_t(b) * size_t(bs), size_t(bs)));
+    auto it = ckpt_by_hash_.find(h);
+    if (it != ckpt_by_hash_.end() && ckpt_ready_[size_t(it->second - config_.n_state_slots)]) {
+      out = {b + 1, it->second};
+    }
+  }
+  if (out.slot >= 0) ++ckpt_pins_[size_t(out.slot - config_.n_state_slots)];
+  return out;
+}
+
+void KvCacheManager::unpin_checkpoint(int32_t slot) {
+  const int32_t i = slot - config_.n_state_slots;
+  if (i < 0 || i >= int32_t(ckpt_pins_.size()) || ckpt_pins_[size_t(i)] <= 0) return;
+  --ckpt_pins_[size_t(i)];
+}
+
+int32_t KvCacheManager::import_checkpoint(std::span<const int32_t> tokens) {
+  const int32_t bs = block_size();
+  if (!checkpointing() || tokens.empty() || tokens.size() % size_t(bs) != 0) return -1;
+  const std::vector<BlockHash> hashes = prefix_hashes(tokens);
+  const BlockHash key = hashes.back();
+  if (ckpt_by_hash_.count(key) != 0) return -1;
+  const int32_t victim = take_checkpoint_index();
+  if (victim < 0) return -1;
+  const int32_t slot = config_.n_state_slots + victim;
+  ckpt_key_[size_t(victim)] = key;
+  ckpt_used_[size_t(victim)] = ++ckpt_tick_;
+  ckpt_ready_[size_t(victim)] = 1;  // the caller writes it before the next step
+  ckpt_by_hash_[key] = slot;
+  if (record_cached_) newly_ckpt_.push_back({key, slot});
+  return slot;
+}
+
+void KvCacheManager::forget_checkpoint(int32_t slot) {
+  const int32_t i = slot - config_.n_state_slots;
+  if (i < 0 || i >= int32_t(ckpt_key_.size()) || ckpt_key_[size_t(i)] == 0) return;
+  drop_checkpoint(ckpt_key_[size_t(i)]);
+}
+
+std::vector<KvCacheManager::SavedCheckpoint> KvCacheManager::take_newly_checkpointed() {
+  std::vector<SavedCheckpoint> out;
+  for (const SavedCheckpoint& c : newly_ckpt_) {
+    // Still the same checkpoint (a later save may have evicted it and queued a new copy there).
+    if (ckpt_key_[size_t(c.slot - config_.n_state_slots)] == c.key) out.push_back(c);
+  }
+  newly_ckpt_.clear();
+  return out;
 }
 
 BlockHash KvCacheManager::hash_block(BlockHash parent, std::span<const int32_t> tokens) const {
@@ -426,6 +494,14 @@ std::vector<BlockCopy> KvCacheManager::take_copies() {
 std::vector<BlockCopy> KvCacheManager::take_state_copies() {
   std::vector<BlockCopy> out;
   out.swap(state_copies_);
+  // The step these copies go into writes the checkpoints saved since the last one.
+  for (const SavedCheckpoint& c : ckpt_unready_) {
+    const size_t i = size_t(c.slot - config_.n_state_slots);
+    if (ckpt_key_[i] != c.key) continue;  // dropped meanwhile
+    ckpt_ready_[i] = 1;
+    if (record_cached_) newly_ckpt_.push_back(c);
+  }
+  ckpt_unready_.clear();
   return out;
 }
 

@@ -184,11 +184,40 @@ class KvCacheManager {
   // last boundary of a prompt). No-op without checkpoints or away from a boundary.
   void save_state(RequestId id, int32_t n_computed, bool keep);
   int32_t n_state_checkpoints() const { return config_.n_state_checkpoints; }
+  int32_t checkpoint_interval_blocks() const { return config_.checkpoint_interval_blocks; }
   int32_t n_used_checkpoints() const { return int32_t(ckpt_by_hash_.size()); }
   const CheckpointStats& checkpoint_stats() const { return ckpt_stats_; }
   bool checkpointing() const {
     return config_.n_state_checkpoints > 0 && config_.enable_prefix_cache;
   }
+  // Moving checkpoints to another engine (K/V transfer) or to disk. A checkpoint is in place
+  // once the step its copy went into ran (take_state_copies hands the copies to a step); the
+  // calls below see only those.
+  //
+  // The deepest checkpoint in place whose blocks prefix `tokens`, at most `max_blocks` deep,
+  // pinned: neither evicted nor written until unpin_checkpoint(slot) (each pin exactly once).
+  // Its state follows tokens [0, n_blocks x block_size). {0, -1}: none.
+  struct CheckpointRef {
+    int32_t n_blocks = 0;
+    int32_t slot = -1;
+  };
+  CheckpointRef pin_checkpoint(std::span<const int32_t> tokens, int32_t max_blocks);
+  void unpin_checkpoint(int32_t slot);
+  // A state from elsewhere (a prefill worker, the disk tier) becomes the checkpoint after
+  // `tokens` (a positive multiple of block_size; its blocks should be cached for a hit to use
+  // it): returns the slot the caller writes at once (before the next step), kept (not
+  // rolling), most recently used. -1: a checkpoint is saved there already, or none is free of
+  // pins. forget_checkpoint(slot) undoes it (the write failed).
+  int32_t import_checkpoint(std::span<const int32_t> tokens);
+  void forget_checkpoint(int32_t slot);
+  // While recording is on (set_record_cached), the checkpoints that came into place since the
+  // last call (a disk tier writes them out): their state is valid until the next step; take
+  // them after each step, before the next.
+  struct SavedCheckpoint {
+    BlockHash key = 0;  // the chain hash of the prefix's last block
+    int32_t slot = -1;
+  };
+  std::vector<SavedCheckpoint> take_newly_checkpointed();
 
   // `child` (unknown so far) shares every block of `parent`: ref counts + 1, committed full
   // blocks keep their hashes. Takes no free block; the first write into the shared partial
@@ -267,12 +296,19 @@ class KvCacheManager {
   std::unordered_map<BlockHash, int32_t> ckpt_by_hash_;
   std::vector<BlockHash> ckpt_key_;  // [n_state_checkpoints] (0: free)
   std::vector<uint64_t> ckpt_used_;  // [n_state_checkpoints] LRU ticks
+  std::vector<int32_t> ckpt_pins_;   // [n_state_checkpoints] pin_checkpoint()s outstanding
+  std::vector<uint8_t> ckpt_ready_;  // [n_state_checkpoints] its state is in place
+  std::vector<SavedCheckpoint> ckpt_unready_;  // saved, copy not yet handed to a step
+  std::vector<SavedCheckpoint> newly_ckpt_;    // while record_cached_: take_newly_checkpointed
   uint64_t ckpt_tick_ = 0;
   CheckpointStats ckpt_stats_;
   // The deepest n <= limit whose prefix has a checkpoint (hashes: the chain of tokens' blocks);
   // its slot in *slot. 0 when none.
   int32_t deepest_checkpoint(std::span<const int32_t> tokens, int32_t limit, int32_t* slot) const;
   void drop_checkpoint(BlockHash key);
+  // A checkpoint index for a new state: a free one, else the least recently used (dropped);
+  // never a pinned one. -1 when every one is pinned.
+  int32_t take_checkpoint_index();
   BlockShareStats share_stats_;
   int64_t n_pinned_ = 0;
   bool record_cached_ = false;

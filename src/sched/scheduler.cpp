@@ -100,11 +100,12 @@ int32_t Scheduler::cap_new_tokens(const SchedRequest& r, int32_t budget) const {
   int32_t n = std::min(r.num_tokens() - r.n_computed, budget);
   if (config_.prefill_chunk > 0) n = std::min(n, config_.prefill_chunk);
   // Recurrent state checkpoints are taken between steps at block boundaries: a chunk ends at
-  // its last boundary, and the last one stops at the prompt's last boundary first (one more
-  // step for the few tokens after it).
+  // its last boundary, and the last one stops first at the last boundary before the prompt's
+  // last token (one more step for the tokens after it): the deepest a hit on the same prompt
+  // can resume from (a hit leaves a token to compute), e.g. a decode worker's after a transfer.
   if (kv_.checkpointing() && n > 1) {
     const int32_t bs = kv_.block_size(), c = r.n_computed, end = c + n;
-    const int32_t cut = end < r.num_tokens() ? end / bs * bs : r.num_tokens() / bs * bs;
+    const int32_t cut = end < r.num_tokens() ? end / bs * bs : (r.num_tokens() - 1) / bs * bs;
     if (cut > c && cut < end) n = cut - c;
   }
   return n;
@@ -269,9 +270,9 @@ void Scheduler::on_step_done(const SchedulerOutput& out, std::span<const int32_t
     // Blocks that only rejected draft tokens wrote (a no-op without a draft).
     kv_.truncate(s.id, r.n_computed);
     // Recurrent models: the state at a block boundary becomes a checkpoint (the prompt's last
-    // boundary is kept; the others roll).
+    // boundaries are kept: the last one, and the one before its last token; the others roll).
     kv_.save_state(s.id, r.n_computed,
-                   r.n_computed <= r.n_prompt && r.n_computed + kv_.block_size() > r.n_prompt);
+                   r.n_computed <= r.n_prompt && r.n_computed + kv_.block_size() >= r.n_prompt);
     if (!s.forks.empty()) fork_group(r, s.forks);
   }
 }

@@ -553,5 +553,64 @@ TEST(KvCacheManager, StateCheckpointsRollKeepAndRestore) {
   EXPECT_EQ(kv.n_used_blocks(), 0);
 }
 
+// Moving checkpoints (K/V transfer, disk tier): only a checkpoint whose copy went into a step is
+// pinned or reported; a pinned one is neither evicted nor replaced; an imported one is a hit.
+TEST(KvCacheManager, StateCheckpointsPinImportAndRecord) {
+  KvCacheManager kv({.n_blocks = 32,
+                     .block_size = 4,
+                     .enable_prefix_cache = true,
+                     .salt = 0,
+                     .group_windows = {},
+                     .n_state_slots = 2,
+                     .n_state_checkpoints = 2,
+                     .checkpoint_interval_blocks = 1});  // every boundary kept
+  kv.set_record_cached(true);
+  const auto tokens = iota_tokens(40);
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 8));
+  kv.commit_computed(1, tokens, 8);
+  kv.save_state(1, 8, false);
+  // Saved, its copy not yet handed to a step: not in place.
+  EXPECT_EQ(kv.pin_checkpoint(tokens, 10).slot, -1);
+  EXPECT_TRUE(kv.take_newly_checkpointed().empty());
+  ASSERT_EQ(kv.take_state_copies().size(), 1u);
+  const auto fresh = kv.take_newly_checkpointed();
+  ASSERT_EQ(fresh.size(), 1u);
+  EXPECT_EQ(fresh[0].key, kv.prefix_hashes(iota_tokens(8)).back());
+  EXPECT_TRUE(kv.take_newly_checkpointed().empty());
+  // Pinned: at most max_blocks deep, on the shared prefix only.
+  EXPECT_EQ(kv.pin_checkpoint(tokens, 1).slot, -1);
+  const KvCacheManager::CheckpointRef pin = kv.pin_checkpoint(tokens, 10);
+  EXPECT_EQ(pin.n_blocks, 2);
+  EXPECT_EQ(pin.slot, fresh[0].slot);
+  // Two more boundaries with one checkpoint free: the pinned one stays, the other rolls over.
+  ASSERT_TRUE(kv.allocate_slots(1, 8, 8));
+  kv.commit_computed(1, tokens, 16);
+  kv.save_state(1, 12, false);
+  kv.save_state(1, 16, false);
+  kv.take_state_copies();
+  EXPECT_EQ(kv.find_prefix(iota_tokens(17)).n_tokens, 16);
+  EXPECT_EQ(kv.find_prefix(iota_tokens(9)).n_tokens, 8);  // the pinned one, still a hit
+  const auto recorded = kv.take_newly_checkpointed();
+  ASSERT_EQ(recorded.size(), 1u);  // the one at 12 was evicted before its step
+  EXPECT_EQ(recorded[0].key, kv.prefix_hashes(iota_tokens(16)).back());
+  kv.unpin_checkpoint(pin.slot);
+  kv.free(1);
+  // An import: a checkpoint there already is refused; a new one after cached blocks is a hit.
+  EXPECT_EQ(kv.import_checkpoint(iota_tokens(8)), -1);
+  std::vector<int32_t> other = iota_tokens(12);
+  other[0] = 77;
+  ASSERT_EQ(kv.import_prefix(other).size(), 3u);
+  EXPECT_EQ(kv.find_prefix(other).n_tokens, 0);  // blocks without a state: no hit
+  const int32_t slot = kv.import_checkpoint(std::span<const int32_t>(other).first(8));
+  EXPECT_GE(slot, 2);
+  EXPECT_EQ(kv.import_checkpoint(std::span<const int32_t>(other).first(6)), -1);  // not whole
+  other.push_back(5);
+  const PrefixHit hit = kv.find_prefix(other);
+  EXPECT_EQ(hit.n_tokens, 8);
+  EXPECT_EQ(hit.state_checkpoint, slot);
+  kv.forget_checkpoint(slot);
+  EXPECT_EQ(kv.find_prefix(other).n_tokens, 0);
+}
+
 }  // namespace
 }  // namespace sluice
