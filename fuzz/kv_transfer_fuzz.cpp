@@ -3,18 +3,21 @@
 //   0: parse_message_header
 //   1: parse_pull_message       accepted => encode_pull_message gives back the same bytes
 //   2: parse_reply_header       accepted => encode_reply_header gives back the same bytes
-//   3: parse_block_frame_header (bytes_per_block from the next 4 bytes) accepted => same bytes
+//   3: parse_block_frame_header (bytes_per_block, and the state's bytes, from the next 4 bytes)
+//      accepted => same bytes
 //   4: parse_ack_message        accepted => same bytes
 //   5: common_full_blocks on two token arrays cut from the rest: a count no larger than either
 //      prompt's full blocks, and the blocks before it equal
 //   6, 7: a live server on loopback: the bytes go down a connection as they are (7: when they
 //      parse as a PULL, its handle is swapped for a freshly offered one first, so the claim,
-//      compat, tokens, export and send paths run); whatever comes back must start with a
-//      well-formed OK or ERROR, and every offered pin must be released exactly once
+//      compat, tokens, export and send paths run, with a recurrent state offered after half
+//      the blocks); whatever comes back must start with a well-formed OK or ERROR, and every
+//      offered pin (blocks and state) must be released exactly once
 // Checks: no crash, hang, leak or exception; hostile sizes never allocate beyond the input.
 //
 //   scripts/fuzz 60 kv_transfer_fuzz
-// Seeds: fuzz/seeds/kv_transfer_fuzz (a PULL, an OK, an ERROR, a BLOCK head, an END, an ACK).
+// Seeds: fuzz/seeds/kv_transfer_fuzz (a PULL, OKs, an ERROR, BLOCK and STATE heads, an END, an
+// ACK).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -72,7 +75,7 @@ void round_trips(std::span<const uint8_t> in, uint8_t pick) {
       const uint64_t bpb = uint64_t(in[0]) | uint64_t(in[1]) << 8 | uint64_t(in[2]) << 16 |
                            uint64_t(in[3] & 0x7f) << 24;
       const auto head = in.subspan(4);
-      if (const auto f = parse_block_frame_header(head, bpb); f.ok()) {
+      if (const auto f = parse_block_frame_header(head, bpb, bpb); f.ok()) {
         uint8_t out[kKvFrameHeadBytes];
         encode_frame_head(*f, bpb, out);
         if (!std::equal(head.begin(), head.end(), out))
@@ -108,6 +111,9 @@ struct LiveServer {
   std::vector<uint8_t> pool = std::vector<uint8_t>(kPoolBlocks * kBytesPerBlock, 0xab);
   std::mutex mu;
   std::map<int32_t, int> pinned;  // id -> times offered and not yet released
+  int pinned_states = 0;          // likewise, the state slot kStateSlot
+  static constexpr int32_t kStateSlot = 3;
+  static constexpr size_t kStateBytes = 96;
 
   LiveServer() {
     KvTransferServerOptions o;
@@ -133,13 +139,28 @@ struct LiveServer {
       for (int32_t id : ids)
         if (--pinned[id] < 0) fail("a block was released twice");  // released twice
     };
-    auto s = KvTransferServer::start(o, exporter, release);
+    KvTransferServer::StateFns state_fns;
+    state_fns.export_state = [](int32_t slot) -> Result<KvBlocks> {
+      if (slot != kStateSlot) fail("exported a state that was never offered");
+      KvBlocks b;
+      b.layout = "fuzz state";
+      b.n_blocks = 1;
+      b.bytes_per_block = kStateBytes;
+      b.bytes.assign(kStateBytes, 0xcd);
+      return b;
+    };
+    state_fns.release_state = [this](int32_t slot) {
+      std::lock_guard lock(mu);
+      if (slot != kStateSlot || --pinned_states < 0) fail("a state was released twice");
+    };
+    auto s = KvTransferServer::start(o, exporter, release, state_fns);
     if (!s.ok()) fail("the server did not start");
     server = std::move(s).value();
   }
   bool all_released() {
     std::lock_guard lock(mu);
-    return std::all_of(pinned.begin(), pinned.end(), [](const auto& p) { return p.second == 0; });
+    return pinned_states == 0 &&
+           std::all_of(pinned.begin(), pinned.end(), [](const auto& p) { return p.second == 0; });
   }
 };
 
@@ -153,11 +174,14 @@ void live(std::span<const uint8_t> in, bool swap_handle) {
     const size_t n = std::min<size_t>(pull->tokens.size() / kBlockSize, kPoolBlocks);
     std::vector<int32_t> ids(n);
     for (size_t i = 0; i < n; ++i) ids[i] = int32_t(i);
+    const OfferedState state =
+        n > 0 ? OfferedState{LiveServer::kStateSlot, int32_t(n + 1) / 2} : OfferedState{};
     {
       std::lock_guard lock(live->mu);
       for (int32_t id : ids) ++live->pinned[id];
+      live->pinned_states += state.slot >= 0 ? 1 : 0;
     }
-    pull->handle = live->server->offer(pull->tokens, ids);
+    pull->handle = live->server->offer(pull->tokens, ids, state);
     bytes = encode_pull_message(*pull);
   }
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -95,14 +95,20 @@ void send_error(int fd, KvErrorCode code, const std::string& message, Deadline d
 }  // namespace
 
 KvTransferServer::KvTransferServer(const KvTransferServerOptions& options, ExportFn export_fn,
-                                   ReleaseFn release_fn)
-    : options_(options), export_fn_(std::move(export_fn)), release_fn_(std::move(release_fn)) {}
+                                   ReleaseFn release_fn, StateFns state_fns)
+    : options_(options),
+      export_fn_(std::move(export_fn)),
+      release_fn_(std::move(release_fn)),
+      state_fns_(std::move(state_fns)) {}
 
 Result<std::unique_ptr<KvTransferServer>> KvTransferServer::start(
-    const KvTransferServerOptions& options, ExportFn export_fn, ReleaseFn release_fn) {
+    const KvTransferServerOptions& options, ExportFn export_fn, ReleaseFn release_fn,
+    StateFns state_fns) {
   const std::string where = "KV transfer server on " + host_port(options.host, options.port);
   if (!export_fn || !release_fn)
     return make_error(where, ": needs an export and a release function");
+  if (bool(state_fns.export_state) != bool(state_fns.release_state))
+    return make_error(where, ": a state export function needs a state release function");
   if (options.port < 0 || options.port > 65535)
     return make_error(where, ": port ", options.port, " out of range");
   if (options.compat.block_size <= 0 || options.compat.tp < 1)
@@ -115,8 +121,8 @@ Result<std::unique_ptr<KvTransferServer>> KvTransferServer::start(
   if (!(options.handle_ttl_s > 0) || !(options.io_timeout_s > 0) || options.max_connections < 1)
     return make_error(where, ": handle_ttl_s, io_timeout_s and max_connections must be positive");
 
-  std::unique_ptr<KvTransferServer> s(
-      new KvTransferServer(options, std::move(export_fn), std::move(release_fn)));
+  std::unique_ptr<KvTransferServer> s(new KvTransferServer(
+      options, std::move(export_fn), std::move(release_fn), std::move(state_fns)));
   if (::pipe2(s->wake_fds_, O_CLOEXEC | O_NONBLOCK) != 0)
     return make_error(where, ": cannot create a pipe: ", errno_text(errno));
 
@@ -133,8 +139,11 @@ KvTransferServer::~KvTransferServer() {
   stop();
 }
 
-uint64_t KvTransferServer::offer(std::vector<int32_t> tokens, std::vector<int32_t> block_ids) {
-  Offer o{std::move(tokens), std::move(block_ids), deadline_after(options_.handle_ttl_s)};
+uint64_t KvTransferServer::offer(std::vector<int32_t> tokens, std::vector<int32_t> block_ids,
+                                 OfferedState state) {
+  // Without the functions to read and release it, a state is not kept (nor released here).
+  if (!state_fns_.export_state) state = {};
+  Offer o{std::move(tokens), std::move(block_ids), deadline_after(options_.handle_ttl_s), state};
   uint64_t handle = random_handle();
   {
     std::lock_guard lock(mutex_);
@@ -175,7 +184,10 @@ KvTransferServerStats KvTransferServer::stats() const {
 
 void KvTransferServer::finish(const Offer* offer, uint64_t KvTransferServerStats::*counter,
                               uint64_t bytes_sent, Connection* conn) {
-  if (offer != nullptr) release_fn_(offer->block_ids);
+  if (offer != nullptr) {
+    release_fn_(offer->block_ids);
+    if (offer->state.slot >= 0) state_fns_.release_state(offer->state.slot);
+  }
   std::lock_guard lock(mutex_);
   if (offer != nullptr) {
     stats_.pinned_blocks -= int64_t(offer->block_ids.size());
@@ -333,6 +345,10 @@ void KvTransferServer::serve(Connection* conn) {
   switch (outcome) {
     case Outcome::kPulled:
       counter = &KvTransferServerStats::pulled;
+      if (st.state_sent) {
+        std::lock_guard lock(mutex_);
+        ++stats_.states_sent;
+      }
       break;
     case Outcome::kFailed:
       counter = &KvTransferServerStats::failed;
@@ -459,12 +475,42 @@ KvTransferServer::Outcome KvTransferServer::serve_pull(int fd, ServeState& st) {
   }
   const size_t bpb = n > 0 ? blocks.bytes_per_block : 0;
 
+  // The recurrent state, when the puller lacks it and the prompts share its blocks.
+  KvBlocks state;
+  int32_t state_at = 0;
+  if (offer.state.slot >= 0 && offer.state.at_block > first && offer.state.at_block <= common) {
+    Result<KvBlocks> exported = make_error("no state");
+    try {
+      exported = state_fns_.export_state(offer.state.slot);
+    } catch (const std::exception& e) {
+      exported = make_error("exception: ", e.what());
+    }
+    if (!exported.ok()) {
+      reply_error(KvErrorCode::kExportFailed,
+                  "cannot read the offered recurrent state: " + exported.message());
+      return Outcome::kFailed;
+    }
+    state = std::move(exported).value();
+    if (state.n_blocks != 1 || state.bytes_per_block == 0 ||
+        state.bytes_per_block > kKvMaxBytesPerBlock ||
+        state.bytes.size() != state.bytes_per_block || state.layout.size() > kKvMaxStringBytes) {
+      reply_error(KvErrorCode::kExportFailed,
+                  "the exporter returned " + std::to_string(state.n_blocks) + " states of " +
+                      std::to_string(state.bytes.size()) + " bytes for one");
+      return Outcome::kFailed;
+    }
+    state_at = offer.state.at_block;
+  }
+
   ReplyHeader ok;
   ok.ok = true;
   ok.first_block = first;
   ok.n_blocks = n;
   ok.bytes_per_block = bpb;
   ok.layout = blocks.layout;
+  ok.state_at = state_at;
+  ok.state_bytes = state_at > 0 ? state.bytes_per_block : 0;
+  ok.state_layout = state_at > 0 ? state.layout : std::string();
   const std::vector<uint8_t> ok_bytes = encode_reply_header(ok);
   io = send_all(fd, ok_bytes, deadline_after(io_s));
   st.bytes_sent += io.done;
@@ -473,9 +519,9 @@ KvTransferServer::Outcome KvTransferServer::serve_pull(int fd, ServeState& st) {
   // BLOCK frames straight from the exported buffer, in groups; END rides with the last group.
   const int32_t n_send =
       options_.fail_after_blocks >= 0 ? std::min(n, options_.fail_after_blocks) : n;
-  std::vector<uint8_t> heads((kSendGroupMaxBlocks + 1) * kKvFrameHeadBytes);
+  std::vector<uint8_t> heads((kSendGroupMaxBlocks + 2) * kKvFrameHeadBytes);
   std::vector<iovec> iov;
-  iov.reserve(2 * kSendGroupMaxBlocks + 1);
+  iov.reserve(2 * kSendGroupMaxBlocks + 3);
   uint32_t crc_of_crcs = 0;
   for (int32_t sent = 0;;) {
     iov.clear();
@@ -498,6 +544,16 @@ KvTransferServer::Outcome KvTransferServer::serve_pull(int fd, ServeState& st) {
     if (g == 0 && !last) break;  // fail_after_blocks reached
     if (last) {
       uint8_t* head = heads.data() + g * kKvFrameHeadBytes;
+      if (state_at > 0) {
+        const size_t sb = state.bytes.size();
+        const uint32_t crc = crc32c(state.bytes.data(), sb);
+        crc_of_crcs = kv_crc_chain(crc_of_crcs, crc);
+        if (options_.corrupt_state) state.bytes[sb / 2] ^= 0x5A;
+        encode_frame_head(FrameHead{false, state_at, crc, true}, sb, head);
+        iov.push_back({head, kKvFrameHeadBytes});
+        iov.push_back({state.bytes.data(), sb});
+        head += kKvFrameHeadBytes;
+      }
       encode_frame_head(FrameHead{true, n, crc_of_crcs}, 0, head);
       iov.push_back({head, kKvFrameHeadBytes});
     }
@@ -515,6 +571,7 @@ KvTransferServer::Outcome KvTransferServer::serve_pull(int fd, ServeState& st) {
   if (!io.ok()) return Outcome::kFailed;
   const auto ack = parse_ack_message(ack_bytes);
   if (!ack.ok() || ack->n_blocks != n || ack->crc != crc_of_crcs) return Outcome::kFailed;
+  st.state_sent = state_at > 0;
   return Outcome::kPulled;
 }
 
@@ -576,10 +633,14 @@ Result<KvPullResult> kv_pull(const KvPullRequest& req) {
     return make_error(where, ": the server offers blocks [", reply->first_block, ", ",
                       int64_t(reply->first_block) + n, ") for a pull of at most [", req.first_block,
                       ", ", req.first_block + std::max<int64_t>(n_max, 0), ")");
+  const uint64_t state_bytes = reply->state_bytes;
+  if (reply->state_at > 0 && reply->state_at > req.first_block + n)
+    return make_error(where, ": the server sends a state after block ", reply->state_at,
+                      " with blocks up to ", req.first_block + n);
   const uint64_t total = uint64_t(n) * bpb;
-  if (total > req.max_bytes)
-    return make_error(where, ": ", n, " blocks of ", bpb, " bytes exceed max_bytes (",
-                      req.max_bytes, ")");
+  if (total + state_bytes > req.max_bytes)
+    return make_error(where, ": ", n, " blocks of ", bpb, " bytes and a state of ", state_bytes,
+                      " bytes exceed max_bytes (", req.max_bytes, ")");
 
   KvPullResult out;
   out.first_block = req.first_block;
@@ -609,7 +670,7 @@ Result<KvPullResult> kv_pull(const KvPullRequest& req) {
   for (int32_t i = 0; i < n; ++i) {
     const auto head = parse_block_frame_header(next, bpb);
     if (!head.ok()) return make_error(where, ": block ", req.first_block + i, ": ", head.message());
-    if (head->end)
+    if (head->end || head->state)
       return make_error(where, ": the server ended the stream after ", i, " of ", n, " blocks");
     if (head->index != req.first_block + i)
       return make_error(where, ": block ", head->index, " arrived where block ",
@@ -628,6 +689,33 @@ Result<KvPullResult> kv_pull(const KvPullRequest& req) {
       crc_of_crcs = kv_crc_chain(crc_of_crcs, crc);
     }
     if (!io.ok()) return frame_error(i + (have_block ? 1 : 0), io);
+  }
+  if (state_bytes > 0) {
+    const auto head = parse_block_frame_header(next, bpb, state_bytes);
+    if (!head.ok()) return make_error(where, ": the state: ", head.message());
+    if (!head->state || head->index != reply->state_at)
+      return make_error(where, ": expected the state after block ", reply->state_at,
+                        " after the blocks");
+    out.state.layout = reply->state_layout;
+    out.state.n_blocks = 1;
+    out.state.bytes_per_block = size_t(state_bytes);
+    try {
+      out.state.bytes.resize(size_t(state_bytes));
+    } catch (const std::bad_alloc&) {
+      return make_error(where, ": cannot allocate ", state_bytes, " bytes for the state");
+    }
+    iovec iov[2] = {{out.state.bytes.data(), size_t(state_bytes)}, {next, sizeof next}};
+    io = recv_all(fd.get(), iov, 2, deadline);
+    if (!io.ok()) {
+      if (io.kind == Io::kTimeout) return timed_out("(receiving the state)");
+      return make_error(where, ": ", io.text(), " while receiving the state");
+    }
+    const uint32_t crc = crc32c(out.state.bytes.data(), size_t(state_bytes));
+    if (crc != head->crc)
+      return make_error(where, ": the state's checksum mismatch (crc32c ", hex32(head->crc),
+                        " sent, ", hex32(crc), " received): the data was corrupted in transit");
+    crc_of_crcs = kv_crc_chain(crc_of_crcs, crc);
+    out.state_at = reply->state_at;
   }
   const auto end = parse_block_frame_header(next, bpb);
   if (!end.ok()) return make_error(where, ": after ", n, " blocks: ", end.message());

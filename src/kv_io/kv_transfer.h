@@ -10,7 +10,8 @@
 //                                            <- OK {first_block, n_blocks, bytes_per_block, layout}
 //                                               | ERROR {code, message}  (then close)
 //                                            <- BLOCK {index, crc32c} + bytes    x n_blocks
-//                                            <- END {n_blocks, crc32c of the blocks' crcs}
+//                                            <- STATE {at, crc32c} + bytes       (0 or 1)
+//                                            <- END {n_blocks, crc32c of the crcs}
 //   ACK {n_blocks, crc32c of the crcs}       ->  (the pull counts complete; pins released)
 //
 // Every message starts with a 12-byte header:
@@ -23,10 +24,17 @@
 //
 //   PULL   u64 handle, i32 first_block, i32 block_size, i32 tp, str model, str layout,
 //          u32 n_tokens, i32 tokens[n_tokens]
-//   OK     i32 first_block, i32 n_blocks, u64 bytes_per_block, str layout
+//   OK     i32 first_block, i32 n_blocks, u64 bytes_per_block, str layout,
+//          i32 state_at, u64 state_bytes, str state_layout
 //   ERROR  u16 code (KvErrorCode), str message
 //   BLOCK  i32 index, u32 crc32c of the data, then bytes_per_block bytes of data
-//   END    i32 n_blocks, u32 crc chain (kv_crc_chain over the blocks' crcs)
+//   STATE  i32 state_at, u32 crc32c of the data, then state_bytes bytes of data
+//   END    i32 n_blocks, u32 crc chain (kv_crc_chain over the blocks' crcs, then the state's)
+//
+// The state (models with recurrent layers, version 2): the offer's saved recurrent state after
+// its first state_at full blocks (a checkpoint, KvCacheManager), sent when the puller lacks it
+// (first_block < state_at) and the prompts share those blocks; state_at 0: none. Without it a
+// recurrent model's puller could use none of the blocks beyond its own checkpoints.
 //   ACK    the END's two fields, echoed
 //
 // Zero copy: a BLOCK header plus its {index, crc} is 20 bytes and END is exactly 20 bytes too,
@@ -88,7 +96,7 @@ struct KvBlocks {
 // bytes it was sent (bounded below). kv_transfer_fuzz drives every parser.
 
 inline constexpr uint32_t kKvMagic = 0x564B4C53;  // "SLKV" as little-endian bytes
-inline constexpr uint16_t kKvVersion = 1;
+inline constexpr uint16_t kKvVersion = 2;
 inline constexpr size_t kKvHeaderBytes = 12;     // magic, version, type, payload bytes
 inline constexpr size_t kKvFrameHeadBytes = 20;  // BLOCK header + {index, crc}; all of END
 inline constexpr size_t kKvMaxTokens = size_t(1) << 22;
@@ -102,7 +110,8 @@ enum class KvMessageType : uint16_t {
   kError = 3,
   kBlock = 4,
   kEnd = 5,
-  kAck = 6
+  kAck = 6,
+  kState = 7,
 };
 const char* to_string(KvMessageType type);
 
@@ -144,6 +153,11 @@ struct ReplyHeader {
   int32_t n_blocks = 0;
   uint64_t bytes_per_block = 0;  // <= kKvMaxBytesPerBlock; > 0 when n_blocks > 0
   std::string layout;
+  // The recurrent state after the first state_at full blocks follows the blocks (0: none;
+  // else first_block < state_at <= first_block + n_blocks, 0 < state_bytes <= the bound).
+  int32_t state_at = 0;
+  uint64_t state_bytes = 0;
+  std::string state_layout;
   // ERROR:
   KvErrorCode code = KvErrorCode::kBadRequest;
   std::string message;
@@ -152,19 +166,24 @@ std::vector<uint8_t> encode_reply_header(const ReplyHeader& reply);
 // A whole OK or ERROR message (header and payload, nothing after).
 Result<ReplyHeader> parse_reply_header(std::span<const uint8_t> message);
 
-// The 20 bytes before each block's data, or a whole END.
+// The 20 bytes before each block's (or the state's) data, or a whole END.
 struct FrameHead {
   bool end = false;
-  int32_t index = 0;  // BLOCK: the block's index in the prompt; END: the number of blocks sent
-  uint32_t crc = 0;   // BLOCK: crc32c of its bytes; END: crc32c of the blocks' crcs (u32 LE each)
+  // BLOCK: the block's index in the prompt; STATE: state_at; END: the number of blocks sent
+  int32_t index = 0;
+  // BLOCK, STATE: crc32c of its bytes; END: the chain of the crcs (u32 LE each) sent before it
+  uint32_t crc = 0;
+  bool state = false;  // a STATE frame (its data: state_bytes bytes)
 };
 // END's crc: chain = kv_crc_chain(chain, crc of block i) over the blocks in order, from 0.
 uint32_t kv_crc_chain(uint32_t chain, uint32_t block_crc);
-// Encodes into exactly kKvFrameHeadBytes bytes (a BLOCK head's payload size counts the data).
-void encode_frame_head(const FrameHead& head, uint64_t bytes_per_block, uint8_t* out);
+// Encodes into exactly kKvFrameHeadBytes bytes (a BLOCK or STATE head's payload size counts the
+// data: `data_bytes`).
+void encode_frame_head(const FrameHead& head, uint64_t data_bytes, uint8_t* out);
 // Exactly kKvFrameHeadBytes bytes: a BLOCK whose payload is {index, crc} + bytes_per_block
-// bytes of data, or an END.
-Result<FrameHead> parse_block_frame_header(std::span<const uint8_t> head, uint64_t bytes_per_block);
+// bytes of data, a STATE likewise of state_bytes (only when state_bytes > 0), or an END.
+Result<FrameHead> parse_block_frame_header(std::span<const uint8_t> head, uint64_t bytes_per_block,
+                                           uint64_t state_bytes = 0);
 
 // Client -> server after verifying everything: the END's two fields echoed.
 struct AckMessage {
@@ -198,6 +217,14 @@ struct KvTransferServerOptions {
   // Fault injection for tests: >= 0 flips a byte of that block (index in the prompt) after its
   // checksum was computed, as a corruption in transit.
   int corrupt_block = -1;
+  bool corrupt_state = false;  // likewise, a byte of the state
+};
+
+// A recurrent state offered with the blocks (KvTransferServer::offer): the executor's state slot
+// holding the state after the first `at_block` full blocks (pinned like the blocks).
+struct OfferedState {
+  int32_t slot = -1;  // -1: none
+  int32_t at_block = 0;
 };
 
 struct KvTransferServerStats {
@@ -210,6 +237,7 @@ struct KvTransferServerStats {
   uint64_t malformed = 0;  // connections that did not send a well-formed PULL
   uint64_t busy = 0;       // connections refused at max_connections
   uint64_t bytes_sent = 0;
+  uint64_t states_sent = 0;   // recurrent states sent with blocks
   int64_t pinned_blocks = 0;  // gauge: blocks of live handles (offered, not yet released)
   int64_t live_handles = 0;   // gauge
   int64_t connections = 0;    // gauge: connections being served (at most max_connections)
@@ -225,10 +253,17 @@ class KvTransferServer {
   // this file), on a connection thread, the reaper, or the thread calling cancel()/stop()/offer().
   // Must not throw, nor call stop().
   using ReleaseFn = std::function<void(std::span<const int32_t> block_ids)>;
+  // Offered states (models with recurrent layers): reads a pinned state slot (one "block"), and
+  // unpins it, exactly once per offer that has one, as ReleaseFn does its blocks.
+  struct StateFns {
+    std::function<Result<KvBlocks>(int32_t slot)> export_state;
+    std::function<void(int32_t slot)> release_state;
+  };
 
   // Listens on options.host:port. Fails on bad options or when the address cannot be bound.
   static Result<std::unique_ptr<KvTransferServer>> start(const KvTransferServerOptions& options,
-                                                         ExportFn export_fn, ReleaseFn release_fn);
+                                                         ExportFn export_fn, ReleaseFn release_fn,
+                                                         StateFns state_fns = {});
   ~KvTransferServer();  // stop()
   KvTransferServer(const KvTransferServer&) = delete;
   KvTransferServer& operator=(const KvTransferServer&) = delete;
@@ -238,7 +273,9 @@ class KvTransferServer {
   // [i*block_size, (i+1)*block_size). Ids past the full blocks (a partial last block) are not
   // served but are released with the rest. Returns a handle (unguessable 64-bit random,
   // nonzero). After stop() the blocks are released at once (the handle is never servable).
-  uint64_t offer(std::vector<int32_t> tokens, std::vector<int32_t> block_ids);
+  // With a `state` (its slot pinned; needs StateFns), a pull that lacks it gets it too.
+  uint64_t offer(std::vector<int32_t> tokens, std::vector<int32_t> block_ids,
+                 OfferedState state = {});
   // Releases a handle not pulled (e.g. the HTTP answer carrying it failed). Unknown or already
   // claimed by a pull: no-op.
   void cancel(uint64_t handle);
@@ -253,6 +290,7 @@ class KvTransferServer {
     std::vector<int32_t> tokens;
     std::vector<int32_t> block_ids;
     SteadyTime expiry;
+    OfferedState state;
   };
   struct Connection {
     int fd = -1;
@@ -265,10 +303,11 @@ class KvTransferServer {
     Offer claimed;  // the handle's offer, once claimed (then this connection releases it)
     bool has_claim = false;
     uint64_t bytes_sent = 0;
+    bool state_sent = false;  // a complete pull carried the offer's state
   };
 
-  KvTransferServer(const KvTransferServerOptions& options, ExportFn export_fn,
-                   ReleaseFn release_fn);
+  KvTransferServer(const KvTransferServerOptions& options, ExportFn export_fn, ReleaseFn release_fn,
+                   StateFns state_fns);
   void accept_loop();
   void reap_loop();
   // A connection thread: serves one pull, releases what it claimed, counts the outcome.
@@ -285,6 +324,7 @@ class KvTransferServer {
   const KvTransferServerOptions options_;
   const ExportFn export_fn_;
   const ReleaseFn release_fn_;
+  const StateFns state_fns_;
   int listen_fd_ = -1;
   int wake_fds_[2] = {-1, -1};  // a pipe: wakes the accept thread (stop, a finished connection)
   int port_ = 0;
@@ -324,6 +364,9 @@ struct KvPullRequest {
 struct KvPullResult {
   KvBlocks blocks;
   int32_t first_block = 0;  // blocks cover [first_block, first_block + blocks.n_blocks)
+  // The recurrent state after the first state_at full blocks (state.n_blocks 1), if sent.
+  KvBlocks state;
+  int32_t state_at = 0;
   double seconds = 0;
 };
 

@@ -11,9 +11,10 @@ namespace {
 
 // Fixed payload sizes: PULL's fields before its strings and tokens, OK's before its layout.
 constexpr size_t kPullFixedBytes = 8 + 4 + 4 + 4 + 4 + 4 + 4;  // handle..tp, 2 lengths, n_tokens
-constexpr size_t kOkFixedBytes = 4 + 4 + 8 + 4;                // first, n, bytes/block, length
-constexpr size_t kErrorFixedBytes = 2 + 4;                     // code, length
-constexpr size_t kPairBytes = 8;                               // {i32, u32}: BLOCK head, END, ACK
+// first, n, bytes/block, layout length, state_at, state bytes, state layout length
+constexpr size_t kOkFixedBytes = 4 + 4 + 8 + 4 + 4 + 8 + 4;
+constexpr size_t kErrorFixedBytes = 2 + 4;  // code, length
+constexpr size_t kPairBytes = 8;            // {i32, u32}: BLOCK head, END, ACK
 
 void put_u16(std::vector<uint8_t>& out, uint16_t v) {
   out.push_back(uint8_t(v));
@@ -119,6 +120,8 @@ const char* to_string(KvMessageType type) {
       return "END";
     case KvMessageType::kAck:
       return "ACK";
+    case KvMessageType::kState:
+      return "STATE";
   }
   return "unknown";
 }
@@ -169,13 +172,14 @@ Result<KvMessageHeader> parse_message_header(std::span<const uint8_t> bytes) {
       break;
     case KvMessageType::kOk:
       min_payload = kOkFixedBytes;
-      max_payload = kOkFixedBytes + kKvMaxStringBytes;
+      max_payload = kOkFixedBytes + 2 * kKvMaxStringBytes;
       break;
     case KvMessageType::kError:
       min_payload = kErrorFixedBytes;
       max_payload = kErrorFixedBytes + kKvMaxErrorBytes;
       break;
     case KvMessageType::kBlock:
+    case KvMessageType::kState:
       min_payload = kPairBytes;
       max_payload = kPairBytes + kKvMaxBytesPerBlock;
       break;
@@ -241,11 +245,16 @@ std::vector<uint8_t> encode_reply_header(const ReplyHeader& reply) {
   std::vector<uint8_t> out;
   if (reply.ok) {
     const std::string_view layout = std::string_view(reply.layout).substr(0, kKvMaxStringBytes);
-    put_header(out, KvMessageType::kOk, kOkFixedBytes + layout.size());
+    const std::string_view state_layout =
+        std::string_view(reply.state_layout).substr(0, kKvMaxStringBytes);
+    put_header(out, KvMessageType::kOk, kOkFixedBytes + layout.size() + state_layout.size());
     put_u32(out, uint32_t(reply.first_block));
     put_u32(out, uint32_t(reply.n_blocks));
     put_u64(out, reply.bytes_per_block);
     put_string(out, layout, kKvMaxStringBytes);
+    put_u32(out, uint32_t(reply.state_at));
+    put_u64(out, reply.state_bytes);
+    put_string(out, state_layout, kKvMaxStringBytes);
   } else {
     const std::string_view msg = std::string_view(reply.message).substr(0, kKvMaxErrorBytes);
     put_header(out, KvMessageType::kError, kErrorFixedBytes + msg.size());
@@ -271,33 +280,43 @@ Result<ReplyHeader> parse_reply_header(std::span<const uint8_t> message) {
     reply.n_blocks = r.i32();
     reply.bytes_per_block = r.u64();
     SLUICE_RETURN_IF_ERROR(r.string("OK layout", kKvMaxStringBytes, reply.layout));
+    reply.state_at = r.i32();
+    reply.state_bytes = r.u64();
+    SLUICE_RETURN_IF_ERROR(r.string("OK state layout", kKvMaxStringBytes, reply.state_layout));
     if (reply.first_block < 0 || reply.n_blocks < 0)
       return make_error("OK for blocks [", reply.first_block, ", +", reply.n_blocks, ")");
     if (reply.bytes_per_block > kKvMaxBytesPerBlock ||
         (reply.n_blocks > 0 && reply.bytes_per_block == 0))
       return make_error("OK with ", reply.bytes_per_block, " bytes per block (1 to ",
                         kKvMaxBytesPerBlock, " allowed)");
+    if (reply.state_at == 0
+            ? reply.state_bytes != 0 || !reply.state_layout.empty()
+            : reply.state_at <= reply.first_block ||
+                  int64_t(reply.state_at) > int64_t(reply.first_block) + reply.n_blocks ||
+                  reply.state_bytes == 0 || reply.state_bytes > kKvMaxBytesPerBlock)
+      return make_error("OK with a state after block ", reply.state_at, " of ", reply.state_bytes,
+                        " bytes for blocks [", reply.first_block, ", +", reply.n_blocks, ")");
   }
   if (r.left() != 0) return make_error(to_string(h.type), " has ", r.left(), " trailing bytes");
   return reply;
 }
 
-void encode_frame_head(const FrameHead& head, uint64_t bytes_per_block, uint8_t* out) {
+void encode_frame_head(const FrameHead& head, uint64_t data_bytes, uint8_t* out) {
   std::vector<uint8_t> v;
   v.reserve(kKvFrameHeadBytes);
   if (head.end) {
     put_header(v, KvMessageType::kEnd, kPairBytes);
   } else {
-    put_header(v, KvMessageType::kBlock,
-               kPairBytes + std::min(bytes_per_block, kKvMaxBytesPerBlock));
+    put_header(v, head.state ? KvMessageType::kState : KvMessageType::kBlock,
+               kPairBytes + std::min(data_bytes, kKvMaxBytesPerBlock));
   }
   put_u32(v, uint32_t(head.index));
   put_u32(v, head.crc);
   std::memcpy(out, v.data(), kKvFrameHeadBytes);
 }
 
-Result<FrameHead> parse_block_frame_header(std::span<const uint8_t> head,
-                                           uint64_t bytes_per_block) {
+Result<FrameHead> parse_block_frame_header(std::span<const uint8_t> head, uint64_t bytes_per_block,
+                                           uint64_t state_bytes) {
   if (head.size() != kKvFrameHeadBytes)
     return make_error("block frame head of ", head.size(), " bytes (", kKvFrameHeadBytes, ")");
   SLUICE_ASSIGN_OR_RETURN(const KvMessageHeader h, parse_message_header(head));
@@ -306,10 +325,16 @@ Result<FrameHead> parse_block_frame_header(std::span<const uint8_t> head,
     if (h.payload_bytes != kPairBytes + bytes_per_block)
       return make_error("BLOCK frame of ", h.payload_bytes - kPairBytes, " bytes (the OK said ",
                         bytes_per_block, ")");
+  } else if (h.type == KvMessageType::kState && state_bytes > 0) {
+    if (h.payload_bytes != kPairBytes + state_bytes)
+      return make_error("STATE frame of ", h.payload_bytes - kPairBytes, " bytes (the OK said ",
+                        state_bytes, ")");
+    f.state = true;
   } else if (h.type == KvMessageType::kEnd) {
     f.end = true;
   } else {
-    return make_error("expected a BLOCK or END frame, got ", to_string(h.type));
+    return make_error("expected a BLOCK", state_bytes > 0 ? ", STATE" : "", " or END frame, got ",
+                      to_string(h.type));
   }
   Reader r(head.subspan(kKvHeaderBytes));
   f.index = r.i32();

@@ -237,9 +237,9 @@ TEST(KvTransferWire, HeaderNamesBadMagicVersionTypeAndSize) {
   ok.bytes_per_block = 100;
   ok.layout = "x";
   std::vector<uint8_t> m = encode_reply_header(ok);
-  std::vector<uint8_t> v2 = m;
-  v2[4] = 2;
-  EXPECT_NE(parse_message_header(v2).message().find("version 2"), std::string::npos);
+  std::vector<uint8_t> v1 = m;  // before the recurrent state joined the stream
+  v1[4] = 1;
+  EXPECT_NE(parse_message_header(v1).message().find("version 1"), std::string::npos);
   std::vector<uint8_t> bad_type = m;
   bad_type[6] = 99;
   EXPECT_NE(parse_message_header(bad_type).message().find("unknown KV transfer message type 99"),
@@ -266,6 +266,24 @@ TEST(KvTransferWire, ReplyFrameAndAckRoundTrip) {
   EXPECT_EQ(r->bytes_per_block, 1003u);
   EXPECT_EQ(r->layout, "f16 L2");
 
+  // With a state after block 4 (within [first_block, first_block + n_blocks]).
+  ok.state_at = 4;
+  ok.state_bytes = 5000;
+  ok.state_layout = "state f32";
+  r = parse_reply_header(encode_reply_header(ok));
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->state_at, 4);
+  EXPECT_EQ(r->state_bytes, 5000u);
+  EXPECT_EQ(r->state_layout, "state f32");
+  for (const auto& [at, bytes] : std::vector<std::pair<int32_t, uint64_t>>{
+           {2, 5000}, {8, 5000}, {4, 0}, {4, kKvMaxBytesPerBlock + 1}, {0, 5000}}) {
+    ok.state_at = at;
+    ok.state_bytes = bytes;
+    EXPECT_FALSE(parse_reply_header(encode_reply_header(ok)).ok()) << at << " " << bytes;
+  }
+  ok.state_at = 0;
+  ok.state_bytes = 0;
+  ok.state_layout.clear();
   ok.bytes_per_block = kKvMaxBytesPerBlock + 1;
   EXPECT_FALSE(parse_reply_header(encode_reply_header(ok)).ok());
   ok.bytes_per_block = 0;  // blocks of nothing
@@ -293,6 +311,17 @@ TEST(KvTransferWire, ReplyFrameAndAckRoundTrip) {
   ASSERT_TRUE(f.ok()) << f.message();
   EXPECT_TRUE(f->end);
   EXPECT_EQ(f->index, 5);
+
+  // A STATE frame: only where the OK announced a state, of its size.
+  encode_frame_head(FrameHead{false, 4, 77, true}, 5000, head);
+  EXPECT_FALSE(parse_block_frame_header(head, 1003).ok());
+  EXPECT_FALSE(parse_block_frame_header(head, 1003, 4999).ok());
+  f = parse_block_frame_header(head, 1003, 5000);
+  ASSERT_TRUE(f.ok()) << f.message();
+  EXPECT_TRUE(f->state);
+  EXPECT_FALSE(f->end);
+  EXPECT_EQ(f->index, 4);
+  EXPECT_EQ(f->crc, 77u);
 
   const auto ack = parse_ack_message(encode_ack_message(AckMessage{5, 42}));
   ASSERT_TRUE(ack.ok()) << ack.message();
@@ -596,6 +625,81 @@ TEST(KvTransfer, CorruptedBlockFailsTheChecksum) {
   ASSERT_TRUE(wait_until([&] { return server->stats().failed == 1; }));
   EXPECT_EQ(kv.n_releases(), 1u);
   EXPECT_EQ(server->stats().pulled, 0u);
+}
+
+// A recurrent state offered with the blocks: sent after them when the puller lacks it (its
+// first_block is below the state's) and the prompts share the blocks it follows; released once
+// whatever happens; a corrupted one fails the checksum.
+TEST(KvTransfer, AnOfferedStateTravelsWithTheBlocks) {
+  FakeKv kv(8, 256);
+  std::vector<uint8_t> state(3001);
+  for (size_t i = 0; i < state.size(); ++i) state[i] = uint8_t(i * 31 + 7);
+  std::mutex mu;
+  std::vector<int32_t> state_releases;
+  KvTransferServer::StateFns fns;
+  fns.export_state = [&](int32_t slot) -> Result<KvBlocks> {
+    if (slot != 42) return make_error("slot ", slot, " not pinned");
+    KvBlocks b;
+    b.layout = "state f32 R3";
+    b.n_blocks = 1;
+    b.bytes_per_block = state.size();
+    b.bytes = state;
+    return b;
+  };
+  fns.release_state = [&](int32_t slot) {
+    std::lock_guard lock(mu);
+    state_releases.push_back(slot);
+  };
+  const auto released = [&] {
+    std::lock_guard lock(mu);
+    return state_releases.size();
+  };
+  for (bool corrupt : {false, true}) {
+    KvTransferServerOptions o = test_options();
+    o.corrupt_state = corrupt;
+    auto server = KvTransferServer::start(o, kv.export_fn(), kv.release_fn(), fns);
+    ASSERT_TRUE(server.ok()) << server.message();
+    const std::vector<int32_t> ids = {1, 3, 5, 7};
+    const std::vector<int32_t> tokens = prompt(4 * kXferBlockSize + 1);
+    const size_t before = released();
+    // The state after 3 blocks; a puller holding 1 block gets blocks 1..3 and the state.
+    KvPullRequest req = pull_request(**server, (*server)->offer(tokens, ids, {42, 3}), tokens);
+    req.first_block = 1;
+    const auto r = kv_pull(req);
+    if (corrupt) {
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.message().find("the state's checksum mismatch"), std::string::npos)
+          << r.message();
+    } else {
+      ASSERT_TRUE(r.ok()) << r.message();
+      EXPECT_EQ(r->blocks.n_blocks, 3);
+      EXPECT_EQ(r->state_at, 3);
+      EXPECT_EQ(r->state.n_blocks, 1);
+      EXPECT_EQ(r->state.layout, "state f32 R3");
+      EXPECT_EQ(r->state.bytes, state);
+      ASSERT_TRUE(wait_until([&] { return (*server)->stats().states_sent == 1; }));
+    }
+    ASSERT_TRUE(wait_until([&] { return released() == before + 1; }));
+    if (corrupt) continue;
+    // A puller that has the state's blocks and more (first_block 3): no state; one whose prompt
+    // diverges inside the state's blocks: none either.
+    req = pull_request(**server, (*server)->offer(tokens, ids, {42, 3}), tokens);
+    req.first_block = 3;
+    auto r2 = kv_pull(req);
+    ASSERT_TRUE(r2.ok()) << r2.message();
+    EXPECT_EQ(r2->state_at, 0);
+    EXPECT_TRUE(r2->state.bytes.empty());
+    std::vector<int32_t> other = tokens;
+    other[2 * kXferBlockSize + 1] = 9999;
+    r2 = kv_pull(pull_request(**server, (*server)->offer(tokens, ids, {42, 3}), other));
+    ASSERT_TRUE(r2.ok()) << r2.message();
+    EXPECT_EQ(r2->blocks.n_blocks, 2);
+    EXPECT_EQ(r2->state_at, 0);
+    // Unpulled: released at stop.
+    (*server)->offer(tokens, ids, {42, 3});
+    (*server)->stop();
+    EXPECT_EQ(released(), before + 4);
+  }
 }
 
 TEST(KvTransfer, ExportFailureIsReportedAndReleases) {
