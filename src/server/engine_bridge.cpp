@@ -439,6 +439,12 @@ void EngineBridge::admit(Engine& engine, Pending& p) {
     // recomputation: the request computes what is not cached.
     Result<int32_t> got = engine.import_prefix(im.tokens, im.blocks, im.first_block);
     if (!got.ok()) SLUICE_LOG(kWarn, "serve: K/V import: " + got.message());
+    if (got.ok() && im.state_blocks > 0) {
+      const std::span<const int32_t> prefix(
+          im.tokens.data(), size_t(im.state_blocks) * size_t(engine.kv().block_size()));
+      Result<bool> st = engine.import_state(prefix, im.state);
+      if (!st.ok()) SLUICE_LOG(kWarn, "serve: recurrent state import: " + st.message());
+    }
   }
   p.job.imports.clear();
   // Consecutive choices over one prompt (n > 1) form one engine group: the prompt is computed
@@ -565,11 +571,19 @@ void EngineBridge::route_events(Engine& engine, std::vector<EngineEvent>& events
     if (!job.pin_tokens.empty()) {
       std::vector<BlockId> pinned = engine.pin_prefix(job.pin_tokens);
       const int32_t n_pinned = int32_t(pinned.size());
+      // Recurrent models: the state a hit on this prompt resumes from (it leaves a token).
+      const int32_t usable =
+          int32_t((job.pin_tokens.size() - 1) / size_t(engine.kv().block_size()));
+      const KvCacheManager::CheckpointRef state =
+          engine.kv().n_state_slots() > 0
+              ? engine.pin_checkpoint(job.pin_tokens, std::min(n_pinned, usable))
+              : KvCacheManager::CheckpointRef{};
       uint64_t handle = 0;
       if (pin_handler_ && !pinned.empty()) {
-        handle = pin_handler_(std::move(job.pin_tokens), std::move(pinned));
+        handle = pin_handler_(std::move(job.pin_tokens), std::move(pinned), state);
       } else {
         engine.unpin(pinned);
+        if (state.slot >= 0) engine.unpin_checkpoint(state.slot);
       }
       job.channel->kv_pinned_blocks_.store(handle ? n_pinned : 0, std::memory_order_release);
       job.channel->kv_handle_.store(handle, std::memory_order_release);

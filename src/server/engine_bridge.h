@@ -96,6 +96,10 @@ struct PrefixImport {
   std::vector<int32_t> tokens;  // the prompt (its full blocks [first_block, first_block + n))
   int32_t first_block = 0;
   KvBlockData blocks;
+  // Models with recurrent layers: the saved state after the first state_blocks full blocks
+  // (n_blocks 1; Engine::import_state), without which they find no prefix hit there.
+  KvBlockData state;
+  int32_t state_blocks = 0;
 };
 
 // One HTTP request's generations.
@@ -149,10 +153,12 @@ class EngineBridge {
   // Dropped when the engine stops first.
   void post(std::function<void(Engine&)> fn);
   // Engine thread, before start()'s loader returns (or never): who takes pinned prompt blocks
-  // (GenerationJob::pin_prompt) and returns a handle for them; it owns them from then on and
-  // must unpin them (post) exactly once. Without a handler they are unpinned at once.
+  // (GenerationJob::pin_prompt), and with recurrent layers the pinned checkpoint of the prompt
+  // (slot -1: none), and returns a handle for them; it owns them from then on and must unpin
+  // them (post) exactly once. Without a handler they are unpinned at once.
   using PinHandler =
-      std::function<uint64_t(std::vector<int32_t> tokens, std::vector<BlockId> blocks)>;
+      std::function<uint64_t(std::vector<int32_t> tokens, std::vector<BlockId> blocks,
+                             KvCacheManager::CheckpointRef state)>;
   void set_pin_handler(PinHandler handler) { pin_handler_ = std::move(handler); }
   // Engine thread, likewise: runs after every step (the disk tier takes the newly cached
   // blocks there).

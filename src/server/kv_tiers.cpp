@@ -117,6 +117,16 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
   t->bytes_per_block_ = mine.bytes_per_block;
   t->kv_ = &engine.kv();
   t->compat_.model = identity.model;
+  // Models with recurrent layers: the saved states move with the blocks (a prefix hit needs
+  // one at its end), between executors of one state layout.
+  const bool recurrent = engine.kv().n_state_slots() > 0;
+  if (recurrent) {
+    Result<KvBlockData> state = engine.export_states({});
+    if (!state.ok()) return make_error("recurrent state: ", state.message());
+    t->state_layout_ = state->layout;
+    t->state_bytes_ = state->bytes_per_block;
+    t->compat_.model += "; " + state->layout;
+  }
   t->compat_.layout = mine.layout;
   t->compat_.block_size = engine.kv().block_size();
   t->compat_.tp = identity.tp;
@@ -135,11 +145,11 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
                       " groups of blocks (windowed and global layers); --role prefill|decode, "
                       "--kv-transfer-port and --kv-disk-dir support models of one group only");
   }
-  if (engine.kv().n_state_slots() > 0 && moves_kv) {
+  if (recurrent && moves_kv && !engine.kv().checkpointing()) {
     return make_error(
-        "this model has recurrent layers, whose state the K/V transfer and the "
-        "disk tier do not move yet; --role prefill|decode, --kv-transfer-port and "
-        "--kv-disk-dir are not supported for it");
+        "this model has recurrent layers: --role prefill|decode, --kv-transfer-port and "
+        "--kv-disk-dir move their saved states (checkpoints), which are off here (the prefix "
+        "cache, --state-checkpoints > 0 and one step in flight are needed)");
   }
   if (listen) {
     KvTransferServerOptions o;
@@ -173,14 +183,45 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
       std::vector<BlockId> copy(ids.begin(), ids.end());
       b->post([copy](Engine& e) { e.unpin(copy); });
     };
-    SLUICE_ASSIGN_OR_RETURN(t->transfer_, KvTransferServer::start(o, export_fn, release_fn));
+    KvTransferServer::StateFns state_fns;
+    if (recurrent) {
+      // A pinned checkpoint is never written: read like pinned blocks.
+      state_fns.export_state = [b, direct](int32_t slot) -> Result<KvBlocks> {
+        auto out = std::make_shared<Result<KvBlockData>>(make_error("the engine did not answer"));
+        const int32_t slots[1] = {slot};
+        if (direct) {
+          *out = direct->export_states(slots);
+        } else if (!b->call(
+                       [out, slot](const Engine& e) {
+                         const int32_t one[1] = {slot};
+                         *out = e.export_states(one);
+                       },
+                       kProbeTimeoutMs)) {
+          return make_error("the engine is stopping or busy");
+        }
+        if (!out->ok()) return out->status();
+        KvBlocks kb;
+        kb.layout = std::move((*out)->layout);
+        kb.n_blocks = (*out)->n_blocks;
+        kb.bytes_per_block = (*out)->bytes_per_block;
+        kb.bytes = std::move((*out)->bytes);
+        return kb;
+      };
+      state_fns.release_state = [b](int32_t slot) {
+        b->post([slot](Engine& e) { e.unpin_checkpoint(slot); });
+      };
+    }
+    SLUICE_ASSIGN_OR_RETURN(t->transfer_,
+                            KvTransferServer::start(o, export_fn, release_fn, state_fns));
     t->advertise_host_ = !config.transfer_advertise.empty() ? config.transfer_advertise
                          : config.transfer_host == "0.0.0.0" || config.transfer_host.empty()
                              ? "127.0.0.1"
                              : config.transfer_host;
     KvTransferServer* server = t->transfer_.get();
-    bridge.set_pin_handler([server](std::vector<int32_t> tokens, std::vector<BlockId> blocks) {
-      return server->offer(std::move(tokens), std::move(blocks));
+    bridge.set_pin_handler([server](std::vector<int32_t> tokens, std::vector<BlockId> blocks,
+                                    KvCacheManager::CheckpointRef state) {
+      return server->offer(std::move(tokens), std::move(blocks),
+                           OfferedState{state.slot, state.n_blocks});
     });
   }
   if (!config.disk_dir.empty()) {
@@ -194,6 +235,26 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
       return make_error("--kv-disk-gb ", config.disk_gb, " holds not even one block (",
                         mine.bytes_per_block, " bytes)");
     }
+    if (recurrent) {
+      // The states beside the blocks, in their own directory, with the share of the bytes
+      // they take when every checkpoint interval keeps one: a state per interval's blocks.
+      const double interval_bytes =
+          double(engine.kv().checkpoint_interval_blocks()) * double(mine.bytes_per_block);
+      const double share = double(t->state_bytes_) / (double(t->state_bytes_) + interval_bytes);
+      KvDiskOptions sd = d;
+      sd.dir = config.disk_dir + "/state";
+      sd.compat = t->compat_.model + "; tp " + std::to_string(identity.tp);
+      sd.bytes_per_block = t->state_bytes_;
+      sd.max_bytes = uint64_t(double(d.max_bytes) * share);
+      d.max_bytes -= sd.max_bytes;
+      sd.max_pending_bytes = std::max<size_t>(sd.max_pending_bytes, 4 * t->state_bytes_);
+      if (sd.max_bytes < sd.bytes_per_block || d.max_bytes < d.bytes_per_block) {
+        return make_error("--kv-disk-gb ", config.disk_gb, " holds not even one block (",
+                          mine.bytes_per_block, " bytes) and one recurrent state (",
+                          t->state_bytes_, " bytes) in their shares");
+      }
+      SLUICE_ASSIGN_OR_RETURN(t->state_disk_, KvDiskTier::open(sd));
+    }
     SLUICE_ASSIGN_OR_RETURN(t->disk_, KvDiskTier::open(d));
     engine.set_record_cached(true);
     KvTiers* self = t.get();
@@ -205,6 +266,7 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
 KvTiers::~KvTiers() {
   if (transfer_) transfer_->stop();
   if (disk_) disk_->flush();
+  if (state_disk_) state_disk_->flush();
 }
 
 std::optional<ApiError> KvTiers::check(const KvTransferRequest& request, bool stream) const {
@@ -296,7 +358,8 @@ std::variant<std::optional<PrefixImport>, ApiError> KvTiers::pull(
       if (config_.on_fail == KvTransferFail::kRecompute) ++stats_.pull_recomputes;
     } else {
       stats_.pulled_blocks += uint64_t(got->blocks.n_blocks);
-      stats_.pulled_bytes += got->blocks.bytes.size();
+      stats_.pulled_bytes += got->blocks.bytes.size() + got->state.bytes.size();
+      stats_.pulled_states += got->state_at > 0 ? 1 : 0;
       stats_.pull_seconds += got->seconds;
     }
   }
@@ -315,6 +378,10 @@ std::variant<std::optional<PrefixImport>, ApiError> KvTiers::pull(
       size_t(got->first_block + got->blocks.n_blocks) * size_t(compat_.block_size);
   im.tokens.assign(prompt.begin(), prompt.begin() + std::ptrdiff_t(n_tokens));
   im.blocks = to_block_data(std::move(got->blocks));
+  if (got->state_at > 0) {
+    im.state = to_block_data(std::move(got->state));
+    im.state_blocks = got->state_at;
+  }
   return std::optional<PrefixImport>(std::move(im));
 }
 
@@ -330,9 +397,25 @@ std::optional<PrefixImport> KvTiers::read_disk(const std::vector<int32_t>& promp
   const int32_t n_full = int32_t(hashes.size());
   if (first >= n_full) return std::nullopt;
   const std::span<const uint64_t> rest(hashes.data() + first, size_t(n_full - first));
-  const int32_t on_disk = disk_->count_prefix(rest);
+  int32_t on_disk = disk_->count_prefix(rest);
   if (on_disk <= 0) return std::nullopt;
   PrefixImport im;
+  if (state_disk_) {
+    // A recurrent model resumes only from a saved state: the deepest one on disk within the
+    // blocks there that a hit may use (it leaves a token to compute); its blocks and no more.
+    const int32_t usable = int32_t((prompt.size() - 1) / size_t(compat_.block_size));
+    int32_t at = std::min(first + on_disk, usable);
+    while (at > first && !state_disk_->contains(hashes[size_t(at - 1)])) --at;
+    if (at <= first) return std::nullopt;
+    im.state.layout = state_layout_;
+    im.state.n_blocks = 1;
+    im.state.bytes_per_block = state_bytes_;
+    im.state.bytes.resize(state_bytes_);
+    // A state file carries no tokens (its chain hash names them); a block file carries its own.
+    if (!state_disk_->get(hashes[size_t(at - 1)], {}, im.state.bytes)) return std::nullopt;
+    im.state_blocks = at;
+    on_disk = at - first;
+  }
   im.first_block = first;
   im.blocks.layout = compat_.layout;
   im.blocks.bytes_per_block = bytes_per_block_;
@@ -347,6 +430,7 @@ std::optional<PrefixImport> KvTiers::read_disk(const std::vector<int32_t>& promp
     if (!disk_->get(hashes[b], block_tokens, dst)) break;
   }
   if (n == 0) return std::nullopt;
+  if (state_disk_ && n < on_disk) return std::nullopt;  // the state's blocks are not all there
   im.blocks.n_blocks = n;
   im.blocks.bytes.resize(size_t(n) * bytes_per_block_);
   im.tokens.assign(prompt.begin(),
@@ -354,11 +438,13 @@ std::optional<PrefixImport> KvTiers::read_disk(const std::vector<int32_t>& promp
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.disk_loaded_blocks += uint64_t(n);
+    stats_.disk_loaded_states += im.state_blocks > 0 ? 1 : 0;
   }
   return im;
 }
 
 void KvTiers::after_step(Engine& engine) {
+  if (state_disk_) write_states(engine);
   std::vector<KvCacheManager::CachedBlock> fresh = engine.take_newly_cached();
   if (fresh.empty()) return;
   std::vector<int32_t> ids;
@@ -383,6 +469,25 @@ void KvTiers::after_step(Engine& engine) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.disk_offered += offered;
+}
+
+void KvTiers::write_states(Engine& engine) {
+  // Newly saved checkpoints: their states are in place until the next step.
+  const std::vector<KvCacheManager::SavedCheckpoint> fresh = engine.take_newly_checkpointed();
+  uint64_t offered = 0;
+  for (const KvCacheManager::SavedCheckpoint& c : fresh) {
+    if (state_disk_->contains(c.key)) continue;
+    const int32_t slots[1] = {c.slot};
+    Result<KvBlockData> data = engine.export_states(slots);
+    if (!data.ok()) {
+      SLUICE_LOG(kWarn, "serve: disk tier: exporting a recurrent state failed: " + data.message());
+      return;
+    }
+    offered += state_disk_->put(c.key, {}, data->bytes) ? 1 : 0;
+  }
+  if (offered == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.disk_offered_states += offered;
 }
 
 nlohmann::ordered_json KvTiers::transfer_params(const RequestChannel& done) const {
@@ -418,6 +523,10 @@ void KvTiers::render_metrics(std::string& out) const {
            double(t.bytes_sent));
     scalar(out, "sluice_kv_pinned_blocks", "gauge", "KV blocks pinned for decode workers",
            double(t.pinned_blocks));
+    if (!state_layout_.empty()) {
+      scalar(out, "sluice_kv_transfer_sent_states_total", "counter",
+             "Recurrent states sent with blocks (pulls that completed)", double(t.states_sent));
+    }
   }
   if (role() != ServeRole::kPrefill) {
     scalar(out, "sluice_kv_pulls_total", "counter", "K/V pulls from prefill workers",
@@ -434,6 +543,10 @@ void KvTiers::render_metrics(std::string& out) const {
     scalar(out, "sluice_kv_pull_skipped_blocks_total", "counter",
            "Blocks not pulled because they were cached here", double(s.skipped_blocks));
     scalar(out, "sluice_kv_pull_seconds_total", "counter", "Time spent pulling", s.pull_seconds);
+    if (!state_layout_.empty()) {
+      scalar(out, "sluice_kv_pulled_states_total", "counter",
+             "Recurrent states pulled with the blocks", double(s.pulled_states));
+    }
   }
   if (disk_) {
     const KvDiskStats d = disk_->stats();
@@ -463,6 +576,20 @@ void KvTiers::render_metrics(std::string& out) const {
            double(d.bytes_on_disk));
     scalar(out, "sluice_kv_disk_loaded_blocks_total", "counter",
            "Blocks imported into the prefix cache from disk", double(s.disk_loaded_blocks));
+  }
+  if (state_disk_) {
+    const KvDiskStats d = state_disk_->stats();
+    scalar(out, "sluice_kv_disk_state_files", "gauge",
+           "Recurrent state files on disk (<dir>/state)", double(d.files));
+    scalar(out, "sluice_kv_disk_state_bytes", "gauge", "Bytes of recurrent state files on disk",
+           double(d.bytes_on_disk));
+    scalar(out, "sluice_kv_disk_state_writes_total", "counter", "Recurrent states written",
+           double(d.writes));
+    scalar(out, "sluice_kv_disk_state_rejected_total", "counter",
+           "Corrupt, truncated or mismatched state files found (deleted)", double(d.rejected));
+    scalar(out, "sluice_kv_disk_loaded_states_total", "counter",
+           "Recurrent states imported from disk (each with its blocks)",
+           double(s.disk_loaded_states));
   }
 }
 

@@ -14,6 +14,11 @@
 // there asynchronously (kv/kv_disk.h); a prompt whose leading blocks are not in memory but on
 // disk reads them back before it is admitted, here as well as after a restart.
 //
+// Models with recurrent layers (qwen35) resume a prefix only from a saved state (a checkpoint,
+// kv/kv_cache_manager.h): the prefill worker offers the prompt's deepest one with its blocks
+// and the pull carries it; the disk tier writes each newly saved one to <dir>/state and reads
+// the deepest one a prompt can use with the blocks before it.
+//
 // Threads: start() and the hooks it installs run on the engine thread; prepare() runs on the
 // HTTP handler's thread (pulls and disk reads never stall the engine), probing the engine with
 // EngineBridge::call; the transfer server's connection threads export pinned blocks through
@@ -88,9 +93,12 @@ std::variant<std::optional<KvTransferRequest>, http::ApiError> parse_kv_transfer
 struct KvTierStats {
   uint64_t pulls = 0, pull_failures = 0, pull_recomputes = 0;
   uint64_t pulled_blocks = 0, pulled_bytes = 0, skipped_blocks = 0;  // skipped: cached already
+  uint64_t pulled_states = 0;  // recurrent states pulled with the blocks
   double pull_seconds = 0;
-  uint64_t disk_loaded_blocks = 0;  // blocks read back from disk into the prefix cache
-  uint64_t disk_offered = 0;        // newly cached blocks handed to the disk writer
+  uint64_t disk_loaded_blocks = 0;   // blocks read back from disk into the prefix cache
+  uint64_t disk_loaded_states = 0;   // recurrent states read back (each with its blocks)
+  uint64_t disk_offered = 0;         // newly cached blocks handed to the disk writer
+  uint64_t disk_offered_states = 0;  // newly saved recurrent states handed to it
 };
 
 class KvTiers {
@@ -131,6 +139,8 @@ class KvTiers {
   // progress); nullopt when the engine does not answer.
   std::optional<int32_t> cached_blocks(const std::vector<int32_t>& prompt) const;
   void after_step(Engine& engine);
+  // Recurrent models: newly saved checkpoints to the state directory of the disk tier.
+  void write_states(Engine& engine);
 
   const KvTierConfig config_;
   EngineBridge& bridge_;
@@ -141,6 +151,10 @@ class KvTiers {
   const KvCacheManager* kv_ = nullptr;
   std::unique_ptr<KvTransferServer> transfer_;
   std::unique_ptr<KvDiskTier> disk_;
+  // Models with recurrent layers: their saved states (checkpoints), moved with the blocks.
+  std::string state_layout_;  // the executor's state layout tag ("": no recurrent layers)
+  size_t state_bytes_ = 0;    // one state
+  std::unique_ptr<KvDiskTier> state_disk_;  // <disk dir>/state: files named by chain hash
   mutable std::mutex mu_;
   KvTierStats stats_;
 };

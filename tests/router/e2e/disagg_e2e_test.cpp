@@ -3,6 +3,7 @@
 // give the same greedy text as one `--role both` server; a dead prefill worker fails the
 // request or is recomputed per --kv-transfer-fail; incompatible workers refuse each other's
 // K/V; the disk tier keeps a prompt's blocks across a restart and never uses a corrupt file.
+// A hybrid model (qwen35: recurrent layers) moves its saved states with the blocks, both ways.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -112,6 +113,71 @@ TEST(Disaggregated, PrefillAndDecodeWorkersGiveTheSameGreedyTextAsOneServer) {
     return metric(m, "sluice_kv_pinned_blocks") == 0 &&
            metric(m, "sluice_kv_transfer_served_total") >= 6;
   })) << metrics_text(pp);
+}
+
+// The tiny random-weight qwen35 of ../shared: three of four layers recurrent. Its vocabulary is
+// a real one (several full 16-token blocks per prompt).
+constexpr const char* kHybridModel = "testdata/models/arch/qwen35.gguf";
+
+// Its workers: its trained context; room for the states of 64 sequences and 16 checkpoints.
+std::vector<std::string> hybrid_args(const std::string& model, std::vector<std::string> more) {
+  std::vector<std::string> a = {model, "-c", "256", "-t", "1", "--kv-cache-gb", "0.1"};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+// A completion request for it (no model name: it is served under its own).
+json hybrid_completion(const std::string& prompt, int max_tokens = 24) {
+  json b = completion(prompt, max_tokens);
+  b.erase("model");
+  return b;
+}
+
+TEST(Disaggregated, HybridModelMovesItsRecurrentStateWithTheBlocks) {
+  SLUICE_REQUIRE_SHARED(model, kHybridModel);
+  auto both = ServeProcess::start(hybrid_args(model, {}));
+  auto prefill = ServeProcess::start(hybrid_args(model, {"--role", "prefill"}));
+  auto decode = ServeProcess::start(hybrid_args(model, {"--role", "decode"}));
+  ASSERT_TRUE(both && prefill && decode);
+  auto r = pd_router(*prefill, *decode);
+  ASSERT_TRUE(r);
+  for (const std::string& p : kLongPrompts) {
+    HttpResult want = post(both->port, "/v1/completions", hybrid_completion(p));
+    HttpResult got = post(r->port(), "/v1/completions", hybrid_completion(p));
+    ASSERT_EQ(want.status, 200) << want.body;
+    ASSERT_EQ(got.status, 200) << got.body;
+    EXPECT_EQ(got.j()["choices"][0]["text"], want.j()["choices"][0]["text"]) << p;
+    // The decode worker resumed from the pulled state at the prompt's last boundary before its
+    // last token: it computed only the tail.
+    const int64_t n = got.j()["usage"]["prompt_tokens"];
+    EXPECT_GE(n, 32) << p;
+    EXPECT_EQ(got.j()["usage"]["prompt_tokens_details"]["cached_tokens"], (n - 1) / 16 * 16)
+        << got.body;
+  }
+  const std::string dm = metrics_text(decode->port);
+  EXPECT_EQ(metric(dm, "sluice_kv_pulled_states_total"), 3) << dm;
+  EXPECT_EQ(metric(dm, "sluice_kv_pull_failures_total"), 0) << dm;
+  EXPECT_GE(metric(dm, "sluice_state_checkpoints_restored_total"), 3) << dm;
+  const int pp = prefill->port;
+  EXPECT_TRUE(eventually([pp] {
+    const std::string m = metrics_text(pp);
+    return metric(m, "sluice_kv_pinned_blocks") == 0 &&
+           metric(m, "sluice_kv_transfer_sent_states_total") == 3;
+  })) << metrics_text(pp);
+  // A decode worker of another state layout (f32 K/V changes the K/V tag; the state tag is the
+  // model's) is refused before any byte moves: here, the plain attention model's worker.
+  SLUICE_REQUIRE_SHARED(stories, kStoriesModel);
+  auto other = ServeProcess::start(worker_args(stories, {"--role", "decode"}));
+  ASSERT_TRUE(other);
+  json pre_body = prefill_request(kLongPrompts[0]);
+  pre_body.erase("model");
+  HttpResult pre = post(prefill->port, "/v1/completions", pre_body);
+  ASSERT_EQ(pre.status, 200) << pre.body;
+  json body = completion(kLongPrompts[0]);
+  body["kv_transfer_params"] = pre.j()["kv_transfer_params"];
+  HttpResult refused = post(other->port, "/v1/completions", body);
+  EXPECT_EQ(refused.status, 502) << refused.body;
+  EXPECT_NE(refused.body.find("model differs"), std::string::npos) << refused.body;
 }
 
 TEST(Disaggregated, ADeadPrefillWorkerFailsTheRequestOrIsRecomputedPerThePolicy) {
@@ -254,6 +320,68 @@ TEST(DiskTier, ARestartKeepsThePromptsBlocksAndCorruptFilesAreNeverUsed) {
     const std::string m = metrics_text(s->port);
     EXPECT_GE(metric(m, "sluice_kv_disk_rejected_total"), 1) << m;
     EXPECT_EQ(metric(m, "sluice_kv_disk_loaded_blocks_total"), 0) << m;
+  }
+  fs::remove_all(dir);
+}
+
+// A hybrid model's disk tier keeps its saved states beside the blocks (<dir>/state): after a
+// SIGKILL the prompt resumes from the state on disk, with the same greedy text; a follow-up
+// turn extending it resumes there too.
+TEST(DiskTier, AHybridModelsStatesSurviveARestart) {
+  SLUICE_REQUIRE_SHARED(model, kHybridModel);
+  char tmpl[] = "/tmp/sluice-kvdisk-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const fs::path dir = tmpl;
+  const std::vector<std::string> disk = {"--kv-disk-dir", dir.string(), "--kv-disk-gb", "0.05"};
+  const std::string& p = kLongPrompts[1];
+  const std::string turn2 = p + " The bird sang a song and Tom smiled at his mom.";
+  std::string want, want2;
+  {
+    auto plain = ServeProcess::start(hybrid_args(model, {"--no-prefix-cache"}));
+    ASSERT_TRUE(plain);
+    HttpResult a = post(plain->port, "/v1/completions", hybrid_completion(p));
+    HttpResult a2 = post(plain->port, "/v1/completions", hybrid_completion(turn2));
+    ASSERT_EQ(a.status, 200) << a.body;
+    ASSERT_EQ(a2.status, 200) << a2.body;
+    want = a.j()["choices"][0]["text"];
+    want2 = a2.j()["choices"][0]["text"];
+  }
+  int64_t n = 0;
+  {
+    auto s = ServeProcess::start(hybrid_args(model, disk));
+    ASSERT_TRUE(s);
+    HttpResult a = post(s->port, "/v1/completions", hybrid_completion(p));
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_EQ(a.j()["choices"][0]["text"], want);
+    n = a.j()["usage"]["prompt_tokens"];
+    ASSERT_GE(n, 33) << a.body;
+    const int port = s->port;
+    ASSERT_TRUE(eventually(
+        [port, n] {
+          const std::string m = metrics_text(port);
+          return metric(m, "sluice_kv_disk_writes_total") >= double((n - 1) / 16) &&
+                 metric(m, "sluice_kv_disk_state_writes_total") >= 1;
+        },
+        std::chrono::milliseconds(30000)))
+        << metrics_text(port);
+  }  // SIGKILL
+  {
+    auto s = ServeProcess::start(hybrid_args(model, disk));
+    ASSERT_TRUE(s);
+    HttpResult b = post(s->port, "/v1/completions", hybrid_completion(p));
+    ASSERT_EQ(b.status, 200) << b.body;
+    EXPECT_EQ(b.j()["choices"][0]["text"], want);
+    EXPECT_EQ(b.j()["usage"]["prompt_tokens_details"]["cached_tokens"], (n - 1) / 16 * 16)
+        << b.body;
+    const std::string m = metrics_text(s->port);
+    EXPECT_GE(metric(m, "sluice_kv_disk_loaded_states_total"), 1) << m;
+    EXPECT_GE(metric(m, "sluice_state_checkpoints_restored_total"), 1) << m;
+    HttpResult c = post(s->port, "/v1/completions", hybrid_completion(turn2));
+    ASSERT_EQ(c.status, 200) << c.body;
+    EXPECT_EQ(c.j()["choices"][0]["text"], want2);
+    EXPECT_GE(c.j()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(),
+              (n - 1) / 16 * 16)
+        << c.body;
   }
   fs::remove_all(dir);
 }
