@@ -161,12 +161,13 @@ TEST(MpiParallel, GoldenModelsMatchOneProcess) {
   // Heads: stories 8/4 (4 ranks: one K/V head each), gemma 4/1 (replicated), aidreams 4/4.
   const int n = comm().world_size();
   // The largest --tp each splits: phi3's fused QKV and the experts (64 wide: two Q8_0 blocks)
-  // at most 2; qwen35's Gated DeltaNet layers none yet (pipeline stages keep their own layers'
-  // recurrent states).
-  const std::pair<const char*, int> models[] = {{"stories260K.gguf", 8},   {"aidreams260K.gguf", 4},
-                                                {"arch/gemma.gguf", 4},    {"arch/gemma2.gguf", 4},
-                                                {"arch/phi3.gguf", 2},     {"arch/mixtral.gguf", 2},
-                                                {"arch/qwen2moe.gguf", 2}, {"arch/qwen35.gguf", 1}};
+  // at most 2. Gated DeltaNet (model/shard.h: delta_net_split; each rank keeps its heads'
+  // recurrent states): qwen35's 2 K / 4 V heads up to 4 (each K head on two ranks), qwen35moe's
+  // 1 K / 2 V heads up to 2 (its experts and shared expert split as qwen2moe's).
+  const std::pair<const char*, int> models[] = {
+      {"stories260K.gguf", 8},   {"aidreams260K.gguf", 4}, {"arch/gemma.gguf", 4},
+      {"arch/gemma2.gguf", 4},   {"arch/phi3.gguf", 2},    {"arch/mixtral.gguf", 2},
+      {"arch/qwen2moe.gguf", 2}, {"arch/qwen35.gguf", 4},  {"arch/qwen35moe.gguf", 2}};
   for (const auto& [m, max_tp] : models) {
     for (const auto& [tp, pp] : layouts(n)) {
       if (tp > max_tp) continue;
