@@ -182,14 +182,7 @@ std::vector<double> layer_weight_bytes(const ModelWeights& w) {
   std::vector<double> out;
   for (const LayerWeights& l : w.layers) {
     double b = 0;
-    for (const WeightMatrix* m :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.router, &l.moe.sh_gate,
-          &l.moe.sh_up, &l.moe.sh_down, &l.moe.sh_gate_inp}) {
-      b += matrix_bytes(*m);
-    }
-    for (const auto* v : {&l.moe.gate, &l.moe.up, &l.moe.down}) {
-      for (const WeightMatrix& m : *v) b += matrix_bytes(m);
-    }
+    for_each_matrix(l, [&](const WeightMatrix& m, MatrixRole) { b += matrix_bytes(m); });
     out.push_back(b);
   }
   return out;
