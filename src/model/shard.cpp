@@ -10,16 +10,23 @@
 namespace sluice {
 namespace {
 
-// Columns [c0, c0 + n) of every row of `w`, copied (c0 and n whole blocks of w.type).
-Result<WeightMatrix> copy_columns(const WeightMatrix& w, int64_t c0, int64_t n,
+// Column runs of every row of `w`, copied side by side (each run's begin and size whole blocks
+// of w.type): the rank's term of x W^T over those input features (partial).
+Result<WeightMatrix> copy_columns(const WeightMatrix& w, std::span<const Range> runs,
                                   std::vector<StreamedBuffer>& owned) {
+  int64_t n = 0;
+  for (const Range& c : runs) n += c.size();
   const size_t src_row = row_size(w.type, w.n_cols), dst_row = row_size(w.type, n);
-  const size_t skip = row_size(w.type, c0);
   StreamedBuffer buf = alloc_streamed(std::max<size_t>(1, dst_row * size_t(w.n_rows)));
   if (!buf) return make_error("out of memory copying a weight shard");
   const auto* src = static_cast<const uint8_t*>(w.data);
   for (int64_t r = 0; r < w.n_rows; ++r) {
-    std::memcpy(buf.get() + size_t(r) * dst_row, src + size_t(r) * src_row + skip, dst_row);
+    uint8_t* dst = buf.get() + size_t(r) * dst_row;
+    for (const Range& c : runs) {
+      const size_t bytes = row_size(w.type, c.size());
+      std::memcpy(dst, src + size_t(r) * src_row + row_size(w.type, c.begin), bytes);
+      dst += bytes;
+    }
   }
   WeightMatrix m = w;
   m.data = buf.get();
@@ -27,6 +34,49 @@ Result<WeightMatrix> copy_columns(const WeightMatrix& w, int64_t c0, int64_t n,
   m.partial = true;
   owned.push_back(std::move(buf));
   return m;
+}
+
+// Columns [c0, c0 + n) of every row of `w`, copied (c0 and n whole blocks of w.type).
+Result<WeightMatrix> copy_columns(const WeightMatrix& w, int64_t c0, int64_t n,
+                                  std::vector<StreamedBuffer>& owned) {
+  const Range run{c0, c0 + n};
+  return copy_columns(w, {&run, 1}, owned);
+}
+
+// Row runs of `w`, one after another: a view when there is one run, else a copy.
+Result<WeightMatrix> gather_rows(const WeightMatrix& w, std::span<const Range> runs,
+                                 std::vector<StreamedBuffer>& owned) {
+  if (runs.size() == 1) return w.rows(runs[0].begin, runs[0].size());
+  int64_t n = 0;
+  for (const Range& r : runs) n += r.size();
+  const size_t row = row_size(w.type, w.n_cols);
+  StreamedBuffer buf = alloc_streamed(std::max<size_t>(1, row * size_t(n)));
+  if (!buf) return make_error("out of memory copying a weight shard");
+  uint8_t* dst = buf.get();
+  for (const Range& r : runs) {
+    std::memcpy(dst, static_cast<const uint8_t*>(w.data) + size_t(r.begin) * row,
+                row * size_t(r.size()));
+    dst += row * size_t(r.size());
+  }
+  WeightMatrix m = w;
+  m.data = buf.get();
+  m.n_rows = n;
+  owned.push_back(std::move(buf));
+  return m;
+}
+
+// The items of `v` in the runs, one after another.
+std::vector<float> gather(const std::vector<float>& v, std::span<const Range> runs) {
+  std::vector<float> out;
+  for (const Range& r : runs) out.insert(out.end(), v.begin() + r.begin, v.begin() + r.end);
+  return out;
+}
+
+// Runs of heads as runs of items: head h -> [offset + h * size, offset + (h + 1) * size).
+std::vector<Range> scale(std::span<const Range> heads, int64_t size, int64_t offset = 0) {
+  std::vector<Range> out;
+  for (const Range& h : heads) out.push_back({offset + h.begin * size, offset + h.end * size});
+  return out;
 }
 
 std::vector<float> slice(const std::vector<float>& v, Range r) {
@@ -46,6 +96,29 @@ Status shard_ffn(WeightMatrix& gate, WeightMatrix& up, WeightMatrix& down, int r
   gate = gate.rows(f.begin, f.size());
   up = up.rows(f.begin, f.size());
   SLUICE_ASSIGN_OR_RETURN(down, copy_columns(down, f.begin, f.size(), owned));
+  return {};
+}
+
+// A Gated DeltaNet layer's part for rank `rank` of `size` (delta_net_split): the channels of its
+// K heads' q and k and of its V heads' v (rows of attn_qkv, conv taps), its V heads' rows of
+// attn_gate, ssm_beta and ssm_alpha and entries of ssm_a and ssm_dt, and their columns of ssm_out.
+Status shard_delta_net(const RecurrentShape& s, int rank, int size, DeltaNetWeights& d,
+                       std::vector<StreamedBuffer>& owned) {
+  const DeltaNetSplit split = delta_net_split(s, rank, size);
+  const int64_t S = s.state_size;
+  // Channels:  [ q: nk S | k: nk S | v: nv S ]
+  std::vector<Range> channels = scale({&split.k, 1}, S);
+  channels.push_back({s.qk_dim() + split.k.begin * S, s.qk_dim() + split.k.end * S});
+  for (const Range& v : scale(split.v, S, 2 * int64_t(s.qk_dim()))) channels.push_back(v);
+  const std::vector<Range> v_cols = scale(split.v, S);
+  SLUICE_ASSIGN_OR_RETURN(d.qkv, gather_rows(d.qkv, channels, owned));
+  SLUICE_ASSIGN_OR_RETURN(d.z, gather_rows(d.z, v_cols, owned));
+  SLUICE_ASSIGN_OR_RETURN(d.beta, gather_rows(d.beta, split.v, owned));
+  SLUICE_ASSIGN_OR_RETURN(d.alpha, gather_rows(d.alpha, split.v, owned));
+  SLUICE_ASSIGN_OR_RETURN(d.out, copy_columns(d.out, v_cols, owned));
+  d.conv = gather(d.conv, scale(channels, s.conv_kernel));  // [C][K]: K taps a channel
+  d.dt_bias = gather(d.dt_bias, split.v);
+  d.a = gather(d.a, split.v);
   return {};
 }
 
@@ -109,14 +182,7 @@ std::vector<double> layer_weight_bytes(const ModelWeights& w) {
   std::vector<double> out;
   for (const LayerWeights& l : w.layers) {
     double b = 0;
-    for (const WeightMatrix* m :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.router, &l.moe.sh_gate,
-          &l.moe.sh_up, &l.moe.sh_down, &l.moe.sh_gate_inp}) {
-      b += matrix_bytes(*m);
-    }
-    for (const auto* v : {&l.moe.gate, &l.moe.up, &l.moe.down}) {
-      for (const WeightMatrix& m : *v) b += matrix_bytes(m);
-    }
+    for_each_matrix(l, [&](const WeightMatrix& m, MatrixRole) { b += matrix_bytes(m); });
     out.push_back(b);
   }
   return out;
@@ -131,14 +197,48 @@ Range split_range(int64_t n, int64_t unit, int rank, int size) {
   return {units * rank / size * unit, rank + 1 == size ? n : units * (rank + 1) / size * unit};
 }
 
+DeltaNetSplit delta_net_split(const RecurrentShape& s, int rank, int size) {
+  const int nk = s.n_k_heads, group = s.n_v_heads / nk;  // group: V heads reading one K head
+  // V head h = j * nk + k reads K head k. The rank's K heads [k0, k0 + n_k) and, of the `group`
+  // V heads that read each of them, those with j in [j0, j1).
+  int k0 = 0, n_k = 0, j0 = 0, j1 = group;
+  if (size <= nk) {
+    n_k = nk / size;
+    k0 = rank * n_k;
+  } else {
+    const int replicas = size / nk;  // ranks sharing one K head
+    n_k = 1;
+    k0 = rank / replicas;
+    j0 = rank % replicas * (group / replicas);
+    j1 = j0 + group / replicas;
+  }
+  DeltaNetSplit out;
+  out.k = {k0, k0 + n_k};
+  for (int j = j0; j < j1; ++j) {
+    const Range run{int64_t(j) * nk + k0, int64_t(j) * nk + k0 + n_k};
+    if (!out.v.empty() && out.v.back().end == run.begin) {
+      out.v.back().end = run.end;
+    } else {
+      out.v.push_back(run);
+    }
+  }
+  return out;
+}
+
 Status check_shardable(const ModelConfig& c, const ModelWeights& w, int tp_size) {
   const int n = tp_size;
   if (n < 1) return make_error("tensor parallel size must be >= 1 (got ", n, ")");
   if (n == 1) return {};
   if (c.any_recurrent()) {
-    return make_error(
-        "tensor parallel over recurrent (Gated DeltaNet) layers is not supported "
-        "yet: run this model with --tp 1");
+    const RecurrentShape& s = c.recurrent;
+    if (s.n_k_heads % n != 0 && n % s.n_k_heads != 0) {
+      return make_error("tensor parallel size ", n, " and the model's ", s.n_k_heads,
+                        " linear-attention (Gated DeltaNet) K heads: one must divide the other");
+    }
+    if (s.n_v_heads % n != 0) {
+      return make_error("tensor parallel size ", n, " does not divide the model's ", s.n_v_heads,
+                        " linear-attention (Gated DeltaNet) V heads");
+    }
   }
   if (c.n_head % n != 0) {
     return make_error("tensor parallel size ", n, " does not divide the model's ", c.n_head,
@@ -156,11 +256,28 @@ Status check_shardable(const ModelConfig& c, const ModelWeights& w, int tp_size)
   const int64_t cols = int64_t(c.n_head / n) * c.head_dim;
   for (size_t il = 0; il < w.layers.size(); ++il) {
     const LayerWeights& l = w.layers[il];
-    const int64_t bs = type_traits(l.wo.type).block_size;
-    if (cols % bs != 0) {
-      return make_error(
-          "tensor parallel size ", n, ": blk.", il, ".attn_output.weight would split ", "at ", cols,
-          " columns, not a whole number of ", type_name(l.wo.type), " blocks (", bs, ")");
+    if (c.layer_kind(int(il)) == LayerKind::kRecurrent) {
+      // ssm_out's columns: each rank's runs of V heads, S columns a head.
+      const WeightMatrix& out = l.delta.out;
+      const int64_t bs = type_traits(out.type).block_size, S = c.recurrent.state_size;
+      for (int r = 0; r < n; ++r) {
+        for (const Range& v : delta_net_split(c.recurrent, r, n).v) {
+          if ((v.begin * S) % bs != 0 || (v.size() * S) % bs != 0) {
+            return make_error(
+                "tensor parallel size ", n, ": blk.", il, ".ssm_out.weight would split at columns ",
+                v.begin * S, "..", v.end * S, " (V heads ", v.begin, "..", v.end - 1, " of ",
+                c.recurrent.n_v_heads, ", ", S, " columns each), not a whole number of ",
+                type_name(out.type), " blocks (", bs, ")");
+          }
+        }
+      }
+    } else {
+      const int64_t bs = type_traits(l.wo.type).block_size;
+      if (cols % bs != 0) {
+        return make_error(
+            "tensor parallel size ", n, ": blk.", il, ".attn_output.weight would split at ", cols,
+            " columns, not a whole number of ", type_name(l.wo.type), " blocks (", bs, ")");
+      }
     }
     const auto check_ffn = [&](const WeightMatrix& down, const char* name) -> Status {
       const int64_t blocks = down.n_cols / type_traits(down.type).block_size;
@@ -226,16 +343,23 @@ Result<ShardInfo> shard_model(const ShardSpec& spec, ModelConfig& c, ModelWeight
   const int kv0 = c.n_kv_head >= n ? r * hkv : r / (n / c.n_kv_head);
   const Range q{int64_t(r) * hq * hd, int64_t(r + 1) * hq * hd};
   const Range kv{int64_t(kv0) * hd, int64_t(kv0 + hkv) * hd};
+  // Gated attention's attn_q holds per head its query rows, then as many gate rows.
+  const int64_t q_rows = c.attn_gated ? 2 : 1;
+  const Range wq{q.begin * q_rows, q.end * q_rows};
   int64_t n_ff = 0, n_ff_exp = 0, n_ff_shexp = 0;
   for (int il = c.layer_begin; il < c.stage_layer_end(); ++il) {
     LayerWeights& l = w.layers[size_t(il)];
-    l.wq = l.wq.rows(q.begin, q.size());
-    l.wk = l.wk.rows(kv.begin, kv.size());
-    l.wv = l.wv.rows(kv.begin, kv.size());
-    l.bq = slice(l.bq, q);
-    l.bk = slice(l.bk, kv);
-    l.bv = slice(l.bv, kv);
-    SLUICE_ASSIGN_OR_RETURN(l.wo, copy_columns(l.wo, q.begin, q.size(), owned));
+    if (c.layer_kind(il) == LayerKind::kRecurrent) {
+      SLUICE_RETURN_IF_ERROR(shard_delta_net(c.recurrent, r, n, l.delta, owned));
+    } else {
+      l.wq = l.wq.rows(wq.begin, wq.size());
+      l.wk = l.wk.rows(kv.begin, kv.size());
+      l.wv = l.wv.rows(kv.begin, kv.size());
+      l.bq = slice(l.bq, q);
+      l.bk = slice(l.bk, kv);
+      l.bv = slice(l.bv, kv);
+      SLUICE_ASSIGN_OR_RETURN(l.wo, copy_columns(l.wo, q.begin, q.size(), owned));
+    }
     if (c.is_moe()) {
       MoeWeights& m = l.moe;
       for (size_t e = 0; e < m.down.size(); ++e) {
@@ -261,6 +385,11 @@ Result<ShardInfo> shard_model(const ShardSpec& spec, ModelConfig& c, ModelWeight
 
   c.n_head = hq;
   c.n_kv_head = hkv;
+  if (c.any_recurrent()) {
+    const DeltaNetSplit d = delta_net_split(c.recurrent, r, n);
+    c.recurrent.n_k_heads = int(d.k.size());
+    c.recurrent.n_v_heads = d.n_v();
+  }
   if (c.is_moe()) {
     c.n_ff_exp = int(n_ff_exp);
     c.n_ff_shexp = int(n_ff_shexp);

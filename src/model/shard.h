@@ -5,14 +5,21 @@
 //   * FFN columns: rows of ffn_gate / ffn_up and the same columns of ffn_down (split in whole
 //     quantization blocks; the last ranks may get one block fewer), partial sums again; every
 //     expert of a MoE layer is split the same way (the router stays whole on every rank);
-//   * a slice of the vocabulary: rows [vocab_begin, vocab_end) of token_embd and output.
+//   * a slice of the vocabulary: rows [vocab_begin, vocab_end) of token_embd and output;
+//   * its Gated DeltaNet heads (delta_net_split below): their rows of attn_qkv (q | k | v),
+//     attn_gate, ssm_alpha and ssm_beta, their conv channels, ssm_a and ssm_dt entries, and their
+//     columns of ssm_out (partial, as attn_output); ssm_norm (per head dim) stays whole.
 //
 // Row slices are views into the file mapping (a rank only ever touches its rows); column slices
-// (attn_output, ffn_down) are copied once, whole blocks per row. Norms, RoPE factors and the
-// router are whole on every rank. The shard's ModelConfig is the local one (n_head, n_kv_head,
-// n_ff, n_ff_exp, n_ff_shexp, n_vocab of this rank), so an executor sizes its activations and
-// KV cache from it unchanged; what it must add is in ShardInfo and WeightMatrix::partial:
-// the all-reduce after each partial product and the vocabulary-parallel embedding and logits.
+// (attn_output, ffn_down, ssm_out) and rows in several runs (attn_qkv; the DeltaNet rows when a
+// rank's V heads are strided) are copied once, whole blocks per row. Gated attention's attn_q
+// (qwen35: per head the query rows, then the gate rows) splits by heads the same way, both halves
+// of each. Norms, RoPE factors and the router are whole on every rank. The shard's ModelConfig is
+// the local one (n_head, n_kv_head, n_ff, n_ff_exp, n_ff_shexp, n_vocab, recurrent.n_k_heads and
+// recurrent.n_v_heads of this rank), so an executor sizes its activations, KV cache and recurrent
+// state slots (only its heads' conv and SSM state) from it unchanged; what it must add is in
+// ShardInfo and WeightMatrix::partial: the all-reduce after each partial product and the
+// vocabulary-parallel embedding and logits.
 #pragma once
 
 #include <cstdint>
@@ -78,6 +85,29 @@ double output_weight_bytes(const ModelWeights& w);
 // copies go to `owned` (keep it alive with the weights).
 Result<ShardInfo> shard_model(const ShardSpec& spec, ModelConfig& c, ModelWeights& w,
                               std::vector<StreamedBuffer>& owned);
+
+// The Gated DeltaNet heads of tensor-parallel rank `rank` of `size` (a shape check_shardable
+// accepts). V head h reads K head h mod nk (the file's tiled order; kernels/delta_net.h), so a
+// rank's V heads are those that read its K heads, strided through the whole:
+//
+//   nk = 2, nv = 4:  V head 0 1 2 3     --tp 2:  rank 0: K 0, V 0 2   rank 1: K 1, V 1 3
+//                    reads  0 1 0 1     --tp 4:  rank 0: K 0, V 0     rank 1: K 0, V 2
+//                                                rank 2: K 1, V 1     rank 3: K 1, V 3
+//
+// With size <= nk a rank holds nk / size K heads; with size > nk (a multiple of nk) each K head
+// is replicated on size / nk ranks, which split the V heads that read it. In the rank's order (the
+// runs one after another) its V head i reads its K head i mod k.size(), as the kernels expect of
+// a whole model, so a shard runs the same kernels over RecurrentShape{.., k.size(), n_v()}.
+struct DeltaNetSplit {
+  Range k;               // K heads [k.begin, k.end)
+  std::vector<Range> v;  // runs of V heads, in the rank's order
+  int n_v() const {
+    int64_t n = 0;
+    for (const Range& r : v) n += r.size();
+    return int(n);
+  }
+};
+DeltaNetSplit delta_net_split(const RecurrentShape& s, int rank, int size);
 
 // [begin, end) of `n` items split in `n_units` units of `unit` items over `size` ranks: rank r
 // gets units [r * n_units / size, (r + 1) * n_units / size).

@@ -26,6 +26,33 @@ TEST(CliTensorParallel, RunPrintsTheGoldenContinuation) {
   }
 }
 
+// A hybrid (qwen35: 6 Gated DeltaNet + 2 gated attention layers) over ranks: each holds its
+// linear-attention heads and their recurrent states; the greedy continuation is one process's.
+TEST(CliTensorParallel, HybridRunMatchesOneProcess) {
+  SLUICE_REQUIRE_SHARED(model, "testdata/models/arch/qwen35.gguf");
+  const std::string run = "run " + model +
+                          " -p 'Every morning before school, Maria walked' --temp 0 -c 256 -t 1 "
+                          "-n 16 --output-format json ";
+  auto one = test::run_sluice(run);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto want = nlohmann::json::parse(one.out);
+  ASSERT_EQ(want["tokens"].size(), 16u);
+  for (const char* layout : {"--tp 2", "--tp 4", "--tp 2 --pp 2"}) {
+    auto r = test::run_sluice(run + layout);
+    ASSERT_EQ(r.exit_code, 0) << layout << ": " << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tokens"], want["tokens"]) << layout;
+    EXPECT_EQ(j["text"], want["text"]) << layout;
+  }
+  // 2 K / 4 V linear-attention heads do not split over 3 ranks.
+  auto three = test::run_sluice("run " + model + " -p hi -n 4 --tp 3");
+  EXPECT_NE(three.exit_code, 0);
+  EXPECT_NE(three.err.find("tensor parallel size 3 and the model's 2 linear-attention (Gated "
+                           "DeltaNet) K heads"),
+            std::string::npos)
+      << three.err;
+}
+
 TEST(CliTensorParallel, ClearErrors) {
   SLUICE_REQUIRE_SHARED(model, "testdata/models/stories260K.gguf");
   auto three = test::run_sluice("run " + model + " -p hi -n 4 --tp 3");

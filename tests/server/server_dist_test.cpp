@@ -78,6 +78,38 @@ TEST(ServeTensorParallel, ServesTheTextOfOneProcess) {
   }
 }
 
+// A hybrid (qwen35: Gated DeltaNet + gated attention) over tensor-parallel ranks: each rank holds
+// its linear-attention heads' part of every sequence's recurrent state; three streams of one
+// prompt in the same steps and a later request of it all get the text one process serves.
+TEST(ServeTensorParallel, HybridServesTheTextOfOneProcess) {
+  SLUICE_REQUIRE_SHARED(model, "testdata/models/arch/qwen35.gguf");
+  const json body = {{"prompt", "Every morning before school, Maria walked her grandfather's dog"},
+                     {"max_tokens", 12},
+                     {"temperature", 0}};
+  std::string want;
+  {
+    auto one = ServeProcess::start({model, "-c", "256", "-t", "1"});
+    ASSERT_TRUE(one);
+    const HttpResult r = post(one->port, "/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    want = json::parse(r.body)["choices"][0]["text"];
+  }
+  ASSERT_FALSE(want.empty());
+  auto p = ServeProcess::start({model, "-c", "256", "-t", "1", "--tp", "2"});
+  ASSERT_TRUE(p);
+  json sbody = body;
+  sbody["stream"] = true;
+  sbody["n"] = 3;
+  const SseResult s = stream(p->port, "/v1/completions", sbody);
+  ASSERT_TRUE(s.done);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(streamed_text(s, i), want) << i;
+  const HttpResult again = post(p->port, "/v1/completions", body);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(json::parse(again.body)["choices"][0]["text"], want);
+  const std::string log = p->drain_log();
+  EXPECT_NE(log.find("tensor parallel: 2 ranks, pipeline: 1 stages"), std::string::npos) << log;
+}
+
 TEST(ServeTensorParallel, DeadRankFailsTheRequestsAndExitsNonZero) {
   SLUICE_REQUIRE_SHARED(model, kStoriesModel);
   auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--tp", "2", "--max-seqs", "1"});
