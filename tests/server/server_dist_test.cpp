@@ -110,6 +110,101 @@ TEST(ServeTensorParallel, HybridServesTheTextOfOneProcess) {
   EXPECT_NE(log.find("tensor parallel: 2 ranks, pipeline: 1 stages"), std::string::npos) << log;
 }
 
+// The same hybrid's saved states over tensor-parallel ranks (each rank exports and imports its
+// heads' part): a --tp 2 prefill worker hands a prompt's blocks and state to a --tp 2 decode
+// worker, which computes only the tail; a --tp 2 server with a disk tier resumes from the states
+// on disk after a SIGKILL. Both give the text one process serves.
+TEST(ServeTensorParallel, HybridStatesMoveOverRanks) {
+  SLUICE_REQUIRE_SHARED(model, "testdata/models/arch/qwen35.gguf");
+  const std::string prompt =
+      "Every morning before school, Maria walked her grandfather's dog along the river, past the "
+      "bakery and the old mill, and every morning the dog stopped at the same bench to watch the "
+      "ducks.";
+  const json body = {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}};
+  std::string want;
+  {
+    auto one = ServeProcess::start({model, "-c", "256", "-t", "1", "--kv-cache-gb", "0.1"});
+    ASSERT_TRUE(one);
+    const HttpResult r = post(one->port, "/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    want = json::parse(r.body)["choices"][0]["text"];
+  }
+  const std::vector<std::string> base = {model,  "-c", "256",           "-t", "1",
+                                         "--tp", "2",  "--kv-cache-gb", "0.1"};
+  const auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  {
+    auto prefill = ServeProcess::start(with({"--role", "prefill"}));
+    auto decode = ServeProcess::start(with({"--role", "decode"}));
+    ASSERT_TRUE(prefill && decode);
+    json pre = body;
+    pre["max_tokens"] = 1;
+    pre["kv_transfer_params"] = {{"do_remote_decode", true}};
+    const HttpResult a = post(prefill->port, "/v1/completions", pre);
+    ASSERT_EQ(a.status, 200) << a.body;
+    json dec = body;
+    dec["kv_transfer_params"] = json::parse(a.body)["kv_transfer_params"];
+    const HttpResult b = post(decode->port, "/v1/completions", dec);
+    ASSERT_EQ(b.status, 200) << b.body;
+    const json j = json::parse(b.body);
+    EXPECT_EQ(j["choices"][0]["text"], want);
+    const int64_t n = j["usage"]["prompt_tokens"];
+    ASSERT_GE(n, 33) << b.body;
+    EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], (n - 1) / 16 * 16) << b.body;
+    EXPECT_EQ(metric(metrics_text(decode->port), "sluice_kv_pulled_states_total"), 1);
+  }
+  TempDir tmp;
+  const std::vector<std::string> disk = {"--kv-disk-dir", tmp.path("disk"), "--kv-disk-gb", "0.05"};
+  {
+    auto s = ServeProcess::start(with(disk));
+    ASSERT_TRUE(s);
+    const HttpResult a = post(s->port, "/v1/completions", body);
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_EQ(json::parse(a.body)["choices"][0]["text"], want);
+    const int port = s->port;
+    ASSERT_TRUE(eventually(
+        [port] {
+          return metric(metrics_text(port), "sluice_kv_disk_state_writes_total") >= 1 &&
+                 metric(metrics_text(port), "sluice_kv_disk_writes_total") >= 2;
+        },
+        std::chrono::milliseconds(30000)));
+    // SIGKILL to the whole job: the ranks (rank 0 holds the disk tier's lock) and mpirun.
+    const std::vector<pid_t> ranks = children_of(s->pid);
+    for (pid_t r : ranks) ::kill(r, SIGKILL);
+    ::kill(s->pid, SIGKILL);
+    ::waitpid(s->pid, nullptr, 0);
+    s->pid = -1;
+    EXPECT_TRUE(eventually(
+        [&ranks] {
+          for (pid_t r : ranks) {
+            std::ifstream f("/proc/" + std::to_string(r) + "/stat");
+            std::string stat;
+            std::getline(f, stat);
+            const size_t close = stat.rfind(')');
+            if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z') {
+              return false;
+            }
+          }
+          return true;
+        },
+        std::chrono::milliseconds(10000)));
+  }
+  {
+    auto s = ServeProcess::start(with(disk));
+    ASSERT_TRUE(s);
+    const HttpResult b = post(s->port, "/v1/completions", body);
+    ASSERT_EQ(b.status, 200) << b.body;
+    const json j = json::parse(b.body);
+    EXPECT_EQ(j["choices"][0]["text"], want);
+    const int64_t n = j["usage"]["prompt_tokens"];
+    EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], (n - 1) / 16 * 16) << b.body;
+    EXPECT_GE(metric(metrics_text(s->port), "sluice_kv_disk_loaded_states_total"), 1);
+  }
+}
+
 TEST(ServeTensorParallel, DeadRankFailsTheRequestsAndExitsNonZero) {
   SLUICE_REQUIRE_SHARED(model, kStoriesModel);
   auto p = ServeProcess::start({model, "-c", "512", "-t", "1", "--tp", "2", "--max-seqs", "1"});
