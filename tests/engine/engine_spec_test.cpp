@@ -189,13 +189,14 @@ constexpr int kRuns = 600;
 constexpr int kLen = 12;
 std::vector<std::map<int32_t, int>> sample_counts(Engine& engine,
                                                   const std::vector<int32_t>& prompt,
-                                                  uint64_t seed0) {
+                                                  uint64_t seed0, int top_k = 0) {
   std::vector<std::map<int32_t, int>> counts(kLen);
   std::vector<std::vector<int32_t>> prompts(kRuns, prompt);
   std::vector<GenerationParams> params(kRuns);
   std::vector<int> arrivals(kRuns);
   for (int i = 0; i < kRuns; ++i) {
     params[size_t(i)].sampling.temperature = 1.0f;
+    params[size_t(i)].sampling.top_k = top_k;
     params[size_t(i)].sampling.seed = seed0 + uint64_t(i);
     params[size_t(i)].max_tokens = kLen;
     params[size_t(i)].ignore_eos = true;
@@ -654,6 +655,27 @@ TEST(EngineSpec, HybridGreedyOutputEqualsPlainDecodingWithNgramDrafts) {
   EXPECT_EQ((*engine)->kv().n_used_blocks(), 0);
   EXPECT_GT(accepted, 0u) << "no draft was ever accepted: the test proves nothing";
   EXPECT_GE(drafted, accepted);
+}
+
+// Seeded sampling at temperature 1 on a hybrid: the token frequencies with n-gram drafts (each
+// verification keeping the state after every draft token, a rejection rolling it back) match
+// plain sampling. The tiny random model's distribution is nearly flat over its vocabulary, so
+// top-k 3 keeps the test's bins full and lets drafts from earlier samples be accepted.
+TEST(EngineSpec, HybridSampledTokenFrequenciesMatchPlainSampling) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/qwen35.gguf");
+  auto l = load(path, 512, 256, 16, KvType::kF16, 4);
+  ASSERT_TRUE(l);
+  auto ids = l->tokenizer.encode("Once upon a time");
+  ASSERT_TRUE(ids.ok());
+  auto plain = Engine::create(l->tokenizer, *l->executor, {});
+  auto spec = Engine::create(l->tokenizer, *l->executor, spec_config(4));
+  ASSERT_TRUE(plain.ok() && spec.ok()) << spec.message();
+  const auto want = sample_counts(**plain, *ids, 0, 3);
+  const auto got = sample_counts(**spec, *ids, 1000, 3);
+  // Hundreds of drafts accepted (371 of 7200 sampled tokens when written) and rejected.
+  EXPECT_GT((*spec)->stats().spec_accepted_tokens, uint64_t(kRuns / 4));
+  EXPECT_GT((*spec)->stats().state_rewinds, 0u);
+  EXPECT_GE(expect_same_frequencies(want, got), 8);
 }
 
 // A hybrid target with an attention draft model of its vocabulary (qwen35moe and qwen2moe
