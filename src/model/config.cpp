@@ -71,6 +71,29 @@ Result<int> read_window(const GgufFile& f, const std::string& key) {
   return int(v);
 }
 
+// A window larger than the trained context masks nothing a run within it computes. On a model
+// windowed on every layer (phi3: Phi-3-mini-128k writes 262144 for a context of 131072) that only
+// means no window: dropped, and said so. On one alternating windowed and global layers (gemma,
+// gpt-oss) the window is what sets the layer kinds apart: a mis-converted file, refused.
+Status check_window(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  if (c.sliding_window <= 0 || c.sliding_window <= c.n_ctx_train) return {};
+  bool mixed = false;
+  for (int il = 0; il < c.n_layer && !mixed; ++il) {
+    mixed = c.layer_kind(il) == LayerKind::kGlobal;
+  }
+  if (mixed) {
+    return make_error("'", f.path(), "': ", a, ".attention.sliding_window ", c.sliding_window,
+                      " is larger than the trained context of ", c.n_ctx_train, " (", a,
+                      ".context_length): the windowed layers would attend like the global ones "
+                      "(a mis-converted file?)");
+  }
+  SLUICE_LOG(kInfo, "'" + f.path() + "': " + a + ".attention.sliding_window " +
+                        std::to_string(c.sliding_window) + " exceeds the trained context of " +
+                        std::to_string(c.n_ctx_train) + ": no window");
+  c.sliding_window = 0;
+  return {};
+}
+
 // Mixture of experts: expert_count (absent: dense), expert_used_count, the expert width
 // (expert_feed_forward_length, else feed_forward_length) and the shared expert's.
 Status read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
@@ -266,6 +289,7 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
   }
 
   SLUICE_RETURN_IF_ERROR(family->configure(f, c));
+  SLUICE_RETURN_IF_ERROR(check_window(f, a, c));
 
   const std::string pool_key = a + ".pooling_type";
   if (f.has(pool_key)) {

@@ -257,6 +257,23 @@ TEST_F(ModelErrors, MoeExpertCountsAndTensors) {
              "tensor 'blk.0.ffn_up_exps.weight' has shape [256, 64, 5], expected [256, 64, 6]");
 }
 
+// A window larger than the trained context: refused where windowed and global layers alternate
+// (it is what tells them apart); on a model windowed on every layer it means no window.
+TEST_F(ModelErrors, AWindowLargerThanTheContext) {
+  Defect wide;
+  wide.meta = [](GgufWriter& w) { w.set("gemma2.attention.sliding_window", uint32_t(1) << 20); };
+  EXPECT_HAS(load_with(wide, "gemma2.gguf"),
+             "gemma2.attention.sliding_window 1048576 is larger than the trained context of");
+  Defect uniform;
+  uniform.meta = [](GgufWriter& w) { w.set("llama.attention.sliding_window", uint32_t(1) << 20); };
+  EXPECT_EQ(load_with(uniform), "");
+  auto m = Model::load(dir_->path("broken.gguf"));
+  ASSERT_TRUE(m.ok()) << m.message();
+  ASSERT_EQ(m->config().arch_name, "llama");  // the key above is the one it reads
+  EXPECT_EQ(m->config().sliding_window, 0);
+  EXPECT_FALSE(m->config().any_window());
+}
+
 TEST_F(ModelErrors, Gemma2NeedsItsWindowAndPostNorms) {
   Defect window;
   window.meta = [](GgufWriter& w) { w.set("gemma2.attention.sliding_window", uint32_t(0)); };
