@@ -184,9 +184,20 @@ std::vector<SynthTensor> synth_tensors(const ModelPreset& p) {
       t.push_back({b + "attn_k_norm.weight", {hd}, Init::kOnes});
     }
     if (!hybrid) t.push_back({b + "attn_output.weight", {q, p.n_embd}});
+    // gpt-oss: an output bias, one sink logit per query head, the FFN norm named
+    // post_attention_norm, and biases on the router and every expert matrix.
+    const bool gpt_oss = p.arch == "gpt-oss";
+    if (gpt_oss) {
+      t.push_back({b + "attn_output.bias", {p.n_embd}});
+      t.push_back({b + "attn_sinks.weight", {p.n_head}});
+    }
     const bool post_norms = p.arch == "gemma2" || p.arch == "gemma3";
     if (post_norms) t.push_back({b + "post_attention_norm.weight", {p.n_embd}, Init::kOnes});
-    if (!hybrid) t.push_back({b + "ffn_norm.weight", {p.n_embd}, Init::kOnes});
+    if (!hybrid) {
+      t.push_back({b + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"),
+                   {p.n_embd},
+                   Init::kOnes});
+    }
     if (post_norms) t.push_back({b + "post_ffw_norm.weight", {p.n_embd}, Init::kOnes});
     if (p.n_expert > 0) {
       const int64_t e = p.n_expert, f = p.n_ff_exp;
@@ -194,6 +205,12 @@ std::vector<SynthTensor> synth_tensors(const ModelPreset& p) {
       t.push_back({b + "ffn_gate_exps.weight", {p.n_embd, f, e}});
       t.push_back({b + "ffn_up_exps.weight", {p.n_embd, f, e}});
       t.push_back({b + "ffn_down_exps.weight", {f, p.n_embd, e}});
+      if (gpt_oss) {
+        t.push_back({b + "ffn_gate_inp.bias", {e}});
+        t.push_back({b + "ffn_gate_exps.bias", {f, e}});
+        t.push_back({b + "ffn_up_exps.bias", {f, e}});
+        t.push_back({b + "ffn_down_exps.bias", {p.n_embd, e}});
+      }
       if (p.n_ff_shexp > 0) {
         // qwen35moe's shared-expert gate is one vector, qwen2moe's a [D, 1] matrix.
         if (hybrid) {
@@ -283,6 +300,11 @@ void set_architecture_metadata(GgufWriter& w, const ModelPreset& p, FileType fty
   if (p.pooling >= 0) w.set(a + ".pooling_type", uint32_t(p.pooling));
   w.set(a + ".vocab_size", uint32_t(p.n_vocab));
   if (p.sliding_window > 0) w.set(a + ".attention.sliding_window", uint32_t(p.sliding_window));
+  if (p.yarn_factor > 0) {
+    w.set(a + ".rope.scaling.type", std::string("yarn"));
+    w.set(a + ".rope.scaling.factor", p.yarn_factor);
+    w.set(a + ".rope.scaling.original_context_length", uint32_t(p.yarn_orig_ctx));
+  }
   if (p.attn_softcap > 0) w.set(a + ".attn_logit_softcapping", p.attn_softcap);
   if (p.final_softcap > 0) w.set(a + ".final_logit_softcapping", p.final_softcap);
   if (p.n_expert > 0) {

@@ -40,6 +40,9 @@ struct ModelPreset : ModelShape {
   // -1: not written), and with rank a classifier head (cls, cls.output of n_cls_out rows).
   int pooling = -1;
   int n_cls_out = 0;
+  // YaRN RoPE scaling (gpt-oss): rope.scaling.factor over original_context_length (0: none).
+  float yarn_factor = 0;
+  int yarn_orig_ctx = 0;
   // Partial RoPE: rope.dimension_count (0: head_dim); qwen35's rope.dimension_sections.
   int n_rot = 0;
   std::vector<int> rope_sections;

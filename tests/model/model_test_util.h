@@ -18,6 +18,9 @@ namespace sluice::test {
 
 // The "tiny" preset with overrides: GQA 4/2 heads of 64, n_embd 256, n_ff 512, vocab 512.
 inline ModelPreset tiny_preset(const std::string& variant) {
+  if (variant != "tiny") {
+    if (const ModelPreset* named = find_preset(variant)) return *named;  // tiny-gpt-oss, ...
+  }
   ModelPreset p = *find_preset("tiny");
   p.name = variant;
   if (variant == "tiny-mha") p.n_kv_head = 4;
