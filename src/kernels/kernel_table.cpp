@@ -95,7 +95,7 @@ KernelTable make_avx512() {
     t.gemm_bf16_dp = &kern_avx512::gemm_bf16_dp;
   }
   t.quantize_rows = &kern_avx512::quantize_rows;
-  t.gemm_mxfp4 = &kern_avx2::gemm_mxfp4;  // AVX-512 CPUs run AVX2; no 512-bit MXFP4 kernel yet
+  t.gemm_mxfp4 = &kern_avx512::gemm_mxfp4;
   t.attention_head_dim_multiple = 16;
   t.attention_scratch_floats = &kern_avx512::attention_scratch_floats;
   t.attention_block = &kern_avx512::attention_block;

@@ -336,6 +336,67 @@ SLUICE_TARGET_BF16 void gemm_bf16_dp(const uint8_t* w, int64_t r0, int64_t r1, c
   }
 }
 
+namespace {
+
+// One MXFP4 row against NA activation rows (i0 ..): per pair of blocks the 64 codes looked up
+// as the doubled E2M1 integers (vpshufb over [b lo | b hi | b+1 lo | b+1 hi]), |w| against x
+// negated where w < 0 (vpdpbusd: unsigned x signed; AVX-512 has no vpsignb), then each lane's
+// integer sum times d16 * 2^(e - 128) of its block into f32 lanes; one horizontal sum a row.
+template <int NA>
+SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const QuantizedActs& a,
+                                    const float* d16, int64_t i0, float* y, int64_t m) {
+  const __m512i table =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m512i order = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  __m512 acc[NA];
+  for (int k = 0; k < NA; ++k) acc[k] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool pair = b + 1 < nb;  // an odd count ends on one block (its second half zero)
+    const uint8_t* blk = row + b * int64_t(sizeof(BlockMxfp4));
+    const __m128i c0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1));
+    const __m128i c1 =
+        pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1 + sizeof(BlockMxfp4)))
+             : _mm_setzero_si128();
+    const __m256i c = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
+    const __m256i lo = _mm256_and_si256(c, low4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), low4);
+    const __m512i idx =
+        _mm512_permutex2var_epi64(_mm512_castsi256_si512(lo), order, _mm512_castsi256_si512(hi));
+    const __m512i wv = _mm512_shuffle_epi8(table, idx);
+    const __m512i aw = _mm512_abs_epi8(wv);
+    const __mmask64 neg = _mm512_movepi8_mask(wv);
+    const __m512 ws = _mm512_insertf32x8(
+        _mm512_set1_ps(mxfp4_half_scale(blk[0])),
+        _mm256_set1_ps(pair ? mxfp4_half_scale(blk[sizeof(BlockMxfp4)]) : 0.0f), 1);
+    const __mmask64 xmask = pair ? ~__mmask64(0) : __mmask64(0xffffffff);
+    for (int k = 0; k < NA; ++k) {
+      const int8_t* q = a.qs + (i0 + k) * a.stride + b * 32;
+      __m512i xv = _mm512_maskz_loadu_epi8(xmask, q);
+      xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+      const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, xv);
+      const float* di = d16 + (i0 + k) * nb + b;
+      const __m512 ds =
+          _mm512_insertf32x8(_mm512_set1_ps(di[0]), _mm256_set1_ps(pair ? di[1] : 0.0f), 1);
+      acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ds, ws), acc[k]);
+    }
+  }
+  for (int k = 0; k < NA; ++k) y[k * m] = hsum512(acc[k]);
+}
+
+}  // namespace
+
+SLUICE_TARGET void gemm_mxfp4(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+                              const QuantizedActs& a, const float* d16, float* y, int64_t m) {
+  const int64_t nb = a.k / 32;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w + size_t(r) * row_bytes;
+    int64_t i = 0;
+    for (; i + 4 <= a.n; i += 4) mxfp4_row<4>(row, nb, a, d16, i, y + i * m + r, m);
+    for (; i < a.n; ++i) mxfp4_row<1>(row, nb, a, d16, i, y + i * m + r, m);
+  }
+}
+
 #undef SLUICE_TARGET_BF16
 #undef SLUICE_TARGET
 

@@ -72,8 +72,7 @@ struct ActRows {
 namespace kern_avx2 {
 SLUICE_KERNEL_DECLS
 // MXFP4 rows [r0, r1) against 8-bit activation blocks with f16-rounded scales d16 [n, k / 32]:
-// bit for bit the portable kernel (matmul.cpp), the integer dots in AVX2. The AVX-512 table
-// uses it too.
+// bit for bit the portable kernel (matmul.cpp), the integer dots in AVX2.
 void gemm_mxfp4(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& a,
                 const float* d16, float* y, int64_t m);
 // As kern_avx512::quantize_rows (bit for bit quantize_acts_ref).
@@ -140,6 +139,13 @@ void gemm_packed(const PackedWeights& w, int64_t g0, int64_t g1, const Quantized
                  int64_t m);
 // x [n, k] f32 -> bf16 round-to-nearest-even, k % 32 == 0.
 void to_bf16(const float* x, int64_t count, uint16_t* out);
+// MXFP4 rows [r0, r1) against 8-bit activation blocks with f16-rounded scales d16 [n, k / 32]
+// (kern_avx2::gemm_mxfp4's arithmetic: the same integer dots and per-block scale products),
+// two blocks per 512-bit step (VNNI), each row decoded once for up to 4 activation rows, the
+// blocks' scaled sums kept in vector lanes: the f32 sums differ from the portable kernel's
+// block-by-block order in the last bits.
+void gemm_mxfp4(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const QuantizedActs& a,
+                const float* d16, float* y, int64_t m);
 }  // namespace kern_avx512
 
 #undef SLUICE_KERNEL_DECLS

@@ -106,13 +106,15 @@ TEST(Matmul, ManyRowsThreaded) {
 
 // MXFP4 takes 8-bit activations on every ISA (scalar included): the activations are rounded to
 // blocks of 32 with f16 scales, as ggml's Q8_0, then integer dots. Against matmul_act_ref at odd
-// shapes, and the same bits on every ISA (one kernel, one quantization).
+// shapes (odd block counts: the AVX-512 kernel's pairs end on a single block; activation rows
+// past its tiles of 4); scalar and AVX2 the same bits (one block-by-block f32 order), AVX-512
+// within the tolerance (its scaled sums stay in vector lanes).
 TEST(Matmul, Mxfp4AgainstActRefEveryIsa) {
   ThreadPool pool(3);
   SLUICE_FRESH_RNG(rng);
-  for (int64_t k : {32, 96, 1056}) {
+  for (int64_t k : {32, 96, 1056, 2880}) {
     for (int64_t m : {1, 3, 31, 33}) {
-      for (int64_t n : {1, 3, 33}) {
+      for (int64_t n : {1, 3, 5, 33}) {
         const std::vector<float> w = random_floats(rng, m * k);
         const std::vector<uint8_t> wq = encode(GgmlType::MXFP4, w, m, k);
         const std::vector<float> x = random_floats(rng, n * k);
@@ -135,6 +137,7 @@ TEST(Matmul, Mxfp4AgainstActRefEveryIsa) {
             ASSERT_NEAR(y[i], ref[i], 2e-6 * std::sqrt(double(k)) * (1 + std::fabs(ref[i])))
                 << matmul_isa_name(isa) << " m=" << m << " k=" << k << " n=" << n << " at " << i;
           }
+          if (isa == MatmulIsa::kAvx512) continue;
           if (first.empty()) first = y;
           EXPECT_EQ(y, first) << matmul_isa_name(isa);
         }
