@@ -135,6 +135,64 @@ TEST_P(ExecutorContract, CopyExportImportMoveExactlyTheNamedBlocks) {
   EXPECT_FALSE(ex->export_blocks(std::vector<int32_t>{-1}).ok());
 }
 
+// Recurrent state slots move like blocks (export_states / import_states): an executor without
+// state refuses both; a hybrid's exported slot imported into another slot continues the
+// sequence there with the same logits, and a mismatched layout or count is refused.
+TEST_P(ExecutorContract, StatesMoveExactlyTheNamedSlotsOrAreRefused) {
+  auto ex = GetParam().make();
+  EXPECT_FALSE(ex->export_states(std::vector<int32_t>{0}).ok()) << GetParam().name;
+  EXPECT_FALSE(ex->import_states(std::vector<int32_t>{0}, KvBlockData{}).ok());
+}
+
+TEST(ExecutorContractHybrid, StatesMoveExactlyTheNamedSlots) {
+  test::TempDir dir;
+  const std::string path = dir.path("tiny-qwen35.gguf");
+  test::write_synthetic_model("tiny-qwen35", FileType::MOSTLY_Q8_0, path);
+  auto m = Model::load(path);
+  ASSERT_TRUE(m.ok()) << m.message();
+  CpuExecutorOptions o;
+  o.block_size = 4;
+  o.n_blocks = 16;
+  o.n_threads = 1;
+  o.n_state_slots = 4;
+  auto e = CpuExecutor::create(*m, o);
+  ASSERT_TRUE(e.ok()) << e.message();
+  Executor& ex = **e;
+  const std::vector<int32_t> prompt = {5, 17, 9, 3, 42, 7};
+  const std::vector<int32_t> t = {3, 7};
+  Logits out;
+  Batch b;
+  b.block_size = 4;
+  b.add_sequence(prompt, 0, t, LogitsMode::kLast, /*state_slot=*/0);
+  ASSERT_TRUE(ex.execute(b, out).ok());
+  auto state = ex.export_states(std::vector<int32_t>{0});
+  ASSERT_TRUE(state.ok()) << state.message();
+  EXPECT_EQ(state->n_blocks, 1);
+  EXPECT_EQ(state->bytes_per_block, ex.capacity().state_bytes_per_slot);
+  EXPECT_EQ(state->layout.rfind("state f32 layers 0-4 R3 ", 0), 0u) << state->layout;
+  // The next token from slot 0, then from slot 2 after the import: the same logits.
+  const std::vector<int32_t> next = {11};
+  b.clear();
+  b.add_sequence(next, 6, t, LogitsMode::kLast, 0);
+  ASSERT_TRUE(ex.execute(b, out).ok());
+  const std::vector<float> want = out.values;
+  ASSERT_TRUE(ex.import_states(std::vector<int32_t>{2}, *state).ok());
+  b.clear();
+  b.add_sequence(next, 6, t, LogitsMode::kLast, 2);
+  ASSERT_TRUE(ex.execute(b, out).ok());
+  EXPECT_EQ(out.values, want);
+  // Slot 1 was never written: its export differs; bad imports write nothing.
+  EXPECT_NE(ex.export_states(std::vector<int32_t>{1})->bytes, state->bytes);
+  KvBlockData other = *state;
+  other.layout += "x";
+  EXPECT_FALSE(ex.import_states(std::vector<int32_t>{1}, other).ok());
+  EXPECT_FALSE(ex.import_states(std::vector<int32_t>{1, 3}, *state).ok());
+  EXPECT_FALSE(ex.import_states(std::vector<int32_t>{99}, *state).ok());
+  EXPECT_FALSE(ex.export_states(std::vector<int32_t>{-1}).ok());
+  EXPECT_EQ(ex.export_states(std::vector<int32_t>{1})->bytes,
+            std::vector<uint8_t>(state->bytes.size(), 0));
+}
+
 INSTANTIATE_TEST_SUITE_P(Impls, ExecutorContract,
                          ::testing::Values(Impl{"cpu", make_cpu}, Impl{"fake", make_fake}),
                          [](const auto& info) { return info.param.name; });
