@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "gguf/quants.h"
 #include "kernels/dequant.h"
@@ -342,13 +343,15 @@ namespace {
 // as the doubled E2M1 integers (vpshufb over [b lo | b hi | b+1 lo | b+1 hi]), |w| against x
 // negated where w < 0 (vpdpbusd: unsigned x signed; AVX-512 has no vpsignb), then each lane's
 // integer sum times d16 * 2^(e - 128) of its block into f32 lanes; one horizontal sum a row.
+// `ds`: per activation row and pair of blocks, the two blocks' d16 spread over 8 lanes each.
 template <int NA>
 SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const QuantizedActs& a,
-                                    const float* d16, int64_t i0, float* y, int64_t m) {
+                                    const float* ds, int64_t i0, float* y, int64_t m) {
   const __m512i table =
       _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m512i order = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  const int64_t n_pairs = (nb + 1) / 2;
   __m512 acc[NA];
   for (int k = 0; k < NA; ++k) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b += 2) {
@@ -375,10 +378,8 @@ SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const Quanti
       __m512i xv = _mm512_maskz_loadu_epi8(xmask, q);
       xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
       const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, xv);
-      const float* di = d16 + (i0 + k) * nb + b;
-      const __m512 ds =
-          _mm512_insertf32x8(_mm512_set1_ps(di[0]), _mm256_set1_ps(pair ? di[1] : 0.0f), 1);
-      acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ds, ws), acc[k]);
+      const __m512 dsv = _mm512_loadu_ps(ds + ((i0 + k) * n_pairs + b / 2) * 16);
+      acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dsv, ws), acc[k]);
     }
   }
   for (int k = 0; k < NA; ++k) y[k * m] = hsum512(acc[k]);
@@ -388,12 +389,23 @@ SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const Quanti
 
 SLUICE_TARGET void gemm_mxfp4(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
                               const QuantizedActs& a, const float* d16, float* y, int64_t m) {
-  const int64_t nb = a.k / 32;
+  const int64_t nb = a.k / 32, n_pairs = (nb + 1) / 2;
+  // The activation scales spread once per call (this thread's rows all reuse them).
+  thread_local std::vector<float> spread;
+  spread.resize(size_t(a.n * n_pairs * 16));
+  for (int64_t i = 0; i < a.n; ++i) {
+    for (int64_t p = 0; p < n_pairs; ++p) {
+      const float* di = d16 + i * nb + 2 * p;
+      const __m512 v = _mm512_insertf32x8(_mm512_set1_ps(di[0]),
+                                          _mm256_set1_ps(2 * p + 1 < nb ? di[1] : 0.0f), 1);
+      _mm512_storeu_ps(spread.data() + (i * n_pairs + p) * 16, v);
+    }
+  }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w + size_t(r) * row_bytes;
     int64_t i = 0;
-    for (; i + 4 <= a.n; i += 4) mxfp4_row<4>(row, nb, a, d16, i, y + i * m + r, m);
-    for (; i < a.n; ++i) mxfp4_row<1>(row, nb, a, d16, i, y + i * m + r, m);
+    for (; i + 4 <= a.n; i += 4) mxfp4_row<4>(row, nb, a, spread.data(), i, y + i * m + r, m);
+    for (; i < a.n; ++i) mxfp4_row<1>(row, nb, a, spread.data(), i, y + i * m + r, m);
   }
 }
 
