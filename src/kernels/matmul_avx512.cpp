@@ -339,6 +339,9 @@ SLUICE_TARGET_BF16 void gemm_bf16_dp(const uint8_t* w, int64_t r0, int64_t r1, c
 
 namespace {
 
+// Blocks of one MXFP4 row the AVX-512 kernel takes (rows of up to 65536 columns).
+constexpr int64_t kMxfp4MaxBlocks = 2048;
+
 // One MXFP4 row against NA activation rows (i0 ..): per pair of blocks the 64 codes looked up
 // as the doubled E2M1 integers (vpshufb over [b lo | b hi | b+1 lo | b+1 hi]), |w| against x
 // negated where w < 0 (vpdpbusd: unsigned x signed; AVX-512 has no vpsignb), then each lane's
@@ -352,6 +355,23 @@ SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const Quanti
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m512i order = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
   const int64_t n_pairs = (nb + 1) / 2;
+  // The row's block scales 2^(e - 128) (mxfp4_half_scale), 16 blocks per gather of their first
+  // bytes (e < 2: the subnormals 2^-127, 2^-126), then two per pair spread over their lanes.
+  alignas(64) float hs[kMxfp4MaxBlocks + 16];
+  const __m512i stride =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(int(sizeof(BlockMxfp4))));
+  for (int64_t b = 0; b < nb; b += 16) {
+    const __mmask16 live = nb - b >= 16 ? __mmask16(0xffff) : __mmask16((1u << (nb - b)) - 1);
+    const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, stride,
+                                                    row + b * int64_t(sizeof(BlockMxfp4)), 1);
+    const __m512i e = _mm512_and_si512(raw, _mm512_set1_epi32(0xff));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __mmask16 tiny = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    _mm512_store_si512(hs + b, _mm512_mask_blend_epi32(tiny, normal, sub));
+  }
+  const __m512i spread2 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   __m512 acc[NA];
   for (int k = 0; k < NA; ++k) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b += 2) {
@@ -369,9 +389,10 @@ SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const Quanti
     const __m512i wv = _mm512_shuffle_epi8(table, idx);
     const __m512i aw = _mm512_abs_epi8(wv);
     const __mmask64 neg = _mm512_movepi8_mask(wv);
-    const __m512 ws = _mm512_insertf32x8(
-        _mm512_set1_ps(mxfp4_half_scale(blk[0])),
-        _mm256_set1_ps(pair ? mxfp4_half_scale(blk[sizeof(BlockMxfp4)]) : 0.0f), 1);
+    // hs[b + 1] of an odd count's last block is past the gathered ones: its lanes' x are 0.
+    const __m512 ws = _mm512_permutexvar_ps(
+        spread2, _mm512_castps128_ps512(
+                     _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(hs + b)))));
     const __mmask64 xmask = pair ? ~__mmask64(0) : __mmask64(0xffffffff);
     for (int k = 0; k < NA; ++k) {
       const int8_t* q = a.qs + (i0 + k) * a.stride + b * 32;
@@ -390,6 +411,10 @@ SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const Quanti
 SLUICE_TARGET void gemm_mxfp4(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
                               const QuantizedActs& a, const float* d16, float* y, int64_t m) {
   const int64_t nb = a.k / 32, n_pairs = (nb + 1) / 2;
+  if (nb > kMxfp4MaxBlocks) {  // rows longer than any model's: the AVX2 kernel
+    kern_avx2::gemm_mxfp4(w, row_bytes, r0, r1, a, d16, y, m);
+    return;
+  }
   // The activation scales spread once per call (this thread's rows all reuse them).
   thread_local std::vector<float> spread;
   spread.resize(size_t(a.n * n_pairs * 16));
