@@ -342,6 +342,40 @@ namespace {
 // Blocks of one MXFP4 row the AVX-512 kernel takes (rows of up to 65536 columns).
 constexpr int64_t kMxfp4MaxBlocks = 2048;
 
+// One pair of blocks at `blk` (its codes: b's 16 bytes at blk + 1, then `c1`: b+1's or zeros)
+// against NA activation rows q[k] (the x bytes of blocks b, b+1 under `xmask`) whose spread
+// scales are dsp[k] (16 floats a pair), the blocks' scales at hs[0], hs[1].
+template <int NA>
+SLUICE_TARGET inline void mxfp4_pair(const uint8_t* blk, __m128i c1, const float* hs,
+                                     __mmask64 xmask, const int8_t* const* q,
+                                     const float* const* dsp, int64_t b, __m512* acc) {
+  const __m512i table =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m512i order = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  const __m512i spread2 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m128i c0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1));
+  const __m256i c = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
+  const __m256i lo = _mm256_and_si256(c, low4);
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), low4);
+  const __m512i idx =
+      _mm512_permutex2var_epi64(_mm512_castsi256_si512(lo), order, _mm512_castsi256_si512(hi));
+  const __m512i wv = _mm512_shuffle_epi8(table, idx);
+  const __m512i aw = _mm512_abs_epi8(wv);
+  const __mmask64 neg = _mm512_movepi8_mask(wv);
+  // hs[1] of an odd count's last block is past the gathered ones: its x lanes are 0.
+  const __m512 ws = _mm512_permutexvar_ps(
+      spread2,
+      _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(hs)))));
+  for (int k = 0; k < NA; ++k) {
+    __m512i xv = _mm512_maskz_loadu_epi8(xmask, q[k] + b * 32);
+    xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, xv);
+    const __m512 dsv = _mm512_loadu_ps(dsp[k] + b * 8);
+    acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dsv, ws), acc[k]);
+  }
+}
+
 // One MXFP4 row against NA activation rows (i0 ..): per pair of blocks the 64 codes looked up
 // as the doubled E2M1 integers (vpshufb over [b lo | b hi | b+1 lo | b+1 hi]), |w| against x
 // negated where w < 0 (vpdpbusd: unsigned x signed; AVX-512 has no vpsignb), then each lane's
@@ -350,10 +384,6 @@ constexpr int64_t kMxfp4MaxBlocks = 2048;
 template <int NA>
 SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const QuantizedActs& a,
                                     const float* ds, int64_t i0, float* y, int64_t m) {
-  const __m512i table =
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m512i order = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
   const int64_t n_pairs = (nb + 1) / 2;
   // The row's block scales 2^(e - 128) (mxfp4_half_scale), 16 blocks per gather of their first
   // bytes (e < 2: the subnormals 2^-127, 2^-126), then two per pair spread over their lanes.
@@ -371,37 +401,24 @@ SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const Quanti
     const __mmask16 tiny = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
     _mm512_store_si512(hs + b, _mm512_mask_blend_epi32(tiny, normal, sub));
   }
-  const __m512i spread2 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const int8_t* q[NA];
+  const float* dsp[NA];
   __m512 acc[NA];
-  for (int k = 0; k < NA; ++k) acc[k] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; b += 2) {
-    const bool pair = b + 1 < nb;  // an odd count ends on one block (its second half zero)
-    const uint8_t* blk = row + b * int64_t(sizeof(BlockMxfp4));
-    const __m128i c0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1));
-    const __m128i c1 =
-        pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1 + sizeof(BlockMxfp4)))
-             : _mm_setzero_si128();
-    const __m256i c = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
-    const __m256i lo = _mm256_and_si256(c, low4);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), low4);
-    const __m512i idx =
-        _mm512_permutex2var_epi64(_mm512_castsi256_si512(lo), order, _mm512_castsi256_si512(hi));
-    const __m512i wv = _mm512_shuffle_epi8(table, idx);
-    const __m512i aw = _mm512_abs_epi8(wv);
-    const __mmask64 neg = _mm512_movepi8_mask(wv);
-    // hs[b + 1] of an odd count's last block is past the gathered ones: its lanes' x are 0.
-    const __m512 ws = _mm512_permutexvar_ps(
-        spread2, _mm512_castps128_ps512(
-                     _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(hs + b)))));
-    const __mmask64 xmask = pair ? ~__mmask64(0) : __mmask64(0xffffffff);
-    for (int k = 0; k < NA; ++k) {
-      const int8_t* q = a.qs + (i0 + k) * a.stride + b * 32;
-      __m512i xv = _mm512_maskz_loadu_epi8(xmask, q);
-      xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
-      const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, xv);
-      const __m512 dsv = _mm512_loadu_ps(ds + ((i0 + k) * n_pairs + b / 2) * 16);
-      acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dsv, ws), acc[k]);
-    }
+  for (int k = 0; k < NA; ++k) {
+    q[k] = a.qs + (i0 + k) * a.stride;
+    dsp[k] = ds + (i0 + k) * n_pairs * 16;
+    acc[k] = _mm512_setzero_ps();
+  }
+  const int64_t n_full = nb & ~int64_t(1);
+  const uint8_t* blk = row;
+  for (int64_t b = 0; b < n_full; b += 2, blk += 2 * sizeof(BlockMxfp4)) {
+    mxfp4_pair<NA>(blk,
+                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1 + sizeof(BlockMxfp4))),
+                   hs + b, ~__mmask64(0), q, dsp, b, acc);
+  }
+  if (n_full < nb) {
+    mxfp4_pair<NA>(blk, _mm_setzero_si128(), hs + n_full, __mmask64(0xffffffff), q, dsp, n_full,
+                   acc);
   }
   for (int k = 0; k < NA; ++k) y[k * m] = hsum512(acc[k]);
 }
