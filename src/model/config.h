@@ -157,9 +157,10 @@ struct ModelConfig : ModelShape {
     return false;
   }
   // Per-layer attention shapes (gemma4: the windowed layers have their own head size, rotary
-  // dims and KV head count). head_dim / n_rot / n_kv_head are the global layers' (and, with the
-  // fields below unset, every layer's); n_kv_head is the largest count of any layer, so
-  // q_dim() / kv_dim() bound every layer's width.
+  // dims and KV head count). head_dim / n_rot are the global layers' (with the fields below
+  // unset, every layer's); n_kv_head is the largest count of any layer, so q_dim() / kv_dim()
+  // bound every layer's width (the windowed head size may not exceed head_dim). YaRN's
+  // correction range is computed over n_rot for every layer.
   int head_dim_swa = 0;                 // attention.key_length_swa; 0: head_dim
   int n_rot_swa = 0;                    // rope.dimension_count_swa; 0: n_rot
   std::vector<int> layer_n_kv_heads;    // [n_layer] attention.head_count_kv as an array; empty
