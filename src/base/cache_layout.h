@@ -20,6 +20,14 @@
 //   (global layers x its context + windowed layers x what the window keeps) x bytes/token-layer
 // (block-rounded). Recurrent layers hold no K/V (layer_group -1); their state is accounted
 // apart.
+//
+// Shared K/V (gemma4's attention.shared_kv_layers): a layer may store no K/V of its own and
+// attend over an earlier layer's instead. It owns no slot: its layer_group / layer_slot are
+// its source's, so the counts above (and every byte) cover only the layers that store K/V:
+//
+//   tiny gemma4 (S S S S G | S S S S G, the last five shared):
+//     owners 0-3 windowed, 4 global -> layers_per_group 1, groups {w 8: 0} {w 8: 1} {w 8: 2}
+//     {w 8: 3} {w 0: 4}; layers 5-8 read group 3 (layer 3's), layer 9 group 4 (layer 4's).
 #pragma once
 
 #include <algorithm>
@@ -41,6 +49,9 @@ struct KvCacheLayout {
   std::vector<int32_t> group_window;  // [n_groups] > 0: that many newest positions; 0: global
   std::vector<int16_t> layer_group;   // [n_layer] the layer's group, -1: no K/V (recurrent)
   std::vector<int16_t> layer_slot;    // [n_layer] its slot in the group's blocks, -1: none
+  // [n_layer] the layer whose K/V layer il reads: il itself, or an earlier layer of the same
+  // window (shared K/V: il stores nothing and has its source's group and slot); -1 recurrent.
+  std::vector<int16_t> layer_kv_source;
 
   int32_t n_groups() const { return int32_t(group_window.size()); }
   int32_t n_layer() const { return int32_t(layer_group.size()); }
@@ -54,16 +65,29 @@ struct KvCacheLayout {
     return false;
   }
 
+  // Whether layer il stores K/V of its own (not recurrent, not reading another layer's).
+  bool layer_stores_kv(int il) const {
+    return layer_group[size_t(il)] >= 0 && layer_kv_source[size_t(il)] == il;
+  }
+
   // From each layer's kind and window: windows[il] > 0 a windowed layer, 0 a global one, < 0 a
-  // recurrent one. Groups are ordered by their first layer.
-  static KvCacheLayout from_windows(std::span<const int32_t> windows) {
+  // recurrent one. kv_source (empty: every layer its own) names, per layer, the earlier layer
+  // of the same window whose K/V it reads instead of storing its own. Groups are ordered by
+  // their first layer.
+  static KvCacheLayout from_windows(std::span<const int32_t> windows,
+                                    std::span<const int32_t> kv_source = {}) {
     KvCacheLayout l;
     l.layer_group.assign(windows.size(), -1);
     l.layer_slot.assign(windows.size(), -1);
+    l.layer_kv_source.assign(windows.size(), -1);
+    const auto owns = [&](size_t il) {
+      return windows[il] >= 0 && (kv_source.empty() || kv_source[il] == int32_t(il));
+    };
     // Distinct windows in order of first appearance, and how many layers each has.
     std::vector<int32_t> kinds, counts;
-    for (int32_t w : windows) {
-      if (w < 0) continue;
+    for (size_t il = 0; il < windows.size(); ++il) {
+      const int32_t w = windows[il];
+      if (!owns(il)) continue;
       size_t k = 0;
       while (k < kinds.size() && kinds[k] != w) ++k;
       if (k == kinds.size()) {
@@ -81,7 +105,7 @@ struct KvCacheLayout {
     std::vector<int32_t> seen(kinds.size(), 0);
     std::vector<std::vector<int16_t>> group_of(kinds.size());
     for (size_t il = 0; il < windows.size(); ++il) {
-      if (windows[il] < 0) continue;
+      if (!owns(il)) continue;
       size_t k = 0;
       while (kinds[k] != windows[il]) ++k;
       const int32_t i = seen[k]++;
@@ -91,6 +115,15 @@ struct KvCacheLayout {
       }
       l.layer_group[il] = group_of[k][size_t(i / g)];
       l.layer_slot[il] = int16_t(i % g);
+      l.layer_kv_source[il] = int16_t(il);
+    }
+    // Readers of another layer's K/V take its group and slot (sources come first).
+    for (size_t il = 0; il < windows.size(); ++il) {
+      if (windows[il] < 0 || owns(il)) continue;
+      const auto src = size_t(kv_source[il]);
+      l.layer_group[il] = l.layer_group[src];
+      l.layer_slot[il] = l.layer_slot[src];
+      l.layer_kv_source[il] = int16_t(src);
     }
     return l;
   }

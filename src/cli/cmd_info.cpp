@@ -67,15 +67,25 @@ nlohmann::ordered_json build_info(const GgufFile& f) {
   out["kernels"] = matmul_isa_name(matmul_isa_best());  // the ISA this process would run it on
 
   json hp = json::object();
-  for (const char* key : {"context_length", "embedding_length", "block_count",
-                          "feed_forward_length", "attention.head_count", "attention.head_count_kv",
-                          "attention.key_length", "attention.value_length", "rope.dimension_count",
-                          "vocab_size", "expert_count", "expert_used_count"}) {
+  for (const char* key :
+       {"context_length", "embedding_length", "block_count", "feed_forward_length",
+        "attention.head_count", "attention.head_count_kv", "attention.key_length",
+        "attention.value_length", "rope.dimension_count", "vocab_size", "expert_count",
+        "expert_used_count", "attention.sliding_window", "attention.key_length_swa",
+        "attention.value_length_swa", "rope.dimension_count_swa", "attention.shared_kv_layers",
+        "embedding_length_per_layer_input"}) {
     int64_t v = hparam(f, arch, key);
     if (v >= 0) hp[key] = v;
   }
-  for (const char* key : {"attention.layer_norm_rms_epsilon", "attention.layer_norm_epsilon",
-                          "rope.freq_base", "rope.scaling.factor"}) {
+  // Per-layer arrays (gemma4: head_count_kv, sliding_window_pattern) in full.
+  for (const char* key : {"attention.head_count_kv", "attention.sliding_window_pattern"}) {
+    if (!f.get_int(arch + "." + key).ok()) {
+      if (auto a = f.get_int_array(arch + "." + key); a.ok()) hp[key] = *a;
+    }
+  }
+  for (const char* key :
+       {"attention.layer_norm_rms_epsilon", "attention.layer_norm_epsilon", "rope.freq_base",
+        "rope.freq_base_swa", "rope.scaling.factor", "final_logit_softcapping"}) {
     // Stored as f32: print the shortest decimal that reads back as the same float.
     if (auto v = f.get_float(arch + "." + key); v.ok()) {
       char buf[32];

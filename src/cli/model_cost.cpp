@@ -40,6 +40,14 @@ Result<ModelCost> model_cost_from_gguf(const GgufFile& f) {
   if (kv_heads.empty()) kv_heads.assign(size_t(n_layers), n_heads);
   const int64_t k_len = f.get_int(a + ".attention.key_length").value_or(d_model / n_heads);
   const int64_t v_len = f.get_int(a + ".attention.value_length").value_or(k_len);
+  // gemma4: windowed layers (sliding_window_pattern) have heads of key_length_swa, and the last
+  // shared_kv_layers layers read another layer's K/V (no K/V of their own).
+  std::vector<int64_t> swa;
+  if (auto p = f.get_int_array(a + ".attention.sliding_window_pattern"); p.ok()) swa = *p;
+  swa.resize(size_t(n_layers), 0);
+  const int64_t k_len_swa = f.get_int(a + ".attention.key_length_swa").value_or(k_len);
+  const int64_t v_len_swa = f.get_int(a + ".attention.value_length_swa").value_or(k_len_swa);
+  const int64_t n_shared = f.get_int(a + ".attention.shared_kv_layers").value_or(0);
   std::vector<int64_t> ff = per_layer(f, a + ".feed_forward_length", n_layers);
 
   ModelCost m;
@@ -62,14 +70,18 @@ Result<ModelCost> model_cost_from_gguf(const GgufFile& f) {
   r.n_k_heads = int(f.get_int(a + ".ssm.group_count").value_or(0));
   r.n_v_heads = int(f.get_int(a + ".ssm.time_step_rank").value_or(0));
   int n_rec = 0;
+  double attn_dims = 0;  // sum over attention layers of k + v head sizes
   for (int64_t il = 0; il < n_layers; ++il) {
     if (recurrent[size_t(il)] && r.state_size > 0) {
       ++n_rec;
-    } else {
-      m.kv_elems_per_token += double(kv_heads[size_t(il)] * (k_len + v_len));
+      continue;
     }
+    const bool windowed = swa[size_t(il)] != 0;
+    const int64_t kv_len = windowed ? k_len_swa + v_len_swa : k_len + v_len;
+    attn_dims += double(kv_len);
+    if (il < n_layers - n_shared) m.kv_elems_per_token += double(kv_heads[size_t(il)] * kv_len);
   }
-  m.attn_flops_per_pair = 2.0 * double((n_layers - n_rec) * n_heads * (k_len + v_len));
+  m.attn_flops_per_pair = 2.0 * double(n_heads) * attn_dims;
   if (n_rec > 0) add_recurrent_cost(m, r, n_rec);
 
   double expert_params = 0;

@@ -129,6 +129,7 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
   shape.n_kv_head = c.n_kv_head;
   shape.head_dim = c.head_dim;
   shape.type = options.kv_type;
+  if (c.kv_slot_width() != c.kv_dim()) shape.token_width = c.kv_slot_width();
   SLUICE_ASSIGN_OR_RETURN(e->kv_, KvCacheStorage::create(shape));
   if (c.any_recurrent()) {
     e->n_state_checkpoints_ =
@@ -150,11 +151,12 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
   const float* factors = ff.empty() ? nullptr : ff.data();
   rope_inv_freq(c.rope_params(factors), e->rope_inv_freq_.data());
   if (c.rope_theta_swa > 0) {
-    // The windowed layers' own RoPE (gemma3): the params of a windowed layer.
+    // The windowed layers' own RoPE (gemma3, gemma4: their base, rotary dims and factors).
     int swa_layer = 0;
     while (swa_layer < c.n_layer && !c.layer_uses_swa_rope(swa_layer)) ++swa_layer;
-    e->rope_inv_freq_swa_.resize(size_t(c.n_rot / 2));
-    rope_inv_freq(c.layer_rope_params(swa_layer, factors), e->rope_inv_freq_swa_.data());
+    const RopeParams rp = c.layer_rope_params(std::min(swa_layer, c.n_layer - 1), factors);
+    e->rope_inv_freq_swa_.resize(size_t(rp.n_rot / 2));
+    rope_inv_freq(rp, e->rope_inv_freq_swa_.data());
   }
   return e;
 }
@@ -451,40 +453,56 @@ class CpuExecutor::Ops final : public ForwardOps {
     }
   }
 
-  void rope_store_kv(int layer, Act q, Act k, Act v, const HeadNorms& norms) override {
+  // Layer `layer`'s K/V shape in the cache (a slot's blocks may be wider: block_stride).
+  KvLayout kv_layout(int layer) const {
     const ModelConfig& c = e_.model_.config();
-    const int64_t qd = q.cols, kvd = k.cols, hd = c.head_dim;
-    const RopeParams rp = c.rope_params(nullptr);
+    return {e_.block_size(), c.layer_n_kv_head(layer), c.layer_head_dim(layer),
+            int64_t(e_.kv_->shape().elems_per_block())};
+  }
+
+  void rope_store_kv(int layer, Act q, Act k, Act v, const HeadNorms& norms) override {
+    rope_heads(layer, q, &k, &v, norms);
+  }
+
+  void rope_q(int layer, Act q, const HeadNorms& norms) override {
+    rope_heads(layer, q, nullptr, nullptr, norms);
+  }
+
+  // Per token: head norms, RoPE of q (and k), then k and v into the token's slot (k null: q
+  // only, a layer reading another layer's K/V).
+  void rope_heads(int layer, Act q, const Act* k, const Act* v, const HeadNorms& norms) {
+    const ModelConfig& c = e_.model_.config();
+    const int64_t qd = q.cols, kvd = k ? k->cols : 0, hd = c.layer_head_dim(layer);
+    const int n_kv_head = c.layer_n_kv_head(layer);
+    const RopeParams rp = c.layer_rope_params(layer, nullptr);
     void* k_cache = e_.kv_->k(e_.kv_slot(layer));
     void* v_cache = e_.kv_->v(e_.kv_slot(layer));
     const size_t group = size_t(e_.layout_.layer_group[size_t(layer)]);
     const size_t n_groups = size_t(b_.n_kv_groups);
     const KvType kv_type = e_.kv_->shape().type;
-    const KvLayout layout{e_.block_size(), c.n_kv_head, c.head_dim};
+    const KvLayout layout = kv_layout(layer);
     const float* inv_freq =
         c.layer_uses_swa_rope(layer) ? e_.rope_inv_freq_swa_.data() : e_.rope_inv_freq_.data();
     e_.pool_.parallel_for(q.rows, token_grain(qd + 2 * kvd), [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         float* qt = q.data + t * qd;
-        float* kt = k.data + t * kvd;
         if (norms.q) {
           for (int h = 0; h < c.n_head; ++h) {
             sluice::rms_norm(qt + h * hd, norms.q->data(), qt + h * hd, hd, norms.eps);
           }
         }
-        if (norms.k) {
-          for (int h = 0; h < c.n_kv_head; ++h) {
-            sluice::rms_norm(kt + h * hd, norms.k->data(), kt + h * hd, hd, norms.eps);
-          }
-        }
         const int32_t pos = b_.positions[size_t(t)];
-        if (c.rope) {
-          rope(qt, c.n_head, pos, rp, inv_freq);
-          rope(kt, c.n_kv_head, pos, rp, inv_freq);
+        if (c.rope) rope(qt, c.n_head, pos, rp, inv_freq);
+        if (!k) continue;
+        float* kt = k->data + t * kvd;
+        float* vt = v->data + t * kvd;
+        for (int h = 0; h < n_kv_head; ++h) {
+          if (norms.k) sluice::rms_norm(kt + h * hd, norms.k->data(), kt + h * hd, hd, norms.eps);
+          if (norms.v_unit) sluice::rms_norm(vt + h * hd, nullptr, vt + h * hd, hd, norms.eps);
         }
+        if (c.rope) rope(kt, n_kv_head, pos, rp, inv_freq);
         const KvSlot slot = b_.kv_slots[size_t(t) * n_groups + group];
-        store_kv_token(kv_type, layout, kt, v.data + t * kvd, k_cache, v_cache, slot.block_id,
-                       slot.offset);
+        store_kv_token(kv_type, layout, kt, vt, k_cache, v_cache, slot.block_id, slot.offset);
       }
     });
   }
@@ -512,8 +530,9 @@ class CpuExecutor::Ops final : public ForwardOps {
       p.block_table = b_.block_tables.data() + seq.block_table_start + group * seq.n_blocks;
       p.block_size = e_.block_size();
       p.n_head = c.n_head;
-      p.n_kv_head = c.n_kv_head;
-      p.head_dim = c.head_dim;
+      p.n_kv_head = c.layer_n_kv_head(layer);
+      p.head_dim = c.layer_head_dim(layer);
+      p.kv_block_stride = int64_t(e_.kv_->shape().elems_per_block());
       p.scale = scale;
       p.window = window;
       p.softcap = c.attn_softcap;
@@ -707,6 +726,12 @@ class CpuExecutor::Ops final : public ForwardOps {
   void scale(Act x, float s) override {
     const int64_t n = x.rows * x.cols;
     for (int64_t i = 0; i < n; ++i) x.data[i] *= s;
+  }
+
+  void slice_cols(Act src, int64_t col0, Act dst) override {
+    for (int64_t t = 0; t < dst.rows; ++t) {
+      std::copy_n(src.data + t * src.cols + col0, dst.cols, dst.data + t * dst.cols);
+    }
   }
 
   void softcap(Act x, float cap) override {

@@ -41,9 +41,11 @@ void KvCacheStorage::copy_block(int32_t src, int32_t dst) {
 }
 
 std::string KvCacheStorage::block_layout() const {
+  std::string width;
+  if (shape_.token_width > 0) width = " W" + std::to_string(shape_.token_width);
   return std::string(shape_.type == KvType::kF16 ? "f16" : "f32") + " L" +
          std::to_string(shape_.n_layer) + " H" + std::to_string(shape_.n_kv_head) + " D" +
-         std::to_string(shape_.head_dim) + " B" + std::to_string(shape_.block_size) +
+         std::to_string(shape_.head_dim) + width + " B" + std::to_string(shape_.block_size) +
          " k-dim-major/v-row-major";
 }
 

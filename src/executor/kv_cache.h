@@ -3,6 +3,8 @@
 // KvCacheStorage owns the tensor memory: per layer, K and V as fixed-size blocks
 //   k(layer): [n_blocks, n_kv_head, head_dim, block_size]   (f16 or f32)
 //   v(layer): [n_blocks, n_kv_head, block_size, head_dim]   (kernels/attention.h, KvLayout)
+// (with token_width set, blocks of block_size x token_width elements, each layer reading its
+// own [n_kv_head, head_dim] shape from the start of a block).
 // Which blocks a sequence uses is not its business: block ids arrive in each Batch.
 //
 // BlockFreeList hands out and takes back block ids and nothing else: for driving an executor
@@ -32,10 +34,15 @@ struct KvCacheShape {
   int n_kv_head = 0;
   int head_dim = 0;
   KvType type = KvType::kF16;
+  // Elements of one token's K (or V) in a slot when the layers sharing the slots differ in
+  // head shape (ModelConfig::kv_slot_width, gemma4: the widest; each layer's KvLayout then has
+  // block_stride elems_per_block()); 0: n_kv_head x head_dim.
+  int token_width = 0;
 
-  size_t elems_per_block() const {
-    return size_t(block_size) * size_t(n_kv_head) * size_t(head_dim);
+  size_t token_elems() const {
+    return token_width > 0 ? size_t(token_width) : size_t(n_kv_head) * size_t(head_dim);
   }
+  size_t elems_per_block() const { return size_t(block_size) * token_elems(); }
   size_t bytes_per_layer() const {
     return size_t(n_blocks) * elems_per_block() * size_t(kv_type_size(type));
   }
@@ -43,7 +50,7 @@ struct KvCacheShape {
 
 class KvCacheStorage {
  public:
-  // Allocates 2 * n_layer * n_blocks * block_size * n_kv_head * head_dim elements (zeroed,
+  // Allocates 2 * n_layer * n_blocks * block_size * token_elems() elements (zeroed,
   // 64-byte aligned). Fails with a message when the allocation does.
   static Result<std::unique_ptr<KvCacheStorage>> create(const KvCacheShape& shape);
   KvCacheStorage(const KvCacheStorage&) = delete;

@@ -27,8 +27,8 @@ size_t recurrent_state_bytes(const ModelConfig& c) {
 }
 
 size_t kv_bytes_per_block(const ModelConfig& c, int block_size, KvType type) {
-  return 2 * size_t(kv_stage_slots(c).n) * size_t(block_size) * size_t(c.n_kv_head) *
-         size_t(c.head_dim) * size_t(kv_type_size(type));
+  return 2 * size_t(kv_stage_slots(c).n) * size_t(block_size) * size_t(c.kv_slot_width()) *
+         size_t(kv_type_size(type));
 }
 
 size_t available_memory_bytes() {

@@ -25,7 +25,8 @@ struct KvStageSlots {
 KvStageSlots kv_stage_slots(const ModelConfig& config);
 
 // K and V bytes of one block: 2 x its slots (kv_stage_slots; n_layer for a model of one K/V
-// group) x block_size x n_kv_head x head_dim x element size.
+// group) x block_size x n_kv_head x head_dim (ModelConfig::kv_slot_width: the widest layer
+// that stores K/V) x element size.
 size_t kv_bytes_per_block(const ModelConfig& config, int block_size, KvType type);
 
 // One sequence's recurrent state over the recurrent layers this instance runs (f32: conv

@@ -50,11 +50,17 @@ StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& ma
     m.n_params_active = m.n_params - expert_params + m.n_params_per_expert * c.n_expert_used;
     out.expert_layer_bytes = expert_bytes / (double(c.n_expert) * c.n_layer);
   }
+  // K/V read per token and attention FLOPs per (query, key) pair over the attention layers,
+  // each with its own head shape (gemma4); a layer sharing another's K/V reads it too.
   int n_rec = 0;
-  for (int il = 0; il < c.n_layer; ++il) n_rec += c.layer_kind(il) == LayerKind::kRecurrent;
-  const double n_attn = double(c.n_layer - n_rec);
-  m.kv_elems_per_token = 2.0 * n_attn * double(c.kv_dim());
-  m.attn_flops_per_pair = 4.0 * n_attn * double(c.n_head) * double(c.head_dim);
+  for (int il = 0; il < c.n_layer; ++il) {
+    if (c.layer_kind(il) == LayerKind::kRecurrent) {
+      ++n_rec;
+      continue;
+    }
+    m.kv_elems_per_token += 2.0 * double(c.layer_kv_dim(il));
+    m.attn_flops_per_pair += 4.0 * double(c.n_head) * double(c.layer_head_dim(il));
+  }
   if (n_rec > 0) add_recurrent_cost(m, c.recurrent, n_rec);
   m.d_model = double(c.n_embd);
   m.d_ff = double(c.is_moe() ? c.n_ff_exp : c.n_ff);

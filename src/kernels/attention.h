@@ -62,11 +62,18 @@ struct KvLayout {
   int block_size = 0;
   int n_kv_head = 0;
   int head_dim = 0;
+  // Elements from one block to the next; 0: n_kv_head * head_dim * block_size (dense). A cache
+  // whose slots are shared by layers of different head shapes (gemma4) sizes each block for
+  // the widest and a narrower layer uses the first elements of each block.
+  int64_t block_stride = 0;
+  int64_t block_elems() const {
+    return block_stride > 0 ? block_stride : int64_t(n_kv_head) * head_dim * block_size;
+  }
   int64_t k(int64_t block, int pos, int h, int d) const {
-    return ((block * n_kv_head + h) * head_dim + d) * block_size + pos;
+    return block * block_elems() + (int64_t(h) * head_dim + d) * block_size + pos;
   }
   int64_t v(int64_t block, int pos, int h, int d) const {
-    return ((block * n_kv_head + h) * block_size + pos) * head_dim + d;
+    return block * block_elems() + (int64_t(h) * block_size + pos) * head_dim + d;
   }
 };
 
@@ -88,6 +95,7 @@ struct PagedAttentionParams {
   int n_head = 0;
   int n_kv_head = 0;  // divides n_head
   int head_dim = 0;
+  int64_t kv_block_stride = 0;   // KvLayout::block_stride (0: dense blocks)
   float scale = 1.0f;            // usually 1 / sqrt(head_dim)
   int window = 0;                // sliding window in positions (0: the whole causal prefix)
   float softcap = 0;             // attention logit soft-capping (0: none)
@@ -96,7 +104,7 @@ struct PagedAttentionParams {
   // is the portable item-by-item path.
   MatmulIsa isa = MatmulIsa::kAuto;
 
-  KvLayout layout() const { return {block_size, n_kv_head, head_dim}; }
+  KvLayout layout() const { return {block_size, n_kv_head, head_dim, kv_block_stride}; }
   // Query i sees cache positions [first_visible(i), kv_len - n_q + i].
   int first_visible(int qi) const {
     const int pos = kv_len - n_q + qi;

@@ -39,5 +39,6 @@ const ArchFamily& qwen3moe_family();
 const ArchFamily& qwen35_family();
 const ArchFamily& gpt_oss_family();
 const ArchFamily& bert_family();
+const ArchFamily& gemma4_family();
 
 }  // namespace sluice

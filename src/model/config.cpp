@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -10,10 +11,11 @@
 namespace sluice {
 namespace {
 
-std::array<const ArchFamily*, 12> families() {
+std::array<const ArchFamily*, 13> families() {
   return {&llama_family(),    &qwen2_family(),  &qwen3_family(),   &gemma_family(),
           &gemma2_family(),   &gemma3_family(), &phi3_family(),    &qwen2moe_family(),
-          &qwen3moe_family(), &qwen35_family(), &gpt_oss_family(), &bert_family()};
+          &qwen3moe_family(), &qwen35_family(), &gpt_oss_family(), &bert_family(),
+          &gemma4_family()};
 }
 
 const ArchFamily* find_family(std::string_view name) {
@@ -205,7 +207,26 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
   }
   SLUICE_ASSIGN_OR_RETURN(c.n_ff, read_count(f, a + ".feed_forward_length", ff_default));
   SLUICE_ASSIGN_OR_RETURN(c.n_head, read_count(f, a + ".attention.head_count"));
-  SLUICE_ASSIGN_OR_RETURN(c.n_kv_head, read_count(f, a + ".attention.head_count_kv", c.n_head));
+  const std::string kv_heads_key = a + ".attention.head_count_kv";
+  const GgufValue* kv_heads = f.find(kv_heads_key);
+  if (kv_heads && kv_heads->get_if<GgufArray>()) {
+    // One count per layer (gemma4): n_kv_head is the largest; the family checks it may.
+    SLUICE_ASSIGN_OR_RETURN(const std::vector<int64_t> counts, f.get_int_array(kv_heads_key));
+    if (int64_t(counts.size()) != c.n_layer) {
+      return make_error("'", f.path(), "': ", kv_heads_key, " has ", counts.size(), " entries for ",
+                        c.n_layer, " layers (", a, ".block_count)");
+    }
+    for (size_t il = 0; il < counts.size(); ++il) {
+      if (counts[il] <= 0 || c.n_head % counts[il] != 0) {
+        return make_error("'", f.path(), "': ", kv_heads_key, "[", il, "] = ", counts[il],
+                          " does not divide ", a, ".attention.head_count (", c.n_head, ")");
+      }
+      c.layer_n_kv_heads.push_back(int(counts[il]));
+      c.n_kv_head = std::max(c.n_kv_head, int(counts[il]));
+    }
+  } else {
+    SLUICE_ASSIGN_OR_RETURN(c.n_kv_head, read_count(f, kv_heads_key, c.n_head));
+  }
   SLUICE_ASSIGN_OR_RETURN(c.n_ctx_train, read_count(f, a + ".context_length"));
   if (c.n_head % c.n_kv_head != 0) {
     return make_error("'", f.path(), "': ", a, ".attention.head_count (", c.n_head,
@@ -290,6 +311,10 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
 
   SLUICE_RETURN_IF_ERROR(family->configure(f, c));
   SLUICE_RETURN_IF_ERROR(check_window(f, a, c));
+  if (!c.layer_n_kv_heads.empty() && c.arch != Arch::kGemma4) {
+    return make_error("'", f.path(), "': ", kv_heads_key, " is an array (a KV head count per ",
+                      "layer), which sluice reads for gemma4 only");
+  }
 
   const std::string pool_key = a + ".pooling_type";
   if (f.has(pool_key)) {
@@ -309,7 +334,7 @@ KvCacheLayout ModelConfig::kv_cache_layout() const {
   for (int il = 0; il < n_layer; ++il) {
     windows[size_t(il)] = layer_kind(il) == LayerKind::kRecurrent ? -1 : layer_window(il);
   }
-  return KvCacheLayout::from_windows(windows);
+  return KvCacheLayout::from_windows(windows, layer_kv_source);
 }
 
 }  // namespace sluice

@@ -2,9 +2,10 @@
 // once. Architecture-specific rules (which keys, rope style, extra tensors) live in one file per
 // family: arch_llama.cpp, arch_qwen2.cpp, arch_qwen3.cpp, arch_gemma.cpp (gemma, gemma2),
 // arch_phi3.cpp, arch_qwen_moe.cpp (qwen2moe, qwen3moe; Mixtral is llama with experts),
-// arch_gpt_oss.cpp.
+// arch_gpt_oss.cpp, arch_qwen35.cpp, arch_bert.cpp, arch_gemma4.cpp.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -33,6 +34,7 @@ enum class Arch {
   kQwen35,
   kGptOss,
   kBert,
+  kGemma4,
 };
 
 // How an embedding model turns a sequence's final hidden states into one vector (llama.cpp's
@@ -136,9 +138,13 @@ struct ModelConfig : ModelShape {
   bool first_stage() const { return layer_begin == 0; }
   bool last_stage() const { return stage_layer_end() == n_layer; }
 
+  // Which layers are windowed as an explicit list (gemma4's sliding_window_pattern array):
+  // [n_layer], 1 windowed; empty: as swa_period says.
+  std::vector<uint8_t> layer_swa;
   // The sliding window of layer il (0: none).
   int layer_window(int il) const {
     if (sliding_window <= 0) return 0;
+    if (!layer_swa.empty()) return layer_swa[size_t(il)] ? sliding_window : 0;
     return swa_period > 0 && il % swa_period == swa_period - 1 ? 0 : sliding_window;
   }
   bool any_window() const { return sliding_window > 0; }
@@ -150,6 +156,51 @@ struct ModelConfig : ModelShape {
     }
     return false;
   }
+  // Per-layer attention shapes (gemma4: the windowed layers have their own head size, rotary
+  // dims and KV head count). head_dim / n_rot are the global layers' (with the fields below
+  // unset, every layer's); n_kv_head is the largest count of any layer, so q_dim() / kv_dim()
+  // bound every layer's width (the windowed head size may not exceed head_dim). YaRN's
+  // correction range is computed over n_rot for every layer.
+  int head_dim_swa = 0;                 // attention.key_length_swa; 0: head_dim
+  int n_rot_swa = 0;                    // rope.dimension_count_swa; 0: n_rot
+  std::vector<int> layer_n_kv_heads;    // [n_layer] attention.head_count_kv as an array; empty
+  bool rope_freqs_global_only = false;  // rope_freqs divide the global layers' frequencies only
+  int layer_head_dim(int il) const {
+    return head_dim_swa > 0 && layer_window(il) > 0 ? head_dim_swa : head_dim;
+  }
+  int layer_n_rot(int il) const {
+    return n_rot_swa > 0 && layer_window(il) > 0 ? n_rot_swa : n_rot;
+  }
+  int layer_n_kv_head(int il) const {
+    return layer_n_kv_heads.empty() ? n_kv_head : layer_n_kv_heads[size_t(il)];
+  }
+  int layer_q_dim(int il) const { return n_head * layer_head_dim(il); }
+  int layer_kv_dim(int il) const { return layer_n_kv_head(il) * layer_head_dim(il); }
+  // Shared K/V (gemma4: attention.shared_kv_layers): layer il reads the K/V of layer
+  // layer_kv_source[il] (an earlier layer of the same kind) and stores none; empty, or
+  // layer_kv_source[il] == il: its own.
+  std::vector<int32_t> layer_kv_source;
+  int kv_source_layer(int il) const {
+    return layer_kv_source.empty() ? il : layer_kv_source[size_t(il)];
+  }
+  bool layer_stores_kv(int il) const {
+    return layer_kind(il) != LayerKind::kRecurrent && kv_source_layer(il) == il;
+  }
+  // Elements of one token's K (or V) in one K/V slot: the widest layer_kv_dim of the layers
+  // that store K/V (a slot is shared by the groups' layers at that slot; narrower layers use a
+  // prefix of each block: KvLayout::block_stride).
+  int kv_slot_width() const {
+    int w = 0;
+    for (int il = 0; il < n_layer; ++il) {
+      if (layer_stores_kv(il)) w = std::max(w, layer_kv_dim(il));
+    }
+    return w > 0 ? w : kv_dim();
+  }
+  // Per-layer inputs (gemma4: embedding_length_per_layer_input): each layer adds
+  // proj(gelu(inp_gate x) * ple[il]) of its n_embd_per_layer-wide slice of the per-layer
+  // inputs (arch_gemma4.cpp); 0: none.
+  int n_embd_per_layer = 0;
+
   // What cache state layer il keeps (base/cache_layout.h).
   LayerKind layer_kind(int il) const {
     if (size_t(il) < layer_recurrent.size() && layer_recurrent[size_t(il)]) {
@@ -200,9 +251,13 @@ struct ModelConfig : ModelShape {
   }
   // Whether layer il rotates with the windowed layers' own RoPE (rope_theta_swa).
   bool layer_uses_swa_rope(int il) const { return rope_theta_swa > 0 && layer_window(il) > 0; }
-  // The RoPE of layer il.
+  // The RoPE of layer il (its head size, rotary dims, base and scaling; the frequency factors
+  // only where they apply: rope_freqs_global_only).
   RopeParams layer_rope_params(int il, const float* freq_factors) const {
-    RopeParams p = rope_params(freq_factors);
+    const bool swa = layer_window(il) > 0;
+    RopeParams p = rope_params(rope_freqs_global_only && swa ? nullptr : freq_factors);
+    p.head_dim = layer_head_dim(il);
+    p.n_rot = layer_n_rot(il);
     if (layer_uses_swa_rope(il)) {
       p.theta_base = rope_theta_swa;
       p.freq_scale = rope_freq_scale_swa;
@@ -230,7 +285,7 @@ struct ModelOptions {
 // 0 until weights are bound. Errors name the file and the key.
 Result<ModelConfig> read_model_config(const GgufFile& file, const ModelOptions& options);
 
-// "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, qwen2moe, qwen3moe, gpt-oss"
+// "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, qwen2moe, qwen3moe, ..., gemma4"
 std::string supported_architectures();
 
 }  // namespace sluice

@@ -44,14 +44,17 @@ enum class ActBuf {
   kUp,
   kLogitRows,
   kLogitRowsNorm,
+  kPerLayer,  // gemma4's per-layer inputs [n_tokens, n_layer * n_embd_per_layer]
   kCount
 };
 
-// Per-head RMSNorm weights of q and k ([head_dim] each; empty: none).
+// Per-head RMSNorm weights of q and k ([head_dim] each; empty: none), and whether V is
+// RMS-normed per head without a weight (gemma4).
 struct HeadNorms {
   const std::vector<float>* q = nullptr;
   const std::vector<float>* k = nullptr;
   float eps = 0;
+  bool v_unit = false;
 };
 
 class ForwardOps {
@@ -75,7 +78,11 @@ class ForwardOps {
   virtual void add_bias(Act y, const std::vector<float>& b) = 0;
   // Per token: q/k head norms when given, RoPE of q and k at the token's position, then k and v
   // written to the token's cache slot of `layer`.
+  // Heads have the layer's shape (ModelConfig::layer_head_dim, layer_n_kv_head, its RoPE).
   virtual void rope_store_kv(int layer, Act q, Act k, Act v, const HeadNorms& norms) = 0;
+  // A layer that reads another layer's K/V (ModelConfig::kv_source_layer, gemma4): q's head
+  // norm and RoPE only; attention(layer, ..) then reads the source's cache.
+  virtual void rope_q(int layer, Act q, const HeadNorms& norms) = 0;
   // Causal attention of every sequence's new queries over its cached keys and values of
   // `layer` (paged): out [n_tokens, n_head * head_dim]. The scores are scaled, soft-capped and
   // windowed as the config says for the layer (attention_scale, attn_softcap, layer_window);
@@ -106,6 +113,8 @@ class ForwardOps {
   virtual void geglu(Act gate, Act up, Act out) = 0;
   // x *= s.
   virtual void scale(Act x, float s) = 0;
+  // dst[t] = src[t][col0, col0 + dst.cols) (a column range of every row, made contiguous).
+  virtual void slice_cols(Act src, int64_t col0, Act dst) = 0;
   // Encoders (bert): x[t] += row positions[t] of `table` (learned position embeddings).
   virtual void add_positions(const WeightMatrix& table, Act x) = 0;
   // out[t] = (x[t] - mean) / sqrt(var + eps) * w + b (LayerNorm; out may be x).
@@ -158,5 +167,9 @@ void bert_forward(const ModelConfig& config, const ModelWeights& weights, Forwar
 
 // Qwen3.5 hybrids (arch_qwen35.cpp): Gated DeltaNet layers and gated attention layers.
 void qwen35_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
+
+// Gemma 4 (arch_gemma4.cpp): per-layer-kind head shapes, K/V shared by the last layers,
+// per-layer inputs, a scale per layer.
+void gemma4_forward(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
 
 }  // namespace sluice

@@ -38,18 +38,22 @@ std::vector<double> matvec(const std::vector<float>& w, const std::vector<double
   return y;
 }
 
-// RMSNorm of x[0, n) in place, scaled by w[n].
+// RMSNorm of x[0, n) in place, scaled by w[n] (w empty: no weight).
 void rms_norm(double* x, int64_t n, const std::vector<float>& w, double eps) {
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
   const double scale = 1.0 / std::sqrt(ss / double(n) + eps);
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * scale * double(w[size_t(i)]);
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * scale * (w.empty() ? 1.0 : double(w[size_t(i)]));
 }
 
 // Rotates one head at position `pos` (see kernels/ops.h for the conventions).
-void rope(double* v, const ModelConfig& c, const std::vector<float>& freq_factors, int pos,
+void rope(double* v, const ModelConfig& c, const std::vector<float>& all_factors, int pos,
           int layer) {
   const bool swa = c.layer_uses_swa_rope(layer);
+  static const std::vector<float> kNone;
+  const std::vector<float>& freq_factors =
+      c.rope_freqs_global_only && c.layer_window(layer) > 0 ? kNone : all_factors;
+  const int n_rot = c.layer_n_rot(layer);
   const double base = swa ? c.rope_theta_swa : c.rope_theta;
   const double scale = swa ? c.rope_freq_scale_swa : c.rope_freq_scale;
   // YaRN: pairs below `low` keep the unscaled angle, pairs from `high` on take the scaled one,
@@ -58,22 +62,22 @@ void rope(double* v, const ModelConfig& c, const std::vector<float>& freq_factor
   if (c.rope_yarn) {
     const double pi = 3.14159265358979323846;
     auto corr = [&](double turns) {
-      return c.n_rot * std::log(c.yarn_n_ctx_orig / (turns * 2 * pi)) / (2 * std::log(base));
+      return n_rot * std::log(c.yarn_n_ctx_orig / (turns * 2 * pi)) / (2 * std::log(base));
     };
     low = std::max(0.0, std::floor(corr(c.yarn_beta_fast)));
-    high = std::min(double(c.n_rot - 1), std::ceil(corr(c.yarn_beta_slow)));
+    high = std::min(double(n_rot - 1), std::ceil(corr(c.yarn_beta_slow)));
     mscale = 1.0 + 0.1 * std::log(1.0 / scale);
   }
-  for (int i = 0; i < c.n_rot / 2; ++i) {
+  for (int i = 0; i < n_rot / 2; ++i) {
     const double ff = freq_factors.empty() ? 1.0 : double(freq_factors[size_t(i)]);
-    const double theta_e = double(pos) / (std::pow(base, 2.0 * i / c.n_rot) * ff);
-    double theta = double(pos) * scale / (std::pow(base, 2.0 * i / c.n_rot) * ff);
+    const double theta_e = double(pos) / (std::pow(base, 2.0 * i / n_rot) * ff);
+    double theta = double(pos) * scale / (std::pow(base, 2.0 * i / n_rot) * ff);
     if (c.rope_yarn) {
       const double ramp = 1.0 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
       theta = theta_e * scale * (1 - ramp) + theta_e * ramp;
     }
     const int a = c.rope_style == RopeStyle::kNormal ? 2 * i : i;
-    const int b = c.rope_style == RopeStyle::kNormal ? 2 * i + 1 : i + c.n_rot / 2;
+    const int b = c.rope_style == RopeStyle::kNormal ? 2 * i + 1 : i + n_rot / 2;
     const double x0 = v[a], x1 = v[b];
     v[a] = (x0 * std::cos(theta) - x1 * std::sin(theta)) * mscale;
     v[b] = (x0 * std::sin(theta) + x1 * std::cos(theta)) * mscale;
@@ -228,11 +232,37 @@ Result<std::unique_ptr<ReferenceForward>> ReferenceForward::create(
         }
       }
     }
+    if (lw.per_layer_gate.data) {
+      SLUICE_ASSIGN_OR_RETURN(l.ple_gate, decode(lw.per_layer_gate));
+      SLUICE_ASSIGN_OR_RETURN(l.ple_proj, decode(lw.per_layer_proj));
+    }
     r->layers_.push_back(std::move(l));
+  }
+  if (model.config().n_embd_per_layer > 0) {
+    SLUICE_ASSIGN_OR_RETURN(r->ple_embd_, decode(w.per_layer_token_embd));
+    SLUICE_ASSIGN_OR_RETURN(r->ple_model_proj_, decode(w.per_layer_model_proj));
   }
   r->k_hist_.resize(w.layers.size());
   r->v_hist_.resize(w.layers.size());
   return r;
+}
+
+std::vector<double> ReferenceForward::per_layer_inputs(int32_t token,
+                                                       const std::vector<double>& x) const {
+  const ModelConfig& c = model_.config();
+  const int64_t P = c.n_embd_per_layer, LP = int64_t(c.n_layer) * P;
+  std::vector<double> pp = matvec(ple_model_proj_, x, LP);
+  const double proj_scale = 1.0 / std::sqrt(double(c.n_embd));
+  const double embd_scale = std::sqrt(double(P));
+  for (double& v : pp) v *= proj_scale;
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    rms_norm(pp.data() + il * P, P, model_.weights().per_layer_proj_norm, c.rms_eps);
+  }
+  for (int64_t i = 0; i < LP; ++i) {
+    const double pe = double(ple_embd_[size_t(token * LP + i)]) * embd_scale;
+    pp[size_t(i)] = (pp[size_t(i)] + pe) / std::sqrt(2.0);
+  }
+  return pp;
 }
 
 Result<std::vector<float>> ReferenceForward::step(int32_t token) {
@@ -243,7 +273,7 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
   }
   if (n_past_ >= c.n_ctx) return make_error("context of ", c.n_ctx, " tokens is full");
   const int pos = n_past_;
-  const int64_t d = c.n_embd, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim();
+  const int64_t d = c.n_embd;
   const double eps = c.rms_eps;
 
   std::vector<double> x(static_cast<size_t>(d));
@@ -251,25 +281,37 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
   for (int64_t i = 0; i < d; ++i) {
     x[size_t(i)] = token_embd_[size_t(token * d + i)] * double(c.embd_scale);
   }
+  const int64_t P = c.n_embd_per_layer;
+  const std::vector<double> ple = P > 0 ? per_layer_inputs(token, x) : std::vector<double>{};
 
   for (size_t il = 0; il < layers_.size(); ++il) {
     const Layer& l = layers_[il];
     const LayerWeights& lw = mw.layers[il];
+    const int64_t hd = c.layer_head_dim(int(il)), qd = c.layer_q_dim(int(il));
+    const int64_t kvd = c.layer_kv_dim(int(il));
+    const int n_kv_head = c.layer_n_kv_head(int(il));
     std::vector<double> xn = x;
     rms_norm(xn.data(), d, lw.attn_norm, eps);
     std::vector<double> q = matvec(l.wq, xn, qd, lw.bq);
-    std::vector<double> k = matvec(l.wk, xn, kvd, lw.bk);
-    std::vector<double> v = matvec(l.wv, xn, kvd, lw.bv);
     for (int h = 0; h < c.n_head; ++h) {
       if (c.qk_norm) rms_norm(q.data() + h * hd, hd, lw.q_norm, eps);
       rope(q.data() + h * hd, c, mw.rope_freqs, pos, int(il));
     }
-    for (int h = 0; h < c.n_kv_head; ++h) {
-      if (c.qk_norm) rms_norm(k.data() + h * hd, hd, lw.k_norm, eps);
-      rope(k.data() + h * hd, c, mw.rope_freqs, pos, int(il));
+    // A layer that shares K/V (gemma4) reads its source's history, which already holds this
+    // position (sources come first).
+    const size_t src = size_t(c.kv_source_layer(int(il)));
+    if (src == il) {
+      std::vector<double> k = matvec(l.wk, xn, kvd, lw.bk);
+      std::vector<double> v = matvec(l.wv, xn, kvd, lw.bv);
+      for (int h = 0; h < n_kv_head; ++h) {
+        if (c.qk_norm) rms_norm(k.data() + h * hd, hd, lw.k_norm, eps);
+        // gemma4: V RMS-normed per head without a weight.
+        if (c.arch == Arch::kGemma4) rms_norm(v.data() + h * hd, hd, {}, eps);
+        rope(k.data() + h * hd, c, mw.rope_freqs, pos, int(il));
+      }
+      k_hist_[il].insert(k_hist_[il].end(), k.begin(), k.end());
+      v_hist_[il].insert(v_hist_[il].end(), v.begin(), v.end());
     }
-    k_hist_[il].insert(k_hist_[il].end(), k.begin(), k.end());
-    v_hist_[il].insert(v_hist_[il].end(), v.begin(), v.end());
 
     const int n_ctx = pos + 1;
     std::vector<double> att(static_cast<size_t>(qd), 0.0), score(static_cast<size_t>(n_ctx));
@@ -277,11 +319,12 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
                          double(c.rope_attn_factor) * double(c.rope_attn_factor);
     const double cap = c.attn_softcap;
     const int window = c.layer_window(int(il));
+    const int n_gqa = c.n_head / n_kv_head;
     for (int h = 0; h < c.n_head; ++h) {
-      const int kvh = h / c.n_gqa();
+      const int kvh = h / n_gqa;
       double mx = -std::numeric_limits<double>::infinity();
       for (int t = 0; t < n_ctx; ++t) {
-        const double* kt = k_hist_[il].data() + t * kvd + kvh * hd;
+        const double* kt = k_hist_[src].data() + t * kvd + kvh * hd;
         double s = 0;
         for (int64_t i = 0; i < hd; ++i) s += q[size_t(h * hd + i)] * kt[i];
         s *= scale;
@@ -297,7 +340,7 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
       double sum = sink ? std::exp(double(lw.attn_sinks[size_t(h)]) - mx) : 0.0;
       for (double& s : score) sum += (s = std::exp(s - mx));
       for (int t = 0; t < n_ctx; ++t) {
-        const double* vt = v_hist_[il].data() + t * kvd + kvh * hd;
+        const double* vt = v_hist_[src].data() + t * kvd + kvh * hd;
         for (int64_t i = 0; i < hd; ++i) att[size_t(h * hd + i)] += score[size_t(t)] / sum * vt[i];
       }
     }
@@ -310,6 +353,23 @@ Result<std::vector<float>> ReferenceForward::step(int32_t token) {
     std::vector<double> down = ffn(l, lw, xn);
     if (c.post_norms) rms_norm(down.data(), d, lw.ffn_post_norm, eps);
     for (int64_t i = 0; i < d; ++i) x[size_t(i)] += down[size_t(i)];
+
+    if (P > 0) {
+      // gemma4: x += rmsnorm(proj . (gelu(inp_gate . x) * ple[il])) * post_norm.
+      std::vector<double> g = matvec(l.ple_gate, x, P);
+      const double kc = std::sqrt(2.0 / 3.14159265358979323846);
+      for (int64_t i = 0; i < P; ++i) {
+        const double a = g[size_t(i)];
+        g[size_t(i)] = 0.5 * a * (1.0 + std::tanh(kc * (a + 0.044715 * a * a * a))) *
+                       ple[size_t(int64_t(il) * P + i)];
+      }
+      std::vector<double> p = matvec(l.ple_proj, g, d);
+      rms_norm(p.data(), d, lw.per_layer_post_norm, eps);
+      for (int64_t i = 0; i < d; ++i) x[size_t(i)] += p[size_t(i)];
+    }
+    if (lw.out_scale != 1.0f) {
+      for (double& xi : x) xi *= double(lw.out_scale);
+    }
   }
   rms_norm(x.data(), d, mw.output_norm, eps);
   hidden_ = x;

@@ -45,7 +45,10 @@ class ReferenceForward {
     std::vector<float> router, sh_gate, sh_up, sh_down, sh_gate_inp;
     std::vector<std::vector<float>> e_gate, e_up, e_down;
     bool round_expert_acts = false;  // the experts are MXFP4 and options ask for the rounding
+    std::vector<float> ple_gate, ple_proj;  // per-layer input gate and projection (gemma4)
   };
+  // gemma4's per-layer inputs of `token` [n_layer * n_embd_per_layer] from the scaled embedding x.
+  std::vector<double> per_layer_inputs(int32_t token, const std::vector<double>& x) const;
   // The FFN of one token (xn normed): dense SwiGLU / GeGLU, or the mixture of experts.
   std::vector<double> ffn(const Layer& l, const LayerWeights& lw,
                           const std::vector<double>& xn) const;
@@ -54,11 +57,13 @@ class ReferenceForward {
 
   const Model& model_;
   ReferenceOptions options_;
-  std::vector<float> token_embd_;  // [n_vocab, n_embd]
-  std::vector<float> output_;      // [n_vocab, n_embd]
+  std::vector<float> token_embd_;      // [n_vocab, n_embd]
+  std::vector<float> output_;          // [n_vocab, n_embd]
+  std::vector<float> ple_embd_;        // [n_vocab, n_layer * P] (gemma4; empty otherwise)
+  std::vector<float> ple_model_proj_;  // [n_layer * P, n_embd]
   std::vector<Layer> layers_;
-  std::vector<std::vector<double>> k_hist_;  // [layer][pos * kv_dim]
-  std::vector<std::vector<double>> v_hist_;  // [layer][pos * kv_dim]
+  std::vector<std::vector<double>> k_hist_;  // [layer][pos * layer kv_dim] (empty: shared)
+  std::vector<std::vector<double>> v_hist_;  // [layer][pos * layer kv_dim]
   int n_past_ = 0;
   std::vector<double> hidden_;  // last_hidden()
 };

@@ -249,6 +249,10 @@ Status check_shardable(const ModelConfig& c, const ModelWeights& w, int tp_size)
                       " KV heads: one must divide the other");
   }
   if (c.n_vocab < n) return make_error("a vocabulary of ", c.n_vocab, " over ", n, " ranks");
+  if (c.arch == Arch::kGemma4) {
+    return make_error("tensor parallel: ", c.arch_name,
+                      " (per-layer head shapes, shared K/V, per-layer inputs) is not sharded yet");
+  }
   if (c.attn_sinks || c.attn_out_bias || c.moe_biases) {
     return make_error("tensor parallel: ", c.arch_name,
                       " (attention sinks, output and expert biases) is not sharded yet");
@@ -308,6 +312,12 @@ Result<ShardInfo> shard_model(const ShardSpec& spec, ModelConfig& c, ModelWeight
   }
   if (spec.pp_rank < 0 || spec.pp_rank >= spec.pp_size) {
     return make_error("pipeline stage ", spec.pp_rank, " not in [0, ", spec.pp_size, ")");
+  }
+  if (spec.pp_size > 1 && c.arch == Arch::kGemma4) {
+    // Every layer reads the per-layer inputs made from the embeddings, and the shared layers
+    // another layer's K/V: neither crosses a stage boundary yet.
+    return make_error("pipeline parallel: ", c.arch_name, " (per-layer inputs, shared K/V) ",
+                      "is not split into stages yet");
   }
   ShardInfo info;
   info.tp_rank = r;

@@ -262,8 +262,72 @@ Status bind_cls_head(const GgufFile& f, ModelConfig& c, ModelWeights& w) {
   return {};
 }
 
+// A gemma4 layer: its kind's head size and KV heads; K/V projections only on the layers that
+// store K/V (the shared ones read an earlier layer's); the per-layer input's gate, projection
+// and norm; the layer's output scale.
+Result<LayerWeights> bind_gemma4_layer(const GgufFile& f, const ModelConfig& c, int il) {
+  const std::string b = "blk." + std::to_string(il) + ".";
+  const int64_t d = c.n_embd, hd = c.layer_head_dim(il), qd = c.layer_q_dim(il);
+  const int64_t kvd = c.layer_kv_dim(il), ff = c.n_ff, P = c.n_embd_per_layer;
+  LayerWeights l;
+  SLUICE_ASSIGN_OR_RETURN(l.attn_norm, bind_vector(f, b + "attn_norm.weight", d));
+  SLUICE_ASSIGN_OR_RETURN(l.wq, bind_matrix(f, b + "attn_q.weight", d, qd));
+  SLUICE_ASSIGN_OR_RETURN(l.wo, bind_matrix(f, b + "attn_output.weight", qd, d));
+  SLUICE_ASSIGN_OR_RETURN(l.q_norm, bind_vector(f, b + "attn_q_norm.weight", hd));
+  if (c.layer_stores_kv(il)) {
+    SLUICE_ASSIGN_OR_RETURN(l.wk, bind_matrix(f, b + "attn_k.weight", d, kvd));
+    // Without attn_v the values are the keys' projection (llama.cpp: use_alternative_attention).
+    if (f.find_tensor(b + "attn_v.weight")) {
+      SLUICE_ASSIGN_OR_RETURN(l.wv, bind_matrix(f, b + "attn_v.weight", d, kvd));
+    } else {
+      l.wv = l.wk;
+    }
+    SLUICE_ASSIGN_OR_RETURN(l.k_norm, bind_vector(f, b + "attn_k_norm.weight", hd));
+  }
+  SLUICE_ASSIGN_OR_RETURN(l.attn_post_norm, bind_vector(f, b + "post_attention_norm.weight", d));
+  SLUICE_ASSIGN_OR_RETURN(l.ffn_norm, bind_vector(f, b + "ffn_norm.weight", d));
+  SLUICE_ASSIGN_OR_RETURN(l.ffn_post_norm, bind_vector(f, b + "post_ffw_norm.weight", d));
+  if (f.find_tensor(b + "ffn_gate_inp.weight")) {
+    return make_error("'", f.path(), "': tensor '", b,
+                      "ffn_gate_inp.weight': gemma4's mixture-of-experts layers (26B-A4B) are "
+                      "not supported yet");
+  }
+  SLUICE_RETURN_IF_ERROR(bind_gate_up(f, c, b, l));
+  SLUICE_ASSIGN_OR_RETURN(l.w_down, bind_matrix(f, b + "ffn_down.weight", ff, d));
+  if (P > 0) {
+    SLUICE_ASSIGN_OR_RETURN(l.per_layer_gate, bind_matrix(f, b + "inp_gate.weight", d, P));
+    SLUICE_ASSIGN_OR_RETURN(l.per_layer_proj, bind_matrix(f, b + "proj.weight", P, d));
+    SLUICE_ASSIGN_OR_RETURN(l.per_layer_post_norm, bind_vector(f, b + "post_norm.weight", d));
+  }
+  if (f.find_tensor(b + "layer_output_scale.weight")) {
+    SLUICE_ASSIGN_OR_RETURN(const std::vector<float> s,
+                            bind_vector(f, b + "layer_output_scale.weight", 1));
+    l.out_scale = s[0];
+  }
+  return l;
+}
+
+// gemma4's per-layer input tables: per_layer_token_embd [n_layer * P, n_vocab],
+// per_layer_model_proj [n_embd, n_layer * P], per_layer_proj_norm [P].
+Status bind_per_layer_inputs(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
+  const int64_t P = c.n_embd_per_layer, LP = int64_t(c.n_layer) * P;
+  SLUICE_ASSIGN_OR_RETURN(const GgufTensorInfo* t,
+                          find_checked(f, "per_layer_token_embd.weight", LP, -1));
+  if (t->ne[1] != c.n_vocab) {
+    return make_error("'", f.path(), "': tensor 'per_layer_token_embd.weight' has shape ",
+                      t->shape_string(), ", expected [", LP, ", ", c.n_vocab,
+                      "] (n_layer x embedding_length_per_layer_input, n_vocab)");
+  }
+  w.per_layer_token_embd = WeightMatrix{t->data, t->type, t->ne[0], t->ne[1]};
+  SLUICE_ASSIGN_OR_RETURN(w.per_layer_model_proj,
+                          bind_matrix(f, "per_layer_model_proj.weight", c.n_embd, LP));
+  SLUICE_ASSIGN_OR_RETURN(w.per_layer_proj_norm, bind_vector(f, "per_layer_proj_norm.weight", P));
+  return {};
+}
+
 Result<LayerWeights> bind_layer(const GgufFile& f, const ModelConfig& c, int il) {
   if (c.arch == Arch::kQwen35) return bind_hybrid_layer(f, c, il);
+  if (c.arch == Arch::kGemma4) return bind_gemma4_layer(f, c, il);
   if (c.arch == Arch::kBert) return bind_bert_layer(f, c, il);
   const std::string b = "blk." + std::to_string(il) + ".";
   const int64_t d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff;
@@ -335,6 +399,7 @@ Result<ModelWeights> bind_weights(const GgufFile& f, ModelConfig& c) {
     w.layers.push_back(std::move(l));
   }
   if (c.pooling == Pooling::kRank) SLUICE_RETURN_IF_ERROR(bind_cls_head(f, c, w));
+  if (c.n_embd_per_layer > 0) SLUICE_RETURN_IF_ERROR(bind_per_layer_inputs(f, c, w));
   if (c.arch == Arch::kBert) {
     const int64_t d = c.n_embd;
     SLUICE_ASSIGN_OR_RETURN(w.position_embd,

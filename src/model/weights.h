@@ -91,6 +91,12 @@ struct LayerWeights {
   std::vector<float> ffn_norm_b;   // [n_embd]
   std::vector<float> b_up;         // [n_ff]
   std::vector<float> b_down;       // [n_embd]
+  // Per-layer inputs (config.n_embd_per_layer = P > 0, gemma4): x += rmsnorm(per_layer_proj .
+  // (gelu(per_layer_gate . x) * ple[il])) * per_layer_post_norm, then x *= out_scale.
+  WeightMatrix per_layer_gate;             // inp_gate [P rows, n_embd]
+  WeightMatrix per_layer_proj;             // proj [n_embd rows, P]
+  std::vector<float> per_layer_post_norm;  // post_norm [n_embd]
+  float out_scale = 1.0f;                  // layer_output_scale.weight [1] (1: absent)
 };
 
 struct ModelWeights {
@@ -99,6 +105,11 @@ struct ModelWeights {
   std::vector<float> output_norm;  // [n_embd]
   WeightMatrix output;             // [n_vocab rows, n_embd]; token_embd when tied
   std::vector<float> rope_freqs;   // [n_rot / 2] frequency factors; empty when absent
+  // Per-layer inputs (gemma4, config.n_embd_per_layer = P): token rows of n_layer slices of P,
+  // the projection of the scaled embedding into the same, and the norm of each slice.
+  WeightMatrix per_layer_token_embd;       // [n_vocab rows, n_layer * P]
+  WeightMatrix per_layer_model_proj;       // [n_layer * P rows, n_embd]
+  std::vector<float> per_layer_proj_norm;  // [P]
   // Encoders (bert): learned positions, the token type 0 row (every token is type 0, as
   // llama.cpp runs bert), the embeddings' LayerNorm; no output norm or output matrix.
   WeightMatrix position_embd;      // [n_ctx_train rows, n_embd]
@@ -126,8 +137,9 @@ template <class F>
 void for_each_matrix(const LayerWeights& l, F&& f) {
   const DeltaNetWeights& d = l.delta;
   const MoeWeights& m = l.moe;
-  for (const WeightMatrix* x : {&l.wq, &l.wk, &l.wv, &l.wo, &d.qkv, &d.z, &d.beta, &d.alpha, &d.out,
-                                &l.w_gate, &l.w_up, &l.w_down, &m.sh_gate, &m.sh_up, &m.sh_down}) {
+  for (const WeightMatrix* x :
+       {&l.wq, &l.wk, &l.wv, &l.wo, &d.qkv, &d.z, &d.beta, &d.alpha, &d.out, &l.w_gate, &l.w_up,
+        &l.w_down, &m.sh_gate, &m.sh_up, &m.sh_down, &l.per_layer_gate, &l.per_layer_proj}) {
     if (x->data) f(*x, MatrixRole::kDense);
   }
   for (const WeightMatrix* x : {&m.router, &m.sh_gate_inp}) {

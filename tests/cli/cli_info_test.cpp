@@ -56,6 +56,23 @@ TEST(CliInfo, HybridCountsStateNotKv) {
   EXPECT_NE(t.out.find("recurrent state per sequence"), std::string::npos) << t.out;
 }
 
+// gemma4: the per-layer arrays in full, and K/V only for the five layers that store it, each
+// with its kind's heads: 4 windowed x 2 heads x 32 + 1 global x 1 head x 64, K and V, f16.
+TEST(CliInfo, Gemma4CountsOnlyTheLayersThatStoreKv) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/gemma4.gguf");
+  auto r = test::run_sluice("info --json " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["hparams"]["attention.head_count_kv"],
+            nlohmann::json::array({2, 2, 2, 2, 1, 2, 2, 2, 2, 1}));
+  EXPECT_EQ(j["hparams"]["attention.sliding_window_pattern"],
+            nlohmann::json::array({1, 1, 1, 1, 0, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(j["hparams"]["attention.key_length_swa"], 32);
+  EXPECT_EQ(j["hparams"]["attention.shared_kv_layers"], 5);
+  EXPECT_EQ(j["hparams"]["embedding_length_per_layer_input"], 8);
+  EXPECT_EQ(j["memory"]["kv_bytes_per_token_f16"], (4 * 2 * 32 + 1 * 1 * 64) * 2 * 2);
+}
+
 TEST(CliInfo, EveryTokenizerVocab) {
   const std::string dir = test::shared_dir();
   if (dir.empty()) SLUICE_SHARED_MISSING("../shared");

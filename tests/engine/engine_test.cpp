@@ -548,7 +548,9 @@ int32_t expected_blocks_held(const std::vector<int32_t>& windows, int32_t contex
 // Windowed models (blocks of 4): every layer windowed (tiny-phi3: window 4, tiny-mistral: 6),
 // even layers windowed (tiny-gemma2: 5; two K/V groups), five windowed layers and a global one
 // (tiny-gemma3: 5; six groups): the engine releases each sequence's windowed blocks older than
-// the window while it runs. A mixture of experts (tiny-mixtral) keeps every block. With shared
+// the window while it runs; the llama.cpp-golden gemma4 (window 8 on four K/V-storing layers,
+// one global, five layers reading their K/V: five groups). A mixture of experts (tiny-mixtral)
+// keeps every block. With shared
 // prefixes (prefix-cache hits), chunked prefill and preemption (24 to 72 blocks for 12 requests
 // of up to 94 tokens) every output equals the request alone with every block kept, and a long
 // decode holds exactly the blocks the windows say.
@@ -556,14 +558,21 @@ TEST(EngineSlidingWindow, ReleasedBlocksChangeNoOutput) {
   test::TempDir dir;
   struct Case {
     const char* variant;
-    std::vector<int32_t> windows;  // of the K/V groups
+    std::vector<int32_t> windows;       // of the K/V groups
+    const char* shared_file = nullptr;  // a model of ../shared instead of a synthetic one
   };
   for (const Case& cs :
        {Case{"tiny-phi3", {4}}, Case{"tiny-mistral", {6}}, Case{"tiny-mixtral", {0}},
-        Case{"tiny-gemma2", {5, 0}}, Case{"tiny-gemma3", {5, 5, 5, 5, 5, 0}}}) {
+        Case{"tiny-gemma2", {5, 0}}, Case{"tiny-gemma3", {5, 5, 5, 5, 5, 0}},
+        Case{"gemma4", {8, 8, 8, 8, 0}, "testdata/models/arch/gemma4.gguf"}}) {
     SCOPED_TRACE(cs.variant);
-    const std::string path = dir.path(std::string(cs.variant) + ".gguf");
-    test::write_synthetic_model(cs.variant, FileType::MOSTLY_Q8_0, path);
+    std::string path = dir.path(std::string(cs.variant) + ".gguf");
+    if (cs.shared_file) {
+      path = test::shared_path(cs.shared_file);
+      if (path.empty()) continue;  // ../shared missing: the synthetic cases still run
+    } else {
+      test::write_synthetic_model(cs.variant, FileType::MOSTLY_Q8_0, path);
+    }
     std::vector<std::vector<int32_t>> prompts;
     std::vector<GenerationParams> params;
     const std::vector<int32_t> shared = byte_tokens(24, 3);

@@ -74,6 +74,35 @@ TEST(KvSizing, PlanCountsWhatAFullContextHoldsPerLayerKind) {
   EXPECT_NE(small.message().find("less than the 12096"), std::string::npos) << small.message();
 }
 
+// gemma4's shape with kinds of different K/V widths (windowed 2 heads x 32, global 1 x 128)
+// and the last five layers reading layers 3 and 4's K/V: only the five layers that store K/V
+// have slots, and a slot is as wide as the widest of them.
+TEST(KvSizing, SharedKvLayersOwnNoSlotAndSlotsFitTheWidestLayer) {
+  ModelConfig c;
+  c.arch = Arch::kGemma4;
+  c.n_layer = 10;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.head_dim = 128;
+  c.head_dim_swa = 32;
+  c.layer_n_kv_heads = {2, 2, 2, 2, 1, 2, 2, 2, 2, 1};
+  c.sliding_window = 8;
+  c.layer_swa = {1, 1, 1, 1, 0, 1, 1, 1, 1, 0};
+  c.layer_kv_source = {0, 1, 2, 3, 4, 3, 3, 3, 3, 4};
+  c.n_ctx = 256;
+  EXPECT_EQ(c.kv_slot_width(), 128);
+  const KvCacheLayout l = c.kv_cache_layout();
+  EXPECT_EQ(l.layers_per_group, 1);
+  EXPECT_EQ(l.group_window, (std::vector<int32_t>{8, 8, 8, 8, 0}));
+  EXPECT_EQ(l.layer_group[7], l.layer_group[3]);
+  EXPECT_EQ(l.layer_group[9], 4);
+  // A block: one slot's K and V for 16 positions of the widest layer, 2 x 16 x 128 x 2 bytes.
+  EXPECT_EQ(kv_bytes_per_block(c, 16, KvType::kF16), 8192u);
+  // A 256-token sequence: the global group every block, each windowed one its window's.
+  EXPECT_EQ(l.blocks_held(256, 16), 16 + 4 * 1);
+  EXPECT_EQ(l.blocks_held(1, 16), 5);
+}
+
 TEST(KvSizing, PipelineStagesStoreTheSlotsTheirLayersUse) {
   // gemma2-like: 26 layers, even ones windowed: two groups of 13; a stage of layers [13, 26)
   // uses windowed slots 7..12 and global slots 6..12.

@@ -324,6 +324,52 @@ TEST(PagedAttention, SegmentSplitIsBitExact) {
   if (n_isas == 0) GTEST_SKIP() << "no SIMD ISA on this CPU";
 }
 
+// A cache whose blocks are wider than the layer's K/V (KvLayout::block_stride: gemma4's slots
+// hold the widest layer's, a narrower layer uses the start of each block) gives bit for bit
+// the dense cache's result, on every ISA, for prompts and for long decodes (segment splits).
+TEST(PagedAttention, BlockStrideReadsTheStartOfWiderBlocks) {
+  std::mt19937 rng(12);
+  ThreadPool pool(3);
+  const Case cases[] = {
+      {4, 2, 32, 16, 40, 40},
+      {4, 2, 32, 16, 700, 1, KvType::kF16},
+      {4, 1, 64, 16, 300, 3},
+      {8, 2, 24, 3, 100, 7, KvType::kF16, 8},
+      {4, 2, 32, 16, 600, 1, KvType::kF32, 8},
+  };
+  for (const Case& c : cases) {
+    const CaseData d(c, rng);
+    const int64_t dense = int64_t(c.block_size) * c.n_kv_head * c.head_dim;
+    const int64_t stride = dense + 3 * c.head_dim + 5;  // a wider block, not a multiple
+    const int64_t n_blocks = int64_t(d.k.size()) / dense;
+    // The strided copy: each block's dense elements first, NaN after them.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> k(size_t(n_blocks * stride), nan), v(k.size(), nan);
+    std::vector<uint16_t> k16(k.size(), 0x7e00), v16(k.size(), 0x7e00);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      std::copy_n(d.k.begin() + b * dense, dense, k.begin() + b * stride);
+      std::copy_n(d.v.begin() + b * dense, dense, v.begin() + b * stride);
+      std::copy_n(d.k16.begin() + b * dense, dense, k16.begin() + b * stride);
+      std::copy_n(d.v16.begin() + b * dense, dense, v16.begin() + b * stride);
+    }
+    const bool f16 = c.kv_type == KvType::kF16;
+    for (MatmulIsa isa : cpu_isas()) {
+      std::vector<float> want(d.q.size(), 1.0f), got(d.q.size(), 2.0f);
+      PagedAttentionParams pd = d.params(want);
+      pd.isa = isa;
+      paged_attention(pd, &pool);
+      PagedAttentionParams ps = d.params(got);
+      ps.isa = isa;
+      ps.k_cache = f16 ? static_cast<const void*>(k16.data()) : k.data();
+      ps.v_cache = f16 ? static_cast<const void*>(v16.data()) : v.data();
+      ps.kv_block_stride = stride;
+      paged_attention(ps, &pool);
+      EXPECT_EQ(want, got) << matmul_isa_name(isa) << " heads " << c.n_head << "/" << c.n_kv_head
+                           << " hd " << c.head_dim << " kv " << c.kv_len << " q " << c.n_q;
+    }
+  }
+}
+
 // Several sequences in one call, as the executor runs a ragged batch: prefill chunks, decodes
 // over long contexts (split by key segments) and short ones, each in its own blocks of one
 // shared cache, give bit for bit what each gives alone, whatever the pool, and stay within

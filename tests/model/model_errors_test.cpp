@@ -323,5 +323,64 @@ TEST_F(ModelErrors, Qwen35RecurrentLayers) {
   EXPECT_HAS(load_with(inner, "qwen35.gguf"), "qwen35.ssm.inner_size (100) is not");
 }
 
+// gemma4 (the shared tiny model, copied): the pattern and per-layer KV head arrays must have a
+// value per layer, every per-layer input tensor and the K/V projections of the layers that
+// store K/V must be there; errors name the key or tensor.
+TEST_F(ModelErrors, Gemma4PerLayerKeysAndTensors) {
+  SLUICE_REQUIRE_SHARED(src, "testdata/models/arch/gemma4.gguf");
+  std::filesystem::copy_file(src, dir_->path("gemma4.gguf"),
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_EQ(load_with({}, "gemma4.gguf"), "");
+  Defect pattern;
+  pattern.meta = [](GgufWriter& w) {
+    w.set("gemma4.attention.sliding_window_pattern",
+          make_array(GgufType::BOOL, std::vector<bool>{true, true, true}));
+  };
+  EXPECT_HAS(load_with(pattern, "gemma4.gguf"),
+             "gemma4.attention.sliding_window_pattern has 3 entries for 10 layers");
+  Defect no_pattern;
+  no_pattern.meta = [](GgufWriter& w) {
+    w.set("gemma4.attention.sliding_window_pattern", uint32_t(4));
+  };
+  EXPECT_HAS(load_with(no_pattern, "gemma4.gguf"),
+             "metadata key 'gemma4.attention.sliding_window_pattern' has type");
+  Defect kv_heads;
+  kv_heads.meta = [](GgufWriter& w) {
+    w.set("gemma4.attention.head_count_kv",
+          make_array(GgufType::INT32, std::vector<int32_t>{2, 2, 2, 2}));
+  };
+  EXPECT_HAS(load_with(kv_heads, "gemma4.gguf"),
+             "gemma4.attention.head_count_kv has 4 entries for 10 layers");
+  for (const char* name :
+       {"blk.3.inp_gate.weight", "blk.7.proj.weight", "blk.0.post_norm.weight",
+        "per_layer_token_embd.weight", "per_layer_model_proj.weight", "per_layer_proj_norm.weight",
+        "blk.4.attn_k.weight", "blk.2.attn_k_norm.weight", "blk.9.attn_q_norm.weight"}) {
+    Defect missing;
+    missing.drop_tensor = name;
+    EXPECT_HAS(load_with(missing, "gemma4.gguf"),
+               std::string("required tensor '") + name + "' is missing");
+  }
+  Defect ple;
+  ple.retype_tensor = "per_layer_token_embd.weight";
+  ple.new_type = GgmlType::F16;
+  ple.new_shape = {72, 32000};
+  EXPECT_HAS(load_with(ple, "gemma4.gguf"),
+             "tensor 'per_layer_token_embd.weight' has shape [72, 32000], expected [80, n_vocab]");
+  Defect swa_head;
+  swa_head.retype_tensor = "blk.1.attn_q_norm.weight";
+  swa_head.new_shape = {64};
+  EXPECT_HAS(load_with(swa_head, "gemma4.gguf"),
+             "tensor 'blk.1.attn_q_norm.weight' has shape [64], expected [32]");
+  Defect shared;
+  shared.meta = [](GgufWriter& w) { w.set("gemma4.attention.shared_kv_layers", uint32_t(9)); };
+  EXPECT_HAS(load_with(shared, "gemma4.gguf"),
+             "gemma4.attention.shared_kv_layers = 9 leaves 1 layers with K/V of their own");
+  ModelOptions tp;
+  tp.tp_size = 2;
+  auto m = Model::load(dir_->path("gemma4.gguf"), tp);
+  ASSERT_FALSE(m.ok());
+  EXPECT_HAS(m.message(), "tensor parallel: gemma4");
+}
+
 }  // namespace
 }  // namespace sluice

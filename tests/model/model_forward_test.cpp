@@ -63,6 +63,10 @@ class RecordingOps final : public ForwardOps {
     calls.push_back("rope_store_kv");
     head_norms.push_back(norms);
   }
+  void rope_q(int, Act, const HeadNorms& norms) override {
+    calls.push_back("rope_q");
+    head_norms.push_back(norms);
+  }
   void attention(int, Act q, Act out, const std::vector<float>& s) override {
     EXPECT_EQ(q.cols, out.cols);
     calls.push_back("attention");
@@ -100,6 +104,11 @@ class RecordingOps final : public ForwardOps {
     calls.push_back("geglu");
   }
   void scale(Act, float s) override { calls.push_back("scale " + std::to_string(s)); }
+  void slice_cols(Act src, int64_t col0, Act dst) override {
+    EXPECT_EQ(src.rows, dst.rows);
+    EXPECT_LE(col0 + dst.cols, src.cols);
+    calls.push_back("slice_cols");
+  }
   void softcap(Act, float cap) override { calls.push_back("softcap " + std::to_string(cap)); }
   void add(Act x, Act y) override {
     EXPECT_EQ(x.cols, y.cols);
@@ -280,6 +289,64 @@ TEST(ForwardSeam, GptOssHandsSinksAndBiasesToTheOps) {
   EXPECT_EQ(ops.sinks, std::vector<size_t>(size_t(c.n_layer), size_t(c.n_head)));
   EXPECT_EQ(count(ops.calls, "add_bias"), 4 * c.n_layer);  // q, k, v, o
   EXPECT_EQ(count(ops.calls, "moe"), c.n_layer);
+}
+
+// gemma4: layer kinds from the pattern array with their own head shapes and RoPE; the last
+// five layers read the K/V of layers 3 (windowed) and 4 (global) and own no K/V slot; each
+// layer takes its slice of the per-layer inputs and ends with its scale.
+TEST(ForwardSeam, Gemma4SharesKvAndAddsPerLayerInputs) {
+  SLUICE_REQUIRE_SHARED(path, "testdata/models/arch/gemma4.gguf");
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.arch, Arch::kGemma4);
+  EXPECT_EQ(c.n_kv_head, 2);  // the largest of [2, 2, 2, 2, 1, ...]
+  EXPECT_EQ(c.layer_n_kv_head(3), 2);
+  EXPECT_EQ(c.layer_n_kv_head(4), 1);
+  EXPECT_EQ(c.layer_head_dim(0), 32);
+  EXPECT_EQ(c.layer_head_dim(4), 64);
+  EXPECT_EQ(c.layer_window(8), 8);
+  EXPECT_EQ(c.layer_window(9), 0);
+  EXPECT_EQ(c.kv_slot_width(), 64);  // 2 x 32 and 1 x 64
+  EXPECT_FLOAT_EQ(c.attention_scale(), 1.0f);
+  EXPECT_FLOAT_EQ(c.final_softcap, 10.0f);
+  EXPECT_EQ(c.n_embd_per_layer, 8);
+  const RopeParams swa = c.layer_rope_params(0, model->weights().rope_freqs.data());
+  EXPECT_EQ(swa.n_rot, 32);
+  EXPECT_EQ(swa.freq_factors, nullptr);  // rope_freqs: global layers only
+  EXPECT_FLOAT_EQ(swa.theta_base, 10000.0f);
+  const RopeParams global = c.layer_rope_params(4, model->weights().rope_freqs.data());
+  EXPECT_EQ(global.n_rot, 64);
+  EXPECT_NE(global.freq_factors, nullptr);
+  EXPECT_FLOAT_EQ(global.theta_base, 1e6f);
+  const std::vector<int> sources = {0, 1, 2, 3, 4, 3, 3, 3, 3, 4};
+  for (int il = 0; il < c.n_layer; ++il) EXPECT_EQ(c.kv_source_layer(il), sources[size_t(il)]);
+  // Five layers store K/V: four windowed groups of one layer and one global; the shared
+  // layers point at their source's group and slot.
+  const KvCacheLayout kv = c.kv_cache_layout();
+  EXPECT_EQ(kv.layers_per_group, 1);
+  EXPECT_EQ(kv.group_window, (std::vector<int32_t>{8, 8, 8, 8, 0}));
+  EXPECT_EQ(kv.n_kv_layers(), 5);
+  for (int il = 0; il < c.n_layer; ++il) {
+    const size_t src = size_t(sources[size_t(il)]);
+    EXPECT_EQ(kv.layer_group[size_t(il)], kv.layer_group[src]) << il;
+    EXPECT_EQ(kv.layer_slot[size_t(il)], kv.layer_slot[src]) << il;
+    EXPECT_EQ(kv.layer_stores_kv(il), il < 5) << il;
+  }
+  EXPECT_EQ(model->weights().layers[7].wk.data, nullptr);
+  RecordingOps ops(/*n_tokens=*/3, /*n_logit_rows=*/1);
+  model->forward(ops);
+  EXPECT_EQ(count(ops.calls, "rope_store_kv"), 5);
+  EXPECT_EQ(count(ops.calls, "rope_q"), 5);
+  EXPECT_EQ(count(ops.calls, "attention"), c.n_layer);
+  EXPECT_EQ(count(ops.calls, "slice_cols"), c.n_layer);
+  EXPECT_EQ(count(ops.calls, "geglu"), 2 * c.n_layer);  // the FFN and the per-layer input
+  EXPECT_EQ(count(ops.calls, "embed"), 2);              // tokens and per-layer tokens
+  ASSERT_EQ(ops.head_norms.size(), size_t(c.n_layer));
+  EXPECT_TRUE(ops.head_norms[0].v_unit);
+  EXPECT_EQ(ops.head_norms[0].k, &model->weights().layers[0].k_norm);
+  EXPECT_EQ(ops.head_norms[9].k, nullptr);
+  EXPECT_EQ(ops.calls.back(), "softcap " + std::to_string(10.0f));
 }
 
 // Phi-3: the fused attn_qkv and ffn_up bound as row views (the block is llama's).
