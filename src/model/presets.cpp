@@ -68,46 +68,6 @@ const std::vector<ModelPreset>& model_presets() {
       p.push_back(m);
     }
     {
-      // gpt-oss for tests: 4 layers alternating a window of 32 and global, q/k/v and output
-      // biases, attention sinks, 8 experts (4 per token) with biases, YaRN over 256 positions.
-      ModelPreset m = gpt_oss_base();
-      m.name = "tiny-gpt-oss";
-      m.n_layer = 4;
-      m.n_embd = 256;
-      m.n_ff = 256;
-      m.n_ff_exp = 256;
-      m.n_head = 8;
-      m.n_kv_head = 2;
-      m.head_dim = 32;
-      m.n_vocab = 512;
-      m.n_ctx = 4096;
-      m.n_expert = 8;
-      m.n_expert_used = 4;
-      m.sliding_window = 32;
-      m.yarn_orig_ctx = 256;
-      p.push_back(m);
-    }
-    {
-      // openai/gpt-oss-20b: 24 layers alternating a window of 128 and global, 64 query and 8
-      // KV heads of 64, 32 experts of width 2880 (4 per token), o200k's 201088 tokens.
-      ModelPreset m = gpt_oss_base();
-      m.name = "gpt-oss-20b";
-      m.n_layer = 24;
-      m.n_embd = 2880;
-      m.n_ff = 2880;
-      m.n_ff_exp = 2880;
-      m.n_head = 64;
-      m.n_kv_head = 8;
-      m.head_dim = 64;
-      m.n_vocab = 201088;
-      m.n_ctx = 131072;
-      m.n_expert = 32;
-      m.n_expert_used = 4;
-      m.sliding_window = 128;
-      m.yarn_orig_ctx = 4096;
-      p.push_back(m);
-    }
-    {
       ModelPreset m;  // meta-llama/Llama-3.2-1B
       m.name = "llama-3.2-1b";
       m.arch = "llama";
@@ -287,6 +247,46 @@ const std::vector<ModelPreset>& model_presets() {
       m.n_expert = 128;
       m.n_expert_used = 8;
       m.n_ff_exp = 768;
+      p.push_back(m);
+    }
+    {
+      // gpt-oss for tests: 4 layers alternating a window of 32 and global, q/k/v and output
+      // biases, attention sinks, 8 experts (4 per token) with biases, YaRN over 256 positions.
+      ModelPreset m = gpt_oss_base();
+      m.name = "tiny-gpt-oss";
+      m.n_layer = 4;
+      m.n_embd = 256;
+      m.n_ff = 256;
+      m.n_ff_exp = 256;
+      m.n_head = 8;
+      m.n_kv_head = 2;
+      m.head_dim = 32;
+      m.n_vocab = 512;
+      m.n_ctx = 4096;
+      m.n_expert = 8;
+      m.n_expert_used = 4;
+      m.sliding_window = 32;
+      m.yarn_orig_ctx = 256;
+      p.push_back(m);
+    }
+    {
+      // openai/gpt-oss-20b: 24 layers alternating a window of 128 and global, 64 query and 8
+      // KV heads of 64, 32 experts of width 2880 (4 per token), o200k's 201088 tokens.
+      ModelPreset m = gpt_oss_base();
+      m.name = "gpt-oss-20b";
+      m.n_layer = 24;
+      m.n_embd = 2880;
+      m.n_ff = 2880;
+      m.n_ff_exp = 2880;
+      m.n_head = 64;
+      m.n_kv_head = 8;
+      m.head_dim = 64;
+      m.n_vocab = 201088;
+      m.n_ctx = 131072;
+      m.n_expert = 32;
+      m.n_expert_used = 4;
+      m.sliding_window = 128;
+      m.yarn_orig_ctx = 4096;
       p.push_back(m);
     }
     {
