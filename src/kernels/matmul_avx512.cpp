@@ -342,51 +342,26 @@ namespace {
 // Blocks of one MXFP4 row the AVX-512 kernel takes (rows of up to 65536 columns).
 constexpr int64_t kMxfp4MaxBlocks = 2048;
 
-// One pair of blocks at `blk` (its codes: b's 16 bytes at blk + 1, then `c1`: b+1's or zeros)
-// against NA activation rows q[k] (the x bytes of blocks b, b+1 under `xmask`) whose spread
-// scales are dsp[k] (16 floats a pair), the blocks' scales at hs[0], hs[1].
-template <int NA>
-SLUICE_TARGET inline void mxfp4_pair(const uint8_t* blk, __m128i c1, const float* hs,
-                                     __mmask64 xmask, const int8_t* const* q,
-                                     const float* const* dsp, int64_t b, __m512* acc) {
-  const __m512i table =
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m512i order = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-  const __m512i spread2 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-  const __m128i c0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1));
-  const __m256i c = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
-  const __m256i lo = _mm256_and_si256(c, low4);
-  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), low4);
-  const __m512i idx =
-      _mm512_permutex2var_epi64(_mm512_castsi256_si512(lo), order, _mm512_castsi256_si512(hi));
-  const __m512i wv = _mm512_shuffle_epi8(table, idx);
-  const __m512i aw = _mm512_abs_epi8(wv);
-  const __mmask64 neg = _mm512_movepi8_mask(wv);
-  // hs[1] of an odd count's last block is past the gathered ones: its x lanes are 0.
-  const __m512 ws = _mm512_permutexvar_ps(
-      spread2,
-      _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(hs)))));
-  for (int k = 0; k < NA; ++k) {
-    __m512i xv = _mm512_maskz_loadu_epi8(xmask, q[k] + b * 32);
-    xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
-    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, xv);
-    const __m512 dsv = _mm512_loadu_ps(dsp[k] + b * 8);
-    acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dsv, ws), acc[k]);
-  }
-}
+// MXFP4 by groups of 4 blocks (128 weights). The activations are laid out again once per call,
+// per group: the 4 blocks' first 16 bytes (the weights' low nibbles), then their last 16 (the
+// high nibbles), so that the 4 blocks' codes side by side split into two vectors that meet their
+// activations lane for lane:
+//   codes  [c0 | c1 | c2 | c3]             (16 bytes each, 17 bytes apart in the row)
+//   lo     [c0 & 15 | c1 & 15 | ...]  x  [x0[0:16] | x1[0:16] | x2[0:16] | x3[0:16]]
+//   hi     [c0 >> 4 | c1 >> 4 | ...]  x  [x0[16:32] | ...]
+// |w| comes from a table of the E2M1 magnitudes (doubled), its sign from the code's bit 3 (x is
+// negated there: vpdpbusd multiplies unsigned by signed); both halves go into one vpdpbusd
+// chain whose 16 lanes hold 4 lanes a block, scaled by d16 * 2^(e - 128) into f32 lanes.
+constexpr int64_t kMxfp4Group = 4;
 
-// One MXFP4 row against NA activation rows (i0 ..): per pair of blocks the 64 codes looked up
-// as the doubled E2M1 integers (vpshufb over [b lo | b hi | b+1 lo | b+1 hi]), |w| against x
-// negated where w < 0 (vpdpbusd: unsigned x signed; AVX-512 has no vpsignb), then each lane's
-// integer sum times d16 * 2^(e - 128) of its block into f32 lanes; one horizontal sum a row.
-// `ds`: per activation row and pair of blocks, the two blocks' d16 spread over 8 lanes each.
+// `xr` [n][groups][128] the activations laid out as above (a last group of fewer blocks padded
+// with zeros); `ds` [n][groups][16] their block scales, 4 lanes a block.
 template <int NA>
-SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const QuantizedActs& a,
+SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const int8_t* xr,
                                     const float* ds, int64_t i0, float* y, int64_t m) {
-  const int64_t n_pairs = (nb + 1) / 2;
+  const int64_t n_groups = (nb + kMxfp4Group - 1) / kMxfp4Group;
   // The row's block scales 2^(e - 128) (mxfp4_half_scale), 16 blocks per gather of their first
-  // bytes (e < 2: the subnormals 2^-127, 2^-126), then two per pair spread over their lanes.
+  // bytes (e < 2: the subnormals 2^-127, 2^-126); zeros past the row's blocks.
   alignas(64) float hs[kMxfp4MaxBlocks + 16];
   const __m512i stride =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -399,26 +374,47 @@ SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const Quanti
     const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
     const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
     const __mmask16 tiny = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
-    _mm512_store_si512(hs + b, _mm512_mask_blend_epi32(tiny, normal, sub));
+    _mm512_store_si512(hs + b,
+                       _mm512_maskz_mov_epi32(live, _mm512_mask_blend_epi32(tiny, normal, sub)));
   }
-  const int8_t* q[NA];
-  const float* dsp[NA];
+  const __m512i mags =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12));
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i bit3 = _mm512_set1_epi8(0x08);
+  const __m512i spread4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   __m512 acc[NA];
-  for (int k = 0; k < NA; ++k) {
-    q[k] = a.qs + (i0 + k) * a.stride;
-    dsp[k] = ds + (i0 + k) * n_pairs * 16;
-    acc[k] = _mm512_setzero_ps();
-  }
-  const int64_t n_full = nb & ~int64_t(1);
-  const uint8_t* blk = row;
-  for (int64_t b = 0; b < n_full; b += 2, blk += 2 * sizeof(BlockMxfp4)) {
-    mxfp4_pair<NA>(blk,
-                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1 + sizeof(BlockMxfp4))),
-                   hs + b, ~__mmask64(0), q, dsp, b, acc);
-  }
-  if (n_full < nb) {
-    mxfp4_pair<NA>(blk, _mm_setzero_si128(), hs + n_full, __mmask64(0xffffffff), q, dsp, n_full,
-                   acc);
+  for (int k = 0; k < NA; ++k) acc[k] = _mm512_setzero_ps();
+  const __m128i zero16 = _mm_setzero_si128();
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const int64_t b = g * kMxfp4Group;
+    const uint8_t* blk = row + b * int64_t(sizeof(BlockMxfp4));
+    const auto codes = [&](int64_t j) {
+      return b + j < nb ? _mm_loadu_si128(
+                              reinterpret_cast<const __m128i*>(blk + j * sizeof(BlockMxfp4) + 1))
+                        : zero16;
+    };
+    __m512i c = _mm512_castsi128_si512(codes(0));
+    c = _mm512_inserti32x4(c, codes(1), 1);
+    c = _mm512_inserti32x4(c, codes(2), 2);
+    c = _mm512_inserti32x4(c, codes(3), 3);
+    const __m512i lo = _mm512_and_si512(c, low4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), low4);
+    const __m512i alo = _mm512_shuffle_epi8(mags, lo);
+    const __m512i ahi = _mm512_shuffle_epi8(mags, hi);
+    const __mmask64 nlo = _mm512_test_epi8_mask(lo, bit3);
+    const __mmask64 nhi = _mm512_test_epi8_mask(hi, bit3);
+    const __m512 ws = _mm512_permutexvar_ps(spread4, _mm512_castps128_ps512(_mm_load_ps(hs + b)));
+    for (int k = 0; k < NA; ++k) {
+      const int8_t* x = xr + ((i0 + k) * n_groups + g) * 128;
+      __m512i xlo = _mm512_loadu_si512(x);
+      __m512i xhi = _mm512_loadu_si512(x + 64);
+      xlo = _mm512_mask_sub_epi8(xlo, nlo, _mm512_setzero_si512(), xlo);
+      xhi = _mm512_mask_sub_epi8(xhi, nhi, _mm512_setzero_si512(), xhi);
+      const __m512i dot =
+          _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), alo, xlo), ahi, xhi);
+      const __m512 dsv = _mm512_loadu_ps(ds + ((i0 + k) * n_groups + g) * 16);
+      acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dsv, ws), acc[k]);
+    }
   }
   for (int k = 0; k < NA; ++k) y[k * m] = hsum512(acc[k]);
 }
@@ -427,27 +423,33 @@ SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const Quanti
 
 SLUICE_TARGET void gemm_mxfp4(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
                               const QuantizedActs& a, const float* d16, float* y, int64_t m) {
-  const int64_t nb = a.k / 32, n_pairs = (nb + 1) / 2;
+  const int64_t nb = a.k / 32, n_groups = (nb + kMxfp4Group - 1) / kMxfp4Group;
   if (nb > kMxfp4MaxBlocks) {  // rows longer than any model's: the AVX2 kernel
     kern_avx2::gemm_mxfp4(w, row_bytes, r0, r1, a, d16, y, m);
     return;
   }
-  // The activation scales spread once per call (this thread's rows all reuse them).
-  thread_local std::vector<float> spread;
-  spread.resize(size_t(a.n * n_pairs * 16));
+  // The activations and their scales laid out by groups once per call (this thread's rows all
+  // read them): 128 bytes and 16 floats a group of 4 blocks.
+  thread_local std::vector<int8_t> xr;
+  thread_local std::vector<float> ds;
+  xr.assign(size_t(a.n * n_groups * 128), 0);
+  ds.assign(size_t(a.n * n_groups * 16), 0.0f);
   for (int64_t i = 0; i < a.n; ++i) {
-    for (int64_t p = 0; p < n_pairs; ++p) {
-      const float* di = d16 + i * nb + 2 * p;
-      const __m512 v = _mm512_insertf32x8(_mm512_set1_ps(di[0]),
-                                          _mm256_set1_ps(2 * p + 1 < nb ? di[1] : 0.0f), 1);
-      _mm512_storeu_ps(spread.data() + (i * n_pairs + p) * 16, v);
+    const int8_t* q = a.qs + i * a.stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t g = b / kMxfp4Group, j = b % kMxfp4Group;
+      int8_t* dst = xr.data() + (i * n_groups + g) * 128 + j * 16;
+      std::memcpy(dst, q + b * 32, 16);
+      std::memcpy(dst + 64, q + b * 32 + 16, 16);
+      float* dd = ds.data() + (i * n_groups + g) * 16 + j * 4;
+      dd[0] = dd[1] = dd[2] = dd[3] = d16[i * nb + b];
     }
   }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w + size_t(r) * row_bytes;
     int64_t i = 0;
-    for (; i + 4 <= a.n; i += 4) mxfp4_row<4>(row, nb, a, spread.data(), i, y + i * m + r, m);
-    for (; i < a.n; ++i) mxfp4_row<1>(row, nb, a, spread.data(), i, y + i * m + r, m);
+    for (; i + 4 <= a.n; i += 4) mxfp4_row<4>(row, nb, xr.data(), ds.data(), i, y + i * m + r, m);
+    for (; i < a.n; ++i) mxfp4_row<1>(row, nb, xr.data(), ds.data(), i, y + i * m + r, m);
   }
 }
 
