@@ -339,6 +339,7 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
     plan.emplace_back(m, total);
     total += (*bytes + 63) / 64 * 64;
   }
+  copy_mxfp4(ms);
   if (plan.empty()) return;
   packed_mem_ = alloc_streamed(total);
   if (!packed_mem_) {
@@ -357,6 +358,33 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
   }
 }
 
+void CpuExecutor::copy_mxfp4(const std::vector<const WeightMatrix*>& ms) {
+  std::vector<std::pair<const WeightMatrix*, size_t>> plan;  // matrix, offset in copied_mem_
+  size_t total = 0;
+  std::unordered_set<const void*> seen;
+  for (const WeightMatrix* m : ms) {
+    if (!m->data || m->type != GgmlType::MXFP4 || !seen.insert(m->data).second) continue;
+    plan.emplace_back(m, total);
+    total += (row_size(m->type, m->n_cols) * size_t(m->n_rows) + 63) / 64 * 64;
+  }
+  if (plan.empty()) return;
+  copied_mem_ = alloc_streamed(total);
+  if (!copied_mem_) {
+    SLUICE_LOG(kWarn, "cannot allocate " + std::to_string(total) +
+                          " bytes for the MXFP4 matrices: reading them from the file mapping");
+    return;
+  }
+  pool_.parallel_for(int64_t(plan.size()), 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const auto& [m, offset] = plan[size_t(i)];
+      const size_t bytes = row_size(m->type, m->n_cols) * size_t(m->n_rows);
+      std::memcpy(copied_mem_.get() + offset, m->data, bytes);
+      model_.file().release(m->data, bytes);  // resident once, as a packed matrix's file copy
+    }
+  });
+  for (const auto& [m, offset] : plan) copied_.emplace(m->data, copied_mem_.get() + offset);
+}
+
 void CpuExecutor::matmul_w(const WeightMatrix& w, const float* x, int64_t n, float* y,
                            const QuantizedActs* xq) {
   matmul_on(w, x, n, y, xq, &pool_, s_->mm_ws);
@@ -369,6 +397,10 @@ void CpuExecutor::matmul_on(const WeightMatrix& w, const float* x, int64_t n, fl
   if (!packed_.empty()) {
     const auto it = packed_.find(w.data);
     if (it != packed_.end()) p.packed = &it->second;
+  }
+  if (!copied_.empty() && w.type == GgmlType::MXFP4) {
+    const auto it = copied_.find(w.data);
+    if (it != copied_.end()) p.w = it->second;
   }
   matmul(p, pool);
 }
