@@ -389,14 +389,19 @@ SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const int8_t
     const int64_t b = g * kMxfp4Group;
     const uint8_t* blk = row + b * int64_t(sizeof(BlockMxfp4));
     const auto codes = [&](int64_t j) {
-      return b + j < nb ? _mm_loadu_si128(
-                              reinterpret_cast<const __m128i*>(blk + j * sizeof(BlockMxfp4) + 1))
-                        : zero16;
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + j * sizeof(BlockMxfp4) + 1));
     };
-    __m512i c = _mm512_castsi128_si512(codes(0));
-    c = _mm512_inserti32x4(c, codes(1), 1);
-    c = _mm512_inserti32x4(c, codes(2), 2);
-    c = _mm512_inserti32x4(c, codes(3), 3);
+    __m512i c;
+    if (b + kMxfp4Group <= nb) {  // a whole group: no test per block
+      c = _mm512_castsi128_si512(codes(0));
+      c = _mm512_inserti32x4(c, codes(1), 1);
+      c = _mm512_inserti32x4(c, codes(2), 2);
+      c = _mm512_inserti32x4(c, codes(3), 3);
+    } else {  // the last 1-3 blocks; the lanes past them zero (their activations are too)
+      c = _mm512_zextsi128_si512(codes(0));
+      c = _mm512_inserti32x4(c, b + 1 < nb ? codes(1) : zero16, 1);
+      c = _mm512_inserti32x4(c, b + 2 < nb ? codes(2) : zero16, 2);
+    }
     const __m512i lo = _mm512_and_si512(c, low4);
     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), low4);
     const __m512i alo = _mm512_shuffle_epi8(mags, lo);
