@@ -283,6 +283,8 @@ Result<ReplyHeader> parse_reply_header(std::span<const uint8_t> message) {
     reply.state_at = r.i32();
     reply.state_bytes = r.u64();
     SLUICE_RETURN_IF_ERROR(r.string("OK state layout", kKvMaxStringBytes, reply.state_layout));
+    // The layout's length may swallow the state fields' bytes: then they run short.
+    if (r.short_read()) return make_error("OK message truncated");
     if (reply.first_block < 0 || reply.n_blocks < 0)
       return make_error("OK for blocks [", reply.first_block, ", +", reply.n_blocks, ")");
     if (reply.bytes_per_block > kKvMaxBytesPerBlock ||

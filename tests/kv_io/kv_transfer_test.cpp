@@ -284,6 +284,16 @@ TEST(KvTransferWire, ReplyFrameAndAckRoundTrip) {
   ok.state_at = 0;
   ok.state_bytes = 0;
   ok.state_layout.clear();
+  // A layout length that swallows the state fields (found by kv_transfer_fuzz): truncated.
+  {
+    std::vector<uint8_t> m = encode_reply_header(ok);
+    const size_t layout_at = kKvHeaderBytes + 4 + 4 + 8;
+    const uint32_t swallow = uint32_t(ok.layout.size() + 16);
+    std::memcpy(m.data() + layout_at, &swallow, 4);
+    const auto bad = parse_reply_header(m);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.message().find("truncated"), std::string::npos) << bad.message();
+  }
   ok.bytes_per_block = kKvMaxBytesPerBlock + 1;
   EXPECT_FALSE(parse_reply_header(encode_reply_header(ok)).ok());
   ok.bytes_per_block = 0;  // blocks of nothing
