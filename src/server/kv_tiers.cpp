@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 
 #include "base/log.h"
 #include "server/metrics.h"
@@ -25,6 +26,26 @@ KvBlockData to_block_data(KvBlocks&& b) {
   d.bytes_per_block = b.bytes_per_block;
   d.bytes = std::move(b.bytes);
   return d;
+}
+
+// Pinned blocks or a pinned state (never written while pinned) as the transfer server sends
+// them: read on the calling (connection) thread when the executor allows it (`direct`: a long
+// prefill step would otherwise hold the pull up), else on the engine thread between steps.
+Result<KvBlocks> read_pinned(EngineBridge* bridge, const Engine* direct,
+                             std::function<Result<KvBlockData>(const Engine&)> read) {
+  auto out = std::make_shared<Result<KvBlockData>>(make_error("the engine did not answer"));
+  if (direct) {
+    *out = read(*direct);
+  } else if (!bridge->call([out, read](const Engine& e) { *out = read(e); }, kProbeTimeoutMs)) {
+    return make_error("the engine is stopping or busy");
+  }
+  if (!out->ok()) return out->status();
+  KvBlocks kb;
+  kb.layout = std::move((*out)->layout);
+  kb.n_blocks = (*out)->n_blocks;
+  kb.bytes_per_block = (*out)->bytes_per_block;
+  kb.bytes = std::move((*out)->bytes);
+  return kb;
 }
 
 std::string hex(uint64_t v) {
@@ -161,23 +182,8 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
     EngineBridge* b = &bridge;
     const Engine* direct = engine.concurrent_export() ? &engine : nullptr;
     auto export_fn = [b, direct](std::span<const int32_t> ids) -> Result<KvBlocks> {
-      auto out = std::make_shared<Result<KvBlockData>>(make_error("the engine did not answer"));
       std::vector<int32_t> copy(ids.begin(), ids.end());
-      if (direct) {
-        // Pinned blocks are never written: read them here, without waiting for the engine
-        // thread to finish its step (a long prefill chunk would hold the pull up).
-        *out = direct->export_blocks(copy);
-      } else if (!b->call([out, copy](const Engine& e) { *out = e.export_blocks(copy); },
-                          kProbeTimeoutMs)) {
-        return make_error("the engine is stopping or busy");
-      }
-      if (!out->ok()) return out->status();
-      KvBlocks kb;
-      kb.layout = std::move((*out)->layout);
-      kb.n_blocks = (*out)->n_blocks;
-      kb.bytes_per_block = (*out)->bytes_per_block;
-      kb.bytes = std::move((*out)->bytes);
-      return kb;
+      return read_pinned(b, direct, [copy](const Engine& e) { return e.export_blocks(copy); });
     };
     auto release_fn = [b](std::span<const int32_t> ids) {
       std::vector<BlockId> copy(ids.begin(), ids.end());
@@ -185,27 +191,11 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
     };
     KvTransferServer::StateFns state_fns;
     if (recurrent) {
-      // A pinned checkpoint is never written: read like pinned blocks.
       state_fns.export_state = [b, direct](int32_t slot) -> Result<KvBlocks> {
-        auto out = std::make_shared<Result<KvBlockData>>(make_error("the engine did not answer"));
-        const int32_t slots[1] = {slot};
-        if (direct) {
-          *out = direct->export_states(slots);
-        } else if (!b->call(
-                       [out, slot](const Engine& e) {
-                         const int32_t one[1] = {slot};
-                         *out = e.export_states(one);
-                       },
-                       kProbeTimeoutMs)) {
-          return make_error("the engine is stopping or busy");
-        }
-        if (!out->ok()) return out->status();
-        KvBlocks kb;
-        kb.layout = std::move((*out)->layout);
-        kb.n_blocks = (*out)->n_blocks;
-        kb.bytes_per_block = (*out)->bytes_per_block;
-        kb.bytes = std::move((*out)->bytes);
-        return kb;
+        return read_pinned(b, direct, [slot](const Engine& e) {
+          const int32_t one[1] = {slot};
+          return e.export_states(one);
+        });
       };
       state_fns.release_state = [b](int32_t slot) {
         b->post([slot](Engine& e) { e.unpin_checkpoint(slot); });
