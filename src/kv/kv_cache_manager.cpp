@@ -31,7 +31,7 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
 }
 
 int32_t KvCacheManager::deepest_checkpoint(std::span<const int32_t> tokens, int32_t limit,
-                                           int32_t* slot) const {
+                                           int32_t* slot, bool in_place_only) const {
   if (ckpt_by_hash_.empty() || limit <= 0) return 0;
   const int32_t bs = block_size();
   BlockHash h = 0;
@@ -39,7 +39,8 @@ int32_t KvCacheManager::deepest_checkpoint(std::span<const int32_t> tokens, int3
   for (int32_t b = 0; b < limit; ++b) {
     h = hash_block(h, tokens.subspan(size_t(b) * size_t(bs), size_t(bs)));
     auto it = ckpt_by_hash_.find(h);
-    if (it != ckpt_by_hash_.end()) {
+    if (it != ckpt_by_hash_.end() &&
+        (!in_place_only || ckpt_ready_[size_t(it->second - config_.n_state_slots)])) {
       best = b + 1;
       *slot = it->second;
     }
@@ -101,18 +102,10 @@ void KvCacheManager::save_state(RequestId id, int32_t n_computed, bool keep) {
 KvCacheManager::CheckpointRef KvCacheManager::pin_checkpoint(std::span<const int32_t> tokens,
                                                              int32_t max_blocks) {
   CheckpointRef out;
-  if (ckpt_by_hash_.empty()) return out;
-  const int32_t bs = block_size();
-  const int32_t limit = std::min(max_blocks, int32_t(tokens.size() / size_t(bs)));
-  BlockHash h = 0;
-  for (int32_t b = 0; b < limit; ++b) {
-    h = hash_block(h, tokens.subspan(size_t(b) * size_t(bs), size_t(bs)));
-    auto it = ckpt_by_hash_.find(h);
-    if (it != ckpt_by_hash_.end() && ckpt_ready_[size_t(it->second - config_.n_state_slots)]) {
-      out = {b + 1, it->second};
-    }
-  }
-  if (out.slot >= 0) ++ckpt_pins_[size_t(out.slot - config_.n_state_slots)];
+  const int32_t limit = std::min(max_blocks, int32_t(tokens.size() / size_t(block_size())));
+  out.n_blocks = deepest_checkpoint(tokens, limit, &out.slot, /*in_place_only=*/true);
+  if (out.n_blocks == 0) return {};
+  ++ckpt_pins_[size_t(out.slot - config_.n_state_slots)];
   return out;
 }
 

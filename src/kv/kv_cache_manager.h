@@ -302,9 +302,10 @@ class KvCacheManager {
   std::vector<SavedCheckpoint> newly_ckpt_;    // while record_cached_: take_newly_checkpointed
   uint64_t ckpt_tick_ = 0;
   CheckpointStats ckpt_stats_;
-  // The deepest n <= limit whose prefix has a checkpoint (hashes: the chain of tokens' blocks);
-  // its slot in *slot. 0 when none.
-  int32_t deepest_checkpoint(std::span<const int32_t> tokens, int32_t limit, int32_t* slot) const;
+  // The deepest n <= limit whose prefix has a checkpoint (hashes: the chain of tokens' blocks),
+  // with `in_place_only` one whose state is in place; its slot in *slot. 0 when none.
+  int32_t deepest_checkpoint(std::span<const int32_t> tokens, int32_t limit, int32_t* slot,
+                             bool in_place_only = false) const;
   void drop_checkpoint(BlockHash key);
   // A checkpoint index for a new state: a free one, else the least recently used (dropped);
   // never a pinned one. -1 when every one is pinned.

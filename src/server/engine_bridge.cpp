@@ -575,9 +575,7 @@ void EngineBridge::route_events(Engine& engine, std::vector<EngineEvent>& events
       const int32_t usable =
           int32_t((job.pin_tokens.size() - 1) / size_t(engine.kv().block_size()));
       const KvCacheManager::CheckpointRef state =
-          engine.kv().n_state_slots() > 0
-              ? engine.pin_checkpoint(job.pin_tokens, std::min(n_pinned, usable))
-              : KvCacheManager::CheckpointRef{};
+          engine.pin_checkpoint(job.pin_tokens, std::min(n_pinned, usable));
       uint64_t handle = 0;
       if (pin_handler_ && !pinned.empty()) {
         handle = pin_handler_(std::move(job.pin_tokens), std::move(pinned), state);
