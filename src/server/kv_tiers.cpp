@@ -48,6 +48,30 @@ Result<KvBlocks> read_pinned(EngineBridge* bridge, const Engine* direct,
   return kb;
 }
 
+// One disk tier's families (the blocks' under sluice_kv_disk_, the recurrent states' under
+// sluice_kv_disk_state_); `what` names its files' contents.
+void render_disk_tier(std::string& out, const std::string& prefix, const std::string& what,
+                      const KvDiskStats& d) {
+  const auto line = [&](const char* name, const char* type, const std::string& help, double v) {
+    scalar(out, prefix + name, type, help, v);
+  };
+  line("hits_total", "counter", "Files read back (" + what + "s)", double(d.hits));
+  line("misses_total", "counter", "Lookups that found nothing", double(d.misses));
+  line("rejected_total", "counter",
+       "Corrupt, truncated or mismatched files found (deleted; recomputed)", double(d.rejected));
+  line("writes_total", "counter", "Files written", double(d.writes));
+  line("write_dropped_total", "counter", "Writes dropped because the write queue was full",
+       double(d.write_dropped));
+  line("write_errors_total", "counter", "Failed writes", double(d.write_errors));
+  line("evicted_total", "counter", "Files removed to hold --kv-disk-gb", double(d.evicted));
+  line("read_bytes_total", "counter", "Bytes read", double(d.bytes_read));
+  line("written_bytes_total", "counter", "Bytes written", double(d.bytes_written));
+  line("read_seconds_total", "counter", "Time in reads", d.read_seconds);
+  line("write_seconds_total", "counter", "Time in writes", d.write_seconds);
+  line("files", "gauge", "Files on disk (" + what + "s)", double(d.files));
+  line("bytes", "gauge", "Bytes of files on disk", double(d.bytes_on_disk));
+}
+
 std::string hex(uint64_t v) {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
@@ -463,21 +487,24 @@ void KvTiers::after_step(Engine& engine) {
 
 void KvTiers::write_states(Engine& engine) {
   // Newly saved checkpoints: their states are in place until the next step.
-  const std::vector<KvCacheManager::SavedCheckpoint> fresh = engine.take_newly_checkpointed();
-  uint64_t offered = 0;
-  for (const KvCacheManager::SavedCheckpoint& c : fresh) {
+  std::vector<uint64_t> keys;
+  std::vector<int32_t> slots;
+  for (const KvCacheManager::SavedCheckpoint& c : engine.take_newly_checkpointed()) {
     if (state_disk_->contains(c.key)) continue;
-    const int32_t slots[1] = {c.slot};
-    Result<KvBlockData> data = engine.export_states(slots);
-    if (!data.ok()) {
-      SLUICE_LOG(kWarn, "serve: disk tier: exporting a recurrent state failed: " + data.message());
-      return;
-    }
-    offered += state_disk_->put(c.key, {}, data->bytes) ? 1 : 0;
+    keys.push_back(c.key);
+    slots.push_back(c.slot);
   }
-  if (offered == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.disk_offered_states += offered;
+  if (slots.empty()) return;
+  Result<KvBlockData> data = engine.export_states(slots);
+  if (!data.ok()) {
+    SLUICE_LOG(kWarn, "serve: disk tier: exporting recurrent states failed: " + data.message());
+    return;
+  }
+  for (size_t k = 0; k < keys.size(); ++k) {
+    state_disk_->put(keys[k], {},
+                     std::span<const uint8_t>(data->bytes.data() + k * data->bytes_per_block,
+                                              data->bytes_per_block));
+  }
 }
 
 nlohmann::ordered_json KvTiers::transfer_params(const RequestChannel& done) const {
@@ -539,44 +566,12 @@ void KvTiers::render_metrics(std::string& out) const {
     }
   }
   if (disk_) {
-    const KvDiskStats d = disk_->stats();
-    scalar(out, "sluice_kv_disk_hits_total", "counter", "Blocks read back from the disk tier",
-           double(d.hits));
-    scalar(out, "sluice_kv_disk_misses_total", "counter", "Disk tier lookups that found nothing",
-           double(d.misses));
-    scalar(out, "sluice_kv_disk_rejected_total", "counter",
-           "Corrupt, truncated or mismatched block files found (deleted; recomputed)",
-           double(d.rejected));
-    scalar(out, "sluice_kv_disk_writes_total", "counter", "Blocks written", double(d.writes));
-    scalar(out, "sluice_kv_disk_write_dropped_total", "counter",
-           "Blocks not written because the write queue was full", double(d.write_dropped));
-    scalar(out, "sluice_kv_disk_write_errors_total", "counter", "Failed block writes",
-           double(d.write_errors));
-    scalar(out, "sluice_kv_disk_evicted_total", "counter",
-           "Block files removed to hold --kv-disk-gb", double(d.evicted));
-    scalar(out, "sluice_kv_disk_read_bytes_total", "counter", "Bytes read", double(d.bytes_read));
-    scalar(out, "sluice_kv_disk_written_bytes_total", "counter", "Bytes written",
-           double(d.bytes_written));
-    scalar(out, "sluice_kv_disk_read_seconds_total", "counter", "Time in block reads",
-           d.read_seconds);
-    scalar(out, "sluice_kv_disk_write_seconds_total", "counter", "Time in block writes",
-           d.write_seconds);
-    scalar(out, "sluice_kv_disk_files", "gauge", "Block files on disk", double(d.files));
-    scalar(out, "sluice_kv_disk_bytes", "gauge", "Bytes of block files on disk",
-           double(d.bytes_on_disk));
+    render_disk_tier(out, "sluice_kv_disk_", "block", disk_->stats());
     scalar(out, "sluice_kv_disk_loaded_blocks_total", "counter",
            "Blocks imported into the prefix cache from disk", double(s.disk_loaded_blocks));
   }
   if (state_disk_) {
-    const KvDiskStats d = state_disk_->stats();
-    scalar(out, "sluice_kv_disk_state_files", "gauge",
-           "Recurrent state files on disk (<dir>/state)", double(d.files));
-    scalar(out, "sluice_kv_disk_state_bytes", "gauge", "Bytes of recurrent state files on disk",
-           double(d.bytes_on_disk));
-    scalar(out, "sluice_kv_disk_state_writes_total", "counter", "Recurrent states written",
-           double(d.writes));
-    scalar(out, "sluice_kv_disk_state_rejected_total", "counter",
-           "Corrupt, truncated or mismatched state files found (deleted)", double(d.rejected));
+    render_disk_tier(out, "sluice_kv_disk_state_", "recurrent state", state_disk_->stats());
     scalar(out, "sluice_kv_disk_loaded_states_total", "counter",
            "Recurrent states imported from disk (each with its blocks)",
            double(s.disk_loaded_states));

@@ -95,10 +95,9 @@ struct KvTierStats {
   uint64_t pulled_blocks = 0, pulled_bytes = 0, skipped_blocks = 0;  // skipped: cached already
   uint64_t pulled_states = 0;  // recurrent states pulled with the blocks
   double pull_seconds = 0;
-  uint64_t disk_loaded_blocks = 0;   // blocks read back from disk into the prefix cache
-  uint64_t disk_loaded_states = 0;   // recurrent states read back (each with its blocks)
-  uint64_t disk_offered = 0;         // newly cached blocks handed to the disk writer
-  uint64_t disk_offered_states = 0;  // newly saved recurrent states handed to it
+  uint64_t disk_loaded_blocks = 0;  // blocks read back from disk into the prefix cache
+  uint64_t disk_loaded_states = 0;  // recurrent states read back (each with its blocks)
+  uint64_t disk_offered = 0;        // newly cached blocks handed to the disk writer
 };
 
 class KvTiers {
