@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <functional>
 #include <new>
 #include <random>
 #include <system_error>
@@ -82,6 +83,26 @@ void advise_huge_pages(void* p, size_t n) {
   (void)p;
   (void)n;
 #endif
+}
+
+// An exporter's answer (it may throw) for `n` offered blocks (or one state): n of one size
+// within the wire's bounds, else an error that says what could not be read.
+Result<KvBlocks> checked_export(const std::function<Result<KvBlocks>()>& read, int32_t n,
+                                const char* what) {
+  Result<KvBlocks> got = make_error("nothing read");
+  try {
+    got = read();
+  } catch (const std::exception& e) {
+    got = make_error("exception: ", e.what());
+  }
+  if (!got.ok()) return make_error("cannot read the offered ", what, ": ", got.message());
+  const uint64_t bpb = got->bytes_per_block;
+  if (got->n_blocks != n || bpb == 0 || bpb > kKvMaxBytesPerBlock ||
+      got->bytes.size() != size_t(n) * bpb || got->layout.size() > kKvMaxStringBytes) {
+    return make_error("the exporter returned ", got->n_blocks, " of ", bpb, " bytes (",
+                      got->bytes.size(), " bytes in all) for ", n, " ", what);
+  }
+  return got;
 }
 
 // Best effort: an ERROR reply on a connection being given up.
@@ -450,28 +471,17 @@ KvTransferServer::Outcome KvTransferServer::serve_pull(int fd, ServeState& st) {
   KvBlocks blocks;
   blocks.layout = options_.compat.layout;
   if (n > 0) {
-    Result<KvBlocks> exported = make_error("no blocks");
-    try {
-      exported =
-          export_fn_(std::span<const int32_t>(offer.block_ids).subspan(size_t(first), size_t(n)));
-    } catch (const std::exception& e) {
-      exported = make_error("exception: ", e.what());
-    }
+    Result<KvBlocks> exported = checked_export(
+        [&] {
+          return export_fn_(
+              std::span<const int32_t>(offer.block_ids).subspan(size_t(first), size_t(n)));
+        },
+        n, "blocks");
     if (!exported.ok()) {
-      reply_error(KvErrorCode::kExportFailed,
-                  "cannot read the offered blocks: " + exported.message());
+      reply_error(KvErrorCode::kExportFailed, exported.message());
       return Outcome::kFailed;
     }
     blocks = std::move(exported).value();
-    const uint64_t bpb = blocks.bytes_per_block;
-    if (blocks.n_blocks != n || bpb == 0 || bpb > kKvMaxBytesPerBlock ||
-        blocks.bytes.size() != size_t(n) * bpb || blocks.layout.size() > kKvMaxStringBytes) {
-      reply_error(KvErrorCode::kExportFailed,
-                  "the exporter returned " + std::to_string(blocks.n_blocks) + " blocks of " +
-                      std::to_string(bpb) + " bytes (" + std::to_string(blocks.bytes.size()) +
-                      " bytes in all) for " + std::to_string(n) + " blocks");
-      return Outcome::kFailed;
-    }
   }
   const size_t bpb = n > 0 ? blocks.bytes_per_block : 0;
 
@@ -479,26 +489,13 @@ KvTransferServer::Outcome KvTransferServer::serve_pull(int fd, ServeState& st) {
   KvBlocks state;
   int32_t state_at = 0;
   if (offer.state.slot >= 0 && offer.state.at_block > first && offer.state.at_block <= common) {
-    Result<KvBlocks> exported = make_error("no state");
-    try {
-      exported = state_fns_.export_state(offer.state.slot);
-    } catch (const std::exception& e) {
-      exported = make_error("exception: ", e.what());
-    }
+    Result<KvBlocks> exported = checked_export(
+        [&] { return state_fns_.export_state(offer.state.slot); }, 1, "recurrent state");
     if (!exported.ok()) {
-      reply_error(KvErrorCode::kExportFailed,
-                  "cannot read the offered recurrent state: " + exported.message());
+      reply_error(KvErrorCode::kExportFailed, exported.message());
       return Outcome::kFailed;
     }
     state = std::move(exported).value();
-    if (state.n_blocks != 1 || state.bytes_per_block == 0 ||
-        state.bytes_per_block > kKvMaxBytesPerBlock ||
-        state.bytes.size() != state.bytes_per_block || state.layout.size() > kKvMaxStringBytes) {
-      reply_error(KvErrorCode::kExportFailed,
-                  "the exporter returned " + std::to_string(state.n_blocks) + " states of " +
-                      std::to_string(state.bytes.size()) + " bytes for one");
-      return Outcome::kFailed;
-    }
     state_at = offer.state.at_block;
   }
 
