@@ -327,19 +327,30 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
     });
   }
   // One huge-page mapping for all of them: no page walk every 4 KiB in the small matrices
-  // (K/V projections) and no per-matrix rounding to 2 MiB.
-  std::vector<std::pair<const WeightMatrix*, size_t>> plan;  // matrix, offset in packed_mem_
+  // (K/V projections) and no per-matrix rounding to 2 MiB. MXFP4 (no packed layout: its kernels
+  // read the file's blocks) is copied there as it is: gpt-oss's experts then stream without a
+  // page walk every 4 KiB of the file mapping (decode ~14% faster, alternated runs).
+  struct Planned {
+    const WeightMatrix* m;
+    size_t offset;  // in packed_mem_
+    bool copy;      // as it is (MXFP4), else packed
+  };
+  std::vector<Planned> plan;
   size_t total = 0;
   std::unordered_set<const void*> seen;
   for (const WeightMatrix* m : ms) {
-    if (!m->data || !PackedWeights::supported(m->type, isa) || !seen.insert(m->data).second)
-      continue;
-    const Result<size_t> bytes = PackedWeights::bytes_needed(m->type, m->n_rows, m->n_cols);
-    if (!bytes.ok()) continue;  // a shape it cannot pack: stays unpacked
-    plan.emplace_back(m, total);
-    total += (*bytes + 63) / 64 * 64;
+    if (!m->data || !seen.insert(m->data).second) continue;
+    const bool copy = m->type == GgmlType::MXFP4;
+    size_t bytes = row_size(m->type, m->n_cols) * size_t(m->n_rows);
+    if (!copy) {
+      if (!PackedWeights::supported(m->type, isa)) continue;
+      const Result<size_t> packed = PackedWeights::bytes_needed(m->type, m->n_rows, m->n_cols);
+      if (!packed.ok()) continue;  // a shape it cannot pack: stays unpacked
+      bytes = *packed;
+    }
+    plan.push_back({m, total, copy});
+    total += (bytes + 63) / 64 * 64;
   }
-  copy_mxfp4(ms);
   if (plan.empty()) return;
   packed_mem_ = alloc_streamed(total);
   if (!packed_mem_) {
@@ -347,42 +358,27 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
                           " bytes for repacked weights: running unpacked");
     return;
   }
-  for (const auto& [m, offset] : plan) {
-    Result<PackedWeights> p = PackedWeights::pack(m->type, m->data, m->n_rows, m->n_cols, &pool_,
-                                                  packed_mem_.get() + offset, isa);
-    if (!p.ok()) continue;
-    packed_.emplace(m->data, std::move(*p));
+  for (const Planned& p : plan) {
+    const WeightMatrix& m = *p.m;
+    uint8_t* dst = packed_mem_.get() + p.offset;
+    const size_t bytes = row_size(m.type, m.n_cols) * size_t(m.n_rows);
+    if (p.copy) {
+      const size_t rb = row_size(m.type, m.n_cols);
+      pool_.parallel_for(m.n_rows, 256, [&](int64_t r0, int64_t r1) {
+        std::memcpy(dst + size_t(r0) * rb, static_cast<const uint8_t*>(m.data) + size_t(r0) * rb,
+                    size_t(r1 - r0) * rb);
+      });
+      copied_.emplace(m.data, dst);
+    } else {
+      Result<PackedWeights> packed =
+          PackedWeights::pack(m.type, m.data, m.n_rows, m.n_cols, &pool_, dst, isa);
+      if (!packed.ok()) continue;
+      packed_.emplace(m.data, std::move(*packed));
+    }
     // The file's copy is not read again (get_rows of a tied embedding touches a few rows, read
     // back from the page cache): resident once, not twice.
-    model_.file().release(m->data, row_size(m->type, m->n_cols) * size_t(m->n_rows));
+    model_.file().release(m.data, bytes);
   }
-}
-
-void CpuExecutor::copy_mxfp4(const std::vector<const WeightMatrix*>& ms) {
-  std::vector<std::pair<const WeightMatrix*, size_t>> plan;  // matrix, offset in copied_mem_
-  size_t total = 0;
-  std::unordered_set<const void*> seen;
-  for (const WeightMatrix* m : ms) {
-    if (!m->data || m->type != GgmlType::MXFP4 || !seen.insert(m->data).second) continue;
-    plan.emplace_back(m, total);
-    total += (row_size(m->type, m->n_cols) * size_t(m->n_rows) + 63) / 64 * 64;
-  }
-  if (plan.empty()) return;
-  copied_mem_ = alloc_streamed(total);
-  if (!copied_mem_) {
-    SLUICE_LOG(kWarn, "cannot allocate " + std::to_string(total) +
-                          " bytes for the MXFP4 matrices: reading them from the file mapping");
-    return;
-  }
-  pool_.parallel_for(int64_t(plan.size()), 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const auto& [m, offset] = plan[size_t(i)];
-      const size_t bytes = row_size(m->type, m->n_cols) * size_t(m->n_rows);
-      std::memcpy(copied_mem_.get() + offset, m->data, bytes);
-      model_.file().release(m->data, bytes);  // resident once, as a packed matrix's file copy
-    }
-  });
-  for (const auto& [m, offset] : plan) copied_.emplace(m->data, copied_mem_.get() + offset);
 }
 
 void CpuExecutor::matmul_w(const WeightMatrix& w, const float* x, int64_t n, float* y,

@@ -114,8 +114,6 @@ class CpuExecutor final : public Executor {
   CpuExecutor(const Model& model, int n_threads, MatmulIsa isa);
 
   void repack(const CpuExecutorOptions& options);
-  // MXFP4 matrices of `ms` into copied_mem_ (see copied_).
-  void copy_mxfp4(const std::vector<const WeightMatrix*>& ms);
   // The model's forward pass (model/) over Ops.
   void forward(const Batch& batch, Logits& out);
   void gather_logits(Logits& out);
@@ -154,12 +152,9 @@ class CpuExecutor final : public Executor {
   MatmulIsa isa_ = MatmulIsa::kAuto;
   // Weights repacked at load for the AVX2 and AVX-512 kernels (kernels/packed.h), by GGUF data
   // pointer.
-  StreamedBuffer packed_mem_;  // every packed matrix (declared first: outlives packed_)
+  StreamedBuffer packed_mem_;  // every packed or copied matrix (first: outlives both maps)
   std::unordered_map<const void*, PackedWeights> packed_;
-  // MXFP4 matrices (no packed layout: their kernels read the file's blocks) copied as they are
-  // into one huge-page mapping: a decode streams gpt-oss's experts without a page walk every
-  // 4 KiB of the file mapping. File data pointer -> copy.
-  StreamedBuffer copied_mem_;
+  // MXFP4 matrices copied as they are into packed_mem_ (see repack): file data -> copy.
   std::unordered_map<const void*, const uint8_t*> copied_;
   std::unique_ptr<Scratch> s_;
   int64_t moe_expert_reads_ = 0;
