@@ -354,15 +354,9 @@ constexpr int64_t kMxfp4MaxBlocks = 2048;
 // chain whose 16 lanes hold 4 lanes a block, scaled by d16 * 2^(e - 128) into f32 lanes.
 constexpr int64_t kMxfp4Group = 4;
 
-// `xr` [n][groups][128] the activations laid out as above (a last group of fewer blocks padded
-// with zeros); `ds` [n][groups][16] their block scales, 4 lanes a block.
-template <int NA>
-SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const int8_t* xr,
-                                    const float* ds, int64_t i0, float* y, int64_t m) {
-  const int64_t n_groups = (nb + kMxfp4Group - 1) / kMxfp4Group;
-  // The row's block scales 2^(e - 128) (mxfp4_half_scale), 16 blocks per gather of their first
-  // bytes (e < 2: the subnormals 2^-127, 2^-126); zeros past the row's blocks.
-  alignas(64) float hs[kMxfp4MaxBlocks + 16];
+// A row's block scales 2^(e - 128) (mxfp4_half_scale, 16 blocks per gather of their first
+// bytes; e < 2: the subnormals 2^-127, 2^-126) into hs [nb rounded up to 16], zeros past nb.
+SLUICE_TARGET inline void mxfp4_row_scales(const uint8_t* row, int64_t nb, float* hs) {
   const __m512i stride =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(int(sizeof(BlockMxfp4))));
@@ -377,8 +371,19 @@ SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const int8_t
     _mm512_store_si512(hs + b,
                        _mm512_maskz_mov_epi32(live, _mm512_mask_blend_epi32(tiny, normal, sub)));
   }
-  const __m512i mags =
-      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12));
+}
+
+// One row (codes at `row`, block scales `hs`) against NA activation rows from i0: `xr`
+// [n][groups][128] the activations laid out as above (a last group of fewer blocks padded with
+// zeros), `ds` [n][groups][16] their block scales, 4 lanes a block.
+template <int NA>
+SLUICE_TARGET inline void mxfp4_row(const uint8_t* row, int64_t nb, const float* hs,
+                                    const int8_t* xr, const float* ds, int64_t i0, float* y,
+                                    int64_t m) {
+  const int64_t n_groups = (nb + kMxfp4Group - 1) / kMxfp4Group;
+  // The E2M1 magnitudes (doubled): kMxfp4Values without their signs.
+  const __m512i mags = _mm512_broadcast_i32x4(
+      _mm_abs_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values))));
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i bit3 = _mm512_set1_epi8(0x08);
   const __m512i spread4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
@@ -450,11 +455,15 @@ SLUICE_TARGET void gemm_mxfp4(const uint8_t* w, size_t row_bytes, int64_t r0, in
       dd[0] = dd[1] = dd[2] = dd[3] = d16[i * nb + b];
     }
   }
+  alignas(64) float hs[kMxfp4MaxBlocks + 16];
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w + size_t(r) * row_bytes;
+    mxfp4_row_scales(row, nb, hs);  // once a row, for all its activation tiles
     int64_t i = 0;
-    for (; i + 4 <= a.n; i += 4) mxfp4_row<4>(row, nb, xr.data(), ds.data(), i, y + i * m + r, m);
-    for (; i < a.n; ++i) mxfp4_row<1>(row, nb, xr.data(), ds.data(), i, y + i * m + r, m);
+    for (; i + 4 <= a.n; i += 4) {
+      mxfp4_row<4>(row, nb, hs, xr.data(), ds.data(), i, y + i * m + r, m);
+    }
+    for (; i < a.n; ++i) mxfp4_row<1>(row, nb, hs, xr.data(), ds.data(), i, y + i * m + r, m);
   }
 }
 
