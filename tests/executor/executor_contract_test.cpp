@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "executor/cpu_executor.h"
@@ -27,23 +28,30 @@ struct CpuHolder {
   std::unique_ptr<Model> model;
 };
 
-std::unique_ptr<Executor> make_cpu() {
-  static const std::unique_ptr<CpuHolder> h = [] {
-    auto holder = std::make_unique<CpuHolder>();
-    const std::string path = holder->dir.path("tiny.gguf");
-    test::write_synthetic_model("tiny", FileType::MOSTLY_Q8_0, path);
+// A CPU executor on a tiny synthetic model of `variant` (kept alive for the run).
+std::unique_ptr<Executor> make_cpu_of(const std::string& variant) {
+  static std::map<std::string, std::unique_ptr<CpuHolder>> held;
+  std::unique_ptr<CpuHolder>& h = held[variant];
+  if (!h) {
+    h = std::make_unique<CpuHolder>();
+    const std::string path = h->dir.path(variant + ".gguf");
+    test::write_synthetic_model(variant, FileType::MOSTLY_Q8_0, path);
     auto m = Model::load(path);
     EXPECT_TRUE(m.ok()) << m.message();
-    holder->model = std::make_unique<Model>(std::move(*m));
-    return holder;
-  }();
+    if (!m.ok()) return nullptr;
+    h->model = std::make_unique<Model>(std::move(*m));
+  }
   CpuExecutorOptions o;
   o.block_size = 4;
   o.n_blocks = 16;
   o.n_threads = 1;
   auto e = CpuExecutor::create(*h->model, o);
   EXPECT_TRUE(e.ok()) << e.message();
-  return std::move(*e);
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+std::unique_ptr<Executor> make_cpu() {
+  return make_cpu_of("tiny");
 }
 
 std::unique_ptr<Executor> make_fake() {
@@ -145,19 +153,9 @@ TEST_P(ExecutorContract, StatesMoveExactlyTheNamedSlotsOrAreRefused) {
 }
 
 TEST(ExecutorContractHybrid, StatesMoveExactlyTheNamedSlots) {
-  test::TempDir dir;
-  const std::string path = dir.path("tiny-qwen35.gguf");
-  test::write_synthetic_model("tiny-qwen35", FileType::MOSTLY_Q8_0, path);
-  auto m = Model::load(path);
-  ASSERT_TRUE(m.ok()) << m.message();
-  CpuExecutorOptions o;
-  o.block_size = 4;
-  o.n_blocks = 16;
-  o.n_threads = 1;
-  o.n_state_slots = 4;
-  auto e = CpuExecutor::create(*m, o);
-  ASSERT_TRUE(e.ok()) << e.message();
-  Executor& ex = **e;
+  const std::unique_ptr<Executor> e = make_cpu_of("tiny-qwen35");
+  ASSERT_TRUE(e);
+  Executor& ex = *e;
   const std::vector<int32_t> prompt = {5, 17, 9, 3, 42, 7};
   const std::vector<int32_t> t = {3, 7};
   Logits out;

@@ -498,19 +498,24 @@ TEST(KvCacheManager, GroupsOfDifferentWindowsReadOnlyTheirOwnTokens) {
 namespace sluice {
 namespace {
 
+// 32 blocks of 4 tokens, 2 state slots and 2 checkpoints, one kept every `interval` blocks.
+KvCacheConfig checkpointed_cache(int32_t interval) {
+  return {.n_blocks = 32,
+          .block_size = 4,
+          .enable_prefix_cache = true,
+          .salt = 0,
+          .group_windows = {},
+          .n_state_slots = 2,
+          .n_state_checkpoints = 2,
+          .checkpoint_interval_blocks = interval};
+}
+
 // Recurrent state checkpoints (blocks of 4, one kept every 4 blocks): a hit needs the K/V
 // blocks and a checkpoint at its end; a request keeps one rolling checkpoint; the least
 // recently used goes first when the pool is full; a hit queues the restore into the new
 // request's state slot.
 TEST(KvCacheManager, StateCheckpointsRollKeepAndRestore) {
-  KvCacheManager kv({.n_blocks = 32,
-                     .block_size = 4,
-                     .enable_prefix_cache = true,
-                     .salt = 0,
-                     .group_windows = {},
-                     .n_state_slots = 2,
-                     .n_state_checkpoints = 2,
-                     .checkpoint_interval_blocks = 4});
+  KvCacheManager kv(checkpointed_cache(4));
   const auto tokens = iota_tokens(40);
   ASSERT_TRUE(kv.allocate_slots(1, 0, 8));
   EXPECT_EQ(kv.state_slot(1), 0);  // the lowest free slot first
@@ -556,14 +561,7 @@ TEST(KvCacheManager, StateCheckpointsRollKeepAndRestore) {
 // Moving checkpoints (K/V transfer, disk tier): only a checkpoint whose copy went into a step is
 // pinned or reported; a pinned one is neither evicted nor replaced; an imported one is a hit.
 TEST(KvCacheManager, StateCheckpointsPinImportAndRecord) {
-  KvCacheManager kv({.n_blocks = 32,
-                     .block_size = 4,
-                     .enable_prefix_cache = true,
-                     .salt = 0,
-                     .group_windows = {},
-                     .n_state_slots = 2,
-                     .n_state_checkpoints = 2,
-                     .checkpoint_interval_blocks = 1});  // every boundary kept
+  KvCacheManager kv(checkpointed_cache(1));  // every boundary kept
   kv.set_record_cached(true);
   const auto tokens = iota_tokens(40);
   ASSERT_TRUE(kv.allocate_slots(1, 0, 8));
