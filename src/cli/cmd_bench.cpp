@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/dist_session.h"
 #include "cli/engine_session.h"
 #include "cli/model_arg.h"
+#include "cli/parallel_session.h"
 #include "executor/cpu_executor.h"
 #include "executor/step_roofline.h"
 #include "gguf/types.h"
@@ -43,7 +43,7 @@ struct BenchOptions {
   std::string format = "md";
   std::string roofline_file;
   bool probe = true;                 // probe the read bandwidth alongside each test (MBU*)
-  int tp = 1, pp = 1, pp_micro = 0;  // tensor / pipeline parallel ranks (cli/dist_session.h)
+  int tp = 1, pp = 1, pp_micro = 0;  // tensor / pipeline parallel ranks (cli/parallel_session.h)
   int pp_depth = 0;
 };
 

@@ -12,8 +12,8 @@
 #include <random>
 
 #include "cli/commands.h"
-#include "cli/dist_session.h"
 #include "cli/engine_session.h"
+#include "cli/parallel_session.h"
 #include "grammar/json_schema.h"
 
 namespace sluice::cli {

@@ -11,8 +11,8 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
-#include "cli/dist_session.h"
 #include "cli/engine_session.h"
+#include "cli/parallel_session.h"
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"

@@ -20,8 +20,8 @@
 
 #include "base/fnv1a.h"
 #include "cli/commands.h"
-#include "cli/dist_session.h"
 #include "cli/engine_session.h"
+#include "cli/parallel_session.h"
 #include "kernels/matmul_isa.h"
 #include "server/server.h"
 

@@ -1,8 +1,8 @@
 #include "cli/engine_session.h"
 
 #include "base/log.h"
-#include "cli/dist_session.h"
 #include "cli/model_arg.h"
+#include "cli/parallel_session.h"
 #include "perf/machine.h"
 
 namespace sluice::cli {
@@ -123,7 +123,7 @@ Result<std::unique_ptr<EngineSession>> open_engine_session(const std::string& mo
   if (dist && spec.mode == SpecMode::kDraft) {
     return make_error("--spec draft with --tp or --pp is not supported");
   }
-  mo.tp_size = o.tp;  // rank 0's shard (cli/dist_session.h)
+  mo.tp_size = o.tp;  // rank 0's shard (cli/parallel_session.h)
   mo.pp_size = o.pp;
   SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, mo));
   SLUICE_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(model.file()));

@@ -7,12 +7,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "dist/sharded_executor.h"
 #include "engine/engine.h"
 #include "executor/cpu_executor.h"
 #include "executor/kv_sizing.h"
 #include "executor/step_roofline.h"
 #include "model/model.h"
+#include "parallel/sharded_executor.h"
 
 namespace sluice::cli {
 
@@ -33,7 +33,7 @@ struct EngineCliOptions {
   int spec_ngram_max = 4;
   double spec_cache_mtokens = 1.0;  // suffix cache of finished requests, millions of tokens
   std::string model_draft;          // --spec draft: the draft model (path or hf:// spec)
-  int tp = 1;                       // tensor-parallel ranks (cli/dist_session.h)
+  int tp = 1;                       // tensor-parallel ranks (cli/parallel_session.h)
   int pp = 1;                       // pipeline stages
   int pp_micro = 0;  // micro-batches per step with stages (0: 1 with steps in flight, else --pp)
   int pp_depth = 0;  // steps in flight with stages (0: one per stage; 1: one at a time)
@@ -55,8 +55,8 @@ Result<SpecConfig> spec_config_from(const EngineCliOptions& o);
 struct EngineSession {
   Model model;
   Tokenizer tokenizer;
-  std::unique_ptr<CpuExecutor> executor{};           // one process
-  std::unique_ptr<dist::ShardedExecutor> sharded{};  // --tp/--pp: rank 0's (executor null)
+  std::unique_ptr<CpuExecutor> executor{};               // one process
+  std::unique_ptr<parallel::ShardedExecutor> sharded{};  // --tp/--pp: rank 0's (executor null)
   // --spec draft: the draft model, its tokenizer and executor (declared before the engine,
   // which refers to them).
   std::unique_ptr<Model> draft_model{};

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/dist_session.h"
+#include "cli/parallel_session.h"
 #include "kernels/matmul_isa.h"
 
 namespace sluice::cli {

@@ -1,5 +1,5 @@
 // The collective operations a tensor-parallel executor needs among its ranks (model/shard.h):
-// dist/ implements them over MPI, tests over threads in one process. Every rank calls the same
+// parallel/ implements them over MPI, tests over threads in one process. Every rank calls the same
 // operations in the same order with the same sizes (the ranks run the same Batch).
 #pragma once
 

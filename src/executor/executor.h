@@ -2,7 +2,7 @@
 //
 //   engine (schedule -> Batch) --execute--> Executor --Logits--> engine (sample)
 //
-// Implementations: CpuExecutor (kernels/ on this CPU), ShardedExecutor (dist/: tensor and
+// Implementations: CpuExecutor (kernels/ on this CPU), ShardedExecutor (parallel/: tensor and
 // pipeline-parallel ranks over MPI), SimulatedExecutor (sim_executor.h: a virtual clock advanced
 // by the roofline cost of each batch), RecordingExecutor (sim/calibration.h: times a real one)
 // and a test double (tests/support/fake_executor.h). The engine and the front ends hold an

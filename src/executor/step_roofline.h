@@ -17,7 +17,7 @@
 
 namespace sluice {
 
-// Tensor / pipeline parallel (dist/, docs/distributed.md): what a step sends between ranks,
+// Tensor / pipeline parallel (parallel/, docs/distributed.md): what a step sends between ranks,
 // over the link as measured at start-up. One step: 2 all-reduces of the residual stream
 // [tokens, n_embd] f32 per layer plus one for the vocabulary-parallel embedding (each an
 // all-gather: every rank sends its partial sums to the other tp - 1), the logits rows'

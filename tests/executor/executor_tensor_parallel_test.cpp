@@ -3,7 +3,7 @@
 // (support/thread_collective.h). Rank 0's logits must match one unsharded executor's within
 // 1e-4 relative L2 and give the same greedy tokens, on every golden model and on synthetic
 // GQA / MQA / MHA models where N exceeds the KV heads. (The same shards over MPI ranks:
-// tests/dist.)
+// tests/parallel.)
 #include <gtest/gtest.h>
 
 #include <thread>

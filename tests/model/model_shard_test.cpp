@@ -1,6 +1,6 @@
 // Tensor-parallel shards of hybrid models (model/shard.h): which Gated DeltaNet heads a rank
 // holds, what a shard of qwen35 keeps of each tensor, and the shapes check_shardable refuses.
-// (The shards' logits against one process: tests/dist, tests/executor.)
+// (The shards' logits against one process: tests/parallel, tests/executor.)
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "cli/dist_session.h"
+#include "cli/parallel_session.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -12,9 +12,9 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
-#include "dist/mpi_comm.h"
-#include "dist/sharded_executor.h"
 #include "model/shard.h"
+#include "parallel/mpi_comm.h"
+#include "parallel/sharded_executor.h"
 
 namespace sluice::cli {
 namespace {
@@ -30,7 +30,7 @@ int local_ranks(int fallback) {
 // Options every rank derives the same way: threads per rank (all cores shared among this
 // host's ranks unless --threads says), the KV budget per rank.
 CpuExecutorOptions rank_executor_options(const EngineCliOptions& o, KvType kv_type,
-                                         int32_t n_blocks, dist::MpiComm& comm) {
+                                         int32_t n_blocks, parallel::MpiComm& comm) {
   CpuExecutorOptions eo;
   const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
   eo.n_threads = o.threads > 0 ? o.threads : std::max(1, hw / local_ranks(comm.world_size()));
@@ -45,8 +45,8 @@ CpuExecutorOptions rank_executor_options(const EngineCliOptions& o, KvType kv_ty
 }
 
 // Rank 0 sizes the KV cache (every rank's share of the budget) and tells the others.
-Result<int32_t> agree_on_blocks(dist::MpiComm& comm, const Model& model, const EngineCliOptions& o,
-                                KvType kv_type, std::string* desc) {
+Result<int32_t> agree_on_blocks(parallel::MpiComm& comm, const Model& model,
+                                const EngineCliOptions& o, KvType kv_type, std::string* desc) {
   std::vector<uint8_t> msg(4, 0);
   if (comm.rank() == 0) {
     // --kv-cache-gb is the whole job's budget; the default share of this host's memory is
@@ -75,7 +75,7 @@ Result<int32_t> agree_on_blocks(dist::MpiComm& comm, const Model& model, const E
 }
 
 Result<Model> load_shard(const std::string& path, const EngineCliOptions& o,
-                         const dist::MpiComm& comm) {
+                         const parallel::MpiComm& comm) {
   ModelOptions mo;
   mo.n_ctx = o.ctx_size;
   mo.allow_context_beyond_trained = true;
@@ -115,7 +115,7 @@ void set_command_line(int argc, char** argv) {
   g_args.assign(argv, argv + argc);
 }
 
-CommSpec comm_spec(const dist::MpiComm& comm, const ModelConfig& whole, int n_micro) {
+CommSpec comm_spec(const parallel::MpiComm& comm, const ModelConfig& whole, int n_micro) {
   CommSpec c;
   c.tp = comm.size();
   c.pp = comm.n_stages();
@@ -129,7 +129,7 @@ CommSpec comm_spec(const dist::MpiComm& comm, const ModelConfig& whole, int n_mi
 }
 
 bool interrupt_ranks() {
-  dist::MpiComm* c = dist::MpiComm::current();
+  parallel::MpiComm* c = parallel::MpiComm::current();
   if (!c || c->world_size() == 1) return false;
   c->interrupt();
   return true;
@@ -143,10 +143,10 @@ std::optional<int> take_rank(const std::string& command, const std::string& mode
   if (o.pp_depth < 0 || o.pp_depth > 64)
     return report_error(command, "--pp-depth must be in 0..64");
   if (o.tp * o.pp == 1) return std::nullopt;
-  if (!dist::launched_by_mpi()) relaunch(o.tp * o.pp);
-  auto comm = dist::MpiComm::init();
+  if (!parallel::launched_by_mpi()) relaunch(o.tp * o.pp);
+  auto comm = parallel::MpiComm::init();
   if (!comm.ok()) return report_error(command, comm.message());
-  dist::MpiComm& c = **comm;
+  parallel::MpiComm& c = **comm;
   if (Status st = c.set_layout(o.tp, o.pp); !st.ok()) return report_error(command, st.message());
   if (c.world_rank() == 0) return std::nullopt;
   // A worker outlives a SIGINT/SIGTERM that mpirun forwards to every rank: rank 0 takes it, fails
@@ -166,16 +166,16 @@ std::optional<int> take_rank(const std::string& command, const std::string& mode
     SLUICE_ASSIGN_OR_RETURN(int32_t n_blocks, agree_on_blocks(c, model, o, kv_type, nullptr));
     const CpuExecutorOptions eo = rank_executor_options(o, kv_type, n_blocks, c);
     SLUICE_ASSIGN_OR_RETURN(auto exec, CpuExecutor::create(model, eo));
-    SLUICE_RETURN_IF_ERROR(dist::check_ranks_agree(c, dist::rank_fingerprint(model, eo)));
-    return dist::run_worker(c, *exec);
+    SLUICE_RETURN_IF_ERROR(parallel::check_ranks_agree(c, parallel::rank_fingerprint(model, eo)));
+    return parallel::run_worker(c, *exec);
   }();
   if (!st.ok()) return report_error(who, st.message());
-  dist::MpiComm::finalize();
+  parallel::MpiComm::finalize();
   return 0;
 }
 
 Status start_rank0(EngineSession& s, const EngineCliOptions& o, KvType kv_type) {
-  SLUICE_ASSIGN_OR_RETURN(dist::MpiComm * comm, dist::MpiComm::init());
+  SLUICE_ASSIGN_OR_RETURN(parallel::MpiComm * comm, parallel::MpiComm::init());
   std::string desc;
   SLUICE_ASSIGN_OR_RETURN(int32_t n_blocks, agree_on_blocks(*comm, s.model, o, kv_type, &desc));
   SLUICE_LOG(kInfo, desc);
@@ -183,12 +183,13 @@ Status start_rank0(EngineSession& s, const EngineCliOptions& o, KvType kv_type) 
   s.kv.description = desc;
   const CpuExecutorOptions eo = rank_executor_options(o, kv_type, n_blocks, *comm);
   SLUICE_ASSIGN_OR_RETURN(auto exec, CpuExecutor::create(s.model, eo));
-  SLUICE_RETURN_IF_ERROR(dist::check_ranks_agree(*comm, dist::rank_fingerprint(s.model, eo)));
+  SLUICE_RETURN_IF_ERROR(
+      parallel::check_ranks_agree(*comm, parallel::rank_fingerprint(s.model, eo)));
   SLUICE_LOG(kInfo, "tensor parallel: " + std::to_string(o.tp) +
                         " ranks, pipeline: " + std::to_string(o.pp) + " stages, " +
                         std::to_string(eo.n_threads) + " threads each");
   s.sharded =
-      std::make_unique<dist::ShardedExecutor>(*comm, std::move(exec), o.pp_micro, o.pp_depth);
+      std::make_unique<parallel::ShardedExecutor>(*comm, std::move(exec), o.pp_micro, o.pp_depth);
   // The step cost model counts the whole model; the communication term the measured link.
   ModelOptions whole;
   whole.n_ctx = s.model.config().n_ctx;
@@ -216,7 +217,7 @@ Status start_rank0(EngineSession& s, const EngineCliOptions& o, KvType kv_type) 
   SLUICE_LOG(kInfo, "link between ranks 0 and 1: " +
                         std::to_string(comm->link_latency_s() * 1e6).substr(0, 5) + " us, " +
                         std::to_string(comm->link_bytes_per_s() / 1e9).substr(0, 5) + " GB/s");
-  std::atexit([] { dist::MpiComm::finalize(); });
+  std::atexit([] { parallel::MpiComm::finalize(); });
   return {};
 }
 

@@ -1,6 +1,6 @@
 // MPI for sluice's ranks (Open MPI from Debian; docs/distributed.md). One MpiComm per process,
 // over MPI_COMM_WORLD: rank 0 runs the engine, the other ranks run executor shards
-// (dist/sharded_executor.h). With pipeline stages the world is a grid (set_layout):
+// (parallel/sharded_executor.h). With pipeline stages the world is a grid (set_layout):
 //
 //   world rank = stage * tp + tp_rank        e.g. --tp 2 --pp 2:  stage 0: ranks 0 1
 //                                                                 stage 1: ranks 2 3
@@ -26,7 +26,7 @@
 #include "executor/collective.h"
 #include "executor/executor.h"
 
-namespace sluice::dist {
+namespace sluice::parallel {
 
 // Whether this process was started by mpirun / mpiexec (Open MPI's or a PMIx launcher's
 // environment), i.e. whether it should join the job's ranks rather than launch its own.
@@ -152,4 +152,4 @@ class MpiComm final : public Collective, public StageLink {
   std::vector<int> counts_, displs_;
 };
 
-}  // namespace sluice::dist
+}  // namespace sluice::parallel

@@ -1,4 +1,4 @@
-#include "dist/mpi_comm.h"
+#include "parallel/mpi_comm.h"
 
 #include <mpi.h>
 #include <pthread.h>
@@ -15,7 +15,7 @@
 #include <cstring>
 #include <thread>
 
-namespace sluice::dist {
+namespace sluice::parallel {
 namespace {
 
 MpiComm* g_comm = nullptr;
@@ -458,4 +458,4 @@ Status MpiComm::gather_bytes(const std::vector<uint8_t>& mine,
   return {};
 }
 
-}  // namespace sluice::dist
+}  // namespace sluice::parallel

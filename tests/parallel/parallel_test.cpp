@@ -1,18 +1,18 @@
-// Tensor parallelism over real MPI ranks (dist/): run under `mpirun -np N` (ctest does, N = 2
+// Tensor parallelism over real MPI ranks (parallel/): run under `mpirun -np N` (ctest does, N = 2
 // and 4), every rank runs every test in the same order. Rank 0 drives a ShardedExecutor and
 // compares it with one unsharded executor of its own; the other ranks serve their shards with
 // run_worker() until rank 0's executor is destroyed. Only rank 0's results are reported.
 #include <gtest/gtest.h>
 
-#include "dist/mpi_comm.h"
-#include "dist/sharded_executor.h"
 #include "executor/executor_test_util.h"
 #include "model/convert.h"
 #include "model/golden_util.h"
 #include "model/presets.h"
+#include "parallel/mpi_comm.h"
+#include "parallel/sharded_executor.h"
 #include "test_util.h"
 
-namespace sluice::dist {
+namespace sluice::parallel {
 namespace {
 
 MpiComm& comm() {
@@ -305,17 +305,17 @@ TEST(MpiParallel, PipelinedStepsMatchOneProcess) {
 }
 
 }  // namespace
-}  // namespace sluice::dist
+}  // namespace sluice::parallel
 
 // Only rank 0 prints; every rank fails the run when its own tests fail.
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  const int rank = sluice::dist::comm().rank();
+  const int rank = sluice::parallel::comm().rank();
   if (rank != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
   }
   const int rc = RUN_ALL_TESTS();
-  sluice::dist::MpiComm::finalize();
+  sluice::parallel::MpiComm::finalize();
   return rc;
 }

@@ -31,7 +31,7 @@ std::optional<int> take_rank(const std::string& command, const std::string& mode
 bool interrupt_ranks();
 
 // The communication term of the step cost model for `comm`'s layout and measured link.
-CommSpec comm_spec(const dist::MpiComm& comm, const ModelConfig& whole, int n_micro);
+CommSpec comm_spec(const parallel::MpiComm& comm, const ModelConfig& whole, int n_micro);
 
 // Rank 0's part of open_engine_session, once s.model holds shard 0: sizes the KV cache for
 // every rank, agrees with the workers on the model and options, and puts a ShardedExecutor

@@ -1,4 +1,4 @@
-#include "dist/sharded_executor.h"
+#include "parallel/sharded_executor.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include "base/fnv1a.h"
 #include "base/log.h"
 
-namespace sluice::dist {
+namespace sluice::parallel {
 namespace {
 
 // The last byte of every message rank 0 broadcasts.
@@ -459,4 +459,4 @@ Status run_worker(MpiComm& comm, CpuExecutor& exec) {
   }
 }
 
-}  // namespace sluice::dist
+}  // namespace sluice::parallel

@@ -24,11 +24,11 @@
 #include <string>
 
 #include "base/status.h"
-#include "dist/mpi_comm.h"
 #include "executor/cpu_executor.h"
 #include "executor/executor.h"
+#include "parallel/mpi_comm.h"
 
-namespace sluice::dist {
+namespace sluice::parallel {
 
 // What every rank must agree on before the first step: the model file (size and a hash of
 // its header, metadata and tensor directory), the tensor-parallel size and the executor's
@@ -120,4 +120,4 @@ class ShardedExecutor final : public Executor {
 // says stop (ok) or the job fails (the error).
 Status run_worker(MpiComm& comm, CpuExecutor& exec);
 
-}  // namespace sluice::dist
+}  // namespace sluice::parallel
