@@ -306,7 +306,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
     std::snprintf(buf, sizeof buf,
                   "; --tp %d --pp %d (%d micro-batches a step), %d threads a rank; link between "
                   "ranks 0 and 1: %.2f GB/s, %.1f us a message",
-                  o.tp, o.pp, session->sharded->n_micro(), session->sharded->local().n_threads(),
+                  o.tp, o.pp, session->sharded->n_micro(), session->rank_threads,
                   session->comm.link_bytes_per_s / 1e9, session->comm.link_latency_s * 1e6);
     desc += buf;
   }
@@ -326,7 +326,7 @@ Status run_bench(const BenchOptions& o, std::vector<Row>& rows, std::string& des
   const double kv_per_pos = 2.0 * c.n_layer * c.kv_dim() * 2.0;
   const bool has_b1 = std::find(o.batches.begin(), o.batches.end(), 1) != o.batches.end();
   std::vector<int> threads = o.threads;
-  if (threads.empty() || dist) threads.assign(1, dist ? session->sharded->local().n_threads() : 0);
+  if (threads.empty() || dist) threads.assign(1, dist ? session->rank_threads : 0);
   for (int t : threads) {
     std::unique_ptr<CpuExecutor> own;
     if (!dist) {

@@ -57,6 +57,7 @@ struct EngineSession {
   Tokenizer tokenizer;
   std::unique_ptr<CpuExecutor> executor{};               // one process
   std::unique_ptr<parallel::ShardedExecutor> sharded{};  // --tp/--pp: rank 0's (executor null)
+  int rank_threads = 0;  // --tp/--pp: the threads of each rank's executor
   // --spec draft: the draft model, its tokenizer and executor (declared before the engine,
   // which refers to them).
   std::unique_ptr<Model> draft_model{};

@@ -166,7 +166,8 @@ std::optional<int> take_rank(const std::string& command, const std::string& mode
     SLUICE_ASSIGN_OR_RETURN(int32_t n_blocks, agree_on_blocks(c, model, o, kv_type, nullptr));
     const CpuExecutorOptions eo = rank_executor_options(o, kv_type, n_blocks, c);
     SLUICE_ASSIGN_OR_RETURN(auto exec, CpuExecutor::create(model, eo));
-    SLUICE_RETURN_IF_ERROR(parallel::check_ranks_agree(c, parallel::rank_fingerprint(model, eo)));
+    SLUICE_RETURN_IF_ERROR(
+        parallel::check_ranks_agree(c, parallel::rank_fingerprint(model, describe_options(eo))));
     return parallel::run_worker(c, *exec);
   }();
   if (!st.ok()) return report_error(who, st.message());
@@ -183,11 +184,12 @@ Status start_rank0(EngineSession& s, const EngineCliOptions& o, KvType kv_type) 
   s.kv.description = desc;
   const CpuExecutorOptions eo = rank_executor_options(o, kv_type, n_blocks, *comm);
   SLUICE_ASSIGN_OR_RETURN(auto exec, CpuExecutor::create(s.model, eo));
-  SLUICE_RETURN_IF_ERROR(
-      parallel::check_ranks_agree(*comm, parallel::rank_fingerprint(s.model, eo)));
+  SLUICE_RETURN_IF_ERROR(parallel::check_ranks_agree(
+      *comm, parallel::rank_fingerprint(s.model, describe_options(eo))));
   SLUICE_LOG(kInfo, "tensor parallel: " + std::to_string(o.tp) +
                         " ranks, pipeline: " + std::to_string(o.pp) + " stages, " +
                         std::to_string(eo.n_threads) + " threads each");
+  s.rank_threads = eo.n_threads;
   s.sharded =
       std::make_unique<parallel::ShardedExecutor>(*comm, std::move(exec), o.pp_micro, o.pp_depth);
   // The step cost model counts the whole model; the communication term the measured link.

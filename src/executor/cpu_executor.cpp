@@ -82,6 +82,12 @@ CpuExecutor::CpuExecutor(const Model& model, int n_threads, MatmulIsa isa)
 
 CpuExecutor::~CpuExecutor() = default;
 
+std::string describe_options(const CpuExecutorOptions& o) {
+  return "blocks " + std::to_string(o.n_blocks) + " of " + std::to_string(o.block_size) +
+         " tokens, kv " + (o.kv_type == KvType::kF32 ? "f32" : "f16") + ", isa " +
+         std::to_string(int(o.matmul_isa));
+}
+
 Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
                                                          const CpuExecutorOptions& options) {
   const ModelConfig& c = model.config();

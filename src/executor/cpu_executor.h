@@ -78,6 +78,10 @@ struct CpuExecutorOptions {
   StageLink* stage_link = nullptr;
 };
 
+// The options that executors working on one model together (tensor / pipeline-parallel ranks)
+// must share, as text: blocks, block size, K/V type, kernels (parallel::rank_fingerprint).
+std::string describe_options(const CpuExecutorOptions& options);
+
 class CpuExecutor final : public Executor {
  public:
   // `model` must outlive the executor. Allocates the K/V cache.

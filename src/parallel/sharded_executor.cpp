@@ -56,8 +56,7 @@ bool get_ids(std::span<const uint8_t> m, size_t& at, std::vector<int32_t>& ids) 
 // This rank's part of an export of `ids` (K/V blocks, or state slots when `states`): its
 // layout tag, '\n', its bytes per block, '\n', then its bytes (or "!" and the error). Every rank
 // sends it to rank 0.
-std::vector<uint8_t> local_export(const CpuExecutor& exec, std::span<const int32_t> ids,
-                                  bool states) {
+std::vector<uint8_t> local_export(const Executor& exec, std::span<const int32_t> ids, bool states) {
   auto d = states ? exec.export_states(ids) : exec.export_blocks(ids);
   const std::string head =
       d.ok() ? d->layout + "\n" + std::to_string(d->bytes_per_block) + "\n" : "!" + d.message();
@@ -75,9 +74,8 @@ struct RankPart {
 
 // Every rank exports its part of blocks `ids` (the workers answer Op::kExport); rank 0 gets
 // the parts in rank order (`all` holds the messages they point into).
-Status gather_parts(MpiComm& comm, const CpuExecutor& exec, std::span<const int32_t> ids,
-                    bool states, std::vector<std::vector<uint8_t>>& all,
-                    std::vector<RankPart>& parts) {
+Status gather_parts(MpiComm& comm, const Executor& exec, std::span<const int32_t> ids, bool states,
+                    std::vector<std::vector<uint8_t>>& all, std::vector<RankPart>& parts) {
   SLUICE_RETURN_IF_ERROR(comm.gather_bytes(local_export(exec, ids, states), all));
   parts.clear();
   for (size_t r = 0; r < all.size(); ++r) {
@@ -114,7 +112,7 @@ Status agree_status(MpiComm& comm, const Status& mine) {
 }
 
 // This rank's slice of an import message (see ShardedExecutor::import_blocks) into its cache.
-Status local_import(MpiComm& comm, CpuExecutor& exec, std::span<const uint8_t> m, bool states) {
+Status local_import(MpiComm& comm, Executor& exec, std::span<const uint8_t> m, bool states) {
   size_t at = 0;
   std::vector<int32_t> ids;
   uint64_t n_ranks = 0;
@@ -142,19 +140,16 @@ Status local_import(MpiComm& comm, CpuExecutor& exec, std::span<const uint8_t> m
 
 }  // namespace
 
-std::string rank_fingerprint(const Model& model, const CpuExecutorOptions& o) {
+std::string rank_fingerprint(const Model& model, const std::string& executor) {
   // The header, metadata and tensor directory and the first 64 KiB of tensor data: a
   // re-quantized or re-converted file differs there.
   const GgufFile& f = model.file();
   const size_t n = std::min<size_t>(f.file_size(), f.data_offset() + (size_t(1) << 16));
-  char buf[256];
-  std::snprintf(
-      buf, sizeof buf,
-      "model %zu bytes, hash %016llx; --tp %d --pp %d; blocks %d of %d tokens, kv %s, isa %d",
-      f.file_size(), (unsigned long long)fnv1a(f.bytes(), n), model.shard().tp_size,
-      model.shard().pp_size, o.n_blocks, o.block_size, o.kv_type == KvType::kF32 ? "f32" : "f16",
-      int(o.matmul_isa));
-  return buf;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "model %zu bytes, hash %016llx; --tp %d --pp %d; ", f.file_size(),
+                (unsigned long long)fnv1a(f.bytes(), n), model.shard().tp_size,
+                model.shard().pp_size);
+  return buf + executor;
 }
 
 Status check_ranks_agree(MpiComm& comm, const std::string& fingerprint) {
@@ -175,7 +170,7 @@ Status check_ranks_agree(MpiComm& comm, const std::string& fingerprint) {
   return {};
 }
 
-Status run_stage(MpiComm& comm, CpuExecutor& exec, const Batch& batch, int n_micro,
+Status run_stage(MpiComm& comm, Executor& exec, const Batch& batch, int n_micro,
                  std::vector<Batch>& parts, Logits& out) {
   if (comm.n_stages() == 1) return exec.execute(batch, out);
   split_batch(batch, n_micro, parts);
@@ -207,7 +202,7 @@ void receive_logits(MpiComm& comm, int32_t n_vocab, const std::vector<Batch>& pa
   }
 }
 
-ShardedExecutor::ShardedExecutor(MpiComm& comm, std::unique_ptr<CpuExecutor> local, int n_micro,
+ShardedExecutor::ShardedExecutor(MpiComm& comm, std::unique_ptr<Executor> local, int n_micro,
                                  int depth)
     : comm_(comm), local_(std::move(local)) {
   if (comm.n_stages() > 1) {
@@ -408,7 +403,7 @@ Status ShardedExecutor::import_parts(std::span<const int32_t> ids, const KvBlock
   return agree_status(comm_, local_import(comm_, *local_, msg, states));
 }
 
-Status run_worker(MpiComm& comm, CpuExecutor& exec) {
+Status run_worker(MpiComm& comm, Executor& exec) {
   std::vector<uint8_t> msg;
   Logits out;
   std::vector<Batch> parts;

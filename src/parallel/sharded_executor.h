@@ -1,7 +1,8 @@
 // Tensor- and pipeline-parallel execution over MPI ranks (model/shard.h; docs/distributed.md).
 //
 //   rank 0:  engine -> ShardedExecutor::execute(batch) --broadcast Batch--> ranks 1..N-1
-//            each rank: its CpuExecutor over its shard; all-reduces inside the forward pass
+//            each rank: its own executor over its shard (a CpuExecutor whose collective is
+//            the MpiComm); all-reduces inside the forward pass
 //            rank 0 gathers the logits and returns them to the engine
 //   ranks > 0: run_worker() until rank 0 sends stop
 //
@@ -24,24 +25,25 @@
 #include <string>
 
 #include "base/status.h"
-#include "executor/cpu_executor.h"
 #include "executor/executor.h"
+#include "model/model.h"
 #include "parallel/mpi_comm.h"
 
 namespace sluice::parallel {
 
 // What every rank must agree on before the first step: the model file (size and a hash of
-// its header, metadata and tensor directory), the tensor-parallel size and the executor's
-// options. Rank 0 compares every rank's with its own; all ranks get the same verdict, an error
-// naming the first rank that differs.
-std::string rank_fingerprint(const Model& model, const CpuExecutorOptions& options);
+// its header, metadata and tensor directory), the tensor-parallel size and `executor`, the
+// rank executor's options as its implementation describes them (describe_options in
+// executor/cpu_executor.h). Rank 0 compares every rank's with its own; all ranks get the same
+// verdict, an error naming the first rank that differs.
+std::string rank_fingerprint(const Model& model, const std::string& executor);
 Status check_ranks_agree(MpiComm& comm, const std::string& fingerprint);
 
 // One step on this rank: its stage's layers on `batch` as `n_micro` micro-batches (`parts`
 // gets them); with stages, the last stage's tp rank 0 sends each micro-batch's logits to world
 // rank 0, buffered (one stage: `out` gets the logits at every rank that computes them). Every
 // rank of the job runs each step, in the order rank 0 posted them.
-Status run_stage(MpiComm& comm, CpuExecutor& exec, const Batch& batch, int n_micro,
+Status run_stage(MpiComm& comm, Executor& exec, const Batch& batch, int n_micro,
                  std::vector<Batch>& parts, Logits& out);
 // World rank 0, with stages: a step's logits (its micro-batches `parts`) from the last stage.
 void receive_logits(MpiComm& comm, int32_t n_vocab, const std::vector<Batch>& parts,
@@ -49,11 +51,11 @@ void receive_logits(MpiComm& comm, int32_t n_vocab, const std::vector<Batch>& pa
 
 class ShardedExecutor final : public Executor {
  public:
-  // Rank 0's executor: `local` runs shard 0 with `comm` as its collective. With pipeline
+  // Rank 0's executor: `local` runs shard 0 with `comm` as its collective (any Executor: this
+  // class calls nothing but the seam on it). With pipeline
   // stages: `depth` steps in flight (0: one per stage; 1: one step at a time), `n_micro`
   // micro-batches per step (0: one per stage when one step is in flight, else 1).
-  ShardedExecutor(MpiComm& comm, std::unique_ptr<CpuExecutor> local, int n_micro = 0,
-                  int depth = 0);
+  ShardedExecutor(MpiComm& comm, std::unique_ptr<Executor> local, int n_micro = 0, int depth = 0);
   // Takes the logits of the steps in flight, then tells the workers to stop (they return from
   // run_worker).
   ~ShardedExecutor() override;
@@ -82,8 +84,6 @@ class ShardedExecutor final : public Executor {
   CommStats last_step_comm() const override { return last_comm_; }
   int n_micro() const { return n_micro_; }
 
-  const CpuExecutor& local() const { return *local_; }
-
  private:
   Status fail() const;
   // export_blocks (export_states when `states`), and each rank's bytes per block (when
@@ -104,7 +104,7 @@ class ShardedExecutor final : public Executor {
   };
 
   MpiComm& comm_;
-  std::unique_ptr<CpuExecutor> local_;
+  std::unique_ptr<Executor> local_;
   std::vector<uint8_t> msg_;
   Batch copies_;  // copy_blocks's message: a batch of block copies only
   int n_micro_ = 1;
@@ -118,6 +118,6 @@ class ShardedExecutor final : public Executor {
 
 // A worker rank's loop: each step rank 0 broadcasts, run on `exec` (its shard) until rank 0
 // says stop (ok) or the job fails (the error).
-Status run_worker(MpiComm& comm, CpuExecutor& exec);
+Status run_worker(MpiComm& comm, Executor& exec);
 
 }  // namespace sluice::parallel

@@ -1,8 +1,7 @@
-// The Executor contract (executor/executor.h), run against every implementation: the CPU
-// executor on a tiny synthetic model and the fake executor of tests/support. Whatever an
-// engine may rely on holds for both: a refused batch writes nothing, block copies and
-// export/import move exactly the K/V of the named blocks, logits rows come in batch order,
-// and the same step gives the same logits whatever else shares the batch.
+// The Executor contract (executor/executor.h, checks in executor_contract.h) over the
+// implementations that run in one process: the CPU executor on a tiny synthetic model, the fake
+// executor of tests/support and the simulated executor (on a virtual clock). The sharded
+// executor is held to the same checks over real MPI ranks in parallel_test.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -10,7 +9,11 @@
 #include <memory>
 
 #include "executor/cpu_executor.h"
+#include "executor/executor_contract.h"
+#include "executor/sim_executor.h"
 #include "model/model_test_util.h"
+#include "perf/hardware.h"
+#include "perf/planner.h"
 #include "support/fake_executor.h"
 #include "test_util.h"
 
@@ -58,89 +61,33 @@ std::unique_ptr<Executor> make_fake() {
   return std::make_unique<test::FakeExecutor>(16, 4, 64, 256);
 }
 
-class ExecutorContract : public ::testing::TestWithParam<Impl> {};
-
-std::vector<float> rows_of(const Logits& l) {
-  return l.values;
+// A simulated executor of a 7B-shaped model on an ideal machine (the numbers do not matter
+// here: only the seam's contract), its clock kept alive for the run.
+std::unique_ptr<Executor> make_sim() {
+  static VirtualClock clock;
+  SimExecutorConfig c;
+  c.capacity = {16, 4, 64, 256};
+  const ModelShape* shape = find_planner_model("llama-3-8b");
+  EXPECT_NE(shape, nullptr);
+  if (!shape) return nullptr;
+  c.cost.model = model_cost(*shape);
+  c.cost.precision = {16, 16, 16};
+  c.cost.hw = *find_hardware("H100");
+  return std::make_unique<SimulatedExecutor>(c, clock);
 }
+
+class ExecutorContract : public ::testing::TestWithParam<Impl> {};
 
 TEST_P(ExecutorContract, RefusedBatchesWriteNothingAndGoodOnesAreBatchInvariant) {
   auto ex = GetParam().make();
-  const ExecutorCapacity cap = ex->capacity();
-  ASSERT_EQ(cap.block_size, 4);
-  Logits out;
-  // Sequence A alone: a prompt of 6 in blocks {3, 7}.
-  const std::vector<int32_t> a = {5, 17, 9, 3, 42, 7};
-  const std::vector<int32_t> ta = {3, 7};
-  Batch b;
-  b.block_size = 4;
-  b.add_sequence(a, 0, ta, LogitsMode::kAll);
-  ASSERT_TRUE(ex->execute(b, out).ok());
-  ASSERT_EQ(out.n_rows(), 6);
-  const std::vector<float> alone = rows_of(out);
-  const auto before = ex->export_blocks(ta);
-  ASSERT_TRUE(before.ok());
-  // A bad batch (a token outside the vocabulary) that would overwrite A's blocks: refused,
-  // nothing written.
-  Batch bad;
-  bad.block_size = 4;
-  bad.add_sequence(std::vector<int32_t>{1, cap.n_vocab}, 0, ta, LogitsMode::kLast);
-  EXPECT_FALSE(ex->execute(bad, out).ok());
-  bad.clear();
-  bad.add_sequence(std::vector<int32_t>{1, 2}, 0, ta, LogitsMode::kLast);
-  bad.block_copies.push_back({3, 3});
-  EXPECT_FALSE(ex->execute(bad, out).ok());
-  const auto after = ex->export_blocks(ta);
-  ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->bytes, before->bytes) << GetParam().name;
-  // A again, recomputed in blocks {1, 2} next to another sequence: the same logits rows.
-  Batch both;
-  both.block_size = 4;
-  const std::vector<int32_t> tb = {9};
-  both.add_sequence(std::vector<int32_t>{8, 8, 8}, 0, tb, LogitsMode::kLast);
-  const std::vector<int32_t> ta2 = {1, 2};
-  both.add_sequence(a, 0, ta2, LogitsMode::kAll);
-  ASSERT_TRUE(ex->execute(both, out).ok());
-  ASSERT_EQ(out.n_rows(), 7);
-  EXPECT_EQ(out.seq_index[0], 0);
-  EXPECT_EQ(out.token_index[0], 2);
-  for (int32_t r = 1; r < 7; ++r) {
-    EXPECT_EQ(out.seq_index[size_t(r)], 1);
-    EXPECT_EQ(out.token_index[size_t(r)], 2 + r);
-  }
-  const std::vector<float> mixed(out.values.begin() + cap.n_vocab, out.values.end());
-  ASSERT_EQ(mixed.size(), alone.size());
-  for (size_t i = 0; i < alone.size(); ++i) {
-    ASSERT_NEAR(mixed[i], alone[i], 1e-4f * (1.0f + std::fabs(alone[i]))) << GetParam().name;
-  }
+  ASSERT_TRUE(ex);
+  test::check_refused_batches_write_nothing_and_good_ones_are_batch_invariant(*ex, GetParam().name);
 }
 
 TEST_P(ExecutorContract, CopyExportImportMoveExactlyTheNamedBlocks) {
   auto ex = GetParam().make();
-  Logits out;
-  Batch b;
-  b.block_size = 4;
-  const std::vector<int32_t> t = {2, 5};
-  b.add_sequence(std::vector<int32_t>{5, 17, 9, 3, 42, 7, 11, 12}, 0, t, LogitsMode::kLast);
-  ASSERT_TRUE(ex->execute(b, out).ok());
-  auto src = ex->export_blocks(t);
-  ASSERT_TRUE(src.ok());
-  ASSERT_TRUE(ex->copy_blocks(std::vector<BlockCopy>{{2, 8}, {5, 9}}).ok());
-  auto copied = ex->export_blocks(std::vector<int32_t>{8, 9});
-  ASSERT_TRUE(copied.ok());
-  EXPECT_EQ(copied->bytes, src->bytes);
-  ASSERT_TRUE(ex->import_blocks(std::vector<int32_t>{12, 13}, *src).ok());
-  auto imported = ex->export_blocks(std::vector<int32_t>{12, 13});
-  EXPECT_EQ(imported->bytes, src->bytes);
-  EXPECT_NE(
-      ex->export_blocks(std::vector<int32_t>{14})->bytes,
-      std::vector<uint8_t>(src->bytes.begin(), src->bytes.begin() + long(src->bytes_per_block)));
-  EXPECT_FALSE(ex->copy_blocks(std::vector<BlockCopy>{{2, 16}}).ok());
-  EXPECT_FALSE(ex->import_blocks(std::vector<int32_t>{12}, *src).ok());
-  KvBlockData other = *src;
-  other.layout += "x";
-  EXPECT_FALSE(ex->import_blocks(std::vector<int32_t>{12, 13}, other).ok());
-  EXPECT_FALSE(ex->export_blocks(std::vector<int32_t>{-1}).ok());
+  ASSERT_TRUE(ex);
+  test::check_copy_export_import_move_exactly_the_named_blocks(*ex, GetParam().name);
 }
 
 // Recurrent state slots move like blocks (export_states / import_states): an executor without
@@ -192,7 +139,8 @@ TEST(ExecutorContractHybrid, StatesMoveExactlyTheNamedSlots) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Impls, ExecutorContract,
-                         ::testing::Values(Impl{"cpu", make_cpu}, Impl{"fake", make_fake}),
+                         ::testing::Values(Impl{"cpu", make_cpu}, Impl{"fake", make_fake},
+                                           Impl{"sim", make_sim}),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -4,6 +4,7 @@
 // run_worker() until rank 0's executor is destroyed. Only rank 0's results are reported.
 #include <gtest/gtest.h>
 
+#include "executor/executor_contract.h"
 #include "executor/executor_test_util.h"
 #include "model/convert.h"
 #include "model/golden_util.h"
@@ -61,7 +62,8 @@ struct RankShard {
   CpuExecutorOptions eo;
   std::unique_ptr<CpuExecutor> local;
 };
-void load_rank_shard(const std::string& path, int tp, int pp, bool exact, RankShard& out) {
+void load_rank_shard(const std::string& path, int tp, int pp, bool exact, RankShard& out,
+                     int block_size = 16, int n_blocks = 64) {
   MpiComm& c = comm();
   ASSERT_TRUE(c.set_layout(tp, pp).ok());
   ModelOptions mo;
@@ -73,7 +75,8 @@ void load_rank_shard(const std::string& path, int tp, int pp, bool exact, RankSh
   ASSERT_TRUE(shard.ok()) << shard.message();
   out.shard = std::make_unique<Model>(std::move(shard).value());
   out.eo.n_threads = 1;
-  out.eo.n_blocks = 64;
+  out.eo.block_size = block_size;
+  out.eo.n_blocks = n_blocks;
   if (exact) {
     out.eo.kv_type = KvType::kF32;
     out.eo.matmul_isa = MatmulIsa::kScalar;
@@ -83,7 +86,7 @@ void load_rank_shard(const std::string& path, int tp, int pp, bool exact, RankSh
   auto local = CpuExecutor::create(*out.shard, out.eo);
   ASSERT_TRUE(local.ok()) << local.message();
   out.local = std::move(local).value();
-  ASSERT_TRUE(check_ranks_agree(c, rank_fingerprint(*out.shard, out.eo)).ok());
+  ASSERT_TRUE(check_ranks_agree(c, rank_fingerprint(*out.shard, describe_options(out.eo))).ok());
 }
 
 // Every rank loads its shard (tp ranks x pp stages); rank 0 compares the sharded run with one
@@ -202,6 +205,31 @@ TEST(MpiParallel, QuantizedHybridMatchesOneProcess) {
     if (tp > 1) check_model(sp.out_path, /*exact=*/true, tp, pp);
   }
   ASSERT_TRUE(comm().set_layout(n, 1).ok());
+}
+
+// The Executor contract (tests/executor/executor_contract.h), held by the sharded executor in
+// every layout of this world's ranks as by the in-process implementations.
+TEST(MpiParallel, ShardedExecutorKeepsTheExecutorContract) {
+  SLUICE_REQUIRE_SHARED(dir, "testdata/models");
+  const std::string path = dir + "/stories260K.gguf";
+  MpiComm& c = comm();
+  const int n = c.world_size();
+  for (const auto& [tp, pp] : layouts(n)) {
+    const std::string what = "--tp " + std::to_string(tp) + " --pp " + std::to_string(pp);
+    SCOPED_TRACE(what);
+    RankShard rs;
+    load_rank_shard(path, tp, pp, /*exact=*/false, rs, /*block_size=*/4, /*n_blocks=*/16);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    if (c.world_rank() != 0) {
+      const Status st = run_worker(c, *rs.local);
+      ASSERT_TRUE(st.ok()) << st.message();
+      continue;
+    }
+    ShardedExecutor sharded(c, std::move(rs.local));
+    test::check_refused_batches_write_nothing_and_good_ones_are_batch_invariant(sharded, what);
+    test::check_copy_export_import_move_exactly_the_named_blocks(sharded, what);
+  }  // the workers stop at each layout's end
+  ASSERT_TRUE(c.set_layout(n, 1).ok());
 }
 
 // Pipeline stages over a ragged batch of two sequences: one micro-batch (no overlap) and one
