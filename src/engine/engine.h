@@ -144,6 +144,12 @@ class Engine {
   // scheduled at params[0].priority.
   Result<std::vector<RequestId>> add_request_group(std::vector<int32_t> prompt,
                                                    const std::vector<GenerationParams>& params);
+  // The prompt tokens a request of `prompt` would take from the prefix cache if it were
+  // scheduled now (the scheduler's own lookup rule: KvCacheManager::n_hit_tokens), e.g. the
+  // cached_tokens a front end reports before the request runs.
+  int32_t expected_cached_tokens(std::span<const int32_t> prompt) const {
+    return kv_.n_hit_tokens(prompt);
+  }
   // Disaggregated serving: K/V computed elsewhere enters this engine's prefix cache, so a
   // request whose prompt starts with `tokens` computes only the rest. `blocks` holds every full
   // block of `tokens`, in order, as another executor exported them (same layout); the ones not

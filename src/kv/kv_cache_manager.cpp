@@ -226,26 +226,37 @@ int32_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, int32_t ma
 
 PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens) {
   PrefixHit hit;
-  if (!config_.enable_prefix_cache || (config_.n_state_slots > 0 && !checkpointing())) {
-    return hit;
-  }
-  const int32_t bs = block_size();
-  // At least one token must remain to be computed.
-  const int32_t max_blocks = tokens.empty() ? 0 : int32_t((tokens.size() - 1) / size_t(bs));
+  const int32_t n = usable_prefix(tokens, &hit.blocks, &hit.state_checkpoint);
+  if (n < 0) return hit;
   PrefixCacheStats& st = pool_.stats();
   ++st.lookups;
-  st.queried_blocks += uint64_t(max_blocks);
-  int32_t n = match_prefix(tokens, max_blocks, &hit.blocks);
-  if (config_.n_state_slots > 0) {
-    // The recurrent layers resume from a checkpoint: the deepest one within the K/V hit.
-    const int32_t with_state = deepest_checkpoint(tokens, n, &hit.state_checkpoint);
-    if (with_state < n) n = match_prefix(tokens, with_state, &hit.blocks);
-    if (n == 0) hit.state_checkpoint = -1;
-  }
-  hit.n_tokens = n * bs;
+  st.queried_blocks += uint64_t(tokens.empty() ? 0 : (tokens.size() - 1) / size_t(block_size()));
+  hit.n_tokens = n * block_size();
   st.hit_blocks += uint64_t(n);
   st.hit_tokens += uint64_t(hit.n_tokens);
   return hit;
+}
+
+int32_t KvCacheManager::n_hit_tokens(std::span<const int32_t> tokens) const {
+  std::vector<BlockId> blocks;
+  int32_t slot = -1;
+  return std::max(usable_prefix(tokens, &blocks, &slot), 0) * block_size();
+}
+
+int32_t KvCacheManager::usable_prefix(std::span<const int32_t> tokens, std::vector<BlockId>* blocks,
+                                      int32_t* state_checkpoint) const {
+  if (!config_.enable_prefix_cache || (config_.n_state_slots > 0 && !checkpointing())) return -1;
+  // At least one token must remain to be computed.
+  const int32_t max_blocks =
+      tokens.empty() ? 0 : int32_t((tokens.size() - 1) / size_t(block_size()));
+  int32_t n = match_prefix(tokens, max_blocks, blocks);
+  if (config_.n_state_slots > 0) {
+    // The recurrent layers resume from a checkpoint: the deepest one within the K/V hit.
+    const int32_t with_state = deepest_checkpoint(tokens, n, state_checkpoint);
+    if (with_state < n) n = match_prefix(tokens, with_state, blocks);
+    if (n == 0) *state_checkpoint = -1;
+  }
+  return n;
 }
 
 int32_t KvCacheManager::n_cached_prefix_tokens(std::span<const int32_t> tokens) const {

@@ -103,6 +103,10 @@ class KvCacheManager {
   // Longest run of cached full blocks that prefixes `tokens`, leaving at least one token to
   // compute (its logits are needed). Counts a lookup in the stats.
   PrefixHit find_prefix(std::span<const int32_t> tokens);
+  // The tokens find_prefix would hit now (the same rule: one token left, a recurrent model's
+  // checkpoint), as a read-only probe: no stats, no references, no LRU change. What a front end
+  // reports as a request's cached tokens before the scheduler looks it up.
+  int32_t n_hit_tokens(std::span<const int32_t> tokens) const;
   // With windowed groups a hit of n blocks needs every global group's blocks 0 .. n-1 and each
   // windowed group's blocks of the last window before position n x block_size; the deepest
   // such n wins (windowed blocks released or evicted before that window do not matter).
@@ -277,6 +281,10 @@ class KvCacheManager {
   // find_prefix); with `out`, the hit's blocks (PrefixHit::blocks layout).
   int32_t match_prefix(std::span<const int32_t> tokens, int32_t max_blocks,
                        std::vector<BlockId>* out) const;
+  // find_prefix's hit in blocks (-1: prefix caching off), its blocks into `blocks` and the
+  // checkpoint it resumes from into `state_checkpoint` (recurrent models).
+  int32_t usable_prefix(std::span<const int32_t> tokens, std::vector<BlockId>* blocks,
+                        int32_t* state_checkpoint) const;
   // The key a group's copy of a block is cached under: group 0's is the chain hash itself
   // (what the disk tier files blocks under), the others' are derived from it.
   static BlockHash group_key(BlockHash h, int32_t g);

@@ -450,16 +450,11 @@ void EngineBridge::admit(Engine& engine, Pending& p) {
   // Consecutive choices over one prompt (n > 1) form one engine group: the prompt is computed
   // once and its KV blocks are shared.
   int64_t cached = 0;
-  const int32_t block_size = engine.kv().block_size();
   for (size_t c = 0; c < n;) {
     size_t end = c + 1;
     while (end < n && p.job.prompts[end] == p.job.prompts[c]) ++end;
-    // What the scheduler's lookup will find if nothing changes before it runs (it leaves the
-    // last token to compute).
-    const auto& prompt = p.job.prompts[c];
-    const int32_t reusable =
-        prompt.empty() ? 0 : int32_t((prompt.size() - 1) / size_t(block_size)) * block_size;
-    cached += std::min(reusable, engine.kv().n_cached_prefix_tokens(prompt));
+    // What the scheduler's lookup will find if nothing changes before it runs.
+    cached += engine.expected_cached_tokens(p.job.prompts[c]);
     std::vector<GenerationParams> params(p.job.params.begin() + std::ptrdiff_t(c),
                                          p.job.params.begin() + std::ptrdiff_t(end));
     Result<std::vector<RequestId>> ids =

@@ -558,6 +558,31 @@ TEST(KvCacheManager, StateCheckpointsRollKeepAndRestore) {
   EXPECT_EQ(kv.n_used_blocks(), 0);
 }
 
+// n_hit_tokens is find_prefix's answer without its side effects, for any prompt: on a hybrid
+// (a checkpoint needed at the hit's end) the rule the server used before it existed, cached full
+// blocks capped to leave one token, claims 16 tokens for a 32-token prompt whose only
+// checkpoint is at 32: the scheduler takes none.
+TEST(KvCacheManager, HitTokensProbeAgreesWithTheLookup) {
+  KvCacheManager kv(checkpointed_cache(1));
+  const auto tokens = iota_tokens(40);
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 32));
+  kv.commit_computed(1, tokens, 32);
+  kv.save_state(1, 32, false);  // the only checkpoint: after 8 blocks
+  kv.take_state_copies();
+  kv.free(1);
+  for (size_t n = 0; n <= tokens.size(); ++n) {
+    const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + long(n));
+    const uint64_t lookups = kv.prefix_stats().lookups;
+    const int32_t probed = kv.n_hit_tokens(prompt);
+    EXPECT_EQ(kv.prefix_stats().lookups, lookups) << "a probe counts no lookup";
+    EXPECT_EQ(probed, kv.find_prefix(prompt).n_tokens) << n << " tokens";
+    EXPECT_EQ(probed, n > 32 ? 32 : 0) << n << " tokens";
+  }
+  const std::vector<int32_t> p32(tokens.begin(), tokens.begin() + 32);
+  EXPECT_EQ(kv.n_cached_prefix_tokens(p32), 32);  // what a transfer could move
+  EXPECT_EQ(kv.n_hit_tokens(p32), 0);
+}
+
 // Moving checkpoints (K/V transfer, disk tier): only a checkpoint whose copy went into a step is
 // pinned or reported; a pinned one is neither evicted nor replaced; an imported one is a hit.
 TEST(KvCacheManager, StateCheckpointsPinImportAndRecord) {
