@@ -29,6 +29,7 @@
 
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "grammar/constraint.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/schema_instances.h"
@@ -117,7 +118,7 @@ struct CompileTimes {
 
 Result<std::shared_ptr<const grammar::Grammar>> compile(const ojson& schema, CompileTimes* t) {
   const auto t0 = Clock::now();
-  SLUICE_ASSIGN_OR_RETURN(grammar::GrammarSpec spec, grammar::json_schema_to_grammar(schema));
+  SLUICE_ASSIGN_OR_RETURN(grammar::GrammarSpec spec, grammar::schema_grammar(schema));
   const auto t1 = Clock::now();
   SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<const grammar::Grammar> g, grammar::lower(spec));
   if (t) {
@@ -337,7 +338,7 @@ Result<ReasoningCost> bench_reasoning(const ojson& schema, const Tokenizer& tok,
   }
   r.parser_ns_per_token = percentiles(per_token).p50 * 1e9;
 
-  SLUICE_ASSIGN_OR_RETURN(grammar::GrammarSpec spec, grammar::json_schema_to_grammar(schema));
+  SLUICE_ASSIGN_OR_RETURN(grammar::GrammarSpec spec, grammar::schema_grammar(schema));
   SLUICE_ASSIGN_OR_RETURN(
       std::shared_ptr<const grammar::Grammar> g,
       grammar::lower(server::reasoning_grammar(std::move(spec), ReasoningFormat::kThink, true)));

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -14,7 +15,7 @@
 #include "cli/commands.h"
 #include "cli/engine_session.h"
 #include "cli/parallel_session.h"
-#include "grammar/json_schema.h"
+#include "grammar/constraint.h"
 
 namespace sluice::cli {
 namespace {
@@ -100,13 +101,11 @@ Status run_throughput(const ThroughputOptions& o) {
   if (!o.json_schema.empty()) {
     std::ifstream f(o.json_schema);
     if (!f) return make_error("cannot read '", o.json_schema, "'");
-    const auto schema = nlohmann::ordered_json::parse(f, nullptr, false);
-    if (schema.is_discarded()) return make_error("'", o.json_schema, "' is not valid JSON");
-    grammar::JsonSchemaOptions jo;
-    jo.strict = true;
-    SLUICE_ASSIGN_OR_RETURN(grammar::GrammarSpec spec, grammar::json_schema_to_grammar(schema, jo));
-    SLUICE_ASSIGN_OR_RETURN(auto lowered, grammar::lower(spec));
-    g.sampling.grammar = grammar::CompiledGrammar::make(lowered, engine.grammar_vocab());
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    Result<grammar::GrammarSpec> spec = grammar::schema_text_grammar(text);
+    if (!spec.ok()) return make_error("'", o.json_schema, "': ", spec.message());
+    SLUICE_ASSIGN_OR_RETURN(g.sampling.grammar,
+                            grammar::compile_grammar(*spec, engine.grammar_vocab()));
   }
 
   const int concurrency = o.concurrency > 0 ? o.concurrency : o.requests;

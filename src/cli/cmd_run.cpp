@@ -13,9 +13,8 @@
 #include "cli/commands.h"
 #include "cli/engine_session.h"
 #include "cli/parallel_session.h"
+#include "grammar/constraint.h"
 #include "grammar/gbnf.h"
-#include "grammar/json_schema.h"
-#include "grammar/regex.h"
 #include "template/chat_template.h"
 
 namespace sluice::cli {
@@ -63,24 +62,17 @@ Status apply_constraint(const RunOptions& o, const Engine& engine, GenerationPar
   Result<grammar::GrammarSpec> spec = make_error("no constraint");
   if (!o.json_schema_file.empty()) {
     SLUICE_ASSIGN_OR_RETURN(std::string text, slurp(o.json_schema_file));
-    const auto schema = nlohmann::ordered_json::parse(text, nullptr, false);
-    if (schema.is_discarded()) return make_error("'", o.json_schema_file, "' is not valid JSON");
-    grammar::JsonSchemaOptions opts;
-    opts.strict = true;
-    spec = grammar::json_schema_to_grammar(schema, opts);
+    spec = grammar::schema_text_grammar(text);
+    if (!spec.ok()) return make_error("'", o.json_schema_file, "': ", spec.message());
   } else if (!o.grammar_file.empty()) {
     SLUICE_ASSIGN_OR_RETURN(std::string text, slurp(o.grammar_file));
     spec = grammar::parse_gbnf(text);
   } else {
-    Result<grammar::Expr> e = grammar::regex_to_expr(o.regex);
-    if (!e.ok()) return e.status();
-    grammar::GrammarSpec one;
-    one.rules.emplace_back("root", std::move(*e));
-    spec = std::move(one);
+    spec = grammar::regex_grammar(o.regex);
   }
   if (!spec.ok()) return spec.status();
-  SLUICE_ASSIGN_OR_RETURN(auto lowered, grammar::lower(*spec));
-  g.sampling.grammar = grammar::CompiledGrammar::make(lowered, engine.grammar_vocab());
+  SLUICE_ASSIGN_OR_RETURN(g.sampling.grammar,
+                          grammar::compile_grammar(*spec, engine.grammar_vocab()));
   return {};
 }
 

@@ -2,10 +2,9 @@
 
 #include <algorithm>
 
+#include "grammar/constraint.h"
 #include "grammar/gbnf.h"
 #include "grammar/grammar_cache.h"
-#include "grammar/json_schema.h"
-#include "grammar/regex.h"
 
 namespace sluice::server {
 
@@ -30,12 +29,6 @@ std::string merge_rules(GrammarSpec& into, GrammarSpec from, const std::string& 
     into.rules.emplace_back(prefix + name, std::move(e));
   }
   return prefix + from.root;
-}
-
-GrammarSpec one_rule(Expr e) {
-  GrammarSpec s;
-  s.rules.emplace_back("root", std::move(e));
-  return s;
 }
 
 // Any bytes without `marker`, then `marker`: the states of a substring matcher (KMP) as rules.
@@ -93,16 +86,6 @@ bool valid_tool_name(const std::string& n) {
   });
 }
 
-// Schemas as the server compiles them for generation (strict: undeclared properties and items
-// are not allowed unless the schema allows them explicitly, as OpenAI's strict mode; a model
-// otherwise invents keys).
-grammar::JsonSchemaOptions generation_options() {
-  grammar::JsonSchemaOptions o;
-  o.max_indent = 20;
-  o.strict = true;
-  return o;
-}
-
 // A constraint named by the request: the cache key and how to build its grammar.
 struct Constraint {
   std::string field;  // for errors: the request field that asked for it
@@ -120,11 +103,7 @@ std::optional<ApiError> schema_constraint(const ojson& schema, const std::string
     return bad_request("'" + field + "' must be a JSON schema (an object or a boolean)", field);
   c.field = field;
   c.key = std::string(strict ? "json_schema:strict:" : "json_schema:") + schema.dump();
-  c.make = [schema, strict] {
-    grammar::JsonSchemaOptions o = generation_options();
-    o.refuse_unknown_formats = strict;
-    return grammar::json_schema_to_grammar(schema, o);
-  };
+  c.make = [schema, strict] { return grammar::schema_grammar(schema, strict); };
   return std::nullopt;
 }
 
@@ -147,7 +126,10 @@ std::variant<std::optional<Constraint>, ApiError> read_constraint(const ojson& b
       } else {
         c.field = "response_format";
         c.key = "json_object";
-        c.make = [] { return Result<GrammarSpec>(grammar::json_object_grammar()); };
+        c.make = [] {
+          return Result<GrammarSpec>(
+              grammar::json_object_grammar(grammar::generation_schema_options()));
+        };
       }
       found.push_back(std::move(c));
     } else if (type == "json_schema") {
@@ -201,10 +183,8 @@ std::variant<std::optional<Constraint>, ApiError> read_constraint(const ojson& b
   if (const ojson* r = get("guided_regex")) {
     if (!r->is_string()) return bad_request("'guided_regex' must be a string", "guided_regex");
     std::string pattern = *r;
-    found.push_back({"guided_regex", "regex:" + pattern, [pattern]() -> Result<GrammarSpec> {
-                       SLUICE_ASSIGN_OR_RETURN(Expr e, grammar::regex_to_expr(pattern));
-                       return one_rule(std::move(e));
-                     }});
+    found.push_back({"guided_regex", "regex:" + pattern,
+                     [pattern] { return grammar::regex_grammar(pattern); }});
   }
   if (const ojson* ch = get("guided_choice")) {
     if (!ch->is_array() || ch->empty() ||
@@ -214,7 +194,7 @@ std::variant<std::optional<Constraint>, ApiError> read_constraint(const ojson& b
     found.push_back({"guided_choice", "choice:" + ch->dump(), [choices] {
                        std::vector<Expr> alts;
                        for (const std::string& s : choices) alts.push_back(Expr::lit(s));
-                       return Result<GrammarSpec>(one_rule(Expr::alt(std::move(alts))));
+                       return Result<GrammarSpec>(grammar::one_rule(Expr::alt(std::move(alts))));
                      }});
   }
   if (found.size() > 1)
@@ -345,7 +325,7 @@ Result<GrammarSpec> xml_tool_call_grammar(const ToolCallSyntax& syntax,
           value = Expr::ref(pp + "-0");
         }
       } else {
-        Result<GrammarSpec> g = grammar::json_schema_to_grammar(it.value(), generation_options());
+        Result<GrammarSpec> g = grammar::schema_grammar(it.value());
         if (!g.ok())
           return make_error("tool '", tools[i].name, "': parameter '", it.key(),
                             "': ", g.message());
@@ -397,8 +377,7 @@ Result<GrammarSpec> harmony_tool_call_grammar(const std::vector<Tool>& tools) {
   GrammarSpec out;
   std::vector<Expr> calls;
   for (size_t i = 0; i < tools.size(); ++i) {
-    Result<GrammarSpec> args =
-        grammar::json_schema_to_grammar(tools[i].parameters, generation_options());
+    Result<GrammarSpec> args = grammar::schema_grammar(tools[i].parameters);
     if (!args.ok()) return make_error("tool '", tools[i].name, "': parameters: ", args.message());
     const std::string root = merge_rules(out, std::move(*args), "t" + std::to_string(i) + "-");
     calls.push_back(
@@ -422,8 +401,7 @@ Result<GrammarSpec> tool_call_grammar(const ToolCallSyntax& syntax, const std::v
   out.rules.emplace_back("ws", Expr::opt(Expr::lit(" ")));
   std::vector<Expr> calls;
   for (size_t i = 0; i < tools.size(); ++i) {
-    Result<GrammarSpec> args =
-        grammar::json_schema_to_grammar(tools[i].parameters, generation_options());
+    Result<GrammarSpec> args = grammar::schema_grammar(tools[i].parameters);
     if (!args.ok()) return make_error("tool '", tools[i].name, "': parameters: ", args.message());
     const std::string root = merge_rules(out, std::move(*args), "t" + std::to_string(i) + "-");
     auto ws = Expr::ref("ws");

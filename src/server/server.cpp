@@ -180,8 +180,9 @@ Result<Engine*> Server::load_on_engine_thread(const ModelLoader& loader) {
     ctx.reasoning_close_tokens = std::move(*close);
   }
   ctx.reasoning_budget = config_.reasoning_budget;
-  ctx.grammars =
-      std::make_shared<grammar::GrammarCache>(make_grammar_vocab(*m.tokenizer, ctx.n_vocab));
+  // The engine's vocabulary (it runs these grammars); the one with special tokens rendered
+  // (Harmony's markers) only the server needs.
+  ctx.grammars = std::make_shared<grammar::GrammarCache>(m.engine->grammar_vocab());
   ctx.special_grammars = std::make_shared<grammar::GrammarCache>(
       make_grammar_vocab(*m.tokenizer, ctx.n_vocab, /*render_special=*/true));
   metrics_.set_grammar_caches({ctx.grammars, ctx.special_grammars});

@@ -14,7 +14,7 @@ std::shared_ptr<const Grammar> must_lower(GrammarSpec spec) {
   return g.ok() ? *g : nullptr;
 }
 
-std::shared_ptr<const Grammar> one_rule(Expr e) {
+std::shared_ptr<const Grammar> lowered_rule(Expr e) {
   GrammarSpec s;
   s.rules.push_back({"root", std::move(e)});
   return must_lower(std::move(s));
@@ -41,7 +41,7 @@ std::string utf8(uint32_t cp) {
 }
 
 TEST(GrammarCore, LiteralSequenceAndAlternation) {
-  auto g = one_rule(Expr::seq({Expr::lit("ab"), Expr::alt({Expr::lit("c"), Expr::lit("de")})}));
+  auto g = lowered_rule(Expr::seq({Expr::lit("ab"), Expr::alt({Expr::lit("c"), Expr::lit("de")})}));
   EXPECT_TRUE(matches(g, "abc"));
   EXPECT_TRUE(matches(g, "abde"));
   EXPECT_FALSE(matches(g, "ab"));
@@ -65,7 +65,7 @@ TEST(GrammarCore, CodepointClassesAreExactOverUtf8) {
       ranges.push_back({std::min(a, b), std::max(a, b)});
     }
     bool neg = round % 4 == 1;
-    auto g = one_rule(Expr::cls(ranges, neg));
+    auto g = lowered_rule(Expr::cls(ranges, neg));
     ASSERT_TRUE(g);
     auto member = [&](uint32_t cp) {
       bool in = false;
@@ -85,38 +85,38 @@ TEST(GrammarCore, CodepointClassesAreExactOverUtf8) {
     }
   }
   // Not UTF-8: overlong forms, lone continuation bytes, surrogates encoded, beyond U+10FFFF.
-  auto any = one_rule(Expr::any_char());
+  auto any = lowered_rule(Expr::any_char());
   for (const char* bad :
        {"\xC0\x80", "\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xE0\x80\x80", "\xF8"})
     EXPECT_FALSE(matches(any, bad)) << bad;
 }
 
 TEST(GrammarCore, ByteClasses) {
-  auto g = one_rule(Expr::plus(Expr::byte_cls({{0x80, 0xFF}})));
+  auto g = lowered_rule(Expr::plus(Expr::byte_cls({{0x80, 0xFF}})));
   EXPECT_TRUE(matches(g, "\x80\xFF\x90"));
   EXPECT_FALSE(matches(g, "a"));
-  auto neg = one_rule(Expr::byte_cls({{0, 0x7F}}, true));
+  auto neg = lowered_rule(Expr::byte_cls({{0, 0x7F}}, true));
   EXPECT_TRUE(matches(neg, "\xC3"));
   EXPECT_FALSE(matches(neg, "a"));
 }
 
 TEST(GrammarCore, RepeatBounds) {
-  auto g = one_rule(Expr::repeat(Expr::lit("ab"), 2, 4));
+  auto g = lowered_rule(Expr::repeat(Expr::lit("ab"), 2, 4));
   EXPECT_FALSE(matches(g, "ab"));
   EXPECT_TRUE(matches(g, "abab"));
   EXPECT_TRUE(matches(g, "ababab"));
   EXPECT_TRUE(matches(g, "abababab"));
   EXPECT_FALSE(matches(g, "ababababab"));
-  auto star =
-      one_rule(Expr::seq({Expr::lit("<"), Expr::star(Expr::cls({{'a', 'z'}})), Expr::lit(">")}));
+  auto star = lowered_rule(
+      Expr::seq({Expr::lit("<"), Expr::star(Expr::cls({{'a', 'z'}})), Expr::lit(">")}));
   EXPECT_TRUE(matches(star, "<>"));
   EXPECT_TRUE(matches(star, "<abc>"));
   EXPECT_FALSE(matches(star, "<aBc>"));
   // A repeat of something that can be empty still terminates.
-  auto nested = one_rule(Expr::star(Expr::opt(Expr::lit("x"))));
+  auto nested = lowered_rule(Expr::star(Expr::opt(Expr::lit("x"))));
   EXPECT_TRUE(matches(nested, ""));
   EXPECT_TRUE(matches(nested, "xxx"));
-  auto nested2 = one_rule(Expr::star(Expr::star(Expr::lit("x"))));
+  auto nested2 = lowered_rule(Expr::star(Expr::star(Expr::lit("x"))));
   EXPECT_TRUE(matches(nested2, "xxxx"));
 }
 
@@ -125,7 +125,7 @@ TEST(GrammarCore, RepeatBounds) {
 TEST(GrammarCore, NestedRepeatsOfNullableStayLinear) {
   Expr e = Expr::opt(Expr::lit(" "));
   for (int i = 0; i < 40; ++i) e = Expr::plus(std::move(e));
-  auto g = one_rule(Expr::seq({Expr::lit("x"), e, Expr::lit("y")}));
+  auto g = lowered_rule(Expr::seq({Expr::lit("x"), e, Expr::lit("y")}));
   ASSERT_TRUE(g);
   Matcher m(g);
   ASSERT_TRUE(m.accept("x   "));
@@ -145,7 +145,7 @@ TEST(GrammarCore, NestedRepeatsOfNullableStayLinear) {
 
 // Right recursion and loops are tail calls: a long sentence keeps the stack shallow.
 TEST(GrammarCore, LongLoopsStayShallow) {
-  auto g = one_rule(Expr::star(Expr::cls({{'a', 'z'}})));
+  auto g = lowered_rule(Expr::star(Expr::cls({{'a', 'z'}})));
   Matcher m(g);
   std::string text(100'000, 'q');
   ASSERT_TRUE(m.accept(text));
@@ -187,7 +187,7 @@ TEST(GrammarCore, RecursionAndErrors) {
 }
 
 TEST(GrammarCore, RollbackRestoresState) {
-  auto g = one_rule(Expr::seq({Expr::lit("{"), Expr::star(Expr::lit("ab")), Expr::lit("}")}));
+  auto g = lowered_rule(Expr::seq({Expr::lit("{"), Expr::star(Expr::lit("ab")), Expr::lit("}")}));
   Matcher m(g);
   ASSERT_TRUE(m.accept("{"));
   ASSERT_TRUE(m.accept("ab"));
