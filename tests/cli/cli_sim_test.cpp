@@ -216,10 +216,13 @@ TEST(CliSim, SeededRunsRepeatAcrossProcesses) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   ASSERT_EQ(b.exit_code, 0) << b.err;
   ASSERT_EQ(c.exit_code, 0) << c.err;
-  EXPECT_EQ(a.out, b.out);
-  EXPECT_EQ(test::read_file(dir.path("a.json")), test::read_file(dir.path("b.json")));
-  EXPECT_NE(a.out, c.out);
-  EXPECT_NE(test::read_file(dir.path("a.json")), test::read_file(dir.path("c.json")));
+  // (EXPECT_TRUE: a failure need not print two whole reports.)
+  EXPECT_TRUE(a.out == b.out) << "seed 3 twice: the reports differ";
+  EXPECT_TRUE(test::read_file(dir.path("a.json")) == test::read_file(dir.path("b.json")))
+      << "seed 3 twice: the per-request timings differ";
+  EXPECT_FALSE(a.out == c.out) << "seeds 3 and 4: the same report";
+  EXPECT_FALSE(test::read_file(dir.path("a.json")) == test::read_file(dir.path("c.json")))
+      << "seeds 3 and 4: the same per-request timings";
 }
 
 TEST(CliSim, ClearErrors) {
