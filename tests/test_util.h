@@ -1,10 +1,11 @@
-// Shared helpers for tests: locating ../shared test data (skip cleanly when absent) and
-// temporary files.
+// Shared helpers for tests: locating ../shared test data (skip cleanly when absent),
+// temporary files, and a made-up `sluice bench --roofline` cache.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -66,6 +67,22 @@ class TempDir {
  private:
   std::string dir_;
 };
+
+// Writes a `sluice bench --roofline` cache (2 threads: 10 GB/s with 1, 20 GB/s with 2, the given
+// int8 and f32 peaks; `simd`: the ISA whose peaks these are, none when empty) for commands that
+// read one instead of measuring.
+inline bool write_roofline_cache(const std::string& path, double peak_gops_int8,
+                                 double peak_gflops_f32 = 100, const std::string& simd = "") {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return false;
+  std::fprintf(f,
+               "{\"cpu\": \"Test CPU\", \"threads\": 2, \"read_gbps_1t\": 10, \"read_gbps\": 20, "
+               "\"peak_gflops_f32\": %g, \"peak_gflops_bf16\": 0, \"peak_gops_int8\": %g, "
+               "\"measured_at\": \"2025-01-01T00:00:00Z\"%s}",
+               peak_gflops_f32, peak_gops_int8,
+               simd.empty() ? "" : (", \"simd\": \"" + simd + "\"").c_str());
+  return std::fclose(f) == 0;
+}
 
 // Built with ASan or TSan (GCC defines __SANITIZE_*__; clang answers __has_feature): their
 // runtimes keep freed memory (shadow, quarantine) and run many times slower, so bounds on memory

@@ -120,6 +120,9 @@ Result<Deployment> build_deployment(const Options& o) {
     SLUICE_ASSIGN_OR_RETURN(const std::string path, resolve_model_arg(o.model));
     ModelOptions mo;
     mo.n_ctx = o.ctx_size;
+    // As `sluice run/serve -c` (engine_session.cpp): a longer context than the file states is
+    // allowed, with the loader's warning. --calibrate needs more than 256 tokens.
+    mo.allow_context_beyond_trained = true;
     SLUICE_ASSIGN_OR_RETURN(Model model, Model::load(path, mo));
     const KvType kv_type = o.kv_bits == 32 ? KvType::kF32 : KvType::kF16;
     // The engine's own step cost model for this file (what `sluice serve` compares against).
@@ -443,7 +446,11 @@ Status find_min_chips(const Options& o, const Deployment& d, double rate, const 
 Status calibrate(const Options& o) {
   if (!looks_like_file(o.model)) return make_error("--calibrate needs a GGUF model file");
   if (o.hw != "this" && o.hw != "local") return make_error("--calibrate measures --hw this");
-  SLUICE_ASSIGN_OR_RETURN(Deployment d, build_deployment(Options{o}));
+  // The bare roofline: a fit starts from no calibration, and --calibration names the file the
+  // fit is written to, not one to read (it need not exist yet).
+  Options bare = o;
+  bare.ideal = true;
+  SLUICE_ASSIGN_OR_RETURN(Deployment d, build_deployment(bare));
   EngineCliOptions eo;
   eo.threads = o.threads;
   eo.ctx_size = o.ctx_size;

@@ -151,7 +151,9 @@ TEST_F(CliBench, ParallelRowsReportCommunication) {
     ASSERT_EQ(rows.size(), 3u) << r.out;  // pp8, tg2 @8, tg2 b3 @8
     for (const auto& row : rows) {
       EXPECT_GT(row["tok_s"].get<double>(), 0) << layout;
-      EXPECT_GE(row["comm_ms_per_step"].get<double>(), 0) << layout;
+      // Every step of every row sends messages between the two ranks (all-reduces with --tp,
+      // activations between stages with --pp), each taking some time.
+      EXPECT_GT(row["comm_ms_per_step"].get<double>(), 0) << layout << ": " << row;
       EXPECT_GT(row["comm_predicted_ms_per_step"].get<double>(), 0) << layout;
     }
   }

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 
 #include "cli_util.h"
 #include "test_util.h"
@@ -60,6 +62,111 @@ TEST(CliRun, ClearErrors) {
       " -c 16 -p 'Once upon a time there was a very long prompt that does not fit'");
   EXPECT_EQ(toolong.exit_code, 1);
   EXPECT_NE(toolong.err.find("context"), std::string::npos) << toolong.err;
+}
+
+// --json-schema / --grammar / --regex: the output is in the constraint's language (checked here
+// without the grammar engine: nlohmann's parser, field by field, and std::regex) and ends there.
+
+// The JSON output of `sluice run` under `constraint`, greedy and sampled at two seeds.
+std::vector<nlohmann::json> constrained_runs(const std::string& model,
+                                             const std::string& constraint) {
+  std::vector<nlohmann::json> out;
+  for (const char* sampling : {"--temp 0", "--temp 1 --seed 1", "--temp 1 --seed 2"}) {
+    auto r = test::run_sluice("run " + model + " -p 'Once upon a time' -c 512 -n 200 " + sampling +
+                              " --output-format json " + constraint);
+    EXPECT_EQ(r.exit_code, 0) << sampling << ": " << r.err;
+    out.push_back(nlohmann::json::parse(r.out, nullptr, false));
+    EXPECT_TRUE(out.back().is_object()) << r.out;
+  }
+  return out;
+}
+
+TEST(CliRun, JsonSchemaOutputIsAnObjectOfTheSchema) {
+  SLUICE_REQUIRE_SHARED(model, "testdata/models/stories260K.gguf");
+  test::TempDir dir;
+  const std::string schema = dir.path("pet.json");
+  test::write_text(schema, R"({
+    "type": "object",
+    "properties": {
+      "age": {"type": "integer", "minimum": 0, "maximum": 20},
+      "kind": {"enum": ["cat", "dog", "bird"]}
+    },
+    "required": ["age", "kind"],
+    "additionalProperties": false
+  })");
+  for (const nlohmann::json& j : constrained_runs(model, "--json-schema " + schema)) {
+    const std::string text = j.value("text", "");
+    EXPECT_EQ(j["finish_reason"], "stop") << text;
+    const auto v = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << "not a JSON object: " << text;
+    EXPECT_EQ(v.size(), 2u) << text;
+    ASSERT_TRUE(v.contains("age") && v["age"].is_number_integer()) << text;
+    EXPECT_GE(v["age"].get<int64_t>(), 0) << text;
+    EXPECT_LE(v["age"].get<int64_t>(), 20) << text;
+    ASSERT_TRUE(v.contains("kind") && v["kind"].is_string()) << text;
+    EXPECT_TRUE(std::set<std::string>({"cat", "dog", "bird"}).count(v["kind"])) << text;
+  }
+}
+
+TEST(CliRun, GrammarOutputIsASentenceOfTheGrammar) {
+  SLUICE_REQUIRE_SHARED(model, "testdata/models/stories260K.gguf");
+  test::TempDir dir;
+  struct Case {
+    const char* gbnf;
+    const char* language;  // the same language as a std::regex
+  } cases[] = {
+      {"root ::= \"yes\" | \"no\"\n", "yes|no"},
+      {"root ::= (\"yes\" | \"no\") \" because \" [a-z ]{1,12} \".\"\n",
+       "(yes|no) because [a-z ]{1,12}\\."},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir.path("g.gbnf");
+    test::write_text(path, c.gbnf);
+    for (const nlohmann::json& j : constrained_runs(model, "--grammar " + path)) {
+      const std::string text = j.value("text", "");
+      EXPECT_TRUE(std::regex_match(text, std::regex(c.language))) << c.gbnf << " -> " << text;
+      EXPECT_EQ(j["finish_reason"], "stop") << text;
+    }
+  }
+}
+
+TEST(CliRun, RegexOutputMatchesTheRegex) {
+  SLUICE_REQUIRE_SHARED(model, "testdata/models/stories260K.gguf");
+  const std::string re = "[0-9]{3}-[a-z]{2,4}";
+  for (const nlohmann::json& j : constrained_runs(model, "--regex '" + re + "'")) {
+    const std::string text = j.value("text", "");
+    EXPECT_TRUE(std::regex_match(text, std::regex(re))) << text;
+    EXPECT_EQ(j["finish_reason"], "stop") << text;
+  }
+}
+
+TEST(CliRun, BadConstraintsAreClearErrors) {
+  SLUICE_REQUIRE_SHARED(model, "testdata/models/stories260K.gguf");
+  test::TempDir dir;
+  const auto file = [&](const std::string& name, const std::string& text) {
+    test::write_text(dir.path(name), text);
+    return dir.path(name);
+  };
+  struct Case {
+    std::string args, says;
+  } cases[] = {
+      {"--json-schema " + file("broken.json", "{\"type\": "), "is not valid JSON"},
+      {"--json-schema " + file("unique.json", R"({"type": "array", "uniqueItems": true})"),
+       "json_schema: unsupported keyword 'uniqueItems'"},
+      {"--grammar " + file("bad.gbnf", "root ::= \"a\" |\n  oops ::="), "gbnf:"},
+      {"--grammar " + file("noroot.gbnf", "start ::= \"a\"\n"), "gbnf: no rule named 'root'"},
+      {"--grammar " + dir.path("missing.gbnf"), "cannot read"},
+      {"--regex '(?=x)'", "lookahead"},
+      {"--regex '[a-'", "regex:"},
+      {"--regex a --grammar " + file("ok.gbnf", "root ::= \"a\"\n"), "at most one"},
+  };
+  for (const Case& c : cases) {
+    auto r = test::run_sluice("run " + model + " -p 'Once upon a time' -c 512 -n 8 " + c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args;
+    EXPECT_NE(r.err.find("sluice run: error: "), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args << ": nothing generated, got " << r.out;
+  }
 }
 
 TEST(CliBenchThroughput, ReportsServingMetrics) {

@@ -1,7 +1,11 @@
 // `sluice sim` black-box: the seeds' worked example as a simulated service, the report's JSON,
-// disaggregated and capacity-planning runs, and the errors a user sees.
+// disaggregated and capacity-planning runs, --hw this, --calibrate, --sweep and --plot,
+// seeded reproducibility, and the errors a user sees.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -55,6 +59,170 @@ TEST(CliSim, FindMinChipsPicksTheCheapestLayoutMeetingTheSlo) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("| 1 | 1 x tp1 | no: the weights"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Cheapest layout meeting the SLO"), std::string::npos) << r.out;
+}
+
+// --hw this: the chip is this machine as `sluice bench --roofline` measured it. A memory-bound
+// decode (llama-3-8b, bf16: 16 GB of weights a step) then takes the weights over the cached
+// bandwidth: twice the bandwidth, half the time per token.
+TEST(CliSim, HwThisTimesStepsByThisMachinesRoofline) {
+  SLUICE_REQUIRE_SIM();
+  test::TempDir dir;
+  ASSERT_TRUE(test::write_roofline_cache(dir.path("roofline.json"), 100));  // 20 GB/s
+  auto at_40 = nlohmann::json::parse(test::read_file(dir.path("roofline.json")));
+  at_40["read_gbps"] = 40;
+  std::filesystem::create_directories(dir.path("fast"));
+  test::write_text(dir.path("fast/roofline.json"), at_40.dump());
+  const std::string args =
+      "sim --model llama-3-8b --hw this --ideal --num-prompts 1 --input-len 32 --output-len 8 "
+      "--output-format json";
+  // The cache `sluice bench --roofline` wrote ($SLUICE_CACHE/roofline.json), and one given.
+  auto slow = test::run_sluice(args, "", "SLUICE_CACHE=" + dir.path(""));
+  auto fast = test::run_sluice(args + " --roofline " + dir.path("fast/roofline.json"));
+  ASSERT_EQ(slow.exit_code, 0) << slow.err;
+  ASSERT_EQ(fast.exit_code, 0) << fast.err;
+  const auto s = nlohmann::json::parse(slow.out)["runs"][0];
+  const auto f = nlohmann::json::parse(fast.out)["runs"][0];
+  EXPECT_NE(s["url"].get<std::string>().find("local (Test CPU)"), std::string::npos) << s["url"];
+  const double tpot_slow = s["tpot_ms"]["median"], tpot_fast = f["tpot_ms"]["median"];
+  EXPECT_GT(tpot_slow, 16e9 / 20e9 * 1e3 * 0.95) << "8B bf16 weights over 20 GB/s";
+  EXPECT_LT(tpot_slow, 16.5e9 / 20e9 * 1e3 * 1.05);
+  EXPECT_NEAR(tpot_fast / tpot_slow, 0.5, 1e-6);
+  // Without the measurements: say how to get them.
+  auto none = test::run_sluice(args + " --roofline " + dir.path("none.json"));
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("run `sluice bench --roofline` first"), std::string::npos) << none.err;
+}
+
+// --calibrate: real engine steps of stories260K here, fitted and written; a later run on --hw
+// this uses that calibration (the report names it) and is timed differently from the bare
+// roofline.
+TEST(CliSim, CalibrateFitsAndALaterRunUsesTheFit) {
+  SLUICE_REQUIRE_SIM();
+  SLUICE_REQUIRE_SHARED(model, "testdata/models/stories260K.gguf");
+  test::TempDir dir;
+  const std::string roofline = dir.path("roofline.json"), cal = dir.path("cal.json");
+  ASSERT_TRUE(test::write_roofline_cache(roofline, 100));
+  const std::string base = "sim --model " + model + " --hw this --roofline " + roofline +
+                           " -c 512 --max-seqs 4 --max-batch-tokens 64 --prefill-chunk 64";
+  auto fit = test::run_sluice(base + " --calibrate -t 1 --calibration " + cal);
+  ASSERT_EQ(fit.exit_code, 0) << fit.err;
+  EXPECT_NE(fit.out.find("Saved to " + cal), std::string::npos) << fit.out;
+  const auto c = nlohmann::json::parse(test::read_file(cal), nullptr, false);
+  ASSERT_TRUE(c.is_object()) << test::read_file(cal);
+  for (const char* key : {"mem_efficiency", "compute_efficiency"}) {
+    const double e = c[key];
+    EXPECT_TRUE(std::isfinite(e) && e > 0) << key << " " << c;
+  }
+  for (const char* key : {"step_overhead_ms", "per_seq_us", "per_row_us"}) {
+    const double v = c[key];
+    EXPECT_TRUE(std::isfinite(v) && v >= 0) << key << " " << c;
+  }
+  // "fitted on N steps of stories260K.gguf", one table row per step.
+  const std::string source = c["source"];
+  int steps = 0;
+  ASSERT_EQ(std::sscanf(source.c_str(), "fitted on %d steps of stories260K.gguf", &steps), 1)
+      << source;
+  EXPECT_GT(steps, 0);
+  size_t rows = 0;  // lines "| <seqs> | ...": the header starts the output, the rest follow a \n
+  for (size_t at = fit.out.find("\n| "); at != std::string::npos; at = fit.out.find("\n| ", at + 1))
+    ++rows;
+  EXPECT_EQ(rows, size_t(steps)) << fit.out;
+
+  const std::string run = base + " --num-prompts 4 --input-len 32 --output-len 8";
+  auto used = test::run_sluice(run + " --calibration " + cal);
+  auto ideal = test::run_sluice(run + " --ideal");
+  ASSERT_EQ(used.exit_code, 0) << used.err;
+  ASSERT_EQ(ideal.exit_code, 0) << ideal.err;
+  EXPECT_NE(used.out.find("Calibration: " + source + " (MBU "), std::string::npos) << used.out;
+  EXPECT_NE(ideal.out.find("Calibration: ideal (MBU 1.00, MFU 1.00"), std::string::npos)
+      << ideal.out;
+  const auto tpot = [&](const std::string& extra) {
+    auto r = test::run_sluice(run + extra + " --output-format json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["runs"][0]["tpot_ms"]["median"].get<double>();
+  };
+  EXPECT_NE(tpot(" --calibration " + cal), tpot(" --ideal"));
+}
+
+// --sweep: one run per rate, in the order given, over the same requests; the lower the rate, the
+// longer the requests take to arrive, so the duration falls and the request throughput rises.
+// --plot: the curve as an SVG with a point per run for each of its three series.
+TEST(CliSim, SweepRunsEachRateAndPlotDrawsThem) {
+  SLUICE_REQUIRE_SIM();
+  test::TempDir dir;
+  const std::string svg_path = dir.path("curve.svg");
+  auto r = test::run_sluice(
+      "sim --model llama-3-8b --hw H100 --num-prompts 40 --input-len 500 --output-len 40 "
+      "--seed 2 --sweep 1,4,16,inf --output-format json --plot " +
+      svg_path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto runs = nlohmann::json::parse(r.out)["runs"];
+  ASSERT_EQ(runs.size(), 4u) << r.out;
+  EXPECT_EQ(runs[0]["request_rate"], 1);
+  EXPECT_EQ(runs[1]["request_rate"], 4);
+  EXPECT_EQ(runs[2]["request_rate"], 16);
+  EXPECT_EQ(runs[3]["request_rate"], "inf");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i]["completed"], 40) << i;
+    EXPECT_EQ(runs[i]["total_input_tokens"], runs[0]["total_input_tokens"]) << i;
+    EXPECT_EQ(runs[i]["total_output_tokens"], runs[0]["total_output_tokens"]) << i;
+    if (i == 0) continue;
+    EXPECT_LT(runs[i]["duration_s"].get<double>(), runs[i - 1]["duration_s"].get<double>()) << i;
+    EXPECT_GT(runs[i]["request_throughput"].get<double>(),
+              runs[i - 1]["request_throughput"].get<double>())
+        << i;
+  }
+
+  const std::string svg = test::read_file(svg_path);
+  ASSERT_EQ(svg.rfind("<?xml version=\"1.0\"", 0), 0u) << svg.substr(0, 200);
+  const auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = svg.find(what); at != std::string::npos; at = svg.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<svg "), 1u);
+  EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
+  EXPECT_EQ(count("<polyline "), 3u);  // TPOT p50, TPOT p99, TTFT p99
+  EXPECT_EQ(count("<circle "), 3u * runs.size());
+  EXPECT_EQ(count("<circle "), count("</circle>"));
+  EXPECT_EQ(count("<text "), count("</text>"));
+  EXPECT_EQ(count("<g "), count("</g>"));
+  for (const char* rate : {"1", "4", "16", "inf"})
+    EXPECT_EQ(count(std::string(">rate ") + rate + "</text>"), 1u) << rate;
+  for (const char* series : {"TPOT p50", "TPOT p99", "TTFT p99"})
+    EXPECT_NE(svg.find(std::string(">") + series + "</text>"), std::string::npos) << series;
+  // Every point lies in the plot area (x 80..600, y 60..430).
+  for (size_t at = svg.find("<circle cx=\""); at != std::string::npos;
+       at = svg.find("<circle cx=\"", at + 1)) {
+    double x = 0, y = 0;
+    ASSERT_EQ(std::sscanf(svg.c_str() + at, "<circle cx=\"%lf\" cy=\"%lf\"", &x, &y), 2);
+    EXPECT_TRUE(x >= 80 && x <= 600 && y >= 60 && y <= 430) << x << "," << y;
+  }
+}
+
+// The same seed in two `sluice sim` processes: byte-identical reports, per-request timings
+// included; another seed: another report.
+TEST(CliSim, SeededRunsRepeatAcrossProcesses) {
+  SLUICE_REQUIRE_SIM();
+  test::TempDir dir;
+  const auto sim = [&](int seed, const std::string& out) {
+    return test::run_sluice(
+        "sim --model llama-3-8b --hw H100 --replicas 2 --num-prompts 40 --rate 8 "
+        "--burstiness 0.5 --range-ratio 0.5 --prefix-len 100 --input-len 400 --output-len 40 "
+        "--output-format json --seed " +
+        std::to_string(seed) + " --out " + dir.path(out));
+  };
+  auto a = sim(3, "a.json"), b = sim(3, "b.json"), c = sim(4, "c.json");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  // (EXPECT_TRUE: a failure need not print two whole reports.)
+  EXPECT_TRUE(a.out == b.out) << "seed 3 twice: the reports differ";
+  EXPECT_TRUE(test::read_file(dir.path("a.json")) == test::read_file(dir.path("b.json")))
+      << "seed 3 twice: the per-request timings differ";
+  EXPECT_FALSE(a.out == c.out) << "seeds 3 and 4: the same report";
+  EXPECT_FALSE(test::read_file(dir.path("a.json")) == test::read_file(dir.path("c.json")))
+      << "seeds 3 and 4: the same per-request timings";
 }
 
 TEST(CliSim, ClearErrors) {

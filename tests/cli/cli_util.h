@@ -20,8 +20,10 @@ inline std::string sluice_binary() {
   return std::string(SLUICE_BINARY_DIR) + "/src/cli/sluice";
 }
 
-// `args` is passed through the shell: quote paths with spaces yourself.
-inline CommandResult run_sluice(const std::string& args, const std::string& stdin_text = "") {
+// `args` is passed through the shell: quote paths with spaces yourself. `env`: NAME=VALUE
+// assignments (shell words) for the child alone, e.g. "SLUICE_CACHE=/tmp/x".
+inline CommandResult run_sluice(const std::string& args, const std::string& stdin_text = "",
+                                const std::string& env = "") {
   TempDir dir;
   const std::string out = dir.path("out"), err = dir.path("err"), in = dir.path("in");
   {
@@ -29,9 +31,10 @@ inline CommandResult run_sluice(const std::string& args, const std::string& stdi
     std::fwrite(stdin_text.data(), 1, stdin_text.size(), f);
     std::fclose(f);
   }
-  const std::string env =
+  const std::string asan =
       runs_mpi_ranks(args) ? "ASAN_OPTIONS='" + asan_options_for_mpi_ranks() + "' " : "";
-  const std::string cmd = env + sluice_binary() + " " + args + " <" + in + " >" + out + " 2>" + err;
+  const std::string cmd = asan + (env.empty() ? "" : env + " ") + sluice_binary() + " " + args +
+                          " <" + in + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -40,20 +43,12 @@ inline CommandResult run_sluice(const std::string& args, const std::string& stdi
   return r;
 }
 
-// Writes a `sluice bench --roofline` cache (2 threads: 10 GB/s with 1, 20 GB/s with 2, the given
-// int8 and f32 peaks; `simd`: the ISA whose peaks these are, none when empty) for commands that
-// read one instead of measuring.
-inline bool write_roofline_cache(const std::string& path, double peak_gops_int8,
-                                 double peak_gflops_f32 = 100, const std::string& simd = "") {
+// Writes `text` to `path` (a fatal test failure when it cannot).
+inline void write_text(const std::string& path, const std::string& text) {
   FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return false;
-  std::fprintf(f,
-               "{\"cpu\": \"Test CPU\", \"threads\": 2, \"read_gbps_1t\": 10, \"read_gbps\": 20, "
-               "\"peak_gflops_f32\": %g, \"peak_gflops_bf16\": 0, \"peak_gops_int8\": %g, "
-               "\"measured_at\": \"2025-01-01T00:00:00Z\"%s}",
-               peak_gflops_f32, peak_gops_int8,
-               simd.empty() ? "" : (", \"simd\": \"" + simd + "\"").c_str());
-  return std::fclose(f) == 0;
+  ASSERT_NE(f, nullptr) << path;
+  std::fwrite(text.data(), 1, text.size(), f);
+  ASSERT_EQ(std::fclose(f), 0) << path;
 }
 
 }  // namespace sluice::test

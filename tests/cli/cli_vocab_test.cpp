@@ -11,13 +11,6 @@
 namespace sluice {
 namespace {
 
-void write_text(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
-}
-
 // Byte-level BPE with Qwen2's regex: "a", "b", "Ġ", merges "a b" and "Ġ ab".
 constexpr const char* kTokenizerJson = R"json({
   "added_tokens": [{"id": 5, "content": "<|im_end|>", "special": true}],
@@ -32,8 +25,8 @@ constexpr const char* kTokenizerJson = R"json({
 
 TEST(CliVocab, ImportThenTokenize) {
   test::TempDir dir;
-  write_text(dir.path("tokenizer.json"), kTokenizerJson);
-  write_text(dir.path("tokenizer_config.json"), R"({"eos_token": "<|im_end|>"})");
+  test::write_text(dir.path("tokenizer.json"), kTokenizerJson);
+  test::write_text(dir.path("tokenizer_config.json"), R"({"eos_token": "<|im_end|>"})");
   auto r = test::run_sluice("vocab import " + dir.path("tokenizer.json") + " " +
                             dir.path("v.gguf") + " --name tiny");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -46,7 +39,7 @@ TEST(CliVocab, ImportThenTokenize) {
 
 TEST(CliVocab, BadInputFailsWithTheReason) {
   test::TempDir dir;
-  write_text(dir.path("tokenizer.json"), R"({"model": {"type": "Unigram", "vocab": []}})");
+  test::write_text(dir.path("tokenizer.json"), R"({"model": {"type": "Unigram", "vocab": []}})");
   auto r =
       test::run_sluice("vocab import " + dir.path("tokenizer.json") + " " + dir.path("v.gguf"));
   EXPECT_EQ(r.exit_code, 1);
@@ -54,7 +47,7 @@ TEST(CliVocab, BadInputFailsWithTheReason) {
                        "': tokenizer.json model type 'Unigram' is not supported"),
             std::string::npos)
       << r.err;
-  write_text(dir.path("tokenizer.json"), "{\"model\": ");
+  test::write_text(dir.path("tokenizer.json"), "{\"model\": ");
   r = test::run_sluice("vocab import " + dir.path("tokenizer.json") + " " + dir.path("v.gguf"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("tokenizer.json is not valid JSON"), std::string::npos) << r.err;

@@ -43,6 +43,12 @@ uint64_t mix(uint64_t x) {  // splitmix64
 uint64_t hash_of(uint64_t i) {
   return mix(i * 7919 + 1);
 }
+// The hash chain of a prompt of blocks 0 .. n-1.
+std::vector<uint64_t> chain_of(uint64_t n) {
+  std::vector<uint64_t> chain;
+  for (uint64_t i = 0; i < n; ++i) chain.push_back(hash_of(i));
+  return chain;
+}
 std::vector<int32_t> tokens_of(uint64_t hash) {
   std::vector<int32_t> t(kBlockSize);
   for (int32_t i = 0; i < kBlockSize; ++i) t[size_t(i)] = int32_t(mix(hash + uint64_t(i)) % 128256);
@@ -590,8 +596,7 @@ TEST(KvDiskTier, CountPrefixStopsAtTheFirstMissingHash) {
   test::TempDir tmp;
   auto tier = open_tier(options_for(unique_dir(tmp), 8));
   ASSERT_TRUE(tier);
-  std::vector<uint64_t> chain;
-  for (uint64_t i = 0; i < 5; ++i) chain.push_back(hash_of(i));
+  const std::vector<uint64_t> chain = chain_of(5);
   for (uint64_t i : {0, 1, 3, 4}) ASSERT_TRUE(put_block(*tier, chain[i]));
   EXPECT_EQ(tier->count_prefix(chain), 2) << "queued";
   tier->flush();
@@ -611,10 +616,12 @@ TEST(KvDiskTier, ConcurrentPutsAndGetsNeverReturnWrongData) {
   constexpr uint64_t kBlocks = 240;
   std::atomic<bool> done{false};
   std::atomic<uint64_t> gets{0}, hits{0}, wrong{0};
+  std::atomic<int32_t> puts_started{0};  // blocks whose put() began: a bound on any prefix
   std::vector<std::thread> threads;
   for (uint64_t w = 0; w < 2; ++w) {
     threads.emplace_back([&, w] {
       for (uint64_t i = w; i < kBlocks; i += 2) {
+        ++puts_started;
         while (!put_block(*tier, hash_of(i)) && !tier->contains(hash_of(i))) {
           std::this_thread::yield();  // queue full: retry
         }
@@ -637,10 +644,12 @@ TEST(KvDiskTier, ConcurrentPutsAndGetsNeverReturnWrongData) {
     });
   }
   threads.emplace_back([&] {
-    std::vector<uint64_t> chain;
-    for (uint64_t i = 0; i < kBlocks; ++i) chain.push_back(hash_of(i));
+    const std::vector<uint64_t> chain = chain_of(kBlocks);
     while (!done.load()) {
-      EXPECT_GE(tier->count_prefix(chain), 0);
+      // A block counts once its put() queued it, so never more than the puts begun before the
+      // count (read after it).
+      const int32_t n = tier->count_prefix(chain);
+      EXPECT_LE(n, puts_started.load());
       EXPECT_LE(tier->stats().bytes_on_disk, o.max_bytes);
       std::this_thread::yield();
     }
@@ -660,6 +669,13 @@ TEST(KvDiskTier, ConcurrentPutsAndGetsNeverReturnWrongData) {
   EXPECT_EQ(s.writes, kBlocks);
   EXPECT_EQ(s.files, 48u);
   EXPECT_LE(usage(o.dir, "").bytes, o.max_bytes);
+  // Nothing is queued any more: the prefix is the leading blocks still stored, at most the 48
+  // files the budget holds.
+  int32_t stored_prefix = 0;
+  while (stored_prefix < int32_t(kBlocks) && tier->contains(hash_of(uint64_t(stored_prefix))))
+    ++stored_prefix;
+  EXPECT_EQ(tier->count_prefix(chain_of(kBlocks)), stored_prefix);
+  EXPECT_LE(stored_prefix, 48);
 }
 
 // ---- kill -9 during writes ----------------------------------------------------------------

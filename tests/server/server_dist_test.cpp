@@ -78,6 +78,62 @@ TEST(ServeTensorParallel, ServesTheTextOfOneProcess) {
   }
 }
 
+// sluice_comm_* of /metrics: rank 0's seconds in messages between ranks (measured), the link
+// model's price of the same steps (predicted) and the bytes sent. (The engine records steps
+// against a roofline, so the lines exist only with a `sluice bench --roofline` cache.)
+struct CommCounters {
+  double measured = -1, predicted = -1, bytes = -1;  // -1: absent
+};
+
+CommCounters comm_counters(int port) {
+  const std::string m = metrics_text(port);
+  return {metric(m, "sluice_comm_seconds_total{kind=\"measured\"}"),
+          metric(m, "sluice_comm_seconds_total{kind=\"predicted\"}"),
+          metric(m, "sluice_comm_bytes_total")};
+}
+
+// With --tp 2 each step's all-reduces count in all three, and a second request adds to each.
+// One process sends no messages: 0 in each line; without a roofline cache no line at all.
+TEST(ServeTensorParallel, CommunicationCountersOnMetrics) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  TempDir cache;
+  ASSERT_TRUE(write_roofline_cache(cache.path("roofline.json"), 100));
+  const ChildOptions with_roofline{.cache_dir = cache.path("")};
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};
+  {
+    auto tp = ServeProcess::start({model, "-c", "512", "-t", "1", "--tp", "2"}, with_roofline);
+    ASSERT_TRUE(tp);
+    ASSERT_EQ(post(tp->port, "/v1/completions", body).status, 200);
+    CommCounters first;
+    EXPECT_TRUE(eventually([&] {
+      first = comm_counters(tp->port);
+      return first.measured > 0 && first.predicted > 0 && first.bytes > 0;
+    })) << metrics_text(tp->port);
+    ASSERT_EQ(post(tp->port, "/v1/completions", body).status, 200);
+    CommCounters second;
+    EXPECT_TRUE(eventually([&] {
+      second = comm_counters(tp->port);
+      return second.measured > first.measured && second.predicted > first.predicted &&
+             second.bytes > first.bytes;
+    })) << metrics_text(tp->port);
+    // The same steps again (greedy, same prompt, no prefix hit below a block): the same bytes.
+    EXPECT_EQ(second.bytes, 2 * first.bytes);
+  }
+  {
+    auto one = ServeProcess::start({model, "-c", "512", "-t", "1"}, with_roofline);
+    ASSERT_TRUE(one);
+    ASSERT_EQ(post(one->port, "/v1/completions", body).status, 200);
+    const CommCounters c = comm_counters(one->port);
+    EXPECT_EQ(c.measured, 0);
+    EXPECT_EQ(c.predicted, 0);
+    EXPECT_EQ(c.bytes, 0);
+  }
+  auto bare = ServeProcess::start({model, "-c", "512", "-t", "1", "--tp", "2"});
+  ASSERT_TRUE(bare);
+  ASSERT_EQ(post(bare->port, "/v1/completions", body).status, 200);
+  EXPECT_EQ(metrics_text(bare->port).find("sluice_comm_"), std::string::npos);
+}
+
 // A hybrid (qwen35: Gated DeltaNet + gated attention) over tensor-parallel ranks: each rank holds
 // its linear-attention heads' part of every sequence's recurrent state; three streams of one
 // prompt in the same steps and a later request of it all get the text one process serves.

@@ -293,6 +293,15 @@ inline std::string sluice_path() {
   return std::string(SLUICE_BINARY_DIR) + "/src/cli/sluice";
 }
 
+// How ServeProcess::start runs the child beyond its arguments.
+struct ChildOptions {
+  std::string command = "serve";  // the subcommand: serve, or router (it prints the same line)
+  // The child's SLUICE_CACHE. None by default: the host's measured `sluice bench --roofline`
+  // ceilings would change what the engine's cost model decides (speculation gating), so results
+  // would depend on the host. A test that needs the roofline on /metrics writes its own there.
+  std::string cache_dir = "/nonexistent/sluice-test-cache";
+};
+
 struct ServeProcess {
   pid_t pid = -1;
   int port = 0;
@@ -307,13 +316,14 @@ struct ServeProcess {
     if (err_fd >= 0) ::close(err_fd);
   }
 
-  // Starts `sluice serve MODEL --port 0 ARGS...` (without a roofline cache) and waits for
-  // "listening on" and /health 200.
-  static std::unique_ptr<ServeProcess> start(const std::vector<std::string>& args) {
+  // Starts `sluice serve MODEL ARGS... --port 0` (`o.command` instead of serve; the roofline
+  // cache of `o.cache_dir`) and waits for "listening on" and /health 200.
+  static std::unique_ptr<ServeProcess> start(const std::vector<std::string>& args,
+                                             const ChildOptions& o = {}) {
     int pipefd[2];
     if (::pipe(pipefd) != 0) return nullptr;
     auto p = std::make_unique<ServeProcess>();
-    std::vector<std::string> argv_s = {sluice_path(), "serve"};
+    std::vector<std::string> argv_s = {sluice_path(), o.command};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     argv_s.push_back("--port");
     argv_s.push_back("0");
@@ -322,9 +332,7 @@ struct ServeProcess {
     const std::string asan = mpi ? asan_options_for_mpi_ranks() : std::string();
     p->pid = ::fork();
     if (p->pid == 0) {
-      // No `sluice bench --roofline` cache: the host's measured ceilings would change what the
-      // engine's cost model decides (speculation gating), so results would depend on the host.
-      ::setenv("SLUICE_CACHE", "/nonexistent/sluice-test-cache", 1);
+      ::setenv("SLUICE_CACHE", o.cache_dir.c_str(), 1);
       if (!asan.empty()) ::setenv("ASAN_OPTIONS", asan.c_str(), 1);
       ::dup2(pipefd[1], 2);
       ::close(pipefd[0]);
@@ -341,14 +349,14 @@ struct ServeProcess {
     p->log = recv_pipe_until(p->err_fd, marker, "\n", 60000);
     const size_t at = p->log.find(marker);
     if (at == std::string::npos) {
-      ADD_FAILURE() << "sluice serve did not start: " << p->log;
+      ADD_FAILURE() << "sluice " << o.command << " did not start: " << p->log;
       return nullptr;
     }
     p->port = std::atoi(p->log.c_str() + at + marker.size());
     const int port = p->port;
     if (!eventually([port] { return http_call(port, "GET", "/health").status == 200; },
                     std::chrono::milliseconds(60000))) {
-      ADD_FAILURE() << "sluice serve never became ready";
+      ADD_FAILURE() << "sluice " << o.command << " never became ready";
       return nullptr;
     }
     return p;

@@ -140,14 +140,28 @@ TEST(RouterEndToEnd, CacheAwareFindsMorePrefixHitsThanRoundRobin) {
 
 // One client's streamed request: how it ended.
 struct Outcome {
-  int status = -1;
-  bool done = false;
-  bool finished = false;  // a choice had a finish_reason
-  bool error = false;     // an error event or an error status
+  int status = -1;           // -1: no HTTP answer at all (the connection failed)
+  bool done = false;         // saw data: [DONE]
+  bool finished = false;     // a choice had a finish_reason
+  bool error_event = false;  // a 200 stream carried an error event
+  bool error_body = false;   // an error status whose body is an OpenAI error object
   std::string raw;
+  bool ok() const { return status == 200 && !error_event; }
 };
 
-Outcome streamed_request(int port, const std::string& prompt) {
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A client's current stream as the test sees it while it runs.
+struct StreamProgress {
+  std::atomic<bool> mid_stream{false};    // bytes of the answer arrived, its end did not yet
+  std::atomic<int64_t> last_bytes_ms{0};  // steady_ms() of the latest bytes
+};
+
+Outcome streamed_request(int port, const std::string& prompt, StreamProgress& progress) {
   Outcome o;
   httplib::Client cli("127.0.0.1", port);
   cli.set_read_timeout(60, 0);
@@ -156,23 +170,34 @@ Outcome streamed_request(int port, const std::string& prompt) {
                      {"ignore_eos", true},
                      {"temperature", 0},
                      {"stream", true}};
-  httplib::Result r = cli.Post("/v1/completions", body.dump(), "application/json");
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    o.raw.append(data, n);
+    progress.last_bytes_ms = steady_ms();
+    progress.mid_stream = true;
+    return true;
+  };
+  httplib::Result r = cli.send(req);
+  progress.mid_stream = false;
   if (!r) {
-    o.error = true;  // the client sees the failure (connection error)
-    o.raw = httplib::to_string(r.error());
+    o.raw += httplib::to_string(r.error());
     return o;
   }
   o.status = r->status;
-  o.raw = r->body;
   if (r->status != 200) {
-    o.error = true;
+    const json e = json::parse(o.raw, nullptr, false);
+    o.error_body = e.is_object() && e.contains("error") && e["error"].contains("message");
     return o;
   }
-  const SseResult s = parse_sse(r->body);
+  const SseResult s = parse_sse(o.raw);
   o.done = s.done;
   o.finished = !streamed_finish(s).empty();
   for (const json& e : s.events)
-    if (e.contains("error")) o.error = true;
+    if (e.contains("error")) o.error_event = true;
   return o;
 }
 
@@ -188,52 +213,82 @@ TEST(RouterEndToEnd, AKilledReplicaLosesNoRequestSilently) {
   ASSERT_TRUE(r);
   constexpr int kClients = 6, kEach = 5;
   std::atomic<int> completed{0};
+  std::vector<StreamProgress> progress(kClients);
   std::vector<std::future<std::vector<Outcome>>> clients;
   for (int c = 0; c < kClients; ++c) {
     clients.push_back(std::async(std::launch::async, [&, c] {
       std::vector<Outcome> out;
       for (int i = 0; i < kEach; ++i) {
-        out.push_back(streamed_request(r->port(), kPrompts[size_t(c + i) % kPrompts.size()]));
+        out.push_back(streamed_request(r->port(), kPrompts[size_t(c + i) % kPrompts.size()],
+                                       progress[size_t(c)]));
         ++completed;
       }
       return out;
     }));
   }
-  // Kill replica 1 while requests stream from it.
-  const std::string in_flight_1 =
-      "sluice_router_in_flight{backend=\"http://127.0.0.1:" + std::to_string(replicas[1]->port) +
-      "\"}";
-  ASSERT_TRUE(
-      eventually([&] { return completed >= 4 && metric(metrics_text(r->port()), in_flight_1) > 0; },
-                 std::chrono::milliseconds(30000)));
-  ::kill(replicas[1]->pid, SIGKILL);
-  int ok = 0, failed = 0;
+  // Kill replica 1 while a client is in the middle of a stream from it. Frozen first
+  // (SIGSTOP), replica 1 sends nothing more while replica 0's streams go on and end: a client
+  // whose stream stopped moving for 300 ms is one replica 1 was serving. Without one, thaw it
+  // and try again.
+  const pid_t pid_1 = replicas[1]->pid;
+  const auto stalled_mid_stream = [&] {
+    for (const StreamProgress& p : progress)
+      if (p.mid_stream && steady_ms() - p.last_bytes_ms > 300) return true;
+    return false;
+  };
+  bool caught = false;
+  for (int attempt = 0; attempt < 20 && !caught && completed < kClients * kEach; ++attempt) {
+    ASSERT_TRUE(eventually([&] { return completed >= 4; }, std::chrono::milliseconds(30000)));
+    ::kill(pid_1, SIGSTOP);
+    caught = eventually(stalled_mid_stream, std::chrono::milliseconds(1000));
+    if (!caught) ::kill(pid_1, SIGCONT);
+  }
+  ::kill(pid_1, SIGKILL);
+  ASSERT_TRUE(caught) << "no stream from replica 1 was caught in the middle";
+  int ok = 0, failed = 0, broken_streams = 0;
   for (auto& f : clients) {
     ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
     for (const Outcome& o : f.get()) {
-      // Never silent: a 200 stream either finishes with [DONE] after a finish_reason, or carries
-      // an error event; anything else is an error status the client sees.
-      if (o.status == 200 && !o.error) {
-        EXPECT_TRUE(o.done && o.finished) << o.raw.substr(0, 400);
+      const std::string head = o.raw.substr(0, 400);
+      if (o.ok()) {
+        // A clean stream: a finish_reason, then [DONE].
+        EXPECT_TRUE(o.done && o.finished) << head;
         ++ok;
-      } else {
-        EXPECT_TRUE(o.error) << o.raw.substr(0, 400);
-        if (o.status == 200) {
-          EXPECT_TRUE(o.done) << o.raw.substr(0, 400);
-        }
-        ++failed;
+        continue;
+      }
+      ++failed;
+      // Every failure is one the client can read: an error status with an error object, or a
+      // 200 stream whose error event is followed by [DONE]. A dropped connection is silent.
+      EXPECT_NE(o.status, -1) << "the router dropped the connection: " << head;
+      if (o.status == 200) {
+        EXPECT_TRUE(o.done) << "an error event, then [DONE]: " << head;
+        ++broken_streams;
+      } else if (o.status != -1) {
+        EXPECT_GE(o.status, 500) << head;
+        EXPECT_TRUE(o.error_body) << head;
       }
     }
   }
   std::printf("[ kill ] %d requests completed, %d ended with an error the client saw\n", ok,
               failed);
-  EXPECT_EQ(ok + failed, kClients * kEach);
+  // The stream caught in the middle fails; the others (retried before their first byte, or on
+  // replica 0) complete.
+  EXPECT_GE(failed, 1) << "the stream caught in the middle of replica 1 did not fail";
   EXPECT_GE(ok, kClients * kEach - kClients) << "at most the requests in flight there fail";
-  EXPECT_FALSE(r->backends().healthy(1));
-  // After the kill everything goes to the survivor.
+  // The router counted each stream it broke off, and only those.
+  const std::string m = metrics_text(r->port());
+  double stream_errors = 0;
+  for (const auto& rep : replicas) {
+    stream_errors += metric(m, "sluice_router_stream_errors_total{backend=\"http://127.0.0.1:" +
+                                   std::to_string(rep->port) + "\"}");
+  }
+  EXPECT_EQ(stream_errors, broken_streams) << m;
+  // The health poll takes the dead replica out; then everything goes to the survivor.
+  EXPECT_TRUE(eventually([&] { return !r->backends().healthy(1); }));
   for (const std::string& p : kPrompts) {
-    const Outcome o = streamed_request(r->port(), p);
-    EXPECT_TRUE(o.status == 200 && o.done && o.finished && !o.error) << o.raw.substr(0, 400);
+    StreamProgress unwatched;
+    const Outcome o = streamed_request(r->port(), p, unwatched);
+    EXPECT_TRUE(o.ok() && o.done && o.finished) << o.raw.substr(0, 400);
   }
 }
 
