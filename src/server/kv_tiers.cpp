@@ -106,10 +106,10 @@ Result<KvTransferFail> parse_kv_transfer_fail(std::string_view name) {
 }
 
 std::variant<std::optional<KvTransferRequest>, ApiError> parse_kv_transfer_params(
-    const nlohmann::json& body) {
+    const nlohmann::ordered_json& body) {
   auto it = body.find("kv_transfer_params");
   if (it == body.end() || it->is_null()) return std::optional<KvTransferRequest>{};
-  const nlohmann::json& p = *it;
+  const nlohmann::ordered_json& p = *it;
   const std::string param = "kv_transfer_params";
   if (!p.is_object()) return bad_request("'kv_transfer_params' must be an object", param);
   KvTransferRequest r;

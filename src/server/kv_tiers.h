@@ -86,7 +86,7 @@ struct KvTransferRequest {
 };
 // Absent field: nullopt. A malformed one: a 400.
 std::variant<std::optional<KvTransferRequest>, http::ApiError> parse_kv_transfer_params(
-    const nlohmann::json& body);
+    const nlohmann::ordered_json& body);
 
 // Counters of the decode side's pulls and the disk tier's reads (the servers' own stats live
 // in KvTransferServer and KvDiskTier).

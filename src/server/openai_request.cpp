@@ -13,7 +13,6 @@ using http::ApiError;
 using http::bad_request;
 namespace {
 
-using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
 constexpr int kMaxJsonDepth = 64;
@@ -29,21 +28,21 @@ std::string fmt(double v) {
   return buf;
 }
 
-const char* type_name(const json& j) {
+const char* type_name(const ojson& j) {
   switch (j.type()) {
-    case json::value_t::null:
+    case ojson::value_t::null:
       return "null";
-    case json::value_t::boolean:
+    case ojson::value_t::boolean:
       return "a boolean";
-    case json::value_t::string:
+    case ojson::value_t::string:
       return "a string";
-    case json::value_t::array:
+    case ojson::value_t::array:
       return "an array";
-    case json::value_t::object:
+    case ojson::value_t::object:
       return "an object";
-    case json::value_t::binary:
+    case ojson::value_t::binary:
       return "binary";
-    case json::value_t::discarded:
+    case ojson::value_t::discarded:
       return "discarded";
     default:
       return "a number";
@@ -51,7 +50,7 @@ const char* type_name(const json& j) {
 }
 
 // An integer-valued JSON number (5 or 5.0) as int64, if it is one and fits.
-std::optional<int64_t> as_integer(const json& j) {
+std::optional<int64_t> as_integer(const ojson& j) {
   if (j.is_number_integer()) {
     if (j.is_number_unsigned() &&
         j.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) {
@@ -70,16 +69,16 @@ std::optional<int64_t> as_integer(const json& j) {
 // from then on, so parsing code reads straight through and checks ok() once.
 class Fields {
  public:
-  explicit Fields(const json& obj) : obj_(obj) {}
+  explicit Fields(const ojson& obj) : obj_(obj) {}
 
   // The value of `key`, or nullptr when absent or null (null means "default" everywhere).
-  const json* get(const char* key) const {
+  const ojson* get(const char* key) const {
     auto it = obj_.find(key);
     return it == obj_.end() || it->is_null() ? nullptr : &*it;
   }
 
   std::optional<double> number(const char* key, double lo, double hi, bool lo_open = false) {
-    const json* v = get(key);
+    const ojson* v = get(key);
     if (!v || error) return std::nullopt;
     if (!v->is_number()) return wrong_type(key, "a number", *v);
     const double d = v->get<double>();
@@ -93,7 +92,7 @@ class Fields {
   }
 
   std::optional<int64_t> integer(const char* key, int64_t lo, int64_t hi) {
-    const json* v = get(key);
+    const ojson* v = get(key);
     if (!v || error) return std::nullopt;
     const std::optional<int64_t> i = v->is_boolean() ? std::nullopt : as_integer(*v);
     if (!i) return wrong_type(key, "an integer", *v);
@@ -107,14 +106,14 @@ class Fields {
   }
 
   std::optional<bool> boolean(const char* key) {
-    const json* v = get(key);
+    const ojson* v = get(key);
     if (!v || error) return std::nullopt;
     if (!v->is_boolean()) return wrong_type(key, "a boolean", *v);
     return v->get<bool>();
   }
 
   std::optional<std::string> string(const char* key) {
-    const json* v = get(key);
+    const ojson* v = get(key);
     if (!v || error) return std::nullopt;
     if (!v->is_string()) return wrong_type(key, "a string", *v);
     return v->get<std::string>();
@@ -128,13 +127,13 @@ class Fields {
   std::optional<ApiError> error;
 
  private:
-  std::nullopt_t wrong_type(const char* key, const char* want, const json& got) {
+  std::nullopt_t wrong_type(const char* key, const char* want, const ojson& got) {
     fail(bad_request(std::string("'") + key + "' must be " + want + " (got " + type_name(got) + ")",
                      key));
     return std::nullopt;
   }
 
-  const json& obj_;
+  const ojson& obj_;
 };
 
 ApiError context_error(const ModelContext& m, size_t n_prompt, int64_t max_tokens,
@@ -158,7 +157,7 @@ void parse_common(Fields& f, CompletionRequest& r, const ModelContext& m) {
   if (auto v = f.number("frequency_penalty", -2, 2)) s.frequency_penalty = float(*v);
   if (auto v = f.number("repetition_penalty", 0, 10, /*lo_open=*/true))
     s.repetition_penalty = float(*v);
-  if (const json* v = f.get("seed"); v && f.ok()) {
+  if (const ojson* v = f.get("seed"); v && f.ok()) {
     if (v->is_number_unsigned()) {
       s.seed = v->get<uint64_t>();
     } else if (auto i = f.integer("seed", std::numeric_limits<int64_t>::min(),
@@ -170,12 +169,12 @@ void parse_common(Fields& f, CompletionRequest& r, const ModelContext& m) {
   if (auto v = f.boolean("ignore_eos")) r.params.ignore_eos = *v;
   (void)f.string("user");  // accepted for compatibility, not used
 
-  if (const json* v = f.get("stop"); v && f.ok()) {
+  if (const ojson* v = f.get("stop"); v && f.ok()) {
     std::vector<std::string> stops;
     if (v->is_string()) {
       stops.push_back(v->get<std::string>());
     } else if (v->is_array()) {
-      for (const json& s1 : *v) {
+      for (const ojson& s1 : *v) {
         if (!s1.is_string()) {
           f.fail(bad_request("'stop' must be a string or a list of strings", "stop"));
           break;
@@ -195,7 +194,7 @@ void parse_common(Fields& f, CompletionRequest& r, const ModelContext& m) {
     }
   }
 
-  if (const json* v = f.get("logit_bias"); v && f.ok()) {
+  if (const ojson* v = f.get("logit_bias"); v && f.ok()) {
     if (!v->is_object()) {
       f.fail(
           bad_request("'logit_bias' must be an object mapping token ids to biases", "logit_bias"));
@@ -223,7 +222,7 @@ void parse_common(Fields& f, CompletionRequest& r, const ModelContext& m) {
   }
 
   if (auto v = f.boolean("stream")) r.stream = *v;
-  if (const json* v = f.get("stream_options"); v && f.ok()) {
+  if (const ojson* v = f.get("stream_options"); v && f.ok()) {
     if (!r.stream) {
       f.fail(
           bad_request("'stream_options' is only allowed when 'stream' is true", "stream_options"));
@@ -282,10 +281,10 @@ std::variant<std::vector<int32_t>, ApiError> tokenize_text(const ModelContext& m
   return std::move(*ids);
 }
 
-std::optional<ApiError> token_ids(const json& arr, const ModelContext& m, const char* param,
+std::optional<ApiError> token_ids(const ojson& arr, const ModelContext& m, const char* param,
                                   std::vector<int32_t>& out) {
   const int32_t n_tokens = m.tokenizer->vocab().n_tokens();
-  for (const json& t : arr) {
+  for (const ojson& t : arr) {
     const std::optional<int64_t> id = t.is_boolean() ? std::nullopt : as_integer(t);
     if (!id || *id < 0 || *id >= n_tokens) {
       return bad_request(std::string("'") + param +
@@ -300,13 +299,13 @@ std::optional<ApiError> token_ids(const json& arr, const ModelContext& m, const 
 
 // messages -> the template's message list: role and text content (parts joined with "\n"),
 // plus the tool-related keys templates read.
-std::variant<ojson, ApiError> parse_messages(const json* msgs) {
+std::variant<ojson, ApiError> parse_messages(const ojson* msgs) {
   if (!msgs) return bad_request("'messages' is required", "messages");
   if (!msgs->is_array()) return bad_request("'messages' must be an array", "messages");
   if (msgs->empty()) return bad_request("'messages' must not be empty", "messages");
   ojson out = ojson::array();
   for (size_t i = 0; i < msgs->size(); ++i) {
-    const json& m = (*msgs)[i];
+    const ojson& m = (*msgs)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return bad_request(where + " must be an object", "messages");
     auto role = m.find("role");
@@ -326,7 +325,7 @@ std::variant<ojson, ApiError> parse_messages(const json* msgs) {
     } else if (content->is_array()) {
       std::string text;
       for (size_t k = 0; k < content->size(); ++k) {
-        const json& part = (*content)[k];
+        const ojson& part = (*content)[k];
         auto type = part.is_object() ? part.find("type") : part.end();
         auto t = part.is_object() ? part.find("text") : part.end();
         if (type == part.end() || !type->is_string() || type->get<std::string>() != "text" ||
@@ -357,7 +356,7 @@ struct RenderedChat {
   bool opens_reasoning = false;  // the prompt ends inside the model's reasoning
 };
 std::variant<RenderedChat, ApiError> render_chat(const ModelContext& m, const ojson& messages,
-                                                 const json* tools, bool add_generation_prompt,
+                                                 const ojson* tools, bool add_generation_prompt,
                                                  const ojson& extra = ojson::object()) {
   if (!m.chat_template) {
     return bad_request(
@@ -394,7 +393,7 @@ std::variant<RenderedChat, ApiError> render_chat(const ModelContext& m, const oj
 // chat_template_kwargs (an object of template variables) and reasoning_effort.
 std::variant<ojson, ApiError> template_variables(Fields& f) {
   ojson extra = ojson::object();
-  if (const json* kw = f.get("chat_template_kwargs")) {
+  if (const ojson* kw = f.get("chat_template_kwargs")) {
     if (!kw->is_object())
       return bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
     for (auto it = kw->begin(); it != kw->end(); ++it) extra[it.key()] = ojson(it.value());
@@ -440,11 +439,11 @@ std::variant<J, ApiError> parse_json_body(const std::string& body) {
   } catch (const TooDeep&) {
     return bad_request("the request JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
                        " levels");
-  } catch (const json::exception& e) {
+  } catch (const ojson::exception& e) {
     return bad_request(std::string("the request body is not valid JSON: ") + e.what());
   }
 }
-template std::variant<json, ApiError> parse_json_body<json>(const std::string&);
+template std::variant<nlohmann::json, ApiError> parse_json_body<nlohmann::json>(const std::string&);
 template std::variant<ojson, ApiError> parse_json_body<ojson>(const std::string&);
 
 template <class J>
@@ -466,11 +465,10 @@ std::optional<ApiError> check_model(const J& body, const ModelContext& model) {
   e.code = "model_not_found";
   return e;
 }
-template std::optional<ApiError> check_model(const json&, const ModelContext&);
+template std::optional<ApiError> check_model(const nlohmann::json&, const ModelContext&);
 template std::optional<ApiError> check_model(const ojson&, const ModelContext&);
 
-ParseResult parse_chat_request(const json& body, const ModelContext& m,
-                               const std::string& raw_body) {
+ParseResult parse_chat_request(const ojson& body, const ModelContext& m) {
   CompletionRequest r;
   r.kind = ApiKind::kChat;
   Fields f(body);
@@ -498,7 +496,7 @@ ParseResult parse_chat_request(const json& body, const ModelContext& m,
     r.reasoning = m.reasoning_format;
     r.params.render_special = true;  // the markers may be special tokens
   }
-  auto render = [&](const json& tools) -> std::variant<bool, ApiError> {
+  auto render = [&](const ojson& tools) -> std::variant<bool, ApiError> {
     auto rendered = render_chat(m, std::get<ojson>(messages), tools.is_null() ? nullptr : &tools,
                                 add_generation_prompt, std::get<ojson>(extra));
     if (auto* e = std::get_if<ApiError>(&rendered)) return *e;
@@ -506,7 +504,7 @@ ParseResult parse_chat_request(const json& body, const ModelContext& m,
     r.prompts.push_back(std::move(chat.tokens));
     return chat.opens_reasoning;
   };
-  auto tools = parse_structured_output(body, m, /*chat=*/true, r, raw_body, render);
+  auto tools = parse_structured_output(body, m, /*chat=*/true, r, render);
   if (auto* e = std::get_if<ApiError>(&tools)) return *e;
   if (r.reasoning != ReasoningFormat::kNone && budget >= 0) {
     ReasoningBudgetParams& b = r.params.reasoning;
@@ -525,13 +523,12 @@ ParseResult parse_chat_request(const json& body, const ModelContext& m,
   return finish(f, r, m);
 }
 
-ParseResult parse_completion_request(const json& body, const ModelContext& m,
-                                     const std::string& raw_body) {
+ParseResult parse_completion_request(const ojson& body, const ModelContext& m) {
   CompletionRequest r;
   r.kind = ApiKind::kCompletion;
   Fields f(body);
   parse_common(f, r, m);
-  if (const json* v = f.get("logprobs"); v && f.ok()) {
+  if (const ojson* v = f.get("logprobs"); v && f.ok()) {
     if (auto k = f.integer("logprobs", 0, kMaxLogprobs)) r.n_logprobs = int(*k);
   }
   if (auto echo = f.boolean("echo"); echo && *echo) {
@@ -544,12 +541,12 @@ ParseResult parse_completion_request(const json& body, const ModelContext& m,
     f.fail(bad_request("'best_of' other than n is not supported", "best_of"));
   }
   if (!f.ok()) return *f.error;
-  if (auto structured = parse_structured_output(body, m, /*chat=*/false, r, raw_body);
+  if (auto structured = parse_structured_output(body, m, /*chat=*/false, r);
       auto* e = std::get_if<ApiError>(&structured)) {
     return *e;
   }
 
-  const json* p = f.get("prompt");
+  const ojson* p = f.get("prompt");
   if (!p) return bad_request("'prompt' is required", "prompt");
   auto add_text = [&](const std::string& text) -> std::optional<ApiError> {
     auto ids = tokenize_text(m, text, /*add_special=*/true, "prompt");
@@ -569,9 +566,9 @@ ParseResult parse_completion_request(const json& body, const ModelContext& m,
       return bad_request("'prompt' holds at most " + std::to_string(kMaxPrompts) + " prompts",
                          "prompt");
     }
-    const json& first = (*p)[0];
+    const ojson& first = (*p)[0];
     if (first.is_string()) {
-      for (const json& s : *p) {
+      for (const ojson& s : *p) {
         if (!s.is_string()) return shape;
         if (auto e = add_text(s.get<std::string>())) return *e;
       }
@@ -579,7 +576,7 @@ ParseResult parse_completion_request(const json& body, const ModelContext& m,
       r.prompts.emplace_back();
       if (auto e = token_ids(*p, m, "prompt", r.prompts.back())) return *e;
     } else if (first.is_array()) {
-      for (const json& ids : *p) {
+      for (const ojson& ids : *p) {
         if (!ids.is_array()) return shape;
         if (ids.empty()) return bad_request("'prompt' holds an empty token list", "prompt");
         r.prompts.emplace_back();
@@ -598,7 +595,7 @@ ParseResult parse_completion_request(const json& body, const ModelContext& m,
   return finish(f, r, m);
 }
 
-std::variant<TokenizeResult, ApiError> parse_tokenize_request(const json& body,
+std::variant<TokenizeResult, ApiError> parse_tokenize_request(const ojson& body,
                                                               const ModelContext& m) {
   Fields f(body);
   TokenizeResult out;
@@ -609,7 +606,7 @@ std::variant<TokenizeResult, ApiError> parse_tokenize_request(const json& body,
   bool add_generation_prompt = true;
   if (auto v = f.boolean("add_generation_prompt")) add_generation_prompt = *v;
   if (!f.ok()) return *f.error;
-  if (const json* msgs = f.get("messages")) {
+  if (const ojson* msgs = f.get("messages")) {
     auto messages = parse_messages(msgs);
     if (auto* e = std::get_if<ApiError>(&messages)) return *e;
     auto extra = template_variables(f);
@@ -634,10 +631,10 @@ std::variant<TokenizeResult, ApiError> parse_tokenize_request(const json& body,
   return out;
 }
 
-std::variant<std::string, ApiError> parse_detokenize_request(const json& body,
+std::variant<std::string, ApiError> parse_detokenize_request(const ojson& body,
                                                              const ModelContext& m) {
   Fields f(body);
-  const json* t = f.get("tokens");
+  const ojson* t = f.get("tokens");
   if (!t) return bad_request("'tokens' is required", "tokens");
   if (!t->is_array()) return bad_request("'tokens' must be a list of token ids", "tokens");
   std::vector<int32_t> ids;

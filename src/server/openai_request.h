@@ -83,22 +83,20 @@ using ParseResult = std::variant<CompletionRequest, http::ApiError>;
 template <class J = nlohmann::json>
 std::variant<J, http::ApiError> parse_json_body(const std::string& body);
 
-// `raw_body`: the body's text, when at hand: JSON schemas in it keep their key order (the
-// order a model is asked to write properties in); `body` has its keys sorted.
-ParseResult parse_chat_request(const nlohmann::json& body, const ModelContext& model,
-                               const std::string& raw_body = "");
-ParseResult parse_completion_request(const nlohmann::json& body, const ModelContext& model,
-                                     const std::string& raw_body = "");
+// `body` is parsed once, keys in order: JSON schemas in it keep their key order (the order a
+// model is asked to write properties in).
+ParseResult parse_chat_request(const nlohmann::ordered_json& body, const ModelContext& model);
+ParseResult parse_completion_request(const nlohmann::ordered_json& body, const ModelContext& model);
 
 struct TokenizeResult {
   std::vector<int32_t> tokens;
   std::vector<std::string> pieces;  // with_pieces
   bool with_pieces = false;
 };
-std::variant<TokenizeResult, http::ApiError> parse_tokenize_request(const nlohmann::json& body,
-                                                                    const ModelContext& model);
-std::variant<std::string, http::ApiError> parse_detokenize_request(const nlohmann::json& body,
-                                                                   const ModelContext& model);
+std::variant<TokenizeResult, http::ApiError> parse_tokenize_request(
+    const nlohmann::ordered_json& body, const ModelContext& model);
+std::variant<std::string, http::ApiError> parse_detokenize_request(
+    const nlohmann::ordered_json& body, const ModelContext& model);
 
 // 404 model_not_found unless `body.model` is absent, null or one of the served names.
 // (J: nlohmann::json or nlohmann::ordered_json.)

@@ -445,16 +445,9 @@ GrammarSpec reasoning_grammar(GrammarSpec answer, ReasoningFormat format, bool o
   return out;
 }
 
-std::variant<json, ApiError> parse_structured_output(const json& body, const ModelContext& m,
+std::variant<json, ApiError> parse_structured_output(const ojson& ordered, const ModelContext& m,
                                                      bool chat, CompletionRequest& r,
-                                                     const std::string& raw_body,
                                                      const PromptRenderer& render) {
-  ojson ordered;
-  bool has_schema = false;
-  for (const char* key : {"response_format", "json_schema", "guided_json", "tools"})
-    has_schema |= body.contains(key);
-  if (has_schema && !raw_body.empty()) ordered = ojson::parse(raw_body, nullptr, false);
-  if (!ordered.is_object()) ordered = ojson(body);
   auto constraint = read_constraint(ordered);
   if (auto* e = std::get_if<ApiError>(&constraint)) return *e;
   std::optional<Constraint> c = std::move(std::get<std::optional<Constraint>>(constraint));

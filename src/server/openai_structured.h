@@ -40,15 +40,14 @@ struct Tool {
 // Reads the constraint and tool fields of `body` into `r` (params.sampling.grammar,
 // params.render_special, tool_format) and returns the tools for the chat template (null when
 // none). `chat`: tools are a chat-only feature.
-// `raw_body` (may be empty): the body's text, re-read with key order kept when a schema is given.
 // `render` (chat): called with those tools before the grammar is compiled; it renders the prompt
 // and says whether the prompt leaves the model inside its reasoning. With a reasoning format
 // (r.reasoning), a constraint then applies to the answer only: the grammar lets the reasoning
 // through unconstrained and starts where it closes (reasoning_grammar).
 using PromptRenderer = std::function<std::variant<bool, http::ApiError>(const nlohmann::json&)>;
 std::variant<nlohmann::json, http::ApiError> parse_structured_output(
-    const nlohmann::json& body, const ModelContext& m, bool chat, CompletionRequest& r,
-    const std::string& raw_body = "", const PromptRenderer& render = nullptr);
+    const nlohmann::ordered_json& body, const ModelContext& m, bool chat, CompletionRequest& r,
+    const PromptRenderer& render = nullptr);
 
 // gpt-oss's forced calls: an optional analysis message, then one Harmony message
 // "<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>" with arguments valid

@@ -345,12 +345,13 @@ void Server::register_routes() {
 
 void Server::handle_generation(const httplib::Request& req, httplib::Response& res, ApiKind kind) {
   if (config_.embedding) return send_error(res, generation_refused());
-  auto body = parse_json_body(req.body);
+  // Parsed once, keys in order (the order a model writes a schema's properties in).
+  auto body = parse_json_body<nlohmann::ordered_json>(req.body);
   if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
-  const nlohmann::json& j = std::get<nlohmann::json>(body);
+  const nlohmann::ordered_json& j = std::get<nlohmann::ordered_json>(body);
   if (auto e = check_model(j, model_)) return send_error(res, *e);
-  ParseResult parsed = kind == ApiKind::kChat ? parse_chat_request(j, model_, req.body)
-                                              : parse_completion_request(j, model_, req.body);
+  ParseResult parsed =
+      kind == ApiKind::kChat ? parse_chat_request(j, model_) : parse_completion_request(j, model_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   if (const std::string tag = req.get_header_value("X-Sluice-Route-Id"); !tag.empty()) {
     uint64_t id = 0;
@@ -399,8 +400,7 @@ void Server::handle_responses(const httplib::Request& req, httplib::Response& re
   auto converted = parse_responses_request(ordered, responses_);
   if (auto* e = std::get_if<ApiError>(&converted)) return send_error(res, *e);
   ResponsesRequest& rr = std::get<ResponsesRequest>(converted);
-  const std::string chat_text = rr.chat_body.dump();
-  ParseResult parsed = parse_chat_request(nlohmann::json(rr.chat_body), model_, chat_text);
+  ParseResult parsed = parse_chat_request(rr.chat_body, model_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   GenerationExtras extras;
   extras.writer = make_responses_writer(rr, model_.name, *model_.tokenizer, responses_);
@@ -421,12 +421,11 @@ void Server::handle_messages(const httplib::Request& req, httplib::Response& res
   if (auto* e = std::get_if<ApiError>(&converted)) return http::send_anthropic_error(res, *e);
   const nlohmann::ordered_json& chat = std::get<nlohmann::ordered_json>(converted);
   if (count_tokens) {
-    auto t = parse_tokenize_request(nlohmann::json(chat), model_);
+    auto t = parse_tokenize_request(chat, model_);
     if (auto* e = std::get_if<ApiError>(&t)) return http::send_anthropic_error(res, *e);
     return send_json(res, 200, {{"input_tokens", std::get<TokenizeResult>(t).tokens.size()}});
   }
-  const std::string chat_text = chat.dump();
-  ParseResult parsed = parse_chat_request(nlohmann::json(chat), model_, chat_text);
+  ParseResult parsed = parse_chat_request(chat, model_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return http::send_anthropic_error(res, *e);
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
   GenerationExtras extras;
@@ -435,9 +434,9 @@ void Server::handle_messages(const httplib::Request& req, httplib::Response& res
 }
 
 void Server::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
-  auto body = parse_json_body(req.body);
+  auto body = parse_json_body<nlohmann::ordered_json>(req.body);
   if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
-  const nlohmann::json& j = std::get<nlohmann::json>(body);
+  const nlohmann::ordered_json& j = std::get<nlohmann::ordered_json>(body);
   if (auto e = check_model(j, model_)) return send_error(res, *e);
   auto result = parse_tokenize_request(j, model_);
   if (auto* e = std::get_if<ApiError>(&result)) return send_error(res, *e);
@@ -540,9 +539,9 @@ void Server::handle_rerank(const httplib::Request& req, httplib::Response& res) 
 }
 
 void Server::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
-  auto body = parse_json_body(req.body);
+  auto body = parse_json_body<nlohmann::ordered_json>(req.body);
   if (auto* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
-  const nlohmann::json& j = std::get<nlohmann::json>(body);
+  const nlohmann::ordered_json& j = std::get<nlohmann::ordered_json>(body);
   if (auto e = check_model(j, model_)) return send_error(res, *e);
   auto result = parse_detokenize_request(j, model_);
   if (auto* e = std::get_if<ApiError>(&result)) return send_error(res, *e);
