@@ -23,7 +23,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/dequant.h"
-#include "kernels/simd_math_avx2.h"
+#include "kernels/simd_avx2.h"
 
 namespace sluice::kern_avx2 {
 
@@ -241,7 +241,7 @@ SLUICE_TARGET void pv(int rn, const void* v, int64_t ld, int hd, int jmax, const
 // range) to pw.
 SLUICE_TARGET inline float softmax_update(V16 sc, int from, int vis, float cap, float& m, float& l,
                                           float* pw) {
-  if (cap > 0) sc = {softcap256(sc.lo, cap), softcap256(sc.hi, cap)};
+  if (cap > 0) sc = {vsoftcap(sc.lo, cap), vsoftcap(sc.hi, cap)};
   alignas(32) float s[kKeys];
   store16(s, sc);
   float mx = m;
@@ -249,8 +249,8 @@ SLUICE_TARGET inline float softmax_update(V16 sc, int from, int vis, float cap, 
   const float corr = std::exp(m - mx);  // 0 on the row's first tile
   const __m256 vmx = _mm256_set1_ps(mx);
   alignas(32) float e[kKeys];
-  _mm256_store_ps(e, exp256(_mm256_sub_ps(sc.lo, vmx)));
-  _mm256_store_ps(e + 8, exp256(_mm256_sub_ps(sc.hi, vmx)));
+  _mm256_store_ps(e, vexp(_mm256_sub_ps(sc.lo, vmx)));
+  _mm256_store_ps(e + 8, vexp(_mm256_sub_ps(sc.hi, vmx)));
   for (int j = 0; j < from; ++j) e[j] = 0.0f;
   for (int j = vis; j < kKeys; ++j) e[j] = 0.0f;
   const __m256 sum8 = _mm256_add_ps(_mm256_load_ps(e), _mm256_load_ps(e + 8));

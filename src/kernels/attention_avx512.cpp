@@ -24,7 +24,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/dequant.h"
-#include "kernels/simd_math.h"
+#include "kernels/simd_avx512.h"
 
 namespace sluice::kern_avx512 {
 
@@ -275,10 +275,10 @@ SLUICE_TARGET void fold_tile(const PagedAttentionParams& p, int q0, int nr, int 
       if (vis[i] <= 0) continue;
       const int r = r0 + i;
       const __mmask16 mask = __mmask16(((1u << vis[i]) - 1) & ~((1u << from[i]) - 1));
-      if (p.softcap > 0) sc[i] = softcap512(sc[i], p.softcap);
+      if (p.softcap > 0) sc[i] = vsoftcap(sc[i], p.softcap);
       const float mx = std::max(st.m[r], _mm512_mask_reduce_max_ps(mask, sc[i]));
       corr[i] = std::exp(st.m[r] - mx);  // 0 on the row's first tile
-      const __m512 e = _mm512_maskz_mov_ps(mask, exp512(_mm512_sub_ps(sc[i], _mm512_set1_ps(mx))));
+      const __m512 e = _mm512_maskz_mov_ps(mask, vexp(_mm512_sub_ps(sc[i], _mm512_set1_ps(mx))));
       st.l[r] = st.l[r] * corr[i] + _mm512_reduce_add_ps(e);
       st.m[r] = mx;
       _mm512_storeu_ps(b.pw + i * kKeys, e);

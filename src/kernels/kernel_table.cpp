@@ -1,8 +1,8 @@
 #include "kernels/kernel_table.h"
 
 #include "kernels/matmul_kernels.h"
-#include "kernels/simd_math.h"
-#include "kernels/simd_math_avx2.h"
+#include "kernels/simd_avx2.h"
+#include "kernels/simd_avx512.h"
 
 namespace sluice {
 
