@@ -78,7 +78,10 @@ MatmulParams mm(MatmulIsa isa, const WeightMatrix& w, const float* x, int64_t n,
 }  // namespace
 
 CpuExecutor::CpuExecutor(const Model& model, int n_threads, MatmulIsa isa)
-    : model_(model), pool_(n_threads), isa_(isa), s_(std::make_unique<Scratch>()) {}
+    : model_(model),
+      pool_(n_threads),
+      isa_(isa == MatmulIsa::kAuto ? matmul_isa_best() : isa),
+      s_(std::make_unique<Scratch>()) {}
 
 CpuExecutor::~CpuExecutor() = default;
 
@@ -319,8 +322,7 @@ Status CpuExecutor::execute(const Batch& batch, Logits& out) {
 }
 
 void CpuExecutor::repack(const CpuExecutorOptions& options) {
-  const MatmulIsa isa = isa_ == MatmulIsa::kAuto ? matmul_isa_best() : isa_;
-  if (!options.repack_weights || isa == MatmulIsa::kScalar) return;
+  if (!options.repack_weights || isa_ == MatmulIsa::kScalar) return;
   const ModelWeights& w = model_.weights();
   // Embedding models never compute logits: their output matrix (often the tied embeddings)
   // stays as it is; a reranker's classifier head is packed.
@@ -349,7 +351,7 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
     const bool copy = m->type == GgmlType::MXFP4;
     size_t bytes = row_size(m->type, m->n_cols) * size_t(m->n_rows);
     if (!copy) {
-      if (!PackedWeights::supported(m->type, isa)) continue;
+      if (!PackedWeights::supported(m->type, isa_)) continue;
       const Result<size_t> packed = PackedWeights::bytes_needed(m->type, m->n_rows, m->n_cols);
       if (!packed.ok()) continue;  // a shape it cannot pack: stays unpacked
       bytes = *packed;
@@ -377,7 +379,7 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
       copied_.emplace(m.data, dst);
     } else {
       Result<PackedWeights> packed =
-          PackedWeights::pack(m.type, m.data, m.n_rows, m.n_cols, &pool_, dst, isa);
+          PackedWeights::pack(m.type, m.data, m.n_rows, m.n_cols, &pool_, dst, isa_);
       if (!packed.ok()) continue;
       packed_.emplace(m.data, std::move(*packed));
     }
@@ -447,8 +449,7 @@ class CpuExecutor::Ops final : public ForwardOps {
   void rms_norm(Act x, const std::vector<float>& w, float eps, Act out,
                 std::initializer_list<const WeightMatrix*> next) override {
     const int64_t d = x.cols;
-    const MatmulIsa isa = e_.isa_ == MatmulIsa::kAuto ? matmul_isa_best() : e_.isa_;
-    bool all_int8 = next.size() > 0 && isa != MatmulIsa::kScalar && d % kActBlock == 0;
+    bool all_int8 = next.size() > 0 && e_.isa_ != MatmulIsa::kScalar && d % kActBlock == 0;
     for (const WeightMatrix* m : next) all_int8 = all_int8 && matmul_uses_int8_acts(m->type);
     prepared_for_ = nullptr;
     if (!all_int8) {
@@ -465,7 +466,7 @@ class CpuExecutor::Ops final : public ForwardOps {
       for (int64_t t = t0; t < t1; ++t) {
         float* row = out.data + t * d;
         sluice::rms_norm(x.data + t * d, w.data(), row, d, eps);
-        quantize_acts_row(row, t, buf, isa);
+        quantize_acts_row(row, t, buf, e_.isa_);
       }
     });
     s_.xq_view = buf.view();
@@ -953,18 +954,17 @@ class CpuExecutor::Ops final : public ForwardOps {
     Scratch::fit(ts.g, n * ff);
     Scratch::fit(ts.u, n * ff);
     Scratch::fit(ts.y, n * d);
-    const MatmulIsa isa = e_.isa_ == MatmulIsa::kAuto ? matmul_isa_best() : e_.isa_;
-    const bool int8 = isa != MatmulIsa::kScalar && d % kActBlock == 0 &&
+    const bool int8 = e_.isa_ != MatmulIsa::kScalar && d % kActBlock == 0 &&
                       matmul_uses_int8_acts(gate.type) && matmul_uses_int8_acts(up.type);
     QuantizedActs xq;
     if (int8) {
       ts.xq.resize(n, d);
       if (pool) {
         pool->parallel_for(n, token_grain(d), [&](int64_t r0, int64_t r1) {
-          quantize_acts_rows(x, r0, r1, ts.xq, isa);
+          quantize_acts_rows(x, r0, r1, ts.xq, e_.isa_);
         });
       } else {
-        quantize_acts_rows(x, 0, n, ts.xq, isa);
+        quantize_acts_rows(x, 0, n, ts.xq, e_.isa_);
       }
       xq = ts.xq.view();
     }

@@ -153,7 +153,9 @@ class CpuExecutor final : public Executor {
   Status check_state_slots(const char* what, std::span<const int32_t> slots) const;
   std::vector<float> rope_inv_freq_;      // [n_rot / 2]
   std::vector<float> rope_inv_freq_swa_;  // [n_rot / 2] windowed layers' (rope_theta_swa > 0)
-  MatmulIsa isa_ = MatmulIsa::kAuto;
+  // The matmul kernels' ISA (CpuExecutorOptions::matmul_isa), resolved at construction: never
+  // kAuto.
+  MatmulIsa isa_ = MatmulIsa::kScalar;
   // Weights repacked at load for the AVX2 and AVX-512 kernels (kernels/packed.h), by GGUF data
   // pointer.
   StreamedBuffer packed_mem_;  // every packed or copied matrix (first: outlives both maps)

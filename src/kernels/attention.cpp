@@ -38,17 +38,10 @@ inline const float* v_row(const PagedAttentionParams& p, int t, int kv_head, flo
   return buf;
 }
 
-// The SIMD kernels that run p: the ISA's own; else, on an AVX-512 CPU (which runs AVX2 too),
-// the AVX2 ones for a head size that is a multiple of 8 but not of 16 (stories260K's 8; the
-// measurement that chose this is in docs/perf-log.md); nullptr: the portable items.
-const KernelTable* attention_kernels(const PagedAttentionParams& p) {
-  const KernelTable& kt = kernel_table(p.isa);
-  if (kt.attention_runs(p)) return &kt;
-  if (kt.isa == MatmulIsa::kAvx512) {
-    const KernelTable& avx2 = kernel_table(MatmulIsa::kAvx2);
-    if (avx2.attention_runs(p)) return &avx2;
-  }
-  return nullptr;
+// The SIMD kernels that run p (the ISA's table lists them, another ISA's included); nullptr:
+// the portable items.
+const AttentionKernels* attention_kernels(const PagedAttentionParams& p) {
+  return kernel_table(p.isa).attention_for(p);
 }
 
 // Scratch floats of paged_attention_item.
@@ -81,9 +74,9 @@ void store_kv_token(KvType type, const KvLayout& l, const float* k, const float*
 }
 
 size_t paged_attention_scratch_floats(const PagedAttentionParams& p) {
-  const KernelTable* kt = attention_kernels(p);
+  const AttentionKernels* kt = attention_kernels(p);
   const size_t item = item_scratch_floats(p);
-  return kt ? std::max(item, kt->attention_scratch_floats(p)) : item;
+  return kt ? std::max(item, kt->scratch_floats(p)) : item;
 }
 
 void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head, float* scratch) {
@@ -148,8 +141,8 @@ void paged_attention_item(const PagedAttentionParams& p, int qi, int kv_head, fl
 
 void paged_attention_block(const PagedAttentionParams& p, int q0, int q1, int kv_head,
                            float* scratch) {
-  if (const KernelTable* kt = attention_kernels(p)) {
-    kt->attention_block(p, q0, q1, kv_head, scratch);
+  if (const AttentionKernels* kt = attention_kernels(p)) {
+    kt->block(p, q0, q1, kv_head, scratch);
     return;
   }
   for (int qi = q0; qi < q1; ++qi) paged_attention_item(p, qi, kv_head, scratch);
@@ -160,18 +153,17 @@ bool paged_attention_splits(const PagedAttentionParams& p) {
 }
 
 size_t paged_attention_partial_floats(const PagedAttentionParams& p) {
-  return attention_kernels(p)->attention_partial_floats(p);
+  return attention_kernels(p)->partial_floats(p);
 }
 
 void paged_attention_segments(const PagedAttentionParams& p, int s0, int s1, float* partial,
                               float* scratch) {
-  attention_kernels(p)->attention_segments(p, s0, s1, partial, scratch);
+  attention_kernels(p)->segments(p, s0, s1, partial, scratch);
 }
 
 void paged_attention_merge(const PagedAttentionParams& p, int kv_head, const float* partial,
                            float* scratch) {
-  attention_kernels(p)->attention_merge(p, kv_head, paged_attention_n_segments(p), partial,
-                                        scratch);
+  attention_kernels(p)->merge(p, kv_head, paged_attention_n_segments(p), partial, scratch);
 }
 
 void paged_attention_batch(std::span<const PagedAttentionParams> seqs, AttentionWorkspace& ws,

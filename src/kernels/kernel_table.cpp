@@ -1,8 +1,8 @@
 #include "kernels/kernel_table.h"
 
 #include "kernels/matmul_kernels.h"
-#include "kernels/simd_math.h"
-#include "kernels/simd_math_avx2.h"
+#include "kernels/simd_avx2.h"
+#include "kernels/simd_avx512.h"
 
 namespace sluice {
 
@@ -41,6 +41,24 @@ SLUICE_DELTA_NET_DECLS
 
 namespace {
 
+AttentionKernels avx2_attention() {
+  return {8,
+          &kern_avx2::attention_scratch_floats,
+          &kern_avx2::attention_block,
+          &kern_avx2::attention_partial_floats,
+          &kern_avx2::attention_segments,
+          &kern_avx2::attention_merge};
+}
+
+AttentionKernels avx512_attention() {
+  return {16,
+          &kern_avx512::attention_scratch_floats,
+          &kern_avx512::attention_block,
+          &kern_avx512::attention_partial_floats,
+          &kern_avx512::attention_segments,
+          &kern_avx512::attention_merge};
+}
+
 KernelTable make_scalar() {
   return KernelTable{};
 }
@@ -59,12 +77,7 @@ KernelTable make_avx2() {
   t.bf16_packing = HalfPacking::kColumns16;
   t.quantize_rows = &kern_avx2::quantize_rows;
   t.gemm_mxfp4 = &kern_avx2::gemm_mxfp4;
-  t.attention_head_dim_multiple = 8;
-  t.attention_scratch_floats = &kern_avx2::attention_scratch_floats;
-  t.attention_block = &kern_avx2::attention_block;
-  t.attention_partial_floats = &kern_avx2::attention_partial_floats;
-  t.attention_segments = &kern_avx2::attention_segments;
-  t.attention_merge = &kern_avx2::attention_merge;
+  t.attention[0] = avx2_attention();
   t.delta_net_multiple = 8;
   t.delta_net_conv = &kern_avx2::delta_net_conv;
   t.delta_net_heads = &kern_avx2::delta_net_heads;
@@ -96,12 +109,10 @@ KernelTable make_avx512() {
   }
   t.quantize_rows = &kern_avx512::quantize_rows;
   t.gemm_mxfp4 = &kern_avx512::gemm_mxfp4;
-  t.attention_head_dim_multiple = 16;
-  t.attention_scratch_floats = &kern_avx512::attention_scratch_floats;
-  t.attention_block = &kern_avx512::attention_block;
-  t.attention_partial_floats = &kern_avx512::attention_partial_floats;
-  t.attention_segments = &kern_avx512::attention_segments;
-  t.attention_merge = &kern_avx512::attention_merge;
+  t.attention[0] = avx512_attention();
+  // AVX-512 CPUs run AVX2: a head size that is a multiple of 8 but not of 16 (stories260K's 8)
+  // takes its kernels, not the portable items (docs/perf-log.md has the measurement).
+  t.attention[1] = avx2_attention();
   t.delta_net_multiple = 16;
   t.delta_net_conv = &kern_avx512::delta_net_conv;
   t.delta_net_heads = &kern_avx512::delta_net_heads;

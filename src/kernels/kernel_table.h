@@ -18,6 +18,20 @@
 
 namespace sluice {
 
+// One ISA's SIMD paged attention (attention.h), for head_dim % head_dim_multiple == 0. Each
+// takes a scratch buffer of scratch_floats(p) floats.
+struct AttentionKernels {
+  int head_dim_multiple = 0;
+  size_t (*scratch_floats)(const PagedAttentionParams& p) = nullptr;
+  void (*block)(const PagedAttentionParams& p, int q0, int q1, int kv_head,
+                float* scratch) = nullptr;
+  size_t (*partial_floats)(const PagedAttentionParams& p) = nullptr;
+  void (*segments)(const PagedAttentionParams& p, int s0, int s1, float* partial,
+                   float* scratch) = nullptr;
+  void (*merge)(const PagedAttentionParams& p, int kv_head, int n_seg, const float* partial,
+                float* scratch) = nullptr;
+};
+
 struct KernelTable {
   MatmulIsa isa = MatmulIsa::kScalar;
 
@@ -59,17 +73,11 @@ struct KernelTable {
   void (*quantize_rows)(const float* x, int64_t n, int64_t k, int8_t* qs, float* d, float* s,
                         int32_t* bias, int32_t* bias16) = nullptr;
 
-  // ---- paged attention (attention.h): for head_dim % attention_head_dim_multiple == 0 ----
-  int attention_head_dim_multiple = 0;
-  // Each takes a scratch buffer of attention_scratch_floats(p) floats.
-  size_t (*attention_scratch_floats)(const PagedAttentionParams& p) = nullptr;
-  void (*attention_block)(const PagedAttentionParams& p, int q0, int q1, int kv_head,
-                          float* scratch) = nullptr;
-  size_t (*attention_partial_floats)(const PagedAttentionParams& p) = nullptr;
-  void (*attention_segments)(const PagedAttentionParams& p, int s0, int s1, float* partial,
-                             float* scratch) = nullptr;
-  void (*attention_merge)(const PagedAttentionParams& p, int kv_head, int n_seg,
-                          const float* partial, float* scratch) = nullptr;
+  // ---- paged attention (attention.h) ----
+  // Tried in order: the first set whose head_dim_multiple divides p.head_dim runs p; none (or
+  // only null sets): the portable items. An ISA may list another ISA's kernels after its own
+  // (an AVX-512 CPU runs AVX2's for head sizes that are multiples of 8 but not of 16).
+  AttentionKernels attention[2];
 
   // ---- Gated DeltaNet's chunked form (delta_net.h): for state sizes % delta_net_multiple == 0
   // ----
@@ -86,8 +94,12 @@ struct KernelTable {
   void (*gelu)(float* x, int64_t n) = nullptr;
   void (*geglu)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
 
-  bool attention_runs(const PagedAttentionParams& p) const {
-    return attention_block && p.head_dim % attention_head_dim_multiple == 0;
+  // The attention kernels that run p (nullptr: the portable items).
+  const AttentionKernels* attention_for(const PagedAttentionParams& p) const {
+    for (const AttentionKernels& k : attention) {
+      if (k.block && p.head_dim % k.head_dim_multiple == 0) return &k;
+    }
+    return nullptr;
   }
 };
 

@@ -155,6 +155,29 @@ TEST(PagedAttention, HeadSizesOfEightRunASimdKernelOnEverySimdIsa) {
   if (n_simd == 0) GTEST_SKIP() << "no SIMD ISA on this CPU";
 }
 
+// On an AVX-512 CPU those head sizes run the AVX2 kernels (the avx512 kernel table lists them
+// after its own): bit for bit what the AVX2 ISA gives, decode (split by key segments) and prefill.
+TEST(PagedAttention, HeadSizesOfEightOnAvx512AreAvx2sBitForBit) {
+  if (!cpu_runs_isa(MatmulIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  SLUICE_FRESH_RNG(rng);
+  ThreadPool pool(3);
+  for (int hd : {8, 24, 40}) {
+    for (auto [kv_len, n_q] : {std::pair{600, 1}, std::pair{100, 37}}) {
+      for (KvType type : {KvType::kF32, KvType::kF16}) {
+        const CaseData d({8, 2, hd, 16, kv_len, n_q, type}, rng);
+        std::vector<float> avx2(d.q.size(), 7.0f), avx512(d.q.size(), -7.0f);
+        PagedAttentionParams p = d.params(avx2);
+        p.isa = MatmulIsa::kAvx2;
+        paged_attention(p, &pool);
+        p.out = avx512.data();
+        p.isa = MatmulIsa::kAvx512;
+        paged_attention(p, &pool);
+        EXPECT_EQ(avx2, avx512) << "hd " << hd << " kv " << kv_len << " q " << n_q;
+      }
+    }
+  }
+}
+
 // Sliding windows (Gemma 2, Phi-3, Mistral) and logit soft-capping (Gemma 2): windows shorter
 // and longer than a key tile, than the chunk of queries and than the context, decodes over a
 // long context (split by key segments, most of them outside the window), prefill chunks.

@@ -1,6 +1,7 @@
 // RMSNorm, RoPE, SwiGLU and softmax against their f64 references at odd sizes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -209,6 +210,34 @@ TEST(GeGlu, MatchesReferenceAndKnownValues) {
     EXPECT_EQ(g[2], 0.0f) << matmul_isa_name(isa);
     EXPECT_EQ(g[3], 40.0f) << matmul_isa_name(isa);
     EXPECT_NEAR(g[4], 0.0f, 1e-30) << matmul_isa_name(isa);
+  }
+}
+
+// The vector math (exp, SiLU, GELU) is one source over each ISA's vector type, the same
+// operations in the same order: every SIMD ISA gives the same bits, whatever the width and the
+// tail, inside exp's clamped range and beyond it.
+TEST(SimdMath, EverySimdIsaGivesTheSameBits) {
+  std::vector<MatmulIsa> simd;
+  for (MatmulIsa isa : test::cpu_isas()) {
+    if (isa != MatmulIsa::kScalar) simd.push_back(isa);
+  }
+  if (simd.size() < 2) GTEST_SKIP() << "fewer than two SIMD ISAs on this CPU";
+  SLUICE_FRESH_RNG(rng);
+  for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 4097}) {
+    const std::vector<float> g = random_floats(rng, n, -120, 120), u = random_floats(rng, n, -3, 3);
+    // swiglu, geglu, gelu of each ISA.
+    auto run = [&](MatmulIsa isa) {
+      std::vector<float> out(size_t(3 * n));
+      swiglu(g.data(), u.data(), out.data(), n, isa);
+      geglu(g.data(), u.data(), out.data() + n, n, isa);
+      std::copy(g.begin(), g.end(), out.begin() + 2 * n);
+      gelu(out.data() + 2 * n, n, isa);
+      return out;
+    };
+    const std::vector<float> want = run(simd[0]);
+    for (size_t i = 1; i < simd.size(); ++i) {
+      EXPECT_EQ(run(simd[i]), want) << matmul_isa_name(simd[i]) << " " << n;
+    }
   }
 }
 
