@@ -348,9 +348,9 @@ Result<SimRun> run_once(const Options& o, const Deployment& d, const Layout& l, 
   info.burstiness = o.w.burstiness;
   info.seed = o.w.seed;
   loadgen::ServerCounters pc;
-  pc.queried_blocks = double(r.report.prefix_queried_blocks);
-  pc.hit_blocks = double(r.report.prefix_hit_blocks);
-  pc.hit_tokens = double(r.report.prefix_hit_tokens);
+  pc.queried_blocks = double(r.report.prefix.queried_blocks);
+  pc.hit_blocks = double(r.report.prefix.hit_blocks);
+  pc.hit_tokens = double(r.report.prefix.hit_tokens);
   pc.prompt_tokens = double(r.report.prompt_tokens);
   for (const sim::ReplicaReport& rr : r.report.replicas) {
     pc.prompt_tokens_computed += double(rr.prompt_tokens_computed);
@@ -368,8 +368,8 @@ std::string sim_details(const Deployment& d, const SimRun& r) {
                 "Prefix cache hit rate: %.1f%% of queried blocks (%llu hit tokens of %llu prompt "
                 "tokens)\n"
                 "Calibration: %s (MBU %.2f, MFU %.2f, %.3f ms/step, %.1f us/seq, %.1f us/row)\n",
-                s.virtual_s, s.wall_s, (unsigned long long)s.steps, 100 * s.prefix_hit_rate(),
-                (unsigned long long)s.prefix_hit_tokens, (unsigned long long)s.prompt_tokens,
+                s.virtual_s, s.wall_s, (unsigned long long)s.steps, 100 * s.prefix.hit_ratio(),
+                (unsigned long long)s.prefix.hit_tokens, (unsigned long long)s.prompt_tokens,
                 d.calibration.source.c_str(), d.calibration.mem_efficiency,
                 d.calibration.compute_efficiency, d.calibration.step_overhead_s * 1e3,
                 d.calibration.per_seq_s * 1e6, d.calibration.per_row_s * 1e6);
@@ -387,10 +387,8 @@ std::string sim_details(const Deployment& d, const SimRun& r) {
     std::snprintf(buf, sizeof buf, "| %zu | %s | %lld | %llu | %.1f | %.1f | %llu | %lld |\n", i,
                   rr.role.c_str(), (long long)rr.requests, (unsigned long long)rr.steps,
                   s.virtual_s > 0 ? 100 * rr.busy_s / s.virtual_s : 0.0,
-                  rr.prefix_queried_blocks
-                      ? 100.0 * double(rr.prefix_hit_blocks) / double(rr.prefix_queried_blocks)
-                      : 0.0,
-                  (unsigned long long)rr.preemptions, (long long)rr.kv_blocks_total);
+                  100.0 * rr.prefix.hit_ratio(), (unsigned long long)rr.preemptions,
+                  (long long)rr.kv_blocks_total);
     out += buf;
   }
   return out;

@@ -29,6 +29,18 @@ struct PrefixCacheStats {
   uint64_t hit_blocks = 0;
   uint64_t hit_tokens = 0;
   uint64_t evictions = 0;  // cached blocks reused for new contents
+  // hit_blocks / queried_blocks (0 before any query).
+  double hit_ratio() const {
+    return queried_blocks ? double(hit_blocks) / double(queried_blocks) : 0.0;
+  }
+  PrefixCacheStats& operator+=(const PrefixCacheStats& o) {
+    lookups += o.lookups;
+    queried_blocks += o.queried_blocks;
+    hit_blocks += o.hit_blocks;
+    hit_tokens += o.hit_tokens;
+    evictions += o.evictions;
+    return *this;
+  }
 };
 
 class BlockPool {

@@ -175,64 +175,62 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
            "Saved recurrent states a prefix hit can resume from (docs/kv-cache.md).",
            double(e.state_checkpoints_used));
     scalar(out, "sluice_state_checkpoints_saved_total", "counter",
-           "Recurrent states saved at block boundaries.", double(e.state_checkpoints_saved));
+           "Recurrent states saved at block boundaries.", double(e.checkpoints.saved));
     scalar(out, "sluice_state_checkpoints_restored_total", "counter",
            "Prefix hits that resumed a recurrent state from a checkpoint.",
-           double(e.state_checkpoints_restored));
+           double(e.checkpoints.restored));
   }
   scalar(out, "sluice_kv_cache_usage_ratio", "gauge", "kv_blocks_used / kv_blocks_total.",
          e.kv_blocks_total > 0 ? double(e.kv_blocks_used) / double(e.kv_blocks_total) : 0.0);
   scalar(out, "sluice_prefix_cache_queries_total", "counter",
-         "Full prompt blocks looked up in the prefix cache.", double(e.prefix_queried_blocks));
+         "Full prompt blocks looked up in the prefix cache.", double(e.prefix.queried_blocks));
   scalar(out, "sluice_prefix_cache_hits_total", "counter",
-         "Prompt blocks found in the prefix cache.", double(e.prefix_hit_blocks));
+         "Prompt blocks found in the prefix cache.", double(e.prefix.hit_blocks));
   scalar(out, "sluice_prefix_cache_hit_tokens_total", "counter",
-         "Prompt tokens not recomputed thanks to the prefix cache.", double(e.prefix_hit_tokens));
+         "Prompt tokens not recomputed thanks to the prefix cache.", double(e.prefix.hit_tokens));
   scalar(out, "sluice_prefix_cache_hit_ratio", "gauge",
-         "prefix_cache_hits_total / prefix_cache_queries_total.",
-         e.prefix_queried_blocks > 0 ? double(e.prefix_hit_blocks) / double(e.prefix_queried_blocks)
-                                     : 0.0);
+         "prefix_cache_hits_total / prefix_cache_queries_total.", e.prefix.hit_ratio());
   scalar(out, "sluice_kv_forked_blocks_total", "counter",
          "KV blocks shared by the samples of one prompt (n > 1) instead of computed again.",
-         double(e.kv_forked_blocks));
+         double(e.sharing.forked_blocks));
   scalar(out, "sluice_kv_cow_copies_total", "counter",
-         "Shared KV blocks copied before a write (copy-on-write).", double(e.kv_cow_copies));
+         "Shared KV blocks copied before a write (copy-on-write).", double(e.sharing.cow_copies));
   scalar(out, "sluice_prompt_tokens_total", "counter", "Prompt tokens of admitted generations.",
          double(prompt_tokens_));
   scalar(out, "sluice_prompt_tokens_computed_total", "counter",
-         "Prompt tokens computed (prefix-cache hits excluded).", double(e.prompt_tokens_computed));
+         "Prompt tokens computed (prefix-cache hits excluded).", double(e.stats.prompt_tokens));
   scalar(out, "sluice_generation_tokens_total", "counter", "Tokens generated.",
-         double(e.generated_tokens));
-  scalar(out, "sluice_engine_steps_total", "counter", "Engine steps run.", double(e.steps));
+         double(e.stats.generated_tokens));
+  scalar(out, "sluice_engine_steps_total", "counter", "Engine steps run.", double(e.stats.steps));
   scalar(out, "sluice_engine_busy_seconds_total", "counter", "Time spent inside engine steps.",
-         e.busy_seconds);
+         e.stats.busy_seconds);
   scalar(out, "sluice_preemptions_total", "counter", "Requests preempted for KV memory.",
          double(e.preemptions));
   scalar(out, "sluice_spec_verify_steps_total", "counter",
-         "Sequence-steps that verified a speculative draft (--spec).", double(e.spec_verify_seqs));
+         "Sequence-steps that verified a speculative draft (--spec).",
+         double(e.stats.spec_verify_seqs));
   scalar(out, "sluice_spec_draft_tokens_total", "counter", "Draft tokens verified.",
-         double(e.spec_draft_tokens));
+         double(e.stats.spec_draft_tokens));
   scalar(out, "sluice_spec_accepted_tokens_total", "counter", "Draft tokens accepted.",
-         double(e.spec_accepted_tokens));
+         double(e.stats.spec_accepted_tokens));
   scalar(out, "sluice_spec_emitted_tokens_total", "counter",
          "Tokens emitted by verifying sequence-steps (accepted drafts + the target's own).",
-         double(e.spec_emitted_tokens));
+         double(e.stats.spec_emitted_tokens));
   scalar(out, "sluice_spec_acceptance_ratio", "gauge",
-         "spec_accepted_tokens_total / spec_draft_tokens_total.",
-         e.spec_draft_tokens ? double(e.spec_accepted_tokens) / double(e.spec_draft_tokens) : 0.0);
+         "spec_accepted_tokens_total / spec_draft_tokens_total.", e.stats.spec_acceptance_rate());
   scalar(out, "sluice_spec_mean_accepted_length", "gauge",
          "Tokens per verifying sequence-step (accepted drafts + the target's own token).",
-         e.spec_verify_seqs ? double(e.spec_emitted_tokens) / double(e.spec_verify_seqs) : 0.0);
+         e.stats.spec_mean_accepted_length());
   scalar(out, "sluice_spec_skipped_steps_total", "counter",
          "Steps whose drafts the roofline cost model dropped (compute-bound batches).",
-         double(e.spec_skipped_steps));
+         double(e.stats.spec_skipped_steps));
   scalar(out, "sluice_spec_cut_steps_total", "counter",
          "Steps whose drafts the roofline cost model shortened (the longest drafts cost more than "
          "they were expected to return).",
-         double(e.spec_cut_steps));
+         double(e.stats.spec_cut_steps));
   scalar(out, "sluice_spec_grammar_cut_tokens_total", "counter",
          "Draft tokens dropped before verification because the request's grammar refused them.",
-         double(e.spec_grammar_cut_tokens));
+         double(e.stats.spec_grammar_cut_tokens));
   grammar::GrammarCacheStats gs;
   for (const auto& c : grammar_caches_) {
     const grammar::GrammarCacheStats one = c->stats();
@@ -255,13 +253,13 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
   scalar(out, "sluice_grammar_compile_seconds_max", "gauge", "The slowest grammar compile.",
          gs.compile_seconds_max);
   scalar(out, "sluice_grammar_masks_total", "counter",
-         "Token masks computed for constrained requests.", double(e.grammar_masks));
+         "Token masks computed for constrained requests.", double(e.grammar.masks));
   scalar(out, "sluice_grammar_mask_seconds_total", "counter",
          "Time computing token masks (mean per mask: divide by sluice_grammar_masks_total).",
-         e.grammar_mask_seconds);
+         e.grammar.mask_seconds);
   scalar(out, "sluice_grammar_fast_accepts_total", "counter",
          "Constrained tokens sampled without a mask (the unmasked choice was allowed).",
-         double(e.grammar_fast_accepts));
+         double(e.grammar.fast_accepts));
   if (e.has_roofline) {
     const RooflineStats& r = e.roofline;
     header(out, "sluice_engine_forward_seconds_total", "counter",

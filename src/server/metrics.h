@@ -54,29 +54,13 @@ struct EngineSnapshot {
   int64_t state_bytes_per_slot = 0;
   int64_t state_checkpoints_used = 0;  // saved states of the prefix cache (recurrent models)
   int64_t state_checkpoints_total = 0;
-  uint64_t state_checkpoints_saved = 0, state_checkpoints_restored = 0;
-  uint64_t prefix_queried_blocks = 0;
-  uint64_t prefix_hit_blocks = 0;
-  uint64_t prefix_hit_tokens = 0;
-  uint64_t kv_forked_blocks = 0;        // prompt blocks shared by the samples of a group (n > 1)
-  uint64_t kv_cow_copies = 0;           // shared blocks copied before a write
-  uint64_t prompt_tokens_computed = 0;  // excludes prefix-cache hits
-  uint64_t generated_tokens = 0;
-  uint64_t steps = 0;
   uint64_t preemptions = 0;
-  double busy_seconds = 0;
-  // Speculative decoding (EngineStats::spec_*).
-  uint64_t spec_verify_seqs = 0;
-  uint64_t spec_draft_tokens = 0;
-  uint64_t spec_accepted_tokens = 0;
-  uint64_t spec_emitted_tokens = 0;
-  uint64_t spec_skipped_steps = 0;
-  uint64_t spec_cut_steps = 0;
-  uint64_t spec_grammar_cut_tokens = 0;
-  // Structured output (Engine::grammar_stats).
-  uint64_t grammar_masks = 0;
-  double grammar_mask_seconds = 0;
-  uint64_t grammar_fast_accepts = 0;
+  // The engine's own counters, as its parts keep them.
+  EngineStats stats;                      // Engine::stats (speculation included)
+  PrefixCacheStats prefix;                // KvCacheManager::prefix_stats
+  CheckpointStats checkpoints;            // KvCacheManager::checkpoint_stats
+  BlockShareStats sharing;                // KvCacheManager::share_stats
+  SampleWorkspace::GrammarStats grammar;  // Engine::grammar_stats (structured output)
   // Forward passes against the roofline (executor/step_roofline.h); has_roofline false when this
   // machine's ceilings were never measured.
   bool has_roofline = false;

@@ -182,22 +182,15 @@ class ServiceRun {
       Replica& rep = reps_[i];
       ReplicaReport& r = rep.report;
       const EngineStats& st = rep.engine->stats();
-      const PrefixCacheStats& p = rep.engine->kv().prefix_stats();
       r.steps = st.steps;
       r.busy_s = rep.executor->busy_seconds();
-      r.prefix_queried_blocks = p.queried_blocks;
-      r.prefix_hit_blocks = p.hit_blocks;
-      r.prefix_hit_tokens = p.hit_tokens;
+      r.prefix = rep.engine->kv().prefix_stats();
       r.prompt_tokens_computed = st.prompt_tokens;
       r.generated_tokens = st.generated_tokens;
       r.preemptions = rep.engine->scheduler().n_preemptions();
       out_.steps += r.steps;
       // Disaggregated: a decode replica's "hits" are the imported prompts, not cache reuse.
-      if (r.role != "decode") {
-        out_.prefix_queried_blocks += r.prefix_queried_blocks;
-        out_.prefix_hit_blocks += r.prefix_hit_blocks;
-        out_.prefix_hit_tokens += r.prefix_hit_tokens;
-      }
+      if (r.role != "decode") out_.prefix += r.prefix;
       out_.replicas.push_back(r);
     }
     for (int64_t n : n_prompt_) out_.prompt_tokens += uint64_t(n);

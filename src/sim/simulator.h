@@ -84,8 +84,8 @@ struct ReplicaReport {
   std::string role = "both";  // "prefill" | "decode" when disaggregated
   int64_t requests = 0;
   uint64_t steps = 0;
-  double busy_s = 0;  // virtual seconds inside steps
-  uint64_t prefix_queried_blocks = 0, prefix_hit_blocks = 0, prefix_hit_tokens = 0;
+  double busy_s = 0;        // virtual seconds inside steps
+  PrefixCacheStats prefix;  // its engine's (KvCacheManager::prefix_stats)
   uint64_t prompt_tokens_computed = 0;
   uint64_t generated_tokens = 0;
   uint64_t preemptions = 0;
@@ -101,14 +101,11 @@ struct ServiceReport {
   double wall_s = 0;     // the simulation's own run time
   uint64_t steps = 0;
   // Summed over replicas.
-  uint64_t prefix_queried_blocks = 0, prefix_hit_blocks = 0, prefix_hit_tokens = 0;
+  PrefixCacheStats prefix;
   uint64_t prompt_tokens = 0;  // of all requests
   // Disaggregated: prompts whose K/V crossed the link, and its bytes.
   uint64_t kv_transfers = 0;
   double kv_transfer_bytes = 0;
-  double prefix_hit_rate() const {
-    return prefix_queried_blocks ? double(prefix_hit_blocks) / double(prefix_queried_blocks) : 0;
-  }
 };
 
 // Runs `work` (any order; arrivals are sorted) to completion. Deterministic: the same inputs give

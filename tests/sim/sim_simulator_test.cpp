@@ -320,7 +320,7 @@ TEST(SimServiceTest, SameDecisionsAsTheRealEngineForTheSameArrivals) {
   Result<sim::ServiceReport> rep = sim::simulate_service(traced, tok, work, *picker);
   ASSERT_TRUE(rep.ok()) << rep.message();
   EXPECT_GT(rep->replicas[0].preemptions, 0u) << "the workload should force preemption";
-  EXPECT_GT(rep->prefix_hit_blocks, 0u);
+  EXPECT_GT(rep->prefix.hit_blocks, 0u);
 
   // The reference: the real engine over the fake executor, arrivals delivered before the first
   // step that starts at or after them.
@@ -415,7 +415,7 @@ bool same_records(const sim::ServiceReport& a, const sim::ServiceReport& b) {
         x.output_tokens != y.output_tokens)
       return false;
   }
-  return a.steps == b.steps && a.prefix_hit_blocks == b.prefix_hit_blocks;
+  return a.steps == b.steps && a.prefix.hit_blocks == b.prefix.hit_blocks;
 }
 
 // A workload drawn from `seed` as `sluice sim` draws one: prompts and lengths, and bursty
@@ -477,7 +477,7 @@ TEST(SimServiceTest, CacheAwareRoutingKeepsConversationsTogether) {
     auto picker = sim::make_router_picker(pc, 4);
     auto rep = sim::simulate_service(cfg, tok, work, *picker);
     ASSERT_TRUE(rep.ok()) << rep.message();
-    hit[policy] = double(rep->prefix_hit_tokens);
+    hit[policy] = double(rep->prefix.hit_tokens);
     for (const auto& r : rep->replicas) per_replica[policy].push_back(r.requests);
   }
   // Round robin spreads the 60 requests evenly (and each conversation's turns over replicas).
@@ -624,7 +624,7 @@ TEST(SimServiceTest, DisaggregatedPrefillHandsTheKvToADecodeReplica) {
   EXPECT_NEAR(r.itl_s[0], transfer + model.step_cost(uniform_batch(1, 5, 101)).seconds(), 1e-12);
   EXPECT_NEAR(r.itl_s[1], model.step_cost(uniform_batch(1, 1, 102)).seconds(), 1e-12);
   // Decode-side imports are not counted as prefix-cache reuse.
-  EXPECT_EQ(rep->prefix_hit_blocks, 0u);
+  EXPECT_EQ(rep->prefix.hit_blocks, 0u);
 }
 
 TEST(SimServiceTest, DisaggregatedNeedsBothPoolsAndALink) {
