@@ -17,12 +17,34 @@ double params(const WeightMatrix& w) {
 
 }  // namespace
 
+ModelCost model_cost(const ModelConfig& c) {
+  ModelCost m;
+  int n_rec = 0;
+  for (int il = 0; il < c.n_layer; ++il) {
+    if (c.layer_kind(il) == LayerKind::kRecurrent) {
+      ++n_rec;
+      continue;
+    }
+    if (c.kv_source_layer(il) == il) m.kv_elems_per_token += 2.0 * double(c.layer_kv_dim(il));
+    m.attn_flops_per_pair += 4.0 * double(c.n_head) * double(c.layer_head_dim(il));
+  }
+  if (n_rec > 0) add_recurrent_cost(m, c.recurrent, n_rec);
+  m.d_model = double(c.n_embd);
+  m.d_ff = double(c.is_moe() ? c.n_ff_exp : c.n_ff);
+  if (c.is_moe()) {
+    m.n_experts = c.n_expert;
+    m.n_experts_used = c.n_expert_used;
+  }
+  return m;
+}
+
 StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& machine,
                                    KvType kv_type) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
   StepCostModel out;
   ModelCost& m = out.model;
+  m = model_cost(c);
   m.name = "loaded model";
   // The weights every step reads: the matmuls (the embedding lookup reads one row per token).
   m.n_params = params(w.output);
@@ -44,27 +66,10 @@ StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& ma
   }
   m.n_params_active = m.n_params;
   if (c.is_moe() && c.n_layer > 0) {
-    m.n_experts = c.n_expert;
-    m.n_experts_used = c.n_expert_used;
     m.n_params_per_expert = expert_params / c.n_expert;
     m.n_params_active = m.n_params - expert_params + m.n_params_per_expert * c.n_expert_used;
     out.expert_layer_bytes = expert_bytes / (double(c.n_expert) * c.n_layer);
   }
-  // K/V read per token and attention FLOPs per (query, key) pair over the attention layers,
-  // each with its own head shape (gemma4); a layer sharing another's K/V reads it too.
-  int n_rec = 0;
-  for (int il = 0; il < c.n_layer; ++il) {
-    if (c.layer_kind(il) == LayerKind::kRecurrent) {
-      ++n_rec;
-      continue;
-    }
-    m.kv_elems_per_token += 2.0 * double(c.layer_kv_dim(il));
-    m.attn_flops_per_pair += 4.0 * double(c.n_head) * double(c.layer_head_dim(il));
-  }
-  if (n_rec > 0) add_recurrent_cost(m, c.recurrent, n_rec);
-  m.d_model = double(c.n_embd);
-  m.d_ff = double(c.is_moe() ? c.n_ff_exp : c.n_ff);
-
   const GgmlType wt = w.layers.empty() ? GgmlType::F32
                       : c.is_moe()     ? w.layers[0].moe.gate[0].type
                                        : w.layers[0].w_gate.type;

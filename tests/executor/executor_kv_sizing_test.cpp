@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "executor/kv_sizing.h"
+#include "executor/step_roofline.h"
 #include "model/config.h"
 
 namespace sluice {
@@ -101,6 +102,36 @@ TEST(KvSizing, SharedKvLayersOwnNoSlotAndSlotsFitTheWidestLayer) {
   // A 256-token sequence: the global group every block, each windowed one its window's.
   EXPECT_EQ(l.blocks_held(256, 16), 16 + 4 * 1);
   EXPECT_EQ(l.blocks_held(1, 16), 5);
+}
+
+// The cost model's K/V per token (model_cost over the config: what sluice plan, info and the
+// step roofline price) is the memory the cache lays out for a token: on gemma-3-4b every group's
+// slot; on a gemma4 shape with shared layers only the layers that own K/V, each at its own
+// width (the cache pads each slot to the widest layer, so it holds at least that much).
+TEST(KvSizing, CostModelKvIsTheCachesBytesPerToken) {
+  const ModelConfig g3 = gemma3_4b(32768);
+  const KvCacheLayout l3 = g3.kv_cache_layout();
+  EXPECT_EQ(model_cost(g3).kv_elems_per_token * 2 * 16,
+            double(l3.n_groups()) * double(kv_bytes_per_block(g3, 16, KvType::kF16)));
+  ModelConfig g4;
+  g4.arch = Arch::kGemma4;
+  g4.n_layer = 4;
+  g4.n_head = 4;
+  g4.n_kv_head = 2;
+  g4.head_dim = 128;
+  g4.head_dim_swa = 32;
+  g4.layer_n_kv_heads = {2, 1, 2, 1};
+  g4.sliding_window = 8;
+  g4.layer_swa = {1, 0, 1, 0};
+  g4.layer_kv_source = {0, 1, 0, 1};
+  g4.n_ctx = 256;
+  // Layers 0 (windowed: 2 heads of 32) and 1 (global: 1 head of 128) own K/V; 2 and 3 read theirs.
+  EXPECT_EQ(model_cost(g4).kv_elems_per_token, 2.0 * (2 * 32 + 1 * 128));
+  // Attention FLOPs: all four layers attend, each at its own head size.
+  EXPECT_EQ(model_cost(g4).attn_flops_per_pair, 4.0 * 4 * (32 + 128 + 32 + 128));
+  const KvCacheLayout l4 = g4.kv_cache_layout();
+  EXPECT_LE(model_cost(g4).kv_elems_per_token * 2 * 16,
+            double(l4.n_groups()) * double(kv_bytes_per_block(g4, 16, KvType::kF16)));
 }
 
 TEST(KvSizing, PipelineStagesStoreTheSlotsTheirLayersUse) {
