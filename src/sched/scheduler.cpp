@@ -97,7 +97,7 @@ const SchedRequest* Scheduler::find(RequestId id) const {
 }
 
 int32_t Scheduler::cap_new_tokens(const SchedRequest& r, int32_t budget) const {
-  int32_t n = std::min(r.num_tokens() - r.n_computed, budget);
+  int32_t n = std::min(r.n_tokens() - r.n_computed, budget);
   if (config_.prefill_chunk > 0) n = std::min(n, config_.prefill_chunk);
   // Recurrent state checkpoints are taken between steps at block boundaries: a chunk ends at
   // its last boundary, and the last one stops first at the last boundary before the prompt's
@@ -105,7 +105,7 @@ int32_t Scheduler::cap_new_tokens(const SchedRequest& r, int32_t budget) const {
   // can resume from (a hit leaves a token to compute), e.g. a decode worker's after a transfer.
   if (kv_.checkpointing() && n > 1) {
     const int32_t bs = kv_.block_size(), c = r.n_computed, end = c + n;
-    const int32_t cut = end < r.num_tokens() ? end / bs * bs : (r.num_tokens() - 1) / bs * bs;
+    const int32_t cut = end < r.n_tokens() ? end / bs * bs : (r.n_tokens() - 1) / bs * bs;
     if (cut > c && cut < end) n = cut - c;
   }
   return n;
@@ -121,7 +121,7 @@ ScheduledSeq Scheduler::make_seq(const SchedRequest& r, int32_t n_new_tokens,
                  r.n_computed,
                  n_new_tokens,
                  n_draft,
-                 r.n_computed + n_new_tokens - n_draft == r.num_tokens(),
+                 r.n_computed + n_new_tokens - n_draft == r.n_tokens(),
                  {}};
   if (q.samples) q.forks = r.awaiting_fork;  // a leader samples first at its prompt's end
   return q;
@@ -174,7 +174,7 @@ SchedulerOutput Scheduler::schedule(int32_t max_step_seqs) {
     }
     // A decoding request with a draft verifies it if the budget and free blocks allow.
     // (Not a leader whose samples fork it at this step: they share its logits row.)
-    if (!r.draft.empty() && r.n_computed + 1 == r.num_tokens() && r.awaiting_fork.empty() &&
+    if (!r.draft.empty() && r.n_computed + 1 == r.n_tokens() && r.awaiting_fork.empty() &&
         budget > 1) {
       const int32_t n_draft = std::min(int32_t(r.draft.size()), budget - 1);
       if (kv_.allocate_slots(id, r.n_computed, 1 + n_draft)) {

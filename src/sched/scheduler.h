@@ -1,4 +1,4 @@
-// The scheduler: pure bookkeeping, no kernels. Every request has num_tokens (prompt +
+// The scheduler: pure bookkeeping, no kernels. Every request has n_tokens (prompt +
 // generated) and n_computed (tokens whose K/V are cached); each step gives scheduled
 // requests some new tokens to compute. A fresh prompt, a chunk of a long prompt, a
 // prefix-cache hit (n_computed jumps ahead) and a decode (1 token) are the same operation.
@@ -65,7 +65,7 @@ struct SchedRequest {
   // Scheduled by a step whose results are not in yet (on_step_done / on_step_failed): not
   // scheduled again, nor preempted, until they are.
   bool in_flight = false;
-  int32_t num_tokens() const { return int32_t(tokens.size()); }
+  int32_t n_tokens() const { return int32_t(tokens.size()); }
 };
 
 // One request's share of a step.

@@ -116,7 +116,7 @@ int32_t Speculator::n_draft_max(const State& st, const DraftRequest& r,
   // Every token emitted must fit max_tokens (the last emitted one is the target's own) and
   // every computed position the context.
   n = std::min(n, r.n_emit_max - 1);
-  n = std::min(n, n_ctx_ - sr.num_tokens());
+  n = std::min(n, n_ctx_ - sr.n_tokens());
   return n;
 }
 
@@ -130,7 +130,7 @@ Status Speculator::propose(std::span<const DraftRequest> requests, Scheduler& sc
     st.draft.clear();
     st.q.clear();
     // Every token but the last computed, and not a group's leader about to fork.
-    if (sr->n_computed + 1 != sr->num_tokens() || !sr->awaiting_fork.empty()) {
+    if (sr->n_computed + 1 != sr->n_tokens() || !sr->awaiting_fork.empty()) {
       scheduler.set_draft(r.id, {});
       continue;
     }

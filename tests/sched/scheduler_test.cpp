@@ -498,7 +498,7 @@ TEST(SchedulerSpec, DraftVerifiedThenRolledBackByTheCounter) {
   s.on_step_done(o, accepted);
   const SchedRequest* r = s.find(1);
   EXPECT_EQ(r->n_computed, 9);  // 6 + the last known token + 2 accepted
-  EXPECT_EQ(r->num_tokens(), 9);
+  EXPECT_EQ(r->n_tokens(), 9);
   EXPECT_EQ(r->tokens[7], 51);
   EXPECT_EQ(r->tokens[8], 52);
   EXPECT_TRUE(r->draft.empty());
@@ -604,7 +604,7 @@ TEST(SchedulerSpec, PropertyRandomDraftsAndRollbacks) {
       std::map<RequestId, std::vector<int32_t>> drafts;
       for (RequestId id : s.running()) {
         const SchedRequest* r = s.find(id);
-        if (r->n_computed + 1 != r->num_tokens() || rng() % 4 == 0) continue;
+        if (r->n_computed + 1 != r->n_tokens() || rng() % 4 == 0) continue;
         std::vector<int32_t> d;
         const int k = 1 + int(rng() % 8);
         const int good = int(rng() % size_t(k + 1));
@@ -622,7 +622,7 @@ TEST(SchedulerSpec, PropertyRandomDraftsAndRollbacks) {
         const SchedRequest* r = s.find(q.id);
         ASSERT_LE(q.n_draft, int32_t(r->draft.size()));
         if (q.n_draft > 0) {
-          ASSERT_EQ(q.n_computed + 1, r->num_tokens());
+          ASSERT_EQ(q.n_computed + 1, r->n_tokens());
           ASSERT_TRUE(q.samples);
         }
         const std::vector<BlockId>& table = kv.block_table(q.id);
@@ -640,8 +640,8 @@ TEST(SchedulerSpec, PropertyRandomDraftsAndRollbacks) {
         const std::vector<BlockId>& table = kv.block_table(q.id);
         for (int32_t j = 0; j < q.n_new_tokens; ++j) {
           const int32_t pos = q.n_computed + j;
-          const int32_t tok = pos < r->num_tokens() ? r->tokens[size_t(pos)]
-                                                    : r->draft[size_t(pos - r->num_tokens())];
+          const int32_t tok =
+              pos < r->n_tokens() ? r->tokens[size_t(pos)] : r->draft[size_t(pos - r->n_tokens())];
           memory[size_t(table[size_t(pos / block_size)])][size_t(pos % block_size)] = tok;
         }
         // Greedy verification against the "model".
@@ -657,7 +657,7 @@ TEST(SchedulerSpec, PropertyRandomDraftsAndRollbacks) {
           probe.insert(probe.end(), r->draft.begin(), r->draft.begin() + q.n_draft);
           probe.push_back(1);
           rejected_probes.push_back(probe);
-          probe_ok_len.push_back(r->num_tokens() + accepted[i]);
+          probe_ok_len.push_back(r->n_tokens() + accepted[i]);
         }
       }
       s.on_step_done(out, accepted);
