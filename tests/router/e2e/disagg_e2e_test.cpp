@@ -254,9 +254,12 @@ PullUnderWay start_paced_pull(const ServeProcess& prefill, const ServeProcess& d
   HttpResult pre = post(prefill.port, "/v1/completions", prefill_request(p));
   EXPECT_EQ(pre.status, 200) << pre.body;
   if (pre.status != 200) return u;
-  u.n_blocks = pre.j()["kv_transfer_params"]["remote_n_blocks"];
+  const json params = pre.j().value("kv_transfer_params", json());
+  EXPECT_TRUE(params.is_object()) << pre.body;
+  if (!params.is_object()) return u;
+  u.n_blocks = params.value("remote_n_blocks", 0);
   json body = completion(p);
-  body["kv_transfer_params"] = pre.j()["kv_transfer_params"];
+  body["kv_transfer_params"] = params;
   const int pp = prefill.port;
   const double before = metric(metrics_text(pp), "sluice_kv_transfer_sent_blocks_total");
   const int dp = decode.port;
@@ -311,7 +314,7 @@ TEST(Disaggregated, APrefillWorkerKilledMidTransferFailsOrRecomputesAndLeaksNoBl
     std::pair<int, int> received;
     if (policy == "error") {
       EXPECT_EQ(got.status, 502) << got.body;
-      EXPECT_EQ(got.j()["error"]["code"], "kv_transfer_failed") << got.body;
+      EXPECT_NE(got.body.find(R"("code":"kv_transfer_failed")"), std::string::npos) << got.body;
       received = blocks_received(got.body);
     } else {
       ASSERT_EQ(got.status, 200) << got.body;
