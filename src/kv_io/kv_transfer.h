@@ -220,7 +220,8 @@ struct KvTransferServerOptions {
   bool corrupt_state = false;  // likewise, a byte of the state
   // Test hook, for process-level tests that kill a worker mid-transfer (`sluice serve` sets it
   // from SLUICE_TEST_KV_SEND_DELAY_MS, read once at start): > 0 sends one block per sendmsg and
-  // sleeps this long before each block after the first. 0: off (blocks go out in groups).
+  // sleeps this long before each block after the first (stop() may wait out one sleep).
+  // 0: off (blocks go out in groups).
   int send_delay_ms = 0;
 };
 
