@@ -514,8 +514,10 @@ KvTransferServer::Outcome KvTransferServer::serve_pull(int fd, ServeState& st) {
   if (!io.ok()) return Outcome::kFailed;
 
   // BLOCK frames straight from the exported buffer, in groups; END rides with the last group.
+  // The send_delay_ms test hook paces them one block at a time.
   const int32_t n_send =
       options_.fail_after_blocks >= 0 ? std::min(n, options_.fail_after_blocks) : n;
+  const size_t group_max_blocks = options_.send_delay_ms > 0 ? 1 : kSendGroupMaxBlocks;
   std::vector<uint8_t> heads((kSendGroupMaxBlocks + 2) * kKvFrameHeadBytes);
   std::vector<iovec> iov;
   iov.reserve(2 * kSendGroupMaxBlocks + 3);
@@ -523,7 +525,7 @@ KvTransferServer::Outcome KvTransferServer::serve_pull(int fd, ServeState& st) {
   for (int32_t sent = 0;;) {
     iov.clear();
     size_t g = 0, group_bytes = 0;
-    while (sent + int32_t(g) < n_send && g < kSendGroupMaxBlocks &&
+    while (sent + int32_t(g) < n_send && g < group_max_blocks &&
            (g == 0 || group_bytes + bpb <= kSendGroupBytes)) {
       const int32_t i = sent + int32_t(g);
       uint8_t* data = blocks.bytes.data() + size_t(i) * bpb;
@@ -539,6 +541,8 @@ KvTransferServer::Outcome KvTransferServer::serve_pull(int fd, ServeState& st) {
     }
     const bool last = sent + int32_t(g) == n;
     if (g == 0 && !last) break;  // fail_after_blocks reached
+    if (options_.send_delay_ms > 0 && sent > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(options_.send_delay_ms));
     if (last) {
       uint8_t* head = heads.data() + g * kKvFrameHeadBytes;
       if (state_at > 0) {
@@ -558,6 +562,10 @@ KvTransferServer::Outcome KvTransferServer::serve_pull(int fd, ServeState& st) {
     st.bytes_sent += io.done;
     if (!io.ok()) return Outcome::kFailed;
     sent += int32_t(g);
+    {
+      std::lock_guard lock(mutex_);
+      stats_.blocks_sent += g;
+    }
     if (last) break;
   }
   if (n_send < n) return Outcome::kFailed;  // fail_after_blocks: the caller closes the connection

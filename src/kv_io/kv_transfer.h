@@ -218,6 +218,11 @@ struct KvTransferServerOptions {
   // checksum was computed, as a corruption in transit.
   int corrupt_block = -1;
   bool corrupt_state = false;  // likewise, a byte of the state
+  // Test hook, for process-level tests that kill a worker mid-transfer (`sluice serve` sets it
+  // from SLUICE_TEST_KV_SEND_DELAY_MS, read once at start): > 0 sends one block per sendmsg and
+  // sleeps this long before each block after the first (stop() may wait out one sleep).
+  // 0: off (blocks go out in groups).
+  int send_delay_ms = 0;
 };
 
 // A recurrent state offered with the blocks (KvTransferServer::offer): the executor's state slot
@@ -237,6 +242,9 @@ struct KvTransferServerStats {
   uint64_t malformed = 0;  // connections that did not send a well-formed PULL
   uint64_t busy = 0;       // connections refused at max_connections
   uint64_t bytes_sent = 0;
+  // Block frames handed to the socket, counted as each group goes out, whether the pull then
+  // completes or not: it moves during a pull (bytes_sent is added when the connection ends).
+  uint64_t blocks_sent = 0;
   uint64_t states_sent = 0;   // recurrent states sent with blocks
   int64_t pinned_blocks = 0;  // gauge: blocks of live handles (offered, not yet released)
   int64_t live_handles = 0;   // gauge

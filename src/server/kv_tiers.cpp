@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 
 #include "base/log.h"
@@ -203,6 +204,10 @@ Result<std::unique_ptr<KvTiers>> KvTiers::start(const KvTierConfig& config,
     o.compat = t->compat_;
     o.handle_ttl_s = config.transfer_ttl_s;
     o.io_timeout_s = config.transfer_timeout_s;
+    // Test hook (tests/router/e2e/disagg_e2e_test.cpp kills a worker mid-transfer): pace the
+    // blocks this many ms apart. Unset, empty or not a positive number: off.
+    if (const char* d = std::getenv("SLUICE_TEST_KV_SEND_DELAY_MS"); d && std::atoi(d) > 0)
+      o.send_delay_ms = std::atoi(d);
     EngineBridge* b = &bridge;
     const Engine* direct = engine.concurrent_export() ? &engine : nullptr;
     auto export_fn = [b, direct](std::span<const int32_t> ids) -> Result<KvBlocks> {
@@ -536,8 +541,11 @@ void KvTiers::render_metrics(std::string& out) const {
            "Pulls refused (unknown handle, tokens or compatibility mismatch)", double(t.refused));
     scalar(out, "sluice_kv_transfer_expired_total", "counter",
            "Offered handles released unpulled at their expiry", double(t.expired));
-    scalar(out, "sluice_kv_transfer_sent_bytes_total", "counter", "K/V bytes sent",
-           double(t.bytes_sent));
+    scalar(out, "sluice_kv_transfer_sent_bytes_total", "counter",
+           "K/V bytes sent (counted when a pull ends)", double(t.bytes_sent));
+    scalar(out, "sluice_kv_transfer_sent_blocks_total", "counter",
+           "KV blocks sent (counted as they go out, completed pulls or not)",
+           double(t.blocks_sent));
     scalar(out, "sluice_kv_pinned_blocks", "gauge", "KV blocks pinned for decode workers",
            double(t.pinned_blocks));
     if (!state_layout_.empty()) {

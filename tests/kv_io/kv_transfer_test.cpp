@@ -597,6 +597,36 @@ TEST(KvTransfer, ServerClosingMidTransferFailsThePullAndReleases) {
   EXPECT_EQ(server->stats().pulled, 0u);
 }
 
+// The send_delay_ms test hook (process-level tests kill a worker between blocks): one block
+// per sendmsg, this long apart; blocks_sent counts each as it goes out, so a pull in progress
+// shows how far it got.
+TEST(KvTransfer, SendDelayPacesTheBlocksAndTheSentCountMovesDuringThePull) {
+  FakeKv kv(4, 512);
+  KvTransferServerOptions o = test_options();
+  o.send_delay_ms = 200;
+  auto server = start_server(kv, o);
+  ASSERT_TRUE(server);
+  const std::vector<int32_t> tokens = prompt(4 * kXferBlockSize);
+  const std::vector<int32_t> ids = {0, 1, 2, 3};
+  const uint64_t handle = server->offer(tokens, ids);
+  const auto t0 = Clock::now();
+  Result<KvPullResult> r = make_error("not pulled");
+  std::thread puller([&] { r = kv_pull(pull_request(*server, handle, tokens)); });
+  // Mid-pull: some blocks out, not all, nothing released yet.
+  const bool partial = wait_until([&] { return server->stats().blocks_sent >= 1; });
+  const KvTransferServerStats mid = server->stats();
+  puller.join();
+  ASSERT_TRUE(partial);
+  EXPECT_LT(mid.blocks_sent, 4u);
+  EXPECT_EQ(mid.pinned_blocks, 4);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->blocks.bytes, kv.expected(ids));
+  EXPECT_GE(seconds_since(t0), 0.55);  // three delays
+  ASSERT_TRUE(wait_until([&] { return server->stats().pulled == 1; }));
+  EXPECT_EQ(server->stats().blocks_sent, 4u);
+  EXPECT_EQ(server->stats().pinned_blocks, 0);
+}
+
 TEST(KvTransfer, ClientHangingUpMidTransferReleases) {
   FakeKv kv(64, 256 << 10);  // 16 MiB: more than the socket buffers hold
   auto server = start_server(kv);

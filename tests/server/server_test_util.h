@@ -23,6 +23,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/log.h"
@@ -300,6 +301,8 @@ struct ChildOptions {
   // ceilings would change what the engine's cost model decides (speculation gating), so results
   // would depend on the host. A test that needs the roofline on /metrics writes its own there.
   std::string cache_dir = "/nonexistent/sluice-test-cache";
+  // More environment for the child: {name, value} (e.g. a test hook's variable).
+  std::vector<std::pair<std::string, std::string>> env{};
 };
 
 struct ServeProcess {
@@ -333,6 +336,7 @@ struct ServeProcess {
     p->pid = ::fork();
     if (p->pid == 0) {
       ::setenv("SLUICE_CACHE", o.cache_dir.c_str(), 1);
+      for (const auto& [name, value] : o.env) ::setenv(name.c_str(), value.c_str(), 1);
       if (!asan.empty()) ::setenv("ASAN_OPTIONS", asan.c_str(), 1);
       ::dup2(pipefd[1], 2);
       ::close(pipefd[0]);

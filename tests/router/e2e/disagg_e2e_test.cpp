@@ -10,6 +10,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <regex>
 
 #include "router/router_test_util.h"
 
@@ -216,6 +218,185 @@ TEST(Disaggregated, ADeadPrefillWorkerFailsTheRequestOrIsRecomputedPerThePolicy)
   HttpResult plain = post(both->port, "/v1/completions", body);
   EXPECT_EQ(plain.status, 400) << plain.body;
   EXPECT_EQ(plain.j()["error"]["param"], "kv_transfer_params") << plain.body;
+}
+
+// Killed mid-transfer, a real process: the prefill worker paces its blocks kSendDelayMs apart
+// (SLUICE_TEST_KV_SEND_DELAY_MS); the test waits until its sluice_kv_transfer_sent_blocks_total
+// shows the pull's first block out, then SIGKILLs one side before the next. Both sides' K/V
+// timeouts are far beyond the test's bounds: a pull must end on the broken connection, not on
+// a deadline (nor a pin on the handle's expiry).
+constexpr int kSendDelayMs = 400;
+const std::vector<std::string> kPatient = {"--kv-transfer-timeout", "60", "--kv-transfer-ttl",
+                                           "120"};
+
+ChildOptions paced() {
+  ChildOptions o;
+  o.env = {{"SLUICE_TEST_KV_SEND_DELAY_MS", std::to_string(kSendDelayMs)}};
+  return o;
+}
+
+// The long prompts as one: 14 full blocks, so a paced pull takes seconds.
+std::string longest_prompt() {
+  return kLongPrompts[0] + " " + kLongPrompts[1] + " " + kLongPrompts[2];
+}
+
+// Offers `p` on the prefill worker, has the decode worker pull it in the background, and
+// returns once the prefill worker has sent some of this pull's blocks (`sent`; -1: none within
+// 20 s, and `pending` may be done already). n_blocks: the offered full blocks.
+struct PullUnderWay {
+  std::future<HttpResult> pending;
+  int n_blocks = 0;
+  double sent = -1;
+};
+PullUnderWay start_paced_pull(const ServeProcess& prefill, const ServeProcess& decode,
+                              const std::string& p) {
+  PullUnderWay u;
+  HttpResult pre = post(prefill.port, "/v1/completions", prefill_request(p));
+  EXPECT_EQ(pre.status, 200) << pre.body;
+  if (pre.status != 200) return u;
+  const json params = pre.j().value("kv_transfer_params", json());
+  EXPECT_TRUE(params.is_object()) << pre.body;
+  if (!params.is_object()) return u;
+  u.n_blocks = params.value("remote_n_blocks", 0);
+  json body = completion(p);
+  body["kv_transfer_params"] = params;
+  const int pp = prefill.port;
+  const double before = metric(metrics_text(pp), "sluice_kv_transfer_sent_blocks_total");
+  const int dp = decode.port;
+  u.pending =
+      std::async(std::launch::async, [dp, body] { return post(dp, "/v1/completions", body); });
+  double sent = -1;
+  if (eventually(
+          [pp, before, &sent] {
+            sent = metric(metrics_text(pp), "sluice_kv_transfer_sent_blocks_total") - before;
+            return before >= 0 && sent >= 1;
+          },
+          std::chrono::milliseconds(20000)))
+    u.sent = sent;
+  return u;
+}
+
+// How many of how many blocks a broken pull's error says had arrived ("connection closed
+// after 1 of 9 blocks"); {-1, -1} when it says no such thing.
+std::pair<int, int> blocks_received(const std::string& text) {
+  std::smatch m;
+  static const std::regex re("connection closed after ([0-9]+) of ([0-9]+) blocks");
+  if (!std::regex_search(text, m, re)) return {-1, -1};
+  return {std::stoi(m[1]), std::stoi(m[2])};
+}
+
+TEST(Disaggregated, APrefillWorkerKilledMidTransferFailsOrRecomputesAndLeaksNoBlock) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  auto both = ServeProcess::start(worker_args(model, {}));
+  ASSERT_TRUE(both);
+  const std::string p = longest_prompt();
+  HttpResult want = post(both->port, "/v1/completions", completion(p));
+  ASSERT_EQ(want.status, 200) << want.body;
+  for (const std::string policy : {"error", "recompute"}) {
+    SCOPED_TRACE("--kv-transfer-fail " + policy);
+    std::vector<std::string> decode_args = {"--role", "decode", "--kv-transfer-fail", policy};
+    decode_args.insert(decode_args.end(), kPatient.begin(), kPatient.end());
+    auto prefill = ServeProcess::start(worker_args(model, {"--role", "prefill"}), paced());
+    auto decode = ServeProcess::start(worker_args(model, decode_args));
+    ASSERT_TRUE(prefill && decode);
+    const double idle = metric(metrics_text(decode->port), "sluice_kv_blocks_used");
+    ASSERT_GE(idle, 0);
+    PullUnderWay u = start_paced_pull(*prefill, *decode, p);
+    prefill.reset();  // SIGKILL
+    ASSERT_GE(u.n_blocks, 6);
+    ASSERT_GE(u.sent, 1) << "no block was sent within 20 s";
+    EXPECT_LT(u.sent, u.n_blocks) << "the pull was not mid-transfer when the worker died";
+    // Bounded: ended by the closed connection, far within the 60 s pull deadline.
+    ASSERT_EQ(u.pending.wait_for(std::chrono::seconds(15)), std::future_status::ready)
+        << "the decode request hung after the prefill worker died";
+    const HttpResult got = u.pending.get();
+    // Where the decode worker says the pull broke: after some blocks, before the last.
+    std::pair<int, int> received;
+    if (policy == "error") {
+      EXPECT_EQ(got.status, 502) << got.body;
+      EXPECT_NE(got.body.find(R"("code":"kv_transfer_failed")"), std::string::npos) << got.body;
+      received = blocks_received(got.body);
+    } else {
+      ASSERT_EQ(got.status, 200) << got.body;
+      EXPECT_EQ(got.j()["choices"][0]["text"], want.j()["choices"][0]["text"]);
+      EXPECT_EQ(got.j()["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << got.body;
+      received = blocks_received(decode->drain_log());
+    }
+    EXPECT_GE(received.first, 1) << got.body << decode->log;
+    EXPECT_LT(received.first, u.n_blocks) << got.body << decode->log;
+    EXPECT_EQ(received.second, u.n_blocks) << got.body << decode->log;
+    // Nothing of the broken pull was imported, and no block stays referenced.
+    const int dp = decode->port;
+    EXPECT_TRUE(eventually([dp, idle] {
+      return metric(metrics_text(dp), "sluice_kv_blocks_used") == idle;
+    })) << metrics_text(dp);
+    const std::string dm = metrics_text(dp);
+    EXPECT_EQ(metric(dm, "sluice_kv_pull_failures_total"), 1) << dm;
+    EXPECT_EQ(metric(dm, "sluice_kv_pull_recomputes_total"), policy == "recompute" ? 1 : 0) << dm;
+    EXPECT_EQ(metric(dm, "sluice_kv_pulled_blocks_total"), 0) << dm;
+    // The decode worker goes on serving.
+    HttpResult next = post(dp, "/v1/completions", completion(p));
+    ASSERT_EQ(next.status, 200) << next.body;
+    EXPECT_EQ(next.j()["choices"][0]["text"], want.j()["choices"][0]["text"]);
+    EXPECT_TRUE(eventually([dp, idle] {
+      return metric(metrics_text(dp), "sluice_kv_blocks_used") == idle;
+    })) << metrics_text(dp);
+  }
+}
+
+TEST(Disaggregated, ADecodeWorkerKilledMidTransferLeavesNoPinnedBlockOnThePrefillWorker) {
+  SLUICE_REQUIRE_SHARED(model, kStoriesModel);
+  std::vector<std::string> prefill_args = {"--role", "prefill"};
+  prefill_args.insert(prefill_args.end(), kPatient.begin(), kPatient.end());
+  std::vector<std::string> decode_args = {"--role", "decode"};
+  decode_args.insert(decode_args.end(), kPatient.begin(), kPatient.end());
+  auto both = ServeProcess::start(worker_args(model, {}));
+  auto prefill = ServeProcess::start(worker_args(model, prefill_args), paced());
+  auto decode = ServeProcess::start(worker_args(model, decode_args));
+  ASSERT_TRUE(both && prefill && decode);
+  const std::string p = longest_prompt();
+  const int pp = prefill->port;
+  const double idle = metric(metrics_text(pp), "sluice_kv_blocks_used");
+  ASSERT_GE(idle, 0);
+  PullUnderWay u = start_paced_pull(*prefill, *decode, p);
+  decode.reset();  // SIGKILL
+  ASSERT_GE(u.n_blocks, 6);
+  ASSERT_GE(u.sent, 1) << "no block was sent within 20 s";
+  EXPECT_LT(u.sent, u.n_blocks) << "the pull was not mid-transfer when the worker died";
+  ASSERT_EQ(u.pending.wait_for(std::chrono::seconds(15)), std::future_status::ready);
+  EXPECT_NE(u.pending.get().status, 200);
+  // The prefill worker notices the broken connection at its next block and releases the pins
+  // (the transfer server's gauge, and the engine's references), well before any deadline.
+  EXPECT_TRUE(eventually(
+      [pp, idle] {
+        const std::string m = metrics_text(pp);
+        return metric(m, "sluice_kv_pinned_blocks") == 0 &&
+               metric(m, "sluice_kv_blocks_used") == idle &&
+               metric(m, "sluice_kv_transfer_failed_total") == 1;
+      },
+      std::chrono::milliseconds(10000)))
+      << metrics_text(pp);
+  EXPECT_EQ(metric(metrics_text(pp), "sluice_kv_transfer_served_total"), 0);
+  // It goes on serving: another decode worker pulls a new offer of the prompt whole and gives
+  // one server's text, then every pin is released again.
+  auto decode2 = ServeProcess::start(worker_args(model, decode_args));
+  ASSERT_TRUE(decode2);
+  PullUnderWay again = start_paced_pull(*prefill, *decode2, p);
+  ASSERT_TRUE(again.pending.valid());
+  ASSERT_EQ(again.pending.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const HttpResult got = again.pending.get();
+  ASSERT_EQ(got.status, 200) << got.body;
+  HttpResult want = post(both->port, "/v1/completions", completion(p));
+  EXPECT_EQ(got.j()["choices"][0]["text"], want.j()["choices"][0]["text"]);
+  const int64_t n = got.j()["usage"]["prompt_tokens"];
+  EXPECT_EQ(got.j()["usage"]["prompt_tokens_details"]["cached_tokens"], (n - 1) / 16 * 16)
+      << got.body;
+  EXPECT_TRUE(eventually([pp, idle] {
+    const std::string m = metrics_text(pp);
+    return metric(m, "sluice_kv_pinned_blocks") == 0 &&
+           metric(m, "sluice_kv_blocks_used") == idle &&
+           metric(m, "sluice_kv_transfer_served_total") == 1;
+  })) << metrics_text(pp);
 }
 
 TEST(Disaggregated, WorkersWithAnotherKvLayoutRefuseTheTransfer) {
