@@ -1,6 +1,6 @@
 // What sluice serve offers a router: model names (aliases), usage.prompt_tokens_details.
 // cached_tokens, and GET /v1/cache/routes for requests tagged X-Sluice-Route-Id.
-#include "router_test_util.h"
+#include "router/router_test_util.h"
 
 namespace sluice::test {
 namespace {
