@@ -238,9 +238,8 @@ PrefixHit KvCacheManager::find_prefix(std::span<const int32_t> tokens) {
 }
 
 int32_t KvCacheManager::n_hit_tokens(std::span<const int32_t> tokens) const {
-  std::vector<BlockId> blocks;
   int32_t slot = -1;
-  return std::max(usable_prefix(tokens, &blocks, &slot), 0) * block_size();
+  return std::max(usable_prefix(tokens, nullptr, &slot), 0) * block_size();
 }
 
 int32_t KvCacheManager::usable_prefix(std::span<const int32_t> tokens, std::vector<BlockId>* blocks,

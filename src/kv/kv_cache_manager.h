@@ -281,8 +281,8 @@ class KvCacheManager {
   // find_prefix); with `out`, the hit's blocks (PrefixHit::blocks layout).
   int32_t match_prefix(std::span<const int32_t> tokens, int32_t max_blocks,
                        std::vector<BlockId>* out) const;
-  // find_prefix's hit in blocks (-1: prefix caching off), its blocks into `blocks` and the
-  // checkpoint it resumes from into `state_checkpoint` (recurrent models).
+  // find_prefix's hit in blocks (-1: prefix caching off), its blocks into `blocks` (when not
+  // null) and the checkpoint it resumes from into `state_checkpoint` (recurrent models).
   int32_t usable_prefix(std::span<const int32_t> tokens, std::vector<BlockId>* blocks,
                         int32_t* state_checkpoint) const;
   // The key a group's copy of a block is cached under: group 0's is the chain hash itself
