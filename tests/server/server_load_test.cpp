@@ -26,6 +26,7 @@ TEST(ServerLoad, ManyConcurrentStreamsWithRandomHangUps) {
                                 "0.02", "--served-model-name", "stories"});
   ASSERT_TRUE(p);
   const int port = p->port;
+  const long idle_threads = p->n_threads();  // no connection yet
   constexpr int kClients = 512;
   constexpr int kTokens = 16;
   const json body = {{"model", "stories"},
@@ -51,9 +52,27 @@ TEST(ServerLoad, ManyConcurrentStreamsWithRandomHangUps) {
     HttpResult warm = post(port, "/v1/completions", full_batch);
     ASSERT_EQ(warm.status, 200) << warm.body;
   }
-  // Settled before a measurement: idle connection threads exit after 2 s and the engine thread
-  // trims malloc's free memory once a second while idle.
-  const auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(3500)); };
+  // Settled before a measurement: the idle connection threads have exited (those above the 4 the
+  // pool keeps warm do after 2 s: HttpLimits) and the resident set has stayed put for 1.2 s (the
+  // engine thread trims malloc's free memory once a second while idle).
+  const auto settle = [&] {
+    long last_rss = -1;
+    auto stable_since = std::chrono::steady_clock::now();
+    const bool settled = eventually(
+        [&] {
+          const auto now = std::chrono::steady_clock::now();
+          const long rss = p->rss_kib();
+          if (p->n_threads() > idle_threads + 4 || rss != last_rss) {
+            last_rss = rss;
+            stable_since = now;
+            return false;
+          }
+          return now - stable_since >= std::chrono::milliseconds(1200);
+        },
+        std::chrono::seconds(20));
+    ASSERT_TRUE(settled) << "threads " << p->n_threads() << " (idle " << idle_threads
+                         << " + 4 warm)";
+  };
 
   // One burst: kClients streams at once, ~10% hanging up; every other one completes with the
   // reference text, and afterwards nothing runs or holds a KV block. Returns its seconds, its

@@ -387,21 +387,24 @@ struct ServeProcess {
     return got;
   }
 
-  // Resident set size in KiB (VmRSS).
-  long rss_kib() const {
+  // A number of /proc/<pid>/status ("VmRSS:", "Threads:"), or -1.
+  long status_value(const std::string& name) const {
     std::ifstream f("/proc/" + std::to_string(pid) + "/status");
     std::string key;
     while (f >> key) {
-      if (key == "VmRSS:") {
-        long kib = 0;
-        f >> kib;
-        return kib;
+      if (key == name) {
+        long v = 0;
+        f >> v;
+        return v;
       }
       std::string rest;
       std::getline(f, rest);
     }
     return -1;
   }
+  // Resident set size in KiB (VmRSS).
+  long rss_kib() const { return status_value("VmRSS:"); }
+  long n_threads() const { return status_value("Threads:"); }
 
   // Waits for the child to exit; its exit code, or -1 (signal / timeout).
   int wait_exit(int timeout_ms) {
