@@ -122,8 +122,9 @@ void run_avx2_vnni(benchmark::State& state, GgmlType type, int64_t n, int thread
 
 void register_all() {
   const std::pair<GgmlType, const char*> types[] = {
-      {GgmlType::Q8_0, "Q8_0"}, {GgmlType::Q4_0, "Q4_0"}, {GgmlType::Q4_K, "Q4_K"},
-      {GgmlType::Q6_K, "Q6_K"}, {GgmlType::F16, "F16"},   {GgmlType::BF16, "BF16"}};
+      {GgmlType::Q8_0, "Q8_0"},  {GgmlType::Q4_0, "Q4_0"}, {GgmlType::Q4_K, "Q4_K"},
+      {GgmlType::Q6_K, "Q6_K"},  {GgmlType::F16, "F16"},   {GgmlType::BF16, "BF16"},
+      {GgmlType::MXFP4, "MXFP4"}};
   const std::pair<MatmulIsa, const char*> isas[] = {
       {MatmulIsa::kScalar, "scalar"}, {MatmulIsa::kAvx2, "avx2"}, {MatmulIsa::kAvx512, "avx512"}};
   for (auto [type, tn] : types) {
@@ -178,6 +179,19 @@ void register_all() {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
+    }
+    // The rows as the file has them, from DRAM (MXFP4's kernels before it had a packed form).
+    if (type == GgmlType::MXFP4) {
+      benchmark::RegisterBenchmark(
+          (std::string("GemvDram/") + tn + "/rows/t2").c_str(),
+          [=](benchmark::State& s) { run(s, type, 1, matmul_isa_best(), 2, false, 65536); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(
+          (std::string("Gemm512/") + tn + "/rows/t2").c_str(),
+          [=](benchmark::State& s) { run(s, type, 512, matmul_isa_best(), 2, false); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
     }
     for (auto [isa, in] : isas) {
       for (int threads : {1, 2}) {

@@ -335,9 +335,9 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
     });
   }
   // One huge-page mapping for all of them: no page walk every 4 KiB in the small matrices
-  // (K/V projections) and no per-matrix rounding to 2 MiB. MXFP4 (no packed layout: its kernels
-  // read the file's blocks) is copied there as it is: gpt-oss's experts then stream without a
-  // page walk every 4 KiB of the file mapping (decode ~14% faster, alternated runs).
+  // (K/V projections) and no per-matrix rounding to 2 MiB. MXFP4 where the ISA's kernels have no
+  // packed form is copied there as it is: gpt-oss's experts then stream without a page walk
+  // every 4 KiB of the file mapping.
   struct Planned {
     const WeightMatrix* m;
     size_t offset;  // in packed_mem_
@@ -348,7 +348,7 @@ void CpuExecutor::repack(const CpuExecutorOptions& options) {
   std::unordered_set<const void*> seen;
   for (const WeightMatrix* m : ms) {
     if (!m->data || !seen.insert(m->data).second) continue;
-    const bool copy = m->type == GgmlType::MXFP4;
+    const bool copy = m->type == GgmlType::MXFP4 && !PackedWeights::supported(m->type, isa_);
     size_t bytes = row_size(m->type, m->n_cols) * size_t(m->n_rows);
     if (!copy) {
       if (!PackedWeights::supported(m->type, isa_)) continue;

@@ -134,6 +134,14 @@ void matmul_mxfp4(const MatmulParams& p, const KernelTable& kt, MatmulWorkspace&
   const int64_t n_scales = p.n * (p.k / kActBlock);
   if (int64_t(ws.d16.size()) < n_scales) ws.d16.resize(size_t(n_scales));
   for (int64_t i = 0; i < n_scales; ++i) ws.d16[size_t(i)] = mxfp4_act_scale(a.d[i]);
+  if (p.packed && p.packed->type() == GgmlType::MXFP4 && kt.gemm_packed) {
+    // The packed kernels read the block scales from QuantizedActs::d: the f16-rounded ones.
+    QuantizedActs a16 = a;
+    a16.d = ws.d16.data();
+    over_groups(p, pool,
+                [&](int64_t g0, int64_t g1) { kt.gemm_packed(*p.packed, g0, g1, a16, p.y, p.m); });
+    return;
+  }
   const size_t rb = row_size(p.type, p.k);
   const auto* w = static_cast<const uint8_t*>(p.w);
   const auto kernel = kt.gemm_mxfp4 ? kt.gemm_mxfp4 : &gemm_mxfp4_rows;

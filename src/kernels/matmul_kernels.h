@@ -13,6 +13,11 @@ namespace sluice {
 
 class PackedWeights;
 
+// Packed MXFP4 (packed.h): a code's doubled E2M1 value + 12 (kMxfp4Values + 12, in [0, 24]), the
+// unsigned operand of the int8 dots; the offset returns through the activation bias.
+alignas(16) inline constexpr uint8_t kMxfp4Lut[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                                      12, 11, 10, 9,  8,  6,  4,  0};
+
 // The per-block sums of a quantized activation block b (matmul_isa.h, QuantizedActs) from its
 // amax and the sums h0, h1 of its two 16-value halves: every quantizer writes them the same way.
 inline void finish_act_block(float amax, int32_t h0, int32_t h1, int64_t b, float* d, float* s,

@@ -21,7 +21,42 @@ namespace sluice::kern_avx512 {
 
 namespace {
 
-enum Kind { kQ8_0, kQ4_0, kQ4_K, kQ6_K };
+enum Kind { kQ8_0, kQ4_0, kQ4_K, kQ6_K, kMxfp4 };
+
+// The 4-bit code types: Q4_0's nibbles are the values + 8; MXFP4's are looked up.
+constexpr bool nibbles(Kind k) {
+  return k == kQ4_0 || k == kMxfp4;
+}
+
+// The bias (-128 x the block's activation sum) scaled to a type's offset: Q4_0 stores q + 8,
+// MXFP4's lookup gives the doubled E2M1 value + 12 (both exact: the bias is a multiple of 128).
+template <Kind K>
+inline int32_t block_bias(int32_t bias) {
+  if constexpr (K == kQ4_0) return bias >> 4;
+  if constexpr (K == kMxfp4) return bias / 32 * 3;
+  return bias;
+}
+
+// MXFP4 codes -> the doubled E2M1 values + 12 (unsigned bytes for vpdpbusd), per 128-bit lane.
+SLUICE_TARGET inline __m512i mxfp4_lut() {
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kMxfp4Lut)));
+}
+
+// 16 rows' MXFP4 block scales 2^(e - 128) from their exponent bytes (vscalefps: exact, the
+// subnormal 2^-128 and 2^-127 included).
+SLUICE_TARGET inline __m512 mxfp4_scales(const uint8_t* e) {
+  const __m512i ei = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e)));
+  return _mm512_scalef_ps(_mm512_set1_ps(1.0f),
+                          _mm512_cvtepi32_ps(_mm512_sub_epi32(ei, _mm512_set1_epi32(128))));
+}
+
+// A 4-bit code vector -> the u8 operand: Q4_0 as it is, MXFP4 through the table.
+template <Kind K>
+SLUICE_TARGET inline __m512i codes_u8(__m512i nib, __m512i lut) {
+  if constexpr (K == kMxfp4) return _mm512_shuffle_epi8(lut, nib);
+  (void)lut;
+  return nib;
+}
 
 SLUICE_TARGET inline __m512i bcast4(const int8_t* p) {
   int32_t v;
@@ -50,14 +85,17 @@ SLUICE_TARGET inline void block_dots(const uint8_t* v, const ActRows<NX>& x, int
   const int64_t col = 32 * b;
   if constexpr (NX == 1) {
     // Two chains so the vpdpbusd latency overlaps (integer sums: the order is free).
-    __m512i s0 = _mm512_set1_epi32(K == kQ4_0 ? x.bias[0][b] >> 4 : x.bias[0][b]);
+    __m512i s0 = _mm512_set1_epi32(block_bias<K>(x.bias[0][b]));
     __m512i s1 = _mm512_setzero_si512();
-    if constexpr (K == kQ4_0) {
+    if constexpr (nibbles(K)) {
       const __m512i m4 = _mm512_set1_epi8(0x0f);
+      const __m512i lut = K == kMxfp4 ? mxfp4_lut() : m4;
       for (int j = 0; j < 4; ++j) {
         const __m512i raw = _mm512_load_si512(v + 64 * j);
-        s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(raw, m4), bcast4(x.q[0] + col + 4 * j));
-        s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4),
+        s0 = _mm512_dpbusd_epi32(s0, codes_u8<K>(_mm512_and_si512(raw, m4), lut),
+                                 bcast4(x.q[0] + col + 4 * j));
+        s1 = _mm512_dpbusd_epi32(s1,
+                                 codes_u8<K>(_mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), lut),
                                  bcast4(x.q[0] + col + 16 + 4 * j));
       }
     } else {
@@ -69,14 +107,14 @@ SLUICE_TARGET inline void block_dots(const uint8_t* v, const ActRows<NX>& x, int
     }
     acc[0] = _mm512_add_epi32(s0, s1);
   } else {
-    for (int i = 0; i < NX; ++i)
-      acc[i] = _mm512_set1_epi32(K == kQ4_0 ? x.bias[i][b] >> 4 : x.bias[i][b]);
-    if constexpr (K == kQ4_0) {
+    for (int i = 0; i < NX; ++i) acc[i] = _mm512_set1_epi32(block_bias<K>(x.bias[i][b]));
+    if constexpr (nibbles(K)) {
       const __m512i m4 = _mm512_set1_epi8(0x0f);
+      const __m512i lut = K == kMxfp4 ? mxfp4_lut() : m4;
       for (int j = 0; j < 4; ++j) {
         const __m512i raw = _mm512_load_si512(v + 64 * j);
-        const __m512i lo = _mm512_and_si512(raw, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        const __m512i lo = codes_u8<K>(_mm512_and_si512(raw, m4), lut);
+        const __m512i hi = codes_u8<K>(_mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), lut);
         for (int i = 0; i < NX; ++i)
           acc[i] = _mm512_dpbusd_epi32(acc[i], lo, bcast4(x.q[i] + col + 4 * j));
         for (int i = 0; i < NX; ++i)
@@ -172,17 +210,27 @@ SLUICE_TARGET void tile(const PackedWeights& w, int64_t g, const QuantizedActs& 
       }
     }
   } else {
-    constexpr int64_t kQb = K == kQ4_0 ? 256 : 512;
+    constexpr int64_t kQb = nibbles(K) ? 256 : 512;
     for (int64_t b = 0; b < nu; ++b) {
       // Weights stream from memory while the block is computed: fetch ahead (past the group's
       // end that is the next group, which is contiguous).
       for (int64_t l = 0; l < kQb; l += 64) prefetch_weights<NX>(wq + b * kQb + l);
       __m512i acc[NX];
       block_dots<NX, K>(wq + b * kQb, x, b, acc);
-      const __m512 dw = load_f16x16(meta + 32 * b);
-      for (int i = 0; i < NX; ++i) {
-        facc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]),
-                                  _mm512_mul_ps(dw, _mm512_set1_ps(x.d[i][b])), facc[i]);
+      if constexpr (K == kMxfp4) {
+        // (d16 x 2^(e - 128)) x dot, then added: the scalar kernel's operations, bit for bit.
+        const __m512 dw = mxfp4_scales(meta + 16 * b);
+        for (int i = 0; i < NX; ++i) {
+          facc[i] =
+              _mm512_add_ps(facc[i], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(x.d[i][b]), dw),
+                                                   _mm512_cvtepi32_ps(acc[i])));
+        }
+      } else {
+        const __m512 dw = load_f16x16(meta + 32 * b);
+        for (int i = 0; i < NX; ++i) {
+          facc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]),
+                                    _mm512_mul_ps(dw, _mm512_set1_ps(x.d[i][b])), facc[i]);
+        }
       }
     }
   }
@@ -325,6 +373,9 @@ SLUICE_TARGET void gemm_packed(const PackedWeights& w, int64_t g0, int64_t g1,
       return;
     case GgmlType::Q6_K:
       gemm_packed_t<kQ6_K>(w, g0, g1, a, y, m);
+      return;
+    case GgmlType::MXFP4:  // a.d: the f16-rounded block scales (matmul.cpp)
+      gemm_packed_t<kMxfp4>(w, g0, g1, a, y, m);
       return;
     default:
       gemm_packed_t<kQ8_0>(w, g0, g1, a, y, m);

@@ -7,10 +7,18 @@
 #include "base/huge_alloc.h"
 #include "gguf/quants.h"
 #include "kernels/kernel_table.h"
+#include "kernels/matmul_kernels.h"
 
 namespace sluice {
 
 namespace {
+
+constexpr bool lut_matches_values() {
+  for (int i = 0; i < 16; ++i)
+    if (int(kMxfp4Lut[i]) != kMxfp4Values[i] + 12) return false;
+  return true;
+}
+static_assert(lut_matches_values(), "kMxfp4Lut is kMxfp4Values + 12");
 
 // Q6_K super-block `src` (null: padding) -> row r's bytes of the packed unit (packed.h).
 void pack_q6_k(const uint8_t* src, int r, uint8_t* q, uint8_t* meta) {
@@ -59,6 +67,17 @@ void pack_unit(GgmlType type, const uint8_t* src, int r, uint8_t* q, uint8_t* me
     for (int v = 0; v < 32; ++v) std::memcpy(q + v * 64 + r * 4, qs + 4 * v, 4);
     return;
   }
+  if (type == GgmlType::MXFP4) {  // [e][16 code bytes]: as Q4_0's codes, e into the meta
+    meta[r] = src ? src[0] : 0;
+    for (int j = 0; j < 4; ++j) {
+      if (src) {
+        std::memcpy(q + j * 64 + r * 4, src + 1 + 4 * j, 4);
+      } else {
+        std::memset(q + j * 64 + r * 4, 0, 4);  // code 0: +0
+      }
+    }
+    return;
+  }
   const bool q8 = type == GgmlType::Q8_0;
   const int n_vec = q8 ? 8 : 4;
   if (!src) {
@@ -100,6 +119,7 @@ bool PackedWeights::supported(GgmlType type, MatmulIsa isa) {
     case GgmlType::Q4_0:
     case GgmlType::Q4_K:
     case GgmlType::Q6_K:
+    case GgmlType::MXFP4:
       return kt.gemm_packed != nullptr;
     case GgmlType::F16:
       return kt.gemm_f16_packed != nullptr;
@@ -138,7 +158,8 @@ size_t PackedWeights::bytes() const {
 Result<size_t> PackedWeights::bytes_needed(GgmlType type, int64_t m, int64_t k, MatmulIsa isa) {
   const PackedWeights p(type, m, k, isa);
   if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0 && type != GgmlType::Q4_K &&
-      type != GgmlType::Q6_K && type != GgmlType::F16 && type != GgmlType::BF16) {
+      type != GgmlType::Q6_K && type != GgmlType::MXFP4 && type != GgmlType::F16 &&
+      type != GgmlType::BF16) {
     return make_error("packed weights: ", type_name(type), " has no packed form");
   }
   const int64_t unit = p.is_copy() ? 1 : p.half() ? 16 : p.unit_cols();

@@ -21,6 +21,11 @@
 //         nibbles are sub-block 2p, high nibbles sub-block 2p + 1, columns 4j .. 4j + 3;
 //         meta: d[16], dmin[16] (f16), then the 6-bit scales sc[8][16] and mins m[8][16] as
 //         bytes (weight = d * sc_s * q - dmin * m_s).
+//   MXFP4: 4 vectors of the raw code bytes, laid out as Q4_0's: low nibbles are columns 4j ..
+//         4j + 3, high nibbles columns 16 + 4j .. 16 + 4j + 3, each an E2M1 code (bit 3 the
+//         sign); the kernels look the codes up as the doubled values + 12, in [0, 24] (the
+//         offset comes back through the activations' bias: 12 / 128 of it); meta: the 16 rows'
+//         E8M0 exponent bytes (the block scale 2^(e - 128) of the doubled values).
 //   Q6_K: per 16-column scale group g, 3 vectors: two of low nibbles (lo/hi nibbles of the
 //         first are columns 16g + 0..3 / 4..7, of the second 8..11 / 12..15) and one of high
 //         bit pairs (bits 2s, 2s + 1 of byte t: column 16g + 4s + t), q in [0, 63]; meta:
@@ -63,8 +68,8 @@ class PackedWeights {
  public:
   static constexpr int64_t kRows = 16;  // rows per group
 
-  // Whether `type` has a packed form (Q8_0, Q4_0, Q4_K, Q6_K, F16, BF16) and `isa` (kAuto: the
-  // process's) has kernels for it (kernel_table.h).
+  // Whether `type` has a packed form (Q8_0, Q4_0, Q4_K, Q6_K, MXFP4, F16, BF16) and `isa` (kAuto:
+  // the process's) has kernels for it (kernel_table.h).
   static bool supported(GgmlType type, MatmulIsa isa = MatmulIsa::kAuto);
 
   // Bytes pack() writes for W [m, k] of `type` (the quants, then the scales 64-byte aligned),
@@ -92,6 +97,7 @@ class PackedWeights {
       case GgmlType::Q8_0:
         return 512;
       case GgmlType::Q4_0:
+      case GgmlType::MXFP4:
         return 256;
       case GgmlType::Q4_K:
         return 2048;
@@ -100,7 +106,10 @@ class PackedWeights {
     }
   }
   int64_t unit_meta_bytes() const {
-    return type_ == GgmlType::Q4_K ? 320 : type_ == GgmlType::Q6_K ? 288 : 32;
+    return type_ == GgmlType::Q4_K    ? 320
+           : type_ == GgmlType::Q6_K  ? 288
+           : type_ == GgmlType::MXFP4 ? 16
+                                      : 32;
   }
   const uint8_t* quants(int64_t group) const {
     return quants_ + group * n_units() * unit_quant_bytes();

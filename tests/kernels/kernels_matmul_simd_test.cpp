@@ -172,7 +172,8 @@ TEST(MatmulSimd, PackedVnniCopiesEqualTheAvx2KernelBitForBit) {
   }
   if (copies.empty() || !cpu_runs_isa(MatmulIsa::kAvx2)) GTEST_SKIP() << "no VNNI on this CPU";
   SLUICE_FRESH_RNG(rng);
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType type :
+       {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::MXFP4}) {
     const int64_t unit = type_traits(type).block_size;
     for (int64_t k : {unit, 5 * unit, 2048 + 3 * unit}) {
       for (int64_t m : {9, 16, 33}) {
@@ -203,6 +204,54 @@ TEST(MatmulSimd, PackedVnniCopiesEqualTheAvx2KernelBitForBit) {
         }
       }
     }
+  }
+}
+
+// MXFP4 repacked 16 rows at a time (packed.h) on every SIMD ISA this CPU runs: the same integer
+// dots and the same f32 steps per block as the scalar kernel over the file's rows, so equal to it
+// bit for bit; every group and tile tail, the decode path, long rows, block exponents at both
+// ends (the subnormal scales 2^-128, 2^-127 and 2^126), and equal whatever the thread count.
+TEST(MatmulSimd, PackedMxfp4EqualsTheScalarKernelBitForBit) {
+  if (!PackedWeights::supported(GgmlType::MXFP4)) GTEST_SKIP() << "no SIMD ISA on this CPU";
+  ThreadPool pool(3);
+  SLUICE_FRESH_RNG(rng);
+  const auto run = [&](MatmulIsa isa, int64_t m, int64_t k, int64_t n) {
+    MatmulCase c = make_case(GgmlType::MXFP4, m, k, n, rng);
+    const size_t rb = row_size(GgmlType::MXFP4, k);
+    for (int64_t r = 0; r < m; ++r) {  // a few blocks at the exponent's ends
+      uint8_t* row = c.wq.data() + size_t(r) * rb;
+      const int64_t nb = k / 32;
+      row[size_t(r % nb) * sizeof(BlockMxfp4)] = uint8_t(r % 3 == 0 ? 0 : r % 3 == 1 ? 1 : 254);
+    }
+    Result<PackedWeights> pw =
+        PackedWeights::pack(GgmlType::MXFP4, c.wq.data(), m, k, &pool, nullptr, isa);
+    ASSERT_TRUE(pw.ok()) << pw.status().message();
+    std::vector<float> want(size_t(n * m), -1.0f), got(size_t(n * m), -2.0f),
+        got1(size_t(n * m), -3.0f);
+    MatmulParams p = params_of(c, GgmlType::MXFP4, m, k, n, MatmulIsa::kScalar);
+    p.y = want.data();
+    matmul(p, nullptr);
+    p.isa = isa;
+    p.packed = &*pw;
+    p.y = got.data();
+    matmul(p, &pool);
+    p.y = got1.data();
+    matmul(p, nullptr);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+          << matmul_isa_name(isa) << " m=" << m << " k=" << k << " n=" << n << " at " << i << ": "
+          << got[i] << " vs " << want[i];
+      ASSERT_EQ(std::bit_cast<uint32_t>(got1[i]), std::bit_cast<uint32_t>(got[i])) << "threads";
+    }
+  };
+  for (MatmulIsa isa : simd_isas()) {
+    for (int64_t k : {32, 96, 1056, 2880}) {
+      for (int64_t m : {1, 3, 8, 9, 16, 31, 33}) {
+        for (int64_t n : {1, 2, 3, 5, 8, 9, 33}) run(isa, m, k, n);
+      }
+    }
+    run(isa, 2880, 2880, 1);  // gpt-oss's expert shape, decode
+    run(isa, 50, 512, 300);   // several L2 chunks of activation rows
   }
 }
 
