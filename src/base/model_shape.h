@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sluice {
 
@@ -51,6 +52,15 @@ struct ModelShape {
   // which, whatever the file's form).
   RecurrentShape recurrent{};
   int full_attention_interval = 0;
+  // Sliding-window attention (attention.sliding_window): a windowed layer's query at position p
+  // sees keys p - sliding_window + 1 .. p. Which layers are windowed: layer_swa when given
+  // (gemma4's sliding_window_pattern array: [n_layer], 1 windowed), else by swa_period: 0 every
+  // layer (phi3, mistral), n: layer il is global when il % n == n - 1 (gemma2 and gpt-oss: 2,
+  // even layers windowed; gemma3: 6). The period is the architecture's (model/arch.h
+  // ArchFamily::swa_period: a loaded file's and a synth preset's alike).
+  int sliding_window = 0;
+  int swa_period = 0;
+  std::vector<uint8_t> layer_swa = {};
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_kv_head * head_dim; }
@@ -62,6 +72,13 @@ struct ModelShape {
   int n_recurrent_layers() const {
     return full_attention_interval > 0 ? n_layer - n_layer / full_attention_interval : 0;
   }
+  // The sliding window of layer il (0: none).
+  int layer_window(int il) const {
+    if (sliding_window <= 0) return 0;
+    if (!layer_swa.empty()) return layer_swa[size_t(il)] ? sliding_window : 0;
+    return swa_period > 0 && il % swa_period == swa_period - 1 ? 0 : sliding_window;
+  }
+  bool any_window() const { return sliding_window > 0; }
 };
 
 }  // namespace sluice

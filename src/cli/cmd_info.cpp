@@ -146,6 +146,8 @@ nlohmann::ordered_json build_info(const GgufFile& f) {
 
   // KV cache per token at f16 (2 bytes per K and V value of every attention layer) and, for
   // hybrids, the recurrent state a sequence holds: from the planner's model cost of the file.
+  // At the context: kv_bytes_per_sequence (sliding-window layers hold their window, in blocks of
+  // the engine's default 16).
   json mem = {{"weights_bytes", n_bytes}};
   if (const Result<ModelCost> cost = model_cost_from_gguf(f);
       cost.ok() && (cost->kv_elems_per_token > 0 || cost->state_bytes_per_sequence > 0)) {
@@ -155,9 +157,14 @@ nlohmann::ordered_json build_info(const GgufFile& f) {
     if (state > 0) mem["recurrent_state_bytes_per_sequence"] = state;
     const int64_t ctx = hparam(f, arch, "context_length");
     if (ctx > 0) {
+      Precision f16;
+      f16.kv_bits = 16;
+      const int64_t kv_at_ctx = cost->kv_window > 0
+                                    ? int64_t(kv_bytes_per_sequence(*cost, f16, double(ctx), 16))
+                                    : kv_per_token * ctx;
       mem["context_length"] = ctx;
-      mem["kv_bytes_at_context_f16"] = kv_per_token * ctx;
-      mem["total_bytes_at_context"] = int64_t(n_bytes) + kv_per_token * ctx + state;
+      mem["kv_bytes_at_context_f16"] = kv_at_ctx;
+      mem["total_bytes_at_context"] = int64_t(n_bytes) + kv_at_ctx + state;
     }
   }
   out["memory"] = mem;

@@ -27,6 +27,7 @@ struct Options {
   int kv_bits = 16;
   int act_bits = 16;
   int64_t context = 8192;
+  int block_size = 16;
   std::vector<int64_t> batches;
   bool sweep = false;
   double mfu = 0.4;
@@ -40,7 +41,7 @@ struct Options {
 
 Result<PlanParams> build_params(const Options& o) {
   PlanParams p;
-  if (const ModelShape* shape = find_planner_model(o.model)) {
+  if (const ModelShape* shape = find_model_shape(o.model)) {
     p.model = model_cost(*shape);
     p.precision.weight_bits = o.weight_bits < 0 ? 16 : o.weight_bits;
   } else {
@@ -49,7 +50,7 @@ Result<PlanParams> build_params(const Options& o) {
                                  std::filesystem::exists(o.model);
     if (!looks_like_file) {
       return make_error("unknown model '", o.model, "': give a .gguf path or one of ",
-                        planner_model_names());
+                        model_shape_names());
     }
     SLUICE_ASSIGN_OR_RETURN(const std::string path, resolve_model_arg(o.model));
     SLUICE_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
@@ -67,6 +68,7 @@ Result<PlanParams> build_params(const Options& o) {
   p.precision.kv_bits = o.kv_bits;
   p.precision.act_bits = o.act_bits;
   p.context = o.context;
+  p.block_size = o.block_size;
   if (!o.sweep) p.batches = o.batches;
   p.mfu = o.mfu;
   p.prompt_len = o.prompt;
@@ -98,7 +100,7 @@ void register_plan(CLI::App& app, int& exit_code) {
       "Roofline serving plan: memory, critical batch, step time and throughput against "
       "batch size, prefill time, prefill:generate ratio, tensor-parallel limits");
   cmd->add_option("--model", opt->model,
-                  "GGUF path (or hf:// spec) or preset: " + planner_model_names())
+                  "GGUF path (or hf:// spec) or preset: " + model_shape_names())
       ->required();
   cmd->add_option("--hw", opt->hw, "Hardware: " + hardware_names())->required();
   cmd->add_option("--chips", opt->chips, "Number of chips, model fully sharded over them")
@@ -115,6 +117,10 @@ void register_plan(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::IsMember({16, 8}));
   cmd->add_option("--context", opt->context, "KV tokens per sequence")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--block-size", opt->block_size,
+                  "Tokens per KV block (a sliding-window layer keeps its window's blocks)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   auto* batch = cmd->add_option("--batch", opt->batches, "Generate batch size(s), e.g. 1,8,240")

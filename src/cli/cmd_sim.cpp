@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cache_layout.h"
 #include "cli/commands.h"
 #include "cli/engine_session.h"
 #include "cli/model_arg.h"
@@ -108,7 +109,7 @@ Result<Deployment> build_deployment(const Options& o) {
     return make_error("unknown hardware '", o.hw, "': use 'this' or one of ", hardware_names());
   }
 
-  if (const ModelShape* shape = find_planner_model(o.model)) {
+  if (const ModelShape* shape = find_model_shape(o.model)) {
     d.cost.model = model_cost(*shape);
     d.cost.precision.weight_bits = o.weight_bits < 0 ? 16 : o.weight_bits;
     d.cost.precision.act_bits = o.act_bits < 0 ? 16 : o.act_bits;
@@ -139,7 +140,7 @@ Result<Deployment> build_deployment(const Options& o) {
     d.tokenizer.emplace(std::move(t));
   } else {
     return make_error("unknown model '", o.model, "': give a .gguf path or one of ",
-                      planner_model_names());
+                      model_shape_names());
   }
   if (d.local && d.cost.hw.hbm_bytes_per_s <= 0) {
     // A preset model on this machine: its bandwidth and peaks as measured.
@@ -154,7 +155,7 @@ Result<Deployment> build_deployment(const Options& o) {
   if (o.kv_bits != 16 && o.kv_bits != 8 && o.kv_bits != 4 && o.kv_bits != 32) {
     return make_error("--kv-bits must be 16, 8 or 4");
   }
-  if (find_planner_model(o.model)) d.cost.precision.kv_bits = o.kv_bits;
+  if (find_model_shape(o.model)) d.cost.precision.kv_bits = o.kv_bits;
   d.weight_bytes = weight_bytes(d.cost.model, d.cost.precision);
   d.kv_bytes_per_token = kv_bytes_per_token(d.cost.model, d.cost.precision);
 
@@ -209,8 +210,25 @@ Result<sim::ServiceConfig> service_config(const Options& o, const Deployment& d,
       return make_error("--tp/--pp on '", o.hw, "' needs the link between chips: --link-gbps");
     }
   }
-  // KV blocks: a given budget, else what the replica's chips hold beside the weights.
-  const double kv_block_bytes = d.kv_bytes_per_token * o.block_size;
+  // KV blocks: a given budget, else what the replica's chips hold beside the weights. A block
+  // holds every layer's K/V for block_size tokens, or, with windowed layers, one K/V group's
+  // (base/cache_layout.h, as the engine lays them out): the engine then releases a windowed
+  // group's blocks outside its window, so a sequence holds kv_bytes_per_sequence.
+  double kv_block_bytes = d.kv_bytes_per_token * o.block_size;
+  double blocks_per_context = std::ceil(double(d.n_ctx) / o.block_size);
+  if (const ModelCost& m = d.cost.model; m.kv_window > 0 && m.n_kv_layers > 0) {
+    std::vector<int32_t> windows(size_t(m.n_kv_layers_windowed), m.kv_window);
+    windows.resize(size_t(m.n_kv_layers), 0);
+    const KvCacheLayout layout = KvCacheLayout::from_windows(windows);
+    if (l.disaggregated() && !layout.single_group()) {
+      return make_error("this model keeps its K/V in ", layout.n_groups(),
+                        " groups of blocks (windowed and global layers); disaggregated serving "
+                        "moves models of one group only (as sluice serve --role)");
+    }
+    ex.capacity.kv_group_windows = layout.group_window;
+    kv_block_bytes = d.kv_bytes_per_token / m.n_kv_layers * layout.layers_per_group * o.block_size;
+    blocks_per_context = double(layout.blocks_held(d.n_ctx, o.block_size));
+  }
   double kv_bytes = 0;
   if (o.kv_cache_gb > 0) {
     kv_bytes = o.kv_cache_gb * double(1ull << 30);
@@ -225,7 +243,7 @@ Result<sim::ServiceConfig> service_config(const Options& o, const Deployment& d,
   }
   const double blocks = std::min(kv_bytes / kv_block_bytes, 4e6);
   // As sluice serve: no more than max_seqs full contexts.
-  const double cap = double(o.max_seqs) * std::ceil(double(d.n_ctx) / o.block_size);
+  const double cap = double(o.max_seqs) * blocks_per_context;
   ex.capacity.n_blocks = int32_t(std::min(blocks, std::max(cap, 1.0)));
   ex.capacity.block_size = o.block_size;
   ex.capacity.n_vocab = kSimVocab;
@@ -533,7 +551,7 @@ void register_sim(CLI::App& app, int& exit_code) {
       "sim",
       "Simulate a serving deployment on virtual hardware: the real engine and scheduler, step "
       "times from the roofline; reports as `bench serve`");
-  cmd->add_option("--model", o->model, "GGUF path or preset: " + planner_model_names())->required();
+  cmd->add_option("--model", o->model, "GGUF path or preset: " + model_shape_names())->required();
   cmd->add_option("--hw", o->hw, "this (the measured roofline) or " + hardware_names())
       ->capture_default_str();
   cmd->add_option("--roofline", o->roofline, "Roofline cache for --hw this");

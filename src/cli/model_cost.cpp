@@ -5,6 +5,8 @@
 
 #include "executor/step_roofline.h"
 #include "model/config.h"
+#include "model/presets.h"
+#include "perf/planner.h"
 
 namespace sluice::cli {
 
@@ -31,6 +33,15 @@ Result<ModelCost> model_cost_from_gguf(const GgufFile& f) {
     m.n_params_active = m.n_params - expert_params + m.n_params_per_expert * m.n_experts_used;
   }
   return m;
+}
+
+const ModelShape* find_model_shape(std::string_view name) {
+  if (const ModelShape* s = find_planner_model(name)) return s;
+  return find_preset(name);
+}
+
+std::string model_shape_names() {
+  return planner_model_names() + "; synth presets: " + preset_names();
 }
 
 }  // namespace sluice::cli

@@ -5,6 +5,10 @@
 // load are refused with the loader's error.
 #pragma once
 
+#include <string>
+#include <string_view>
+
+#include "base/model_shape.h"
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "perf/roofline.h"
@@ -12,5 +16,12 @@
 namespace sluice::cli {
 
 Result<ModelCost> model_cost_from_gguf(const GgufFile& f);
+
+// A model shape by name (`sluice plan` and `sluice sim`): the planner's table (perf/planner.h,
+// the seeds' models) first, then `sluice synth`'s presets (model/presets.h: gemma-3-4b,
+// gpt-oss-20b, ... with their sliding windows). nullptr: neither has it.
+const ModelShape* find_model_shape(std::string_view name);
+// Both tables' names, for help and errors.
+std::string model_shape_names();
 
 }  // namespace sluice::cli

@@ -25,8 +25,19 @@ ModelCost model_cost(const ModelConfig& c) {
       ++n_rec;
       continue;
     }
-    if (c.kv_source_layer(il) == il) m.kv_elems_per_token += 2.0 * double(c.layer_kv_dim(il));
-    m.attn_flops_per_pair += 4.0 * double(c.n_head) * double(c.layer_head_dim(il));
+    const bool windowed = c.layer_window(il) > 0;
+    const double flops = 4.0 * double(c.n_head) * double(c.layer_head_dim(il));
+    m.attn_flops_per_pair += flops;
+    if (windowed) m.attn_flops_per_pair_windowed += flops;
+    if (c.kv_source_layer(il) != il) continue;  // shared K/V (gemma4): stores none
+    const double elems = 2.0 * double(c.layer_kv_dim(il));
+    m.kv_elems_per_token += elems;
+    ++m.n_kv_layers;
+    if (windowed) {
+      m.kv_elems_per_token_windowed += elems;
+      ++m.n_kv_layers_windowed;
+      m.kv_window = c.sliding_window;
+    }
   }
   if (n_rec > 0) add_recurrent_cost(m, c.recurrent, n_rec);
   m.d_model = double(c.n_embd);

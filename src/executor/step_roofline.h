@@ -46,8 +46,10 @@ struct StepCostModel {
 // The hyperparameter part of a model's cost, from its config (model/config.cpp reads the file's
 // keys once): K/V elements a token adds to the cache (layers sharing another's K/V add none),
 // attention FLOPs per (query, key) pair (every attention layer, each with its own head shape),
-// the recurrent layers' state and FLOPs, widths and experts. Parameter and byte counts are the
-// caller's: what a step reads (make_step_cost_model) or what a file stores (sluice plan/info).
+// the windowed layers' share of both and their window (ModelConfig::layer_window, the rule the
+// cache's K/V groups follow), the recurrent layers' state and FLOPs, widths and experts. Parameter
+// and byte counts are the caller's: what a step reads (make_step_cost_model) or what a file stores
+// (sluice plan/info).
 ModelCost model_cost(const ModelConfig& config);
 
 // The model as loaded (its matmul weight bytes as stored, KV elements per token, attention FLOPs)

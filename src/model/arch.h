@@ -22,7 +22,14 @@ struct ArchFamily {
   Status (*configure)(const GgufFile& file, ModelConfig& config);
   // One step over the ops (forward.h).
   void (*forward)(const ModelConfig& config, const ModelWeights& weights, ForwardOps& ops);
+  // Which layers a sliding window applies to (ModelShape::swa_period, set before configure):
+  // 0 every layer; n: all but every n-th (gemma2, gpt-oss: 2; gemma3: 6).
+  int swa_period = 0;
 };
+
+// The family that handles general.architecture `name` (nullptr: unsupported). Also how a synth
+// preset (model/presets.h) gets its architecture's swa_period.
+const ArchFamily* find_arch_family(std::string_view name);
 
 // The family of a configured architecture.
 const ArchFamily& arch_family(Arch arch);

@@ -48,7 +48,6 @@ Status configure_gemma2(const GgufFile& f, ModelConfig& c) {
   if (c.sliding_window <= 0) {
     return make_error("'", f.path(), "': ", a, ".attention.sliding_window is missing or 0");
   }
-  c.swa_period = 2;
   for (auto [key, cap] : {std::pair{a + ".attn_logit_softcapping", &c.attn_softcap},
                           std::pair{a + ".final_logit_softcapping", &c.final_softcap}}) {
     if (!f.has(key)) continue;  // llama.cpp's defaults are 50 and 30, but files carry them
@@ -73,7 +72,6 @@ Status configure_gemma3(const GgufFile& f, ModelConfig& c) {
     return make_error("'", f.path(), "': ", c.arch_name,
                       ".attention.sliding_window is missing or 0");
   }
-  c.swa_period = 6;
   c.rope_theta_swa = 10000.0f;
   c.rope_freq_scale_swa = 1.0f;
   if (c.n_layer == 62) c.attn_scale = float(1.0 / std::sqrt(double(c.n_embd / c.n_head)));
@@ -83,12 +81,14 @@ Status configure_gemma3(const GgufFile& f, ModelConfig& c) {
 }  // namespace
 
 const ArchFamily& gemma3_family() {
-  static const ArchFamily f{Arch::kGemma3, kNames3, configure_gemma3, llama_forward};
+  static const ArchFamily f{Arch::kGemma3, kNames3, configure_gemma3, llama_forward,
+                            /*swa_period=*/6};
   return f;
 }
 
 const ArchFamily& gemma2_family() {
-  static const ArchFamily f{Arch::kGemma2, kNames2, configure_gemma2, llama_forward};
+  static const ArchFamily f{Arch::kGemma2, kNames2, configure_gemma2, llama_forward,
+                            /*swa_period=*/2};
   return f;
 }
 

@@ -29,7 +29,6 @@ Status configure_gpt_oss(const GgufFile& f, ModelConfig& c) {
   c.attn_out_bias = true;
   c.attn_sinks = true;
   c.ffn_norm_tensor = "post_attention_norm";
-  c.swa_period = 2;  // layer il windowed when il % 2 == 0
   c.moe_norm_topk = false;
   c.moe_gating = MoeGating::kTopKSoftmax;
   c.moe_act = MoeActivation::kSwigluOai;
@@ -41,7 +40,9 @@ Status configure_gpt_oss(const GgufFile& f, ModelConfig& c) {
 }  // namespace
 
 const ArchFamily& gpt_oss_family() {
-  static const ArchFamily f{Arch::kGptOss, kNames, configure_gpt_oss, llama_forward};
+  // Layer il windowed when il % 2 == 0.
+  static const ArchFamily f{Arch::kGptOss, kNames, configure_gpt_oss, llama_forward,
+                            /*swa_period=*/2};
   return f;
 }
 

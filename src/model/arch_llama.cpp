@@ -19,7 +19,6 @@ Status configure_llama(const GgufFile& file, ModelConfig& c) {
   c.rope_style = RopeStyle::kNormal;
   c.qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = false;
-  c.swa_period = 0;
   c.moe_norm_topk = true;
   return {};
 }

@@ -18,7 +18,6 @@ Status configure_phi3(const GgufFile& f, ModelConfig& c) {
   c.qk_norm = false;
   c.fused_qkv = f.find_tensor("blk.0.attn_qkv.weight") != nullptr;
   c.fused_gate_up = f.find_tensor("blk.0.ffn_gate.weight") == nullptr;
-  c.swa_period = 0;
   return {};
 }
 

@@ -18,7 +18,9 @@ std::array<const ArchFamily*, 13> families() {
           &gemma4_family()};
 }
 
-const ArchFamily* find_family(std::string_view name) {
+}  // namespace
+
+const ArchFamily* find_arch_family(std::string_view name) {
   for (const ArchFamily* f : families()) {
     for (std::string_view n : f->names) {
       if (n == name) return f;
@@ -26,8 +28,6 @@ const ArchFamily* find_family(std::string_view name) {
   }
   return nullptr;
 }
-
-}  // namespace
 
 const ArchFamily& arch_family(Arch arch) {
   for (const ArchFamily* f : families()) {
@@ -190,7 +190,7 @@ std::string supported_architectures() {
 Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& options) {
   ModelConfig c;
   SLUICE_ASSIGN_OR_RETURN(c.arch_name, f.get<std::string>("general.architecture"));
-  const ArchFamily* family = find_family(c.arch_name);
+  const ArchFamily* family = find_arch_family(c.arch_name);
   if (!family) {
     return make_error("'", f.path(), "': unsupported architecture '", c.arch_name,
                       "' (general.architecture; supported: ", supported_architectures(), ")");
@@ -309,6 +309,7 @@ Result<ModelConfig> read_model_config(const GgufFile& f, const ModelOptions& opt
         ".rope.dimension_count ", c.n_rot, " < head size ", c.head_dim, ") is not supported");
   }
 
+  c.swa_period = family->swa_period;
   SLUICE_RETURN_IF_ERROR(family->configure(f, c));
   SLUICE_RETURN_IF_ERROR(check_window(f, a, c));
   if (!c.layer_n_kv_heads.empty() && c.arch != Arch::kGemma4) {

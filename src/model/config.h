@@ -114,11 +114,8 @@ struct ModelConfig : ModelShape {
   // The norm before the FFN: blk.N.<ffn_norm_tensor>.weight (gpt-oss: post_attention_norm).
   std::string ffn_norm_tensor = "ffn_norm";
 
-  // Sliding-window attention (attention.sliding_window): a windowed layer's query at position p
-  // sees keys p - sliding_window + 1 .. p. swa_period 0: every layer is windowed (phi3,
-  // mistral); n: layer il is global when il % n == n - 1 (gemma2: 2, even layers windowed).
-  int sliding_window = 0;
-  int swa_period = 0;
+  // Sliding-window attention: sliding_window, swa_period, layer_swa and layer_window(il) are the
+  // shape's (base/model_shape.h); config.cpp sets swa_period from the family (ArchFamily).
   float attn_softcap = 0;         // scores -> cap * tanh(score / cap) (gemma2); 0: none
   float final_softcap = 0;        // the same on the logits (gemma2)
   float attn_scale = 0;           // score scale; 0: 1 / sqrt(head_dim)
@@ -138,16 +135,6 @@ struct ModelConfig : ModelShape {
   bool first_stage() const { return layer_begin == 0; }
   bool last_stage() const { return stage_layer_end() == n_layer; }
 
-  // Which layers are windowed as an explicit list (gemma4's sliding_window_pattern array):
-  // [n_layer], 1 windowed; empty: as swa_period says.
-  std::vector<uint8_t> layer_swa;
-  // The sliding window of layer il (0: none).
-  int layer_window(int il) const {
-    if (sliding_window <= 0) return 0;
-    if (!layer_swa.empty()) return layer_swa[size_t(il)] ? sliding_window : 0;
-    return swa_period > 0 && il % swa_period == swa_period - 1 ? 0 : sliding_window;
-  }
-  bool any_window() const { return sliding_window > 0; }
   // Recurrent layers (qwen35: Gated DeltaNet): layer_recurrent[il] != 0; empty: none.
   std::vector<uint8_t> layer_recurrent;  // (ModelShape::recurrent: their shape)
   bool any_recurrent() const {

@@ -1,5 +1,7 @@
 #include "model/presets.h"
 
+#include "model/arch.h"
+
 namespace sluice {
 namespace {
 
@@ -439,6 +441,10 @@ const std::vector<ModelPreset>& model_presets() {
       m.tied_embeddings = true;
       m.pooling = 1;
       p.push_back(m);
+    }
+    // Which layers the window applies to is the architecture's (what the loader sets).
+    for (ModelPreset& m : p) {
+      if (const ArchFamily* f = find_arch_family(m.arch)) m.swa_period = f->swa_period;
     }
     return p;
   }();

@@ -32,8 +32,8 @@ struct ModelPreset : ModelShape {
   bool qkv_bias = false;  // qwen2, qwen2moe
   bool qk_norm = false;   // qwen3, qwen3moe, gemma3
   Llama3RopeScaling rope_scaling;
-  // gemma2 / gemma3 / phi3 / mistral: attention.sliding_window (0: none); gemma2's soft-caps.
-  int sliding_window = 0;
+  // gemma2 / gemma3 / phi3 / gpt-oss: ModelShape::sliding_window (attention.sliding_window, 0:
+  // none; swa_period is the architecture's, set by model_presets()); gemma2's soft-caps.
   float attn_softcap = 0;
   float final_softcap = 0;
   // Embedding models: <arch>.pooling_type (llama.cpp's enum: 1 mean, 2 cls, 3 last, 4 rank;

@@ -63,6 +63,12 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
                 {"critical_batch", plan.critical_batch}};
   if (m.state_bytes_per_sequence > 0)
     model["state_bytes_per_sequence"] = m.state_bytes_per_sequence;
+  if (m.kv_window > 0) {
+    model["kv_window"] = m.kv_window;
+    model["kv_layers"] = m.n_kv_layers;
+    model["kv_windowed_layers"] = m.n_kv_layers_windowed;
+    model["block_size"] = p.block_size;
+  }
   if (m.n_experts > 0) {
     model["experts"] = m.n_experts;
     model["experts_used"] = m.n_experts_used;
@@ -161,6 +167,10 @@ std::string plan_to_text(const Plan& plan) {
   if (m.state_bytes_per_sequence > 0) {
     s += strf(" (with %s of recurrent state)", si(m.state_bytes_per_sequence, "B").c_str());
   }
+  if (m.kv_window > 0) {
+    s += strf(" (%d of %d layers windowed: %d tokens, blocks of %d)", m.n_kv_layers_windowed,
+              m.n_kv_layers, m.kv_window, p.block_size);
+  }
   s += "\n";
   s += strf("hardware  %d x %s: %s/s memory bandwidth, %s/s %s, %s memory\n", p.n_chips,
             p.chip.name.c_str(), si(plan.total.hbm_bytes_per_s, "B").c_str(),
@@ -179,8 +189,13 @@ std::string plan_to_text(const Plan& plan) {
               plan.min_chips_weights);
   }
   s += strf("latency floor       %.3g ms/step (loading the weights once)\n", plan.min_step_ms);
+  // Windowed layers: a sequence holds less than context tokens' worth (kv_bytes_per_sequence).
+  const double crossover_batch =
+      m.kv_window > 0
+          ? plan.weight_bytes / (plan.kv_bytes_per_sequence - m.state_bytes_per_sequence)
+          : plan.kv_weight_crossover_tokens / double(p.context);
   s += strf("KV = weights at     %.0f tokens (batch %.1f at this context)\n",
-            plan.kv_weight_crossover_tokens, plan.kv_weight_crossover_tokens / double(p.context));
+            plan.kv_weight_crossover_tokens, crossover_batch);
   s += strf("prefill             %.3g s for %lld tokens at %.0f%% MFU\n", plan.prefill_s,
             (long long)p.prompt_len, p.mfu * 100);
   if (p.kv_link_bytes_per_s > 0) {

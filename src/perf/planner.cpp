@@ -109,6 +109,22 @@ ModelCost model_cost(const ModelShape& s) {
     m.attn_flops_per_pair = 4 * La * N * H;
     add_recurrent_cost(m, r, n_rec);
   }
+  // Sliding windows (ModelShape::layer_window: the loader's rule): the windowed attention layers'
+  // share of the K/V and attention FLOPs.
+  const int fai = s.full_attention_interval;
+  int n_attn = 0, n_windowed = 0;
+  for (int il = 0; il < s.n_layer; ++il) {
+    if (fai > 0 && il % fai != fai - 1) continue;  // a recurrent layer
+    ++n_attn;
+    if (s.layer_window(il) > 0) ++n_windowed;
+  }
+  m.n_kv_layers = n_attn;
+  if (n_windowed > 0) {
+    m.n_kv_layers_windowed = n_windowed;
+    m.kv_window = s.sliding_window;
+    m.kv_elems_per_token_windowed = 2 * double(n_windowed) * K * H;
+    m.attn_flops_per_pair_windowed = 4 * double(n_windowed) * N * H;
+  }
   m.d_model = D;
   m.d_ff = F;
   return m;
@@ -150,6 +166,9 @@ Status validate(const PlanParams& p) {
     return make_error("activation bits must be 16 or 8 (got ", p.precision.act_bits, ")");
   }
   if (p.context < 1) return make_error("context must be at least 1 token (got ", p.context, ")");
+  if (p.block_size < 1) {
+    return make_error("block size must be at least 1 token (got ", p.block_size, ")");
+  }
   if (!(p.mfu > 0 && p.mfu <= 1)) return make_error("MFU must be in (0, 1] (got ", p.mfu, ")");
   if (p.prompt_len < 0) return make_error("prompt length must be >= 0 (got ", p.prompt_len, ")");
   if (p.decode_len < 1) {
@@ -195,7 +214,8 @@ Result<Plan> make_plan(const PlanParams& params) {
   plan.weight_bytes = weight_bytes(p.model, p.precision);
   plan.kv_bytes_per_token = kv_bytes_per_token(p.model, p.precision);
   plan.kv_bytes_per_sequence =
-      plan.kv_bytes_per_token * double(p.context) + p.model.state_bytes_per_sequence;
+      kv_bytes_per_sequence(p.model, p.precision, double(p.context), p.block_size) +
+      p.model.state_bytes_per_sequence;
   plan.critical_batch_hw =
       critical_batch(p.chip, plan.weight_bytes / p.model.n_params, p.precision.act_bits);
   plan.critical_batch = critical_batch(p.model, p.precision, p.chip);

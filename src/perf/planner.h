@@ -34,7 +34,10 @@ struct PlanParams {
   HardwareSpec chip;  // one chip
   int n_chips = 1;
   Precision precision;
-  int64_t context = 8192;        // KV tokens held per sequence
+  int64_t context = 8192;  // KV tokens held per sequence
+  // The K/V block (tokens): a windowed layer keeps the positions from the block its window starts
+  // in (kv_bytes_per_sequence); the engine's default. Changes nothing without a window.
+  int block_size = 16;
   std::vector<int64_t> batches;  // generate batch sizes; empty = sweep_batches()
   double mfu = 0.4;              // prefill model FLOPs utilization
   int64_t prompt_len = 0;        // prefill length; 0 = context
@@ -47,7 +50,7 @@ struct PlanParams {
 // One generate batch size.
 struct PlanRow {
   int64_t batch = 0;
-  double kv_bytes = 0;      // batch * context * KV bytes per token
+  double kv_bytes = 0;      // batch * kv_bytes_per_sequence (held)
   double total_bytes = 0;   // weights + kv_bytes
   bool fits = false;        // total_bytes <= memory of all chips
   GenerateStep step;        // the step-time breakdown
@@ -70,7 +73,8 @@ struct Plan {
   HardwareSpec total;  // aggregate(chip, n_chips)
   double weight_bytes = 0;
   double kv_bytes_per_token = 0;
-  double kv_bytes_per_sequence = 0;       // at `context`
+  double kv_bytes_per_sequence = 0;       // at `context` (kv_bytes_per_sequence: windowed layers
+                                          // their window) + the recurrent state
   double critical_batch_hw = 0;           // the hardware's, for these weight bytes and FLOPs
   double critical_batch = 0;              // the model's (MoE: times E/k)
   int64_t max_batch = 0;                  // largest batch whose KV fits next to the weights
@@ -79,8 +83,9 @@ struct Plan {
   double kv_weight_crossover_tokens = 0;  // KV tokens whose bytes equal the weights'
   double prefill_s = 0;                   // prompt_len tokens at `mfu`
   // Disaggregated serving (kv_link_bytes_per_s > 0): the prompt's K/V (prompt_len tokens of
-  // kv_bytes_per_token) and its time over the link; overlappable with nothing in sluice's
-  // pull-then-import design, so it adds to TTFT.
+  // kv_bytes_per_token, every layer: the transfer moves a prompt's full blocks, and only for a
+  // model of one K/V group, docs/kv-cache.md) and its time over the link; overlappable with
+  // nothing in sluice's pull-then-import design, so it adds to TTFT.
   double kv_transfer_bytes = 0;
   double kv_transfer_s = 0;
   double tp_compute_bound_shards = 0;  // batch-independent FLOPs-vs-ICI bound

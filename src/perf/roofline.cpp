@@ -29,6 +29,45 @@ double kv_bytes_per_token(const ModelCost& m, const Precision& p) {
   return m.kv_elems_per_token * p.kv_bits / 8.0;
 }
 
+namespace {
+
+// Bytes per position of the layers that keep every position, and of the windowed ones.
+double global_bytes_per_token(const ModelCost& m, const Precision& p) {
+  return (m.kv_elems_per_token - m.kv_elems_per_token_windowed) * p.kv_bits / 8.0;
+}
+double windowed_bytes_per_token(const ModelCost& m, const Precision& p) {
+  return m.kv_elems_per_token_windowed * p.kv_bits / 8.0;
+}
+
+// Sum over query positions q = 0 .. n - 1 of the keys a windowed layer attends: min(q + 1, w).
+double window_pairs_before(double n, double w) {
+  if (n <= w) return n * (n + 1) / 2;
+  return w * (w + 1) / 2 + (n - w) * w;
+}
+
+}  // namespace
+
+double kv_window_positions_held(double context, int window, int block_size) {
+  // KvCacheLayout::group_blocks_held: the next token (at `context`) attends from
+  // context - window + 1 on; the blocks wholly before that one are released.
+  if (window <= 0 || context < window) return context;
+  const double bs = std::max(block_size, 1);
+  return context - bs * std::floor((context - window + 1) / bs);
+}
+
+double kv_bytes_per_sequence(const ModelCost& m, const Precision& p, double context,
+                             int block_size) {
+  return global_bytes_per_token(m, p) * context +
+         windowed_bytes_per_token(m, p) *
+             kv_window_positions_held(context, m.kv_window, block_size);
+}
+
+double kv_bytes_read(const ModelCost& m, const Precision& p, double context, double n_new) {
+  const double windowed =
+      m.kv_window > 0 ? std::min(context, m.kv_window - 1 + std::max(n_new, 1.0)) : context;
+  return global_bytes_per_token(m, p) * context + windowed_bytes_per_token(m, p) * windowed;
+}
+
 double critical_batch(const HardwareSpec& hw, double bytes_per_weight, int act_bits) {
   if (hw.hbm_bytes_per_s <= 0) return 0;
   return peak_flops(hw, act_bits) / hw.hbm_bytes_per_s * bytes_per_weight / 2.0;
@@ -46,8 +85,7 @@ GenerateStep generate_step(const ModelCost& m, const Precision& p, const Hardwar
   GenerateStep s;
   const double b = double(batch);
   // Recurrent layers (hybrids): each sequence's state read and written once a step.
-  s.kv_bytes =
-      b * double(context) * kv_bytes_per_token(m, p) + 2.0 * b * m.state_bytes_per_sequence;
+  s.kv_bytes = b * kv_bytes_read(m, p, double(context)) + 2.0 * b * m.state_bytes_per_sequence;
   s.weight_bytes = weight_bytes_read(m, p, b);
   s.kv_s = s.kv_bytes / hw.hbm_bytes_per_s;
   s.weight_s = s.weight_bytes / hw.hbm_bytes_per_s;
@@ -162,22 +200,29 @@ StepShape make_step_shape(const ModelCost& m, const Precision& p, std::span<cons
   StepShape s;
   s.act_bits = p.act_bits;
   s.n_seqs = int64_t(seqs.size());
-  const double kvb = kv_bytes_per_token(m, p);
-  double pairs = 0;  // (query token, attended token) pairs under the causal mask
+  double pairs = 0;         // (query token, attended token) pairs under the causal mask
+  double window_pairs = 0;  // of those, the ones a windowed layer attends (within its window)
   for (const SeqWork& w : seqs) {
     s.n_tokens += w.n_new_tokens;
     // A recurrent state is read and written once per chunk of new tokens.
     const int64_t passes = (w.n_new_tokens + kStateChunk - 1) / kStateChunk;
     s.kv_bytes += 2.0 * m.state_bytes_per_sequence * double(passes);
-    // Cached tokens are read; new tokens are written (and attended from on-chip memory).
-    s.kv_bytes += double(w.n_context) * kvb;
+    // Cached tokens are read; new tokens are written (and attended from on-chip memory). A
+    // windowed layer reads only its new tokens' windows.
+    s.kv_bytes += kv_bytes_read(m, p, double(w.n_context), double(w.n_new_tokens));
     // New token i (0-based) sits at position n_context - n_new_tokens + i and attends to that many
-    // + 1.
+    // + 1 (a windowed layer to at most kv_window of them).
     const double cached = double(w.n_context - w.n_new_tokens), n = double(w.n_new_tokens);
     pairs += n * cached + n * (n + 1) / 2;
+    if (m.kv_window > 0) {
+      window_pairs += window_pairs_before(double(w.n_context), m.kv_window) -
+                      window_pairs_before(cached, m.kv_window);
+    }
   }
   s.weight_bytes = weight_bytes_read(m, p, double(s.n_tokens));
-  s.flops = 2.0 * m.n_params_active * double(s.n_tokens) + m.attn_flops_per_pair * pairs +
+  s.flops = 2.0 * m.n_params_active * double(s.n_tokens) +
+            (m.attn_flops_per_pair - m.attn_flops_per_pair_windowed) * pairs +
+            m.attn_flops_per_pair_windowed * window_pairs +
             m.state_flops_per_token * double(s.n_tokens);
   return s;
 }

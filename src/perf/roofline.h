@@ -39,9 +39,20 @@ struct ModelCost {
   double n_params_per_expert = 0;  // one expert's parameters summed over layers (MoE), else 0
   int n_experts = 0;               // MoE experts per layer, 0 for dense
   int n_experts_used = 0;          // experts per token (k)
-  double kv_elems_per_token = 0;   // K and V values cached per token: 2 * L * K * H
+  double kv_elems_per_token = 0;   // K and V values a token writes: 2 * L * K * H
   double attn_flops_per_pair = 0;  // FLOPs per (query, attended token) pair: 4 * L * N * H
-  double d_model = 0;              // for the tensor-parallel bound
+  // Sliding-window layers (gemma2/3/4, gpt-oss, phi3's window): their share of the two above. A
+  // sequence keeps their K/V for its last `kv_window` positions only (and the block those start
+  // in), and their attention reads at most kv_window keys a query; the rest (the global layers)
+  // keep and read every position. 0 without a window: the seeds' model, unchanged.
+  double kv_elems_per_token_windowed = 0;
+  double attn_flops_per_pair_windowed = 0;
+  int kv_window = 0;
+  // Layers that store K/V, and how many of them are windowed (the K/V groups the engine cuts
+  // them into: base/cache_layout.h; `sluice sim` lays out its cache so).
+  int n_kv_layers = 0;
+  int n_kv_layers_windowed = 0;
+  double d_model = 0;  // for the tensor-parallel bound
   double d_ff = 0;
   double stored_weight_bytes = 0;  // weights as stored in a file; 0 = derive from Precision
   // Recurrent layers (hybrids): the f32 state each sequence holds whatever its context (read and
@@ -64,8 +75,27 @@ double weight_bytes(const ModelCost& m, const Precision& p);
 // Weight bytes read by a step over `n_tokens` tokens. Dense: all of them. MoE: the shared part
 // plus the experts the tokens are expected to touch, E * (1 - (1 - k/E)^n_tokens) per layer.
 double weight_bytes_read(const ModelCost& m, const Precision& p, double n_tokens);
-// 2 * L * K * H * kv_bits / 8 ("KV cache size = 2 * bytes per float * H * K * L * T").
+// 2 * L * K * H * kv_bits / 8 ("KV cache size = 2 * bytes per float * H * K * L * T"): what
+// one token writes, over every layer (what a prompt's K/V transfer moves a token).
 double kv_bytes_per_token(const ModelCost& m, const Precision& p);
+
+// Positions a windowed layer holds for a decoding sequence of `context` positions: those from the
+// block (of `block_size` positions) holding position context - window on, i.e.
+// context - block_size * floor((context - window) / block_size), and all of them while
+// context <= window (block_size 1: min(context, window)). docs/kv-cache.md's kept(C).
+double kv_window_positions_held(double context, int window, int block_size);
+// K/V bytes a sequence of `context` positions holds (docs/kv-cache.md "Memory: what a sequence
+// holds", before rounding to blocks):
+//   (global elems x context + windowed elems x kv_window_positions_held) x kv_bits / 8.
+// Without a window: context x kv_bytes_per_token, the seeds' KV size. Exactly the engine's
+// KvCacheLayout::blocks_held bytes when `context` is a multiple of `block_size`. Recurrent state
+// (state_bytes_per_sequence) not included.
+double kv_bytes_per_sequence(const ModelCost& m, const Precision& p, double context,
+                             int block_size);
+// K/V bytes one sequence's step reads and writes when it computes `n_new` tokens ending at
+// `context` positions: every position in the global layers; in the windowed ones the positions
+// its new tokens' windows reach, min(context, kv_window - 1 + n_new) (a decode step: the window).
+double kv_bytes_read(const ModelCost& m, const Precision& p, double context, double n_new = 1);
 
 // ---- critical batch ----
 
@@ -84,7 +114,7 @@ double critical_batch(const ModelCost& m, const Precision& p, const HardwareSpec
 // step = B * KV_bytes / BW  +  max(2 * B * params / FLOP/s, weight_bytes / BW)
 //        (attention: always bandwidth-bound)   (MLP: can be compute-bound)
 struct GenerateStep {
-  double kv_bytes = 0;         // B * context * KV bytes per token
+  double kv_bytes = 0;         // B * kv_bytes_read(context): B * context * KV bytes per token
   double weight_bytes = 0;     // weights read this step
   double kv_s = 0;             // kv_bytes / bandwidth
   double weight_s = 0;         // weight_bytes / bandwidth

@@ -71,6 +71,28 @@ TEST(CliPlan, SweepTableAndPlot) {
   EXPECT_NE(text.find("</svg>"), std::string::npos);
 }
 
+// A synth preset with sliding windows (gemma-3-4b: 29 of 34 layers windowed to 1024 tokens):
+// a 32k sequence holds 12,096 one-layer blocks (792 MB, the engine's formula), not 34 x 32768
+// positions, so about 5.7x the sequences fit.
+TEST(CliPlan, WindowedPresetHoldsTheWindowAndFitsMore) {
+  SLUICE_REQUIRE_PLAN();
+  auto r = test::run_sluice(
+      "plan --model gemma-3-4b --hw H100 --context 32768 --batch 1 --output-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j["model"]["kv_bytes_per_token"].get<double>(), 34.0 * 4096);
+  EXPECT_DOUBLE_EQ(j["model"]["kv_bytes_per_sequence"].get<double>(), 792723456.0);
+  EXPECT_EQ(j["model"]["kv_window"], 1024);
+  const double free_bytes = 80e9 - j["model"]["weight_bytes"].get<double>();
+  const int64_t max_batch = j["limits"]["max_batch"].get<int64_t>();
+  EXPECT_EQ(max_batch, int64_t(free_bytes / 792723456.0));
+  EXPECT_GT(double(max_batch), 5.7 * std::floor(free_bytes / (34.0 * 4096 * 32768)));
+  auto text = test::run_sluice("plan --model gemma-3-4b --hw H100 --context 32768 --batch 1");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("29 of 34 layers windowed: 1024 tokens, blocks of 16"), std::string::npos)
+      << text.out;
+}
+
 TEST(CliPlan, GgufModel) {
   SLUICE_REQUIRE_PLAN();
   SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");

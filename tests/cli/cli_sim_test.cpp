@@ -50,6 +50,28 @@ TEST(CliSim, ReplicasRoutersAndDisaggregation) {
   }
 }
 
+// A windowed model's simulated cache has the engine's K/V groups: gemma-3-4b's blocks are one
+// layer's, and a 32k context holds 12,096 of them (5 global layers x 2048 + 29 windowed x 64),
+// so 4 sequences of 28k tokens run together in 3 GiB without preemption (keeping every layer for
+// the whole context they would need 4 x 34 x 1750 such blocks: 15.6 GB).
+TEST(CliSim, WindowedModelHoldsItsWindowsBlocks) {
+  SLUICE_REQUIRE_SIM();
+  auto r = test::run_sluice(
+      "sim --model gemma-3-4b --hw H100 --kv-cache-gb 3 --max-seqs 4 --num-prompts 4 "
+      "--rate inf --input-len 28000 --output-len 4 --range-ratio 0 --ideal");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| Successful requests | 4 |"), std::string::npos) << r.out;
+  // n_blocks = min(3 GiB / 64 KiB, 4 x 12096).
+  EXPECT_NE(r.out.find("| 0 | both | 4 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 0 | 48384 |"), std::string::npos) << r.out;
+  // Disaggregated serving moves one-group models only, as sluice serve --role.
+  auto d = test::run_sluice(
+      "sim --model gemma-3-4b --hw H100 --prefill-replicas 1 --decode-replicas 1 "
+      "--num-prompts 2 --input-len 100 --output-len 4");
+  EXPECT_NE(d.exit_code, 0);
+  EXPECT_NE(d.err.find("groups of blocks"), std::string::npos) << d.err;
+}
+
 TEST(CliSim, FindMinChipsPicksTheCheapestLayoutMeetingTheSlo) {
   SLUICE_REQUIRE_SIM();
   // 70B bf16 does not fit one H100: the search must skip 1 chip and report why.

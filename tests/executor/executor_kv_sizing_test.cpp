@@ -2,9 +2,14 @@
 // equals the per-layer-kind formula, and windowed models fit more long sequences.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "executor/kv_sizing.h"
 #include "executor/step_roofline.h"
+#include "gguf/gguf.h"
 #include "model/config.h"
+#include "perf/planner.h"
+#include "test_util.h"
 
 namespace sluice {
 namespace {
@@ -132,6 +137,46 @@ TEST(KvSizing, CostModelKvIsTheCachesBytesPerToken) {
   const KvCacheLayout l4 = g4.kv_cache_layout();
   EXPECT_LE(model_cost(g4).kv_elems_per_token * 2 * 16,
             double(l4.n_groups()) * double(kv_bytes_per_block(g4, 16, KvType::kF16)));
+}
+
+// The cost model of a config (a loaded model: sluice plan/info on a file, the step roofline, sim)
+// and of the same shape (the planner's model_cost over ModelShape: presets) split K/V by layer
+// kind alike, through the one rule ModelShape::layer_window; and what they say a sequence holds
+// (kv_bytes_per_sequence) is the cache's blocks at every multiple of the block size.
+void expect_cost_of_config_is_cost_of_shape(const ModelConfig& c) {
+  const ModelCost a = model_cost(c);
+  const ModelCost b = model_cost(static_cast<const ModelShape&>(c));
+  EXPECT_GT(a.kv_window, 0) << c.arch_name;
+  EXPECT_EQ(a.kv_window, b.kv_window);
+  EXPECT_EQ(a.n_kv_layers, b.n_kv_layers);
+  EXPECT_EQ(a.n_kv_layers_windowed, b.n_kv_layers_windowed);
+  EXPECT_DOUBLE_EQ(a.kv_elems_per_token, b.kv_elems_per_token);
+  EXPECT_DOUBLE_EQ(a.kv_elems_per_token_windowed, b.kv_elems_per_token_windowed);
+  EXPECT_DOUBLE_EQ(a.attn_flops_per_pair, b.attn_flops_per_pair);
+  EXPECT_DOUBLE_EQ(a.attn_flops_per_pair_windowed, b.attn_flops_per_pair_windowed);
+  const KvCacheLayout l = c.kv_cache_layout();
+  Precision f16;
+  for (int64_t ctx = 16; ctx <= 40000; ctx += 16 * 37) {
+    const double blocks = double(l.blocks_held(ctx, 16));
+    EXPECT_DOUBLE_EQ(kv_bytes_per_sequence(a, f16, double(ctx), 16),
+                     blocks * double(kv_bytes_per_block(c, 16, KvType::kF16)))
+        << c.arch_name << " " << ctx;
+  }
+}
+
+TEST(KvSizing, CostModelSplitsKvByLayerKindAsTheCache) {
+  const ModelConfig g3 = gemma3_4b(32768);
+  expect_cost_of_config_is_cost_of_shape(g3);
+  // docs/perf.md: 12,096 one-layer blocks, 792 MB, at 32k.
+  EXPECT_DOUBLE_EQ(kv_bytes_per_sequence(model_cost(g3), Precision{}, 32768, 16), 792723456.0);
+  for (const char* name : {"gemma2", "gemma3", "gpt-oss", "phi3"}) {
+    SLUICE_REQUIRE_SHARED(path, std::string("testdata/models/arch/") + name + ".gguf");
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.ok()) << f.message();
+    auto c = read_model_config(*f, {});
+    ASSERT_TRUE(c.ok()) << c.message();
+    expect_cost_of_config_is_cost_of_shape(*c);
+  }
 }
 
 TEST(KvSizing, PipelineStagesStoreTheSlotsTheirLayersUse) {
