@@ -489,7 +489,9 @@ Result<SynthPlan> plan_synth(const SynthParams& params) {
   }
 
   plan.tensors = synth_tensors(p);
-  RecipeModel rm = recipe_model(p.n_layer, p.n_head, p.n_kv_head, !p.tied_embeddings);
+  // llama.cpp's n_gqa() is layer 0's (gemma4: its kind's KV heads).
+  const int n_kv_head0 = p.swa_period > 0 ? p.layer_n_kv_head(0) : p.n_kv_head;
+  RecipeModel rm = recipe_model(p.n_layer, p.n_head, n_kv_head0, !p.tied_embeddings);
   rm.n_attention_wv = count_attention_wv(plan.tensors);
   RecipeState rs;
   for (SynthTensor& t : plan.tensors) {
@@ -570,7 +572,12 @@ Status quantize_model(const QuantizeParams& params, const ConvertCallbacks& cb) 
   const std::string arch = in.get<std::string>("general.architecture").value_or("");
   const int n_layer = int(in.get_int(arch + ".block_count").value_or(0));
   const int n_head = int(in.get_int(arch + ".attention.head_count").value_or(1));
-  const int n_kv_head = int(in.get_int(arch + ".attention.head_count_kv").value_or(n_head));
+  // One count, or one per layer (gemma4): llama.cpp's n_gqa() is layer 0's.
+  const std::string kv_key = arch + ".attention.head_count_kv";
+  int n_kv_head = int(in.get_int(kv_key).value_or(n_head));
+  if (auto per_layer = in.get_int_array(kv_key); per_layer.ok() && !per_layer->empty()) {
+    n_kv_head = int(per_layer->front());
+  }
   RecipeModel rm = recipe_model(n_layer, n_head, n_kv_head, in.find_tensor("output.weight"));
   for (const GgufTensorInfo& t : in.tensors()) rm.n_attention_wv += is_attention_wv(t.name);
   RecipeState rs;

@@ -239,17 +239,18 @@ const std::vector<ModelPreset>& model_presets() {
       p.push_back(m);
     }
     {
-      // google/gemma-4-E4B (text model). From NVIDIA Megatron-Bridge's E4B recipe
-      // (recipes/gemma/gemma4.py, read from google/gemma-4-E4B-it): 42 layers, hidden 2560,
-      // FFN 10240, 8 query heads, 2 KV heads on both kinds, heads of 256 (windowed) and 512
-      // (global), a global layer every 6th (5, 11, .., 41), RoPE bases 1e4 / 1e6 with 0.25 of
-      // the global head rotated, per-layer inputs of 256 over a 262144-token table, the last 18
-      // layers sharing K/V. From third-party copies of the config.json's text_config (not
-      // Google's file itself): sliding_window 512, vocab 262144, 131072 positions, final
-      // soft-cap 30, rms eps 1e-6, tied embeddings, no double-wide MLP, no K = V. Keys as
-      // llama.cpp's converter (conversion/gemma.py) writes them: one head_count_kv (both kinds
-      // have 2), rope.dimension_count 512 (rope_freqs: 64 ones, then 1e30), _swa 256.
-      // Not written: the learned layer_output_scale values (1.0 here).
+      // google/gemma-4-E4B (text model). Not read from Google's config.json itself; from
+      // NVIDIA Megatron-Bridge's E4B recipe (recipes/gemma/gemma4.py, built from
+      // google/gemma-4-E4B-it, and its unit test's mirror of that config): 42 layers, hidden
+      // 2560, FFN 10240, 8 query heads, 2 KV heads on both kinds, heads of 256 (windowed) and
+      // 512 (global), a global layer every 6th (5, 11, .., 41), RoPE bases 1e4 / 1e6 with 0.25
+      // of the global head rotated, per-layer inputs of 256 over a 262144-token table, the last
+      // 18 layers sharing K/V, 131072 positions, rms eps 1e-6. From three other third-party
+      // copies of its text_config (agreeing with the above where they overlap): sliding_window
+      // 512, vocab 262144, final soft-cap 30, tied embeddings, no double-wide MLP, no K = V.
+      // Keys as llama.cpp's converter (conversion/gemma.py) writes them: one head_count_kv
+      // (both kinds have 2), rope.dimension_count 512 (rope_freqs: 64 ones, then 1e30), _swa
+      // 256. Not reproduced: the learned layer_output_scale values (1.0 here).
       ModelPreset m = gemma4_base();
       m.name = "gemma-4-e4b";
       m.n_layer = 42;

@@ -229,7 +229,7 @@ TEST(QuantRecipe, Mxfp4MoeExpertsOnly) {
 // as llama.cpp's quantize), per_layer_model_proj stays F16, the scales and norms F32, and
 // Q4_K_M's extra bits on attn_v go by the 4 attn_v tensors (layers 0-3; 4-7 read their K/V),
 // not by the 8 layers: use_more_bits(i, 4) picks 2 and 3. `sluice quantize` of the F16 file
-// chooses the same types.
+// chooses the same types (the per-layer head_count_kv array read as llama.cpp reads it).
 TEST(Synth, Gemma4RecipeFollowsLlamaCpp) {
   test::TempDir dir;
   SynthParams p;
@@ -263,22 +263,40 @@ TEST(Synth, Gemma4RecipeFollowsLlamaCpp) {
   EXPECT_EQ(f->find_tensor("output.weight"), nullptr);
   expect_within_bounds(*f, 3);
 
+  // Q2_K's attn_v: Q4_K from 4 query heads a KV head, else Q3_K; llama.cpp takes layer 0's
+  // ratio (4 / 2, windowed), not the global layers' (4 / 1).
+  SynthParams q2 = p;
+  q2.ftype = FileType::MOSTLY_Q2_K;
+  auto q2_plan = plan_synth(q2);
+  ASSERT_TRUE(q2_plan.ok()) << q2_plan.message();
+  for (const SynthTensor& t : q2_plan->tensors) {
+    if (t.name == "blk.0.attn_v.weight") {
+      EXPECT_EQ(t.type, GgmlType::Q3_K);
+    }
+  }
+
   SynthParams h = p;
   h.ftype = FileType::MOSTLY_F16;
   h.out_path = dir.path("f16.gguf");
   ASSERT_TRUE(synthesize_model(h).ok());
-  QuantizeParams q;
-  q.in_path = h.out_path;
-  q.out_path = dir.path("quantized.gguf");
-  q.ftype = FileType::MOSTLY_Q4_K_M;
-  ASSERT_TRUE(quantize_model(q).ok());
-  auto g = GgufFile::open(q.out_path);
-  ASSERT_TRUE(g.ok()) << g.message();
-  ASSERT_EQ(g->tensors().size(), f->tensors().size());
-  for (const GgufTensorInfo& t : f->tensors()) {
-    const GgufTensorInfo* u = g->find_tensor(t.name);
-    ASSERT_NE(u, nullptr) << t.name;
-    EXPECT_EQ(u->type, t.type) << t.name;
+  for (FileType ft : {FileType::MOSTLY_Q4_K_M, FileType::MOSTLY_Q2_K}) {
+    QuantizeParams q;
+    q.in_path = h.out_path;
+    q.out_path = dir.path("quantized.gguf");
+    q.ftype = ft;
+    ASSERT_TRUE(quantize_model(q).ok());
+    auto g = GgufFile::open(q.out_path);
+    ASSERT_TRUE(g.ok()) << g.message();
+    SynthParams direct = p;
+    direct.ftype = ft;
+    auto want = plan_synth(direct);
+    ASSERT_TRUE(want.ok()) << want.message();
+    ASSERT_EQ(g->tensors().size(), want->tensors.size());
+    for (const SynthTensor& t : want->tensors) {
+      const GgufTensorInfo* u = g->find_tensor(t.name);
+      ASSERT_NE(u, nullptr) << t.name;
+      EXPECT_EQ(u->type, t.type) << t.name << " " << file_type_name(ft);
+    }
   }
 }
 
