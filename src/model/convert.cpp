@@ -92,14 +92,7 @@ Status decode_row(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
-// How the values of one synthetic tensor are made.
-enum class Init { kNormal, kOnes, kRopeFactors, kMinusOnes };
-
-struct SynthTensor {
-  std::string name;
-  std::vector<int64_t> ne;
-  Init init = Init::kNormal;
-};
+using Init = SynthInit;
 
 // A BERT encoder's tensors (llama.cpp's names), with a classifier head for rank pooling.
 std::vector<SynthTensor> synth_bert_tensors(const ModelPreset& p) {
@@ -136,8 +129,55 @@ std::vector<SynthTensor> synth_bert_tensors(const ModelPreset& p) {
   return t;
 }
 
+// A Gemma 4 text model's tensors (llama.cpp's names; arch_gemma4.cpp reads them): per layer its
+// kind's head shapes, K/V projections and the K norm only on the layers that store K/V, the
+// per-layer input's gate / projection / norm and an output scale; the per-layer input tables;
+// rope_freqs for the global layers' proportional RoPE.
+std::vector<SynthTensor> synth_gemma4_tensors(const ModelPreset& p) {
+  const int64_t d = p.n_embd, ff = p.n_ff, P = p.n_embd_per_layer;
+  const int64_t LP = int64_t(p.n_layer) * P;
+  std::vector<SynthTensor> t;
+  t.push_back({"token_embd.weight", {d, p.n_vocab}});
+  if (p.rope_partial > 0) t.push_back({"rope_freqs.weight", {p.head_dim / 2}, Init::kRopeFactors});
+  if (P > 0) {
+    t.push_back({"per_layer_token_embd.weight", {LP, p.n_vocab}});
+    t.push_back({"per_layer_model_proj.weight", {d, LP}});
+    t.push_back({"per_layer_proj_norm.weight", {P}, Init::kOnes});
+  }
+  for (int i = 0; i < p.n_layer; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    const int64_t hd = p.layer_head_dim(i), q = int64_t(p.n_head) * hd;
+    const int64_t kv = int64_t(p.layer_n_kv_head(i)) * hd;
+    t.push_back({b + "attn_norm.weight", {d}, Init::kOnes});
+    t.push_back({b + "attn_q.weight", {d, q}});
+    if (p.layer_stores_kv(i)) {
+      t.push_back({b + "attn_k.weight", {d, kv}});
+      t.push_back({b + "attn_v.weight", {d, kv}});
+    }
+    t.push_back({b + "attn_q_norm.weight", {hd}, Init::kOnes});
+    if (p.layer_stores_kv(i)) t.push_back({b + "attn_k_norm.weight", {hd}, Init::kOnes});
+    t.push_back({b + "attn_output.weight", {q, d}});
+    t.push_back({b + "post_attention_norm.weight", {d}, Init::kOnes});
+    t.push_back({b + "ffn_norm.weight", {d}, Init::kOnes});
+    t.push_back({b + "ffn_gate.weight", {d, ff}});
+    t.push_back({b + "ffn_up.weight", {d, ff}});
+    t.push_back({b + "ffn_down.weight", {ff, d}});
+    t.push_back({b + "post_ffw_norm.weight", {d}, Init::kOnes});
+    if (P > 0) {
+      t.push_back({b + "inp_gate.weight", {d, P}});
+      t.push_back({b + "proj.weight", {P, d}});
+      t.push_back({b + "post_norm.weight", {d}, Init::kOnes});
+    }
+    t.push_back({b + "layer_output_scale.weight", {1}, Init::kOnes});
+  }
+  t.push_back({"output_norm.weight", {d}, Init::kOnes});
+  if (!p.tied_embeddings) t.push_back({"output.weight", {d, p.n_vocab}});
+  return t;
+}
+
 std::vector<SynthTensor> synth_tensors(const ModelPreset& p) {
   if (p.arch == "bert") return synth_bert_tensors(p);
+  if (p.arch == "gemma4") return synth_gemma4_tensors(p);
   const int64_t hd = p.head_dim, q = int64_t(p.n_head) * hd, kv = int64_t(p.n_kv_head) * hd;
   std::vector<SynthTensor> t;
   t.push_back({"token_embd.weight", {p.n_embd, p.n_vocab}});
@@ -258,6 +298,40 @@ std::vector<float> llama3_rope_factors(const ModelPreset& p) {
   return f;
 }
 
+// Gemma 4's proportional RoPE (the converter's rope_freqs): the global head's first
+// rope_partial x head_dim / 2 pairs rotate (factor 1), the rest are left unrotated (1e30).
+std::vector<float> gemma4_rope_factors(const ModelPreset& p) {
+  const int n_pairs = p.head_dim / 2;
+  const int n_rotated = int(float(p.head_dim) * p.rope_partial / 2);
+  std::vector<float> f(size_t(n_pairs), 1e30f);
+  std::fill(f.begin(), f.begin() + std::min(n_rotated, n_pairs), 1.0f);
+  return f;
+}
+
+// gemma4's keys beyond the common ones (conversion/gemma.py's Gemma4Model): the layer pattern,
+// the windowed layers' head size / rotary dims / RoPE base, per-layer KV heads where the kinds
+// differ, shared K/V, the per-layer input width.
+void set_gemma4_metadata(GgufWriter& w, const ModelPreset& p) {
+  const std::string a = p.arch;
+  GgufArray pattern;
+  pattern.elem_type = GgufType::BOOL;
+  std::vector<int32_t> kv_heads;
+  for (int il = 0; il < p.n_layer; ++il) {
+    pattern.items.emplace_back(p.layer_swa(il));
+    kv_heads.push_back(p.layer_n_kv_head(il));
+  }
+  w.set(a + ".attention.sliding_window_pattern", pattern);
+  if (p.n_kv_head_swa != p.n_kv_head) {
+    w.set(a + ".attention.head_count_kv", make_array(GgufType::INT32, kv_heads));
+  }
+  w.set(a + ".attention.key_length_swa", uint32_t(p.head_dim_swa));
+  w.set(a + ".attention.value_length_swa", uint32_t(p.head_dim_swa));
+  w.set(a + ".rope.dimension_count_swa", uint32_t(p.n_rot_swa > 0 ? p.n_rot_swa : p.head_dim_swa));
+  w.set(a + ".rope.freq_base_swa", p.rope_theta_swa);
+  w.set(a + ".attention.shared_kv_layers", uint32_t(p.n_shared_kv_layers));
+  w.set(a + ".embedding_length_per_layer_input", uint32_t(p.n_embd_per_layer));
+}
+
 void set_architecture_metadata(GgufWriter& w, const ModelPreset& p, FileType ftype) {
   const std::string a = p.arch;
   w.set("general.architecture", a);
@@ -307,6 +381,7 @@ void set_architecture_metadata(GgufWriter& w, const ModelPreset& p, FileType fty
   }
   if (p.attn_softcap > 0) w.set(a + ".attn_logit_softcapping", p.attn_softcap);
   if (p.final_softcap > 0) w.set(a + ".final_logit_softcapping", p.final_softcap);
+  if (a == "gemma4") set_gemma4_metadata(w, p);
   if (p.n_expert > 0) {
     w.set(a + ".expert_count", uint32_t(p.n_expert));
     w.set(a + ".expert_used_count", uint32_t(p.n_expert_used));
@@ -354,6 +429,14 @@ std::string shape_string(const std::vector<int64_t>& ne) {
   return s;
 }
 
+// llama.cpp's n_attention_wv: the attention-V tensors (attn_v, fused attn_qkv) in the file,
+// fewer than the layers where some layers read another's K/V (gemma4).
+int count_attention_wv(const std::vector<SynthTensor>& tensors) {
+  int n = 0;
+  for (const SynthTensor& t : tensors) n += is_attention_wv(t.name);
+  return n;
+}
+
 RecipeModel recipe_model(int n_layer, int n_head, int n_kv_head, bool has_output) {
   RecipeModel m;
   m.n_layer = n_layer;
@@ -377,10 +460,11 @@ void synth_normal_row(uint64_t seed, const std::string& name, int64_t row, float
   }
 }
 
-Status synthesize_model(const SynthParams& params, const ConvertCallbacks& cb) {
+Result<SynthPlan> plan_synth(const SynthParams& params) {
   if (!params.preset) return make_error("synth: no preset given");
   ModelPreset p = *params.preset;
-  GgufWriter w;
+  SynthPlan plan;
+  GgufWriter& w = plan.metadata;
 
   GgufFile vocab;
   if (!params.vocab_path.empty()) {
@@ -404,22 +488,38 @@ Status synthesize_model(const SynthParams& params, const ConvertCallbacks& cb) {
     set_byte_vocab(w, p.n_vocab);
   }
 
-  const int n_threads = resolve_threads(params.n_threads);
-  const RecipeModel rm = recipe_model(p.n_layer, p.n_head, p.n_kv_head, !p.tied_embeddings);
+  plan.tensors = synth_tensors(p);
+  // llama.cpp's n_gqa() is layer 0's (gemma4: its kind's KV heads).
+  const int n_kv_head0 = p.swa_period > 0 ? p.layer_n_kv_head(0) : p.n_kv_head;
+  RecipeModel rm = recipe_model(p.n_layer, p.n_head, n_kv_head0, !p.tied_embeddings);
+  rm.n_attention_wv = count_attention_wv(plan.tensors);
   RecipeState rs;
-  const std::vector<float> rope_factors =
-      p.rope_scaling.factor > 0 ? llama3_rope_factors(p) : std::vector<float>();
-  std::vector<TensorConversion> report;
-
-  for (const SynthTensor& t : synth_tensors(p)) {
-    const int64_t ne0 = t.ne[0];
+  for (SynthTensor& t : plan.tensors) {
+    t.type = choose_tensor_type(params.ftype, rm, rs, t.name, t.ne[0], int(t.ne.size()));
+    if (!can_quantize(t.type) && t.type != GgmlType::F32 && t.type != GgmlType::F16 &&
+        t.type != GgmlType::BF16) {
+      return make_error("synth: cannot encode tensor '", t.name, "' as ", type_name(t.type));
+    }
     int64_t n_rows = 1;  // every dimension past the first (3-D expert tensors: rows x experts)
     for (size_t d = 1; d < t.ne.size(); ++d) n_rows *= t.ne[d];
-    const GgmlType type = choose_tensor_type(params.ftype, rm, rs, t.name, ne0, int(t.ne.size()));
-    if (!can_quantize(type) && type != GgmlType::F32 && type != GgmlType::F16 &&
-        type != GgmlType::BF16) {
-      return make_error("synth: cannot encode tensor '", t.name, "' as ", type_name(type));
-    }
+    t.bytes = row_size(t.type, t.ne[0]) * uint64_t(n_rows);
+  }
+  if (p.rope_scaling.factor > 0) plan.rope_factors = llama3_rope_factors(p);
+  if (p.arch == "gemma4" && p.rope_partial > 0) plan.rope_factors = gemma4_rope_factors(p);
+  return plan;
+}
+
+Status synthesize_model(const SynthParams& params, const ConvertCallbacks& cb) {
+  SLUICE_ASSIGN_OR_RETURN(SynthPlan plan, plan_synth(params));
+  GgufWriter& w = plan.metadata;
+  const int n_threads = resolve_threads(params.n_threads);
+  const std::vector<float>& rope_factors = plan.rope_factors;
+  std::vector<TensorConversion> report;
+
+  for (const SynthTensor& t : plan.tensors) {
+    const int64_t ne0 = t.ne[0];
+    const int64_t n_rows = t.n_rows();
+    const GgmlType type = t.type;
     const size_t row_bytes = row_size(type, ne0);
     const uint64_t seed = params.seed;
     const Init init = t.init;
@@ -448,7 +548,7 @@ Status synthesize_model(const SynthParams& params, const ConvertCallbacks& cb) {
     c.from = GgmlType::F32;
     c.to = type;
     c.bytes_from = uint64_t(ne0 * n_rows) * 4;
-    c.bytes_to = row_bytes * uint64_t(n_rows);
+    c.bytes_to = t.bytes;
     report.push_back(c);
   }
   size_t next = 0;
@@ -472,8 +572,14 @@ Status quantize_model(const QuantizeParams& params, const ConvertCallbacks& cb) 
   const std::string arch = in.get<std::string>("general.architecture").value_or("");
   const int n_layer = int(in.get_int(arch + ".block_count").value_or(0));
   const int n_head = int(in.get_int(arch + ".attention.head_count").value_or(1));
-  const int n_kv_head = int(in.get_int(arch + ".attention.head_count_kv").value_or(n_head));
-  const RecipeModel rm = recipe_model(n_layer, n_head, n_kv_head, in.find_tensor("output.weight"));
+  // One count, or one per layer (gemma4): llama.cpp's n_gqa() is layer 0's.
+  const std::string kv_key = arch + ".attention.head_count_kv";
+  int n_kv_head = int(in.get_int(kv_key).value_or(n_head));
+  if (auto per_layer = in.get_int_array(kv_key); per_layer.ok() && !per_layer->empty()) {
+    n_kv_head = int(per_layer->front());
+  }
+  RecipeModel rm = recipe_model(n_layer, n_head, n_kv_head, in.find_tensor("output.weight"));
+  for (const GgufTensorInfo& t : in.tensors()) rm.n_attention_wv += is_attention_wv(t.name);
   RecipeState rs;
   const int n_threads = resolve_threads(params.n_threads);
   std::vector<TensorConversion> report;
@@ -482,6 +588,8 @@ Status quantize_model(const QuantizeParams& params, const ConvertCallbacks& cb) 
     const GgmlType from = t.type;
     const bool plain = from == GgmlType::F32 || from == GgmlType::F16 || from == GgmlType::BF16;
     GgmlType to = choose_tensor_type(params.ftype, rm, rs, t.name, t.ne[0], t.n_dims);
+    // llama.cpp leaves gemma4's per-layer input projection as the converter wrote it.
+    if (t.name == "per_layer_model_proj.weight") to = from;
     if (from != to && !plain && !params.allow_requantize) {
       return make_error("tensor '", t.name, "' is already ", type_name(from),
                         "; quantizing it again loses accuracy (pass --allow-requantize)");

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "gguf/gguf.h"
 #include "gguf/types.h"
 #include "model/presets.h"
 #include "model/quant_recipe.h"
@@ -38,9 +40,39 @@ struct SynthParams {
   std::string out_path;
 };
 
+// How the values of one synthetic tensor are made: N(0, 0.02), all 1 (norm weights, scales),
+// the rope frequency factors, all -1 (ssm_a).
+enum class SynthInit { kNormal, kOnes, kRopeFactors, kMinusOnes };
+
+// One tensor `sluice synth` writes.
+struct SynthTensor {
+  std::string name;
+  std::vector<int64_t> ne;
+  SynthInit init = SynthInit::kNormal;
+  GgmlType type = GgmlType::F32;  // as the file type's recipe chooses (plan_synth)
+  uint64_t bytes = 0;             // encoded, without alignment padding
+  int64_t n_rows() const {
+    int64_t n = 1;  // every dimension past the first (3-D expert tensors: rows x experts)
+    for (size_t d = 1; d < ne.size(); ++d) n *= ne[d];
+    return n;
+  }
+};
+
+// What synthesize_model writes, without generating any tensor data: the metadata (tokenizer
+// included; a writer holding no tensors) and every tensor in file order with its type. Tests
+// check a multi-GB preset's keys and tensor directory through it.
+struct SynthPlan {
+  GgufWriter metadata;
+  std::vector<SynthTensor> tensors;
+  std::vector<float> rope_factors;  // the rope_freqs tensor's values, if it has one
+};
+
+Result<SynthPlan> plan_synth(const SynthParams& params);
+
 // Weights ~ N(0, 0.02) from a counter-based RNG keyed by (seed, tensor name, row), so the same
-// seed gives the same file whatever the thread count. Norm weights are 1.0; llama3 rope
-// frequency factors are computed, not random.
+// seed gives the same file whatever the thread count. Norm weights and gemma4's layer output
+// scales are 1.0; rope frequency factors (llama3's, gemma4's proportional RoPE) are computed,
+// not random.
 Status synthesize_model(const SynthParams& params, const ConvertCallbacks& cb = {});
 
 struct QuantizeParams {

@@ -27,6 +27,22 @@ ModelPreset qwen35_base() {
   return m;
 }
 
+// What every Gemma 4 (text, dense) shares: q/k norms, post-norms, GELU, tied embeddings,
+// windowed layers with RoPE base 10000 over the whole head, global layers with base 1e6 over a
+// quarter of theirs (proportional RoPE through rope_freqs), logits soft-capped at 30.
+ModelPreset gemma4_base() {
+  ModelPreset m;
+  m.arch = "gemma4";
+  m.rope_theta = 1000000.0f;
+  m.rope_theta_swa = 10000.0f;
+  m.rope_partial = 0.25f;
+  m.rms_eps = 1e-6f;
+  m.qk_norm = true;
+  m.tied_embeddings = true;
+  m.final_softcap = 30.0f;
+  return m;
+}
+
 }  // namespace
 
 // What every gpt-oss shares (openai/gpt-oss-20b's config.json): q/k/v and output biases,
@@ -196,6 +212,65 @@ const std::vector<ModelPreset>& model_presets() {
       m.tied_embeddings = true;
       m.qk_norm = true;
       m.sliding_window = 1024;
+      p.push_back(m);
+    }
+    {
+      // gemma4 for tests: 8 layers, every 4th global (3, 7), the last 4 reading the K/V of
+      // layers 2 (windowed) and 3 (global); windowed heads of 64 with 2 KV heads, global ones of
+      // 128 with 1 (an array head_count_kv), a window of 8, per-layer inputs of 32 (8 x 32 = 256
+      // columns: every block size), logits capped at 0.5 (the random logits are ~0.3: it bites).
+      ModelPreset m = gemma4_base();
+      m.name = "tiny-gemma4";
+      m.n_layer = 8;
+      m.n_embd = 256;
+      m.n_ff = 512;
+      m.n_head = 4;
+      m.n_kv_head = 1;
+      m.head_dim = 128;
+      m.n_rot = 128;
+      m.swa_period = 4;
+      m.head_dim_swa = 64;
+      m.n_kv_head_swa = 2;
+      m.n_rot_swa = 64;
+      m.n_shared_kv_layers = 4;
+      m.n_embd_per_layer = 32;
+      m.n_vocab = 512;
+      m.n_ctx = 512;
+      m.sliding_window = 8;
+      m.final_softcap = 0.5f;
+      p.push_back(m);
+    }
+    {
+      // google/gemma-4-E4B (text model). Not read from Google's config.json itself; from
+      // NVIDIA Megatron-Bridge's E4B recipe (recipes/gemma/gemma4.py, built from
+      // google/gemma-4-E4B-it, and its unit test's mirror of that config): 42 layers, hidden
+      // 2560, FFN 10240, 8 query heads, 2 KV heads on both kinds, heads of 256 (windowed) and
+      // 512 (global), a global layer every 6th (5, 11, .., 41), RoPE bases 1e4 / 1e6 with 0.25
+      // of the global head rotated, per-layer inputs of 256 over a 262144-token table, the last
+      // 18 layers sharing K/V, 131072 positions, rms eps 1e-6. From three other third-party
+      // copies of its text_config (agreeing with the above where they overlap): sliding_window
+      // 512, vocab 262144, final soft-cap 30, tied embeddings, no double-wide MLP, no K = V.
+      // Keys as llama.cpp's converter (conversion/gemma.py) writes them: one head_count_kv
+      // (both kinds have 2), rope.dimension_count 512 (rope_freqs: 64 ones, then 1e30), _swa
+      // 256. Not reproduced: the learned layer_output_scale values (1.0 here).
+      ModelPreset m = gemma4_base();
+      m.name = "gemma-4-e4b";
+      m.n_layer = 42;
+      m.n_embd = 2560;
+      m.n_ff = 10240;
+      m.n_head = 8;
+      m.n_kv_head = 2;
+      m.head_dim = 512;
+      m.n_rot = 512;
+      m.swa_period = 6;
+      m.head_dim_swa = 256;
+      m.n_kv_head_swa = 2;
+      m.n_rot_swa = 256;
+      m.n_shared_kv_layers = 18;
+      m.n_embd_per_layer = 256;
+      m.n_vocab = 262144;
+      m.n_ctx = 131072;
+      m.sliding_window = 512;
       p.push_back(m);
     }
     {

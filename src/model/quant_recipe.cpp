@@ -79,6 +79,11 @@ GgmlType fallback(GgmlType t, int64_t ne0) {
 
 }  // namespace
 
+bool is_attention_wv(std::string_view name) {
+  return name.find("attn_v.weight") != std::string_view::npos ||
+         name.find("attn_qkv.weight") != std::string_view::npos;
+}
+
 std::optional<FileType> parse_file_type(std::string_view name) {
   std::string want(name);
   for (char& c : want) c = char(std::tolower(static_cast<unsigned char>(c)));
@@ -120,6 +125,8 @@ GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeStat
   // A recurrent layer's conv taps ([K, C], K = 4) stay f32, as llama.cpp keeps them.
   if (contains(name, "ssm_conv1d")) return GgmlType::F32;
   const GgmlType base = entry(ftype).base;
+  // gemma4's per-layer input projection: llama.cpp never quantizes it ("not too big").
+  if (name == "per_layer_model_proj.weight") return is_quantized(base) ? GgmlType::F16 : base;
   if (!is_quantized(base)) return base;
   // llama.cpp's MXFP4_MOE: the experts' 3-D tensors MXFP4, every other matrix Q8_0.
   if (ftype == FileType::MOSTLY_MXFP4_MOE) {
@@ -127,18 +134,20 @@ GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeStat
   }
 
   GgmlType t = base;
-  const bool is_output =
-      name == "output.weight" || (!model.has_output && name == "token_embd.weight");
+  // llama.cpp's token-embedding category holds gemma4's per-layer table too: with the output
+  // tied, both take the output's type.
+  const bool token_embd = name == "token_embd.weight" || name == "per_layer_token_embd.weight";
+  const bool is_output = name == "output.weight" || (!model.has_output && token_embd);
   if (is_output) {
     if (ne0 % type_traits(base).block_size != 0) {
       t = GgmlType::Q8_0;
     } else if (base != GgmlType::Q8_0) {
       t = GgmlType::Q6_K;
     }
-  } else if (contains(name, "attn_v.weight") || contains(name, "attn_qkv.weight")) {
+  } else if (is_attention_wv(name)) {
     // llama.cpp counts fused QKV (phi3, qwen35's DeltaNet input) as attention V.
     const int i = state.i_attention_wv++;
-    const int n = model.n_layer;
+    const int n = model.n_attention_wv > 0 ? model.n_attention_wv : model.n_layer;
     switch (ftype) {
       case FileType::MOSTLY_Q2_K:
         t = model.n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::Q3_K;

@@ -42,7 +42,13 @@ struct RecipeModel {
   int n_layer = 0;
   bool has_output = true;  // false: output tied to token_embd
   int n_gqa = 1;           // n_head / n_kv_head
+  // Attention-V tensors in the file (llama.cpp's n_attention_wv: Q4_K_M's extra bits go by it);
+  // 0: n_layer. Fewer than the layers where some read another's K/V (gemma4).
+  int n_attention_wv = 0;
 };
+
+// llama.cpp's attention-V category: attn_v, and fused attn_qkv (phi3, qwen35's DeltaNet input).
+bool is_attention_wv(std::string_view name);
 
 // Counters of tensors seen so far (llama.cpp picks more bits for some layers by index).
 struct RecipeState {
@@ -51,8 +57,11 @@ struct RecipeState {
 };
 
 // The type for tensor `name` with row length `ne0` and `n_dims` dimensions, in file order.
-// 1-D tensors (norms, biases) and rope_freqs stay F32. Types whose block does not divide the
-// row fall back as llama.cpp does (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, others -> Q4_0... ).
+// 1-D tensors (norms, biases) and rope_freqs stay F32; per_layer_model_proj is not quantized
+// (F16 in quantized files, as the converter writes it); per_layer_token_embd follows
+// token_embd (as output when tied, as llama.cpp's quantize does). Types whose block does not divide
+// the row fall back as llama.cpp does (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, others -> Q4_0...
+// ).
 GgmlType choose_tensor_type(FileType ftype, const RecipeModel& model, RecipeState& state,
                             const std::string& name, int64_t ne0, int n_dims);
 

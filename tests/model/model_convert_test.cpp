@@ -2,6 +2,7 @@
 // f32 originals, deterministic output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -59,7 +60,8 @@ std::vector<float> decode(const GgufTensorInfo& t) {
 void expect_within_bounds(const GgufFile& f, uint64_t seed, int64_t row_step = 1) {
   for (const GgufTensorInfo& t : f.tensors()) {
     std::vector<float> got = decode(t);
-    if (t.name.find("norm") != std::string::npos) {
+    if (t.name.find("norm") != std::string::npos ||
+        t.name.find("layer_output_scale") != std::string::npos) {
       for (float x : got) ASSERT_EQ(x, 1.0f) << t.name;
       continue;
     }
@@ -221,6 +223,192 @@ TEST(QuantRecipe, Mxfp4MoeExpertsOnly) {
   expect_within_bounds(*f, 5);
   auto model = Model::load(p.out_path);
   EXPECT_TRUE(model.ok()) << model.message();
+}
+
+// gemma4 (the tiny preset): per_layer_token_embd takes token_embd's type (the tied output's,
+// as llama.cpp's quantize), per_layer_model_proj stays F16, the scales and norms F32, and
+// Q4_K_M's extra bits on attn_v go by the 4 attn_v tensors (layers 0-3; 4-7 read their K/V),
+// not by the 8 layers: use_more_bits(i, 4) picks 2 and 3. `sluice quantize` of the F16 file
+// chooses the same types (the per-layer head_count_kv array read as llama.cpp reads it).
+TEST(Synth, Gemma4RecipeFollowsLlamaCpp) {
+  test::TempDir dir;
+  SynthParams p;
+  p.preset = find_preset("tiny-gemma4");
+  ASSERT_NE(p.preset, nullptr);
+  p.ftype = FileType::MOSTLY_Q4_K_M;
+  p.seed = 3;
+  p.out_path = dir.path("q4km.gguf");
+  ASSERT_TRUE(synthesize_model(p).ok());
+  auto f = GgufFile::open(p.out_path);
+  ASSERT_TRUE(f.ok()) << f.message();
+  auto type_of = [&](const std::string& n) {
+    const GgufTensorInfo* t = f->find_tensor(n);
+    EXPECT_NE(t, nullptr) << n;
+    return t ? t->type : GgmlType::F32;
+  };
+  EXPECT_EQ(type_of("token_embd.weight"), GgmlType::Q6_K);
+  EXPECT_EQ(type_of("per_layer_token_embd.weight"), GgmlType::Q6_K);
+  EXPECT_EQ(type_of("per_layer_model_proj.weight"), GgmlType::F16);
+  EXPECT_EQ(type_of("per_layer_proj_norm.weight"), GgmlType::F32);
+  EXPECT_EQ(type_of("rope_freqs.weight"), GgmlType::F32);
+  EXPECT_EQ(type_of("blk.0.layer_output_scale.weight"), GgmlType::F32);
+  EXPECT_EQ(type_of("blk.0.inp_gate.weight"), GgmlType::Q4_K);
+  EXPECT_EQ(type_of("blk.0.proj.weight"), GgmlType::Q5_0);  // rows of 32: Q4_K's fallback
+  EXPECT_EQ(type_of("blk.0.attn_v.weight"), GgmlType::Q4_K);
+  EXPECT_EQ(type_of("blk.1.attn_v.weight"), GgmlType::Q4_K);
+  EXPECT_EQ(type_of("blk.2.attn_v.weight"), GgmlType::Q6_K);
+  EXPECT_EQ(type_of("blk.3.attn_v.weight"), GgmlType::Q6_K);
+  EXPECT_EQ(f->find_tensor("blk.4.attn_v.weight"), nullptr);
+  EXPECT_EQ(f->find_tensor("blk.4.attn_k_norm.weight"), nullptr);
+  EXPECT_EQ(f->find_tensor("output.weight"), nullptr);
+  expect_within_bounds(*f, 3);
+
+  // Q2_K's attn_v: Q4_K from 4 query heads a KV head, else Q3_K; llama.cpp takes layer 0's
+  // ratio (4 / 2, windowed), not the global layers' (4 / 1).
+  SynthParams q2 = p;
+  q2.ftype = FileType::MOSTLY_Q2_K;
+  auto q2_plan = plan_synth(q2);
+  ASSERT_TRUE(q2_plan.ok()) << q2_plan.message();
+  for (const SynthTensor& t : q2_plan->tensors) {
+    if (t.name == "blk.0.attn_v.weight") {
+      EXPECT_EQ(t.type, GgmlType::Q3_K);
+    }
+  }
+
+  SynthParams h = p;
+  h.ftype = FileType::MOSTLY_F16;
+  h.out_path = dir.path("f16.gguf");
+  ASSERT_TRUE(synthesize_model(h).ok());
+  for (FileType ft : {FileType::MOSTLY_Q4_K_M, FileType::MOSTLY_Q2_K}) {
+    QuantizeParams q;
+    q.in_path = h.out_path;
+    q.out_path = dir.path("quantized.gguf");
+    q.ftype = ft;
+    ASSERT_TRUE(quantize_model(q).ok());
+    auto g = GgufFile::open(q.out_path);
+    ASSERT_TRUE(g.ok()) << g.message();
+    SynthParams direct = p;
+    direct.ftype = ft;
+    auto want = plan_synth(direct);
+    ASSERT_TRUE(want.ok()) << want.message();
+    ASSERT_EQ(g->tensors().size(), want->tensors.size());
+    for (const SynthTensor& t : want->tensors) {
+      const GgufTensorInfo* u = g->find_tensor(t.name);
+      ASSERT_NE(u, nullptr) << t.name;
+      EXPECT_EQ(u->type, t.type) << t.name << " " << file_type_name(ft);
+    }
+  }
+}
+
+// The gemma-4-e4b preset (5.1 GB at Q4_0: too big to write in a test) through plan_synth: its
+// metadata read by the model loader gives Gemma 4 E4B's published shape, and its tensor
+// directory holds exactly the tensors of the shapes the loader binds (weights.cpp), typed as
+// llama.cpp's quantize would.
+TEST(Synth, Gemma4E4BPlanMatchesPresetAndLoader) {
+  SynthParams p;
+  p.preset = find_preset("gemma-4-e4b");
+  ASSERT_NE(p.preset, nullptr);
+  p.ftype = FileType::MOSTLY_Q4_0;
+  auto plan = plan_synth(p);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  auto buf = plan->metadata.write_to_buffer();
+  ASSERT_TRUE(buf.ok()) << buf.message();
+  auto f = GgufFile::parse(buf->data(), buf->size(), "gemma-4-e4b");
+  ASSERT_TRUE(f.ok()) << f.message();
+  EXPECT_EQ(f->get<std::string>("general.architecture").value_or(""), "gemma4");
+  auto cfg = read_model_config(*f, ModelOptions{});
+  ASSERT_TRUE(cfg.ok()) << cfg.message();
+  const ModelConfig& c = *cfg;
+  EXPECT_EQ(c.arch, Arch::kGemma4);
+  EXPECT_EQ(c.n_layer, 42);
+  EXPECT_EQ(c.n_embd, 2560);
+  EXPECT_EQ(c.n_ff, 10240);
+  EXPECT_EQ(c.n_head, 8);
+  EXPECT_EQ(c.n_kv_head, 2);
+  EXPECT_TRUE(c.layer_n_kv_heads.empty());  // one head_count_kv: both kinds have 2
+  EXPECT_EQ(c.head_dim, 512);
+  EXPECT_EQ(c.head_dim_swa, 256);
+  EXPECT_EQ(c.n_rot, 512);
+  EXPECT_EQ(c.n_rot_swa, 256);
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(c.rope_theta_swa, 1e4f);
+  EXPECT_EQ(c.sliding_window, 512);
+  EXPECT_EQ(c.n_ctx_train, 131072);
+  EXPECT_EQ(c.n_embd_per_layer, 256);
+  EXPECT_FLOAT_EQ(c.final_softcap, 30.0f);
+  EXPECT_FLOAT_EQ(c.rms_eps, 1e-6f);
+  EXPECT_FLOAT_EQ(c.attn_scale, 1.0f);
+  EXPECT_TRUE(c.tied_embeddings);
+  int n_global = 0, n_store = 0;
+  for (int il = 0; il < c.n_layer; ++il) {
+    const bool global = il % 6 == 5;  // 5, 11, .., 41
+    n_global += global;
+    n_store += c.layer_stores_kv(il);
+    EXPECT_EQ(c.layer_window(il), global ? 0 : 512) << il;
+    EXPECT_EQ(c.layer_head_dim(il), global ? 512 : 256) << il;
+    EXPECT_EQ(c.layer_stores_kv(il), il < 24) << il;
+    EXPECT_EQ(c.kv_source_layer(il), il < 24 ? il : global ? 23 : 22) << il;
+  }
+  EXPECT_EQ(n_global, 7);
+  EXPECT_EQ(n_store, 24);
+
+  std::map<std::string, const SynthTensor*> by_name;
+  for (const SynthTensor& t : plan->tensors) by_name[t.name] = &t;
+  ASSERT_EQ(by_name.size(), plan->tensors.size()) << "a tensor name repeats";
+  auto expect = [&](const std::string& name, std::vector<int64_t> ne, GgmlType type) {
+    auto it = by_name.find(name);
+    ASSERT_NE(it, by_name.end()) << name;
+    EXPECT_EQ(it->second->ne, ne) << name;
+    EXPECT_EQ(it->second->type, type) << name;
+    by_name.erase(it);
+  };
+  const int64_t V = 262144, D = 2560, F = 10240, P = 256, LP = 42 * P;
+  expect("token_embd.weight", {D, V}, GgmlType::Q6_K);  // tied: the output's type
+  expect("per_layer_token_embd.weight", {LP, V}, GgmlType::Q6_K);
+  expect("per_layer_model_proj.weight", {D, LP}, GgmlType::F16);
+  expect("per_layer_proj_norm.weight", {P}, GgmlType::F32);
+  expect("rope_freqs.weight", {256}, GgmlType::F32);
+  expect("output_norm.weight", {D}, GgmlType::F32);
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    const int64_t hd = c.layer_head_dim(il), q = c.layer_q_dim(il), kv = c.layer_kv_dim(il);
+    EXPECT_EQ(kv, 2 * hd);
+    expect(b + "attn_norm.weight", {D}, GgmlType::F32);
+    expect(b + "attn_q.weight", {D, q}, GgmlType::Q4_0);
+    expect(b + "attn_q_norm.weight", {hd}, GgmlType::F32);
+    if (c.layer_stores_kv(il)) {
+      expect(b + "attn_k.weight", {D, kv}, GgmlType::Q4_0);
+      expect(b + "attn_v.weight", {D, kv}, GgmlType::Q4_0);
+      expect(b + "attn_k_norm.weight", {hd}, GgmlType::F32);
+    }
+    expect(b + "attn_output.weight", {q, D}, GgmlType::Q4_0);
+    expect(b + "post_attention_norm.weight", {D}, GgmlType::F32);
+    expect(b + "ffn_norm.weight", {D}, GgmlType::F32);
+    expect(b + "ffn_gate.weight", {D, F}, GgmlType::Q4_0);
+    expect(b + "ffn_up.weight", {D, F}, GgmlType::Q4_0);
+    expect(b + "ffn_down.weight", {F, D}, GgmlType::Q4_0);
+    expect(b + "post_ffw_norm.weight", {D}, GgmlType::F32);
+    expect(b + "inp_gate.weight", {D, P}, GgmlType::Q4_0);
+    expect(b + "proj.weight", {P, D}, GgmlType::Q4_0);
+    expect(b + "post_norm.weight", {D}, GgmlType::F32);
+    expect(b + "layer_output_scale.weight", {1}, GgmlType::F32);
+  }
+  for (const auto& [name, t] : by_name) ADD_FAILURE() << "unexpected tensor " << name;
+  EXPECT_EQ(plan->tensors.size(), 6u + 24 * 17 + 18 * 14);
+  // Proportional RoPE on the global heads of 512: 0.25 x 256 pairs rotate, 192 do not.
+  ASSERT_EQ(plan->rope_factors.size(), 256u);
+  EXPECT_EQ(std::count(plan->rope_factors.begin(), plan->rope_factors.end(), 1.0f), 64);
+  EXPECT_EQ(plan->rope_factors[64], 1e30f);
+
+  double params = 0, bytes = 0;
+  for (const SynthTensor& t : plan->tensors) {
+    params += double(t.ne[0]) * double(t.n_rows());
+    bytes += double(t.bytes);
+  }
+  // Text model: 7.46e9 parameters, 3.52e9 of them the two embedding tables.
+  EXPECT_NEAR(params / 1e9, 7.46, 0.01);
+  std::printf("[ synth ] gemma-4-e4b Q4_0: %zu tensors, %.3fe9 params, %.2f GB of tensor data\n",
+              plan->tensors.size(), params / 1e9, bytes / 1e9);
 }
 
 TEST(Quantize, F16ToQ8AndQ4KMMatchesDirectEncoding) {
