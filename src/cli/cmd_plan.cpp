@@ -41,7 +41,8 @@ struct Options {
 
 Result<PlanParams> build_params(const Options& o) {
   PlanParams p;
-  if (const ModelShape* shape = find_model_shape(o.model)) {
+  SLUICE_ASSIGN_OR_RETURN(const ModelShape* shape, find_model_shape(o.model));
+  if (shape) {
     p.model = model_cost(*shape);
     p.precision.weight_bits = o.weight_bits < 0 ? 16 : o.weight_bits;
   } else {

@@ -109,7 +109,8 @@ Result<Deployment> build_deployment(const Options& o) {
     return make_error("unknown hardware '", o.hw, "': use 'this' or one of ", hardware_names());
   }
 
-  if (const ModelShape* shape = find_model_shape(o.model)) {
+  SLUICE_ASSIGN_OR_RETURN(const ModelShape* shape, find_model_shape(o.model));
+  if (shape) {
     d.cost.model = model_cost(*shape);
     d.cost.precision.weight_bits = o.weight_bits < 0 ? 16 : o.weight_bits;
     d.cost.precision.act_bits = o.act_bits < 0 ? 16 : o.act_bits;
@@ -155,7 +156,7 @@ Result<Deployment> build_deployment(const Options& o) {
   if (o.kv_bits != 16 && o.kv_bits != 8 && o.kv_bits != 4 && o.kv_bits != 32) {
     return make_error("--kv-bits must be 16, 8 or 4");
   }
-  if (find_model_shape(o.model)) d.cost.precision.kv_bits = o.kv_bits;
+  if (shape) d.cost.precision.kv_bits = o.kv_bits;
   d.weight_bytes = weight_bytes(d.cost.model, d.cost.precision);
   d.kv_bytes_per_token = kv_bytes_per_token(d.cost.model, d.cost.precision);
 

@@ -35,9 +35,16 @@ Result<ModelCost> model_cost_from_gguf(const GgufFile& f) {
   return m;
 }
 
-const ModelShape* find_model_shape(std::string_view name) {
+Result<const ModelShape*> find_model_shape(std::string_view name) {
   if (const ModelShape* s = find_planner_model(name)) return s;
-  return find_preset(name);
+  const ModelPreset* preset = find_preset(name);
+  if (preset && preset->arch == "gemma4") {
+    return make_error("'", name,
+                      "' is a gemma4 preset, whose per-layer head widths and K/V shared across "
+                      "layers a shape cannot price: write it (`sluice synth --preset ",
+                      name, " -o F.gguf`) and pass the file");
+  }
+  return static_cast<const ModelShape*>(preset);
 }
 
 std::string model_shape_names() {

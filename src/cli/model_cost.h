@@ -19,8 +19,9 @@ Result<ModelCost> model_cost_from_gguf(const GgufFile& f);
 
 // A model shape by name (`sluice plan` and `sluice sim`): the planner's table (perf/planner.h,
 // the seeds' models) first, then `sluice synth`'s presets (model/presets.h: gemma-3-4b,
-// gpt-oss-20b, ... with their sliding windows). nullptr: neither has it.
-const ModelShape* find_model_shape(std::string_view name);
+// gpt-oss-20b, ... with their sliding windows). nullptr: neither has it; an error for a preset
+// whose shape the cost model cannot price (gemma4: per-layer head widths, shared K/V).
+Result<const ModelShape*> find_model_shape(std::string_view name);
 // Both tables' names, for help and errors.
 std::string model_shape_names();
 

@@ -317,7 +317,7 @@ void set_gemma4_metadata(GgufWriter& w, const ModelPreset& p) {
   pattern.elem_type = GgufType::BOOL;
   std::vector<int32_t> kv_heads;
   for (int il = 0; il < p.n_layer; ++il) {
-    pattern.items.emplace_back(p.layer_swa(il));
+    pattern.items.emplace_back(p.windowed(il));
     kv_heads.push_back(p.layer_n_kv_head(il));
   }
   w.set(a + ".attention.sliding_window_pattern", pattern);
@@ -490,7 +490,7 @@ Result<SynthPlan> plan_synth(const SynthParams& params) {
 
   plan.tensors = synth_tensors(p);
   // llama.cpp's n_gqa() is layer 0's (gemma4: its kind's KV heads).
-  const int n_kv_head0 = p.swa_period > 0 ? p.layer_n_kv_head(0) : p.n_kv_head;
+  const int n_kv_head0 = p.layer_n_kv_head(0);
   RecipeModel rm = recipe_model(p.n_layer, p.n_head, n_kv_head0, !p.tied_embeddings);
   rm.n_attention_wv = count_attention_wv(plan.tensors);
   RecipeState rs;

@@ -517,9 +517,12 @@ const std::vector<ModelPreset>& model_presets() {
       m.pooling = 1;
       p.push_back(m);
     }
-    // Which layers the window applies to is the architecture's (what the loader sets).
+    // Which layers the window applies to is the architecture's (what the loader sets), where the
+    // architecture has one period; gemma4's pattern is the file's (its presets set the period
+    // that synth writes as sliding_window_pattern).
     for (ModelPreset& m : p) {
-      if (const ArchFamily* f = find_arch_family(m.arch)) m.swa_period = f->swa_period;
+      const ArchFamily* f = find_arch_family(m.arch);
+      if (f && f->swa_period > 0) m.swa_period = f->swa_period;
     }
     return p;
   }();

@@ -46,13 +46,13 @@ struct ModelPreset : ModelShape {
   // Partial RoPE: rope.dimension_count (0: head_dim); qwen35's rope.dimension_sections.
   int n_rot = 0;
   std::vector<int> rope_sections;
-  // Gemma 4 (arch "gemma4"): every swa_period-th layer global, the others windowed
-  // (attention.sliding_window_pattern); the windowed layers' own head size, KV heads, rotary
+  // Gemma 4 (arch "gemma4"): every swa_period-th layer global (ModelShape::swa_period), the
+  // others windowed (attention.sliding_window_pattern); the windowed layers' own head size, KV
+  // heads, rotary
   // dims and RoPE base (head_dim / n_kv_head / n_rot / rope_theta are the global layers');
   // the global layers rotate rope_partial of their head through rope_freqs ("proportional"
   // RoPE); the last n_shared_kv_layers read an earlier layer's K/V; per-layer inputs of
   // n_embd_per_layer a layer (0: none).
-  int swa_period = 0;
   int head_dim_swa = 0;
   int n_kv_head_swa = 0;
   int n_rot_swa = 0;
@@ -61,9 +61,13 @@ struct ModelPreset : ModelShape {
   int n_shared_kv_layers = 0;
   int n_embd_per_layer = 0;
   // gemma4: whether layer il is windowed, its head size and KV heads, and whether it stores K/V.
-  bool layer_swa(int il) const { return swa_period > 0 && il % swa_period != swa_period - 1; }
-  int layer_head_dim(int il) const { return layer_swa(il) ? head_dim_swa : head_dim; }
-  int layer_n_kv_head(int il) const { return layer_swa(il) ? n_kv_head_swa : n_kv_head; }
+  bool windowed(int il) const { return layer_window(il) > 0; }
+  int layer_head_dim(int il) const {
+    return windowed(il) && head_dim_swa > 0 ? head_dim_swa : head_dim;
+  }
+  int layer_n_kv_head(int il) const {
+    return windowed(il) && n_kv_head_swa > 0 ? n_kv_head_swa : n_kv_head;
+  }
   bool layer_stores_kv(int il) const { return il < n_layer - n_shared_kv_layers; }
 };
 

@@ -93,6 +93,19 @@ TEST(CliPlan, WindowedPresetHoldsTheWindowAndFitsMore) {
       << text.out;
 }
 
+// gemma4's per-layer head widths and shared K/V are beyond a shape's cost model: by name it is
+// refused with how to price it (its file); `sim` says the same.
+TEST(CliPlan, Gemma4PresetByNameIsRefusedWithHowToPriceIt) {
+  SLUICE_REQUIRE_PLAN();
+  for (const char* cmd :
+       {"plan --model gemma-4-e4b --hw H100", "sim --model gemma-4-e4b --hw H100"}) {
+    auto r = test::run_sluice(cmd);
+    EXPECT_NE(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.err.find("is a gemma4 preset"), std::string::npos) << cmd << ": " << r.err;
+    EXPECT_NE(r.err.find("sluice synth --preset gemma-4-e4b"), std::string::npos) << r.err;
+  }
+}
+
 TEST(CliPlan, GgufModel) {
   SLUICE_REQUIRE_PLAN();
   SLUICE_REQUIRE_SHARED(path, "testdata/models/stories260K.gguf");
