@@ -1,6 +1,7 @@
 #include "executor/cpu_executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -55,6 +56,14 @@ namespace {
 
 // Per-token work below this many floats per token runs on the calling thread.
 constexpr int64_t kMinParallelFloats = 1 << 14;
+
+// Keys p's queries see, summed over the queries (a decode step's one query: min(kv_len, window)
+// with a window, kv_len without): what the kernels attend, from the same params.
+int64_t keys_visible(const PagedAttentionParams& p) {
+  int64_t n = 0;
+  for (int qi = 0; qi < p.n_q; ++qi) n += p.kv_len - p.n_q + qi + 1 - p.first_visible(qi);
+  return n;
+}
 
 int64_t token_grain(int64_t floats_per_token) {
   return std::max<int64_t>(1, kMinParallelFloats / std::max<int64_t>(1, floats_per_token));
@@ -548,10 +557,13 @@ class CpuExecutor::Ops final : public ForwardOps {
     const float scale = c.attention_scale();
     const int window = c.layer_window(layer);
     const int64_t group = e_.layout_.layer_group[size_t(layer)];
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t keys = 0;
     s_.attn_params.clear();
     for (const BatchSequence& seq : b_.seqs) {
       if (!c.causal) {
         add_full_attention(layer, seq, q, out);
+        keys += int64_t(seq.n_new_tokens) * seq.context_len;
         continue;
       }
       PagedAttentionParams p;
@@ -572,9 +584,16 @@ class CpuExecutor::Ops final : public ForwardOps {
       p.window = window;
       p.softcap = c.attn_softcap;
       p.sinks = sinks.empty() ? nullptr : sinks.data();
+      keys += keys_visible(p);
       s_.attn_params.push_back(p);
     }
     paged_attention_batch(s_.attn_params, s_.attn_ws, &e_.pool_);
+    AttentionTimes::Kind& kind = window > 0 ? e_.attn_times_.windowed : e_.attn_times_.global;
+    kind.ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    ++kind.calls;
+    kind.keys += keys;
   }
 
   void moe(const MoeWeights& w, Act xn, Act out) override {

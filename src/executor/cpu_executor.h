@@ -82,6 +82,18 @@ struct CpuExecutorOptions {
 // must share, as text: blocks, block size, K/V type, kernels (parallel::rank_fingerprint).
 std::string describe_options(const CpuExecutorOptions& options);
 
+// Attention (ForwardOps::attention: one layer's attention over every sequence of a step) by
+// layer kind, summed over the steps since the last reset: windowed layers (a window > 0) and
+// global ones (gemma4's shared-K/V layers count with their own kind).
+struct AttentionTimes {
+  struct Kind {
+    int64_t ns = 0;     // wall time (one steady_clock pair per call)
+    int64_t calls = 0;  // layer calls (one per attention layer per step)
+    int64_t keys = 0;   // keys attended, summed over queries, sequences and calls (not heads)
+  };
+  Kind windowed, global;
+};
+
 class CpuExecutor final : public Executor {
  public:
   // `model` must outlive the executor. Allocates the K/V cache.
@@ -111,6 +123,10 @@ class CpuExecutor final : public Executor {
   // Mixture of experts: expert FFNs run (each reads its expert's weights once) in the last
   // execute(), summed over layers. A dense model: 0.
   int64_t last_step_expert_reads() const override { return moe_expert_reads_; }
+  // Attention by layer kind since creation or the last reset (read between steps: execute()
+  // writes it). Costs two clock reads per attention layer per step.
+  const AttentionTimes& attention_times() const { return attn_times_; }
+  void reset_attention_times() { attn_times_ = {}; }
 
  private:
   struct Scratch;
@@ -164,6 +180,7 @@ class CpuExecutor final : public Executor {
   std::unordered_map<const void*, const uint8_t*> copied_;
   std::unique_ptr<Scratch> s_;
   int64_t moe_expert_reads_ = 0;
+  AttentionTimes attn_times_;
   Collective* coll_ = nullptr;  // tensor parallel: the ranks' collectives
   StageLink* link_ = nullptr;   // pipeline parallel: the neighbouring stages
 };

@@ -636,5 +636,83 @@ TEST(EngineSlidingWindow, ReleasedBlocksChangeNoOutput) {
   }
 }
 
+// The windowed layers' attention stays within the window however long the context grows
+// (issue 43, docs/kv-cache.md): one long request on tiny gemma3 (window 5, five windowed layers
+// and a global one), tiny gpt-oss (window 32, sinks) and the llama.cpp-golden gemma4 (window 8,
+// shared-K/V layers counted with their kind). After each step, every windowed layer's call
+// attended min(position + 1, window) keys per new token, and every global layer's position + 1
+// (CpuExecutor::attention_times: the keys of what each call hands the kernels, not a time),
+// so the windowed count stays at the window while the global one grows with the context.
+TEST(EngineSlidingWindow, WindowedLayersAttendAtMostTheirWindowAsTheContextGrows) {
+  test::TempDir dir;
+  struct Case {
+    const char* variant;
+    const char* shared_file = nullptr;  // a model of ../shared instead of a synthetic one
+  };
+  for (const Case& cs : {Case{"tiny-gemma3"}, Case{"tiny-gpt-oss"},
+                         Case{"gemma4", "testdata/models/arch/gemma4.gguf"}}) {
+    SCOPED_TRACE(cs.variant);
+    std::string path = dir.path(std::string(cs.variant) + ".gguf");
+    if (cs.shared_file) {
+      path = test::shared_path(cs.shared_file);
+      if (path.empty()) continue;  // ../shared missing: the synthetic cases still run
+    } else {
+      test::write_synthetic_model(cs.variant, FileType::MOSTLY_Q8_0, path);
+    }
+    auto l = load(path, 512, 1024, 4);
+    ASSERT_TRUE(l);
+    const ModelConfig& c = l->executor->config();
+    const KvCacheLayout layout = c.kv_cache_layout();
+    int64_t n_windowed = 0, n_global = 0;
+    int32_t window = 0;
+    for (int il = 0; il < c.n_layer; ++il) {
+      if (layout.layer_group[size_t(il)] < 0) continue;  // no attention
+      if (c.layer_window(il) > 0) {
+        ++n_windowed;
+        window = c.layer_window(il);
+      } else {
+        ++n_global;
+      }
+    }
+    ASSERT_GT(n_windowed, 0);
+    ASSERT_GT(n_global, 0);
+    auto engine = Engine::create(l->tokenizer, *l->executor, {});
+    ASSERT_TRUE(engine.ok());
+    const std::vector<int32_t> prompt = byte_tokens(20, 9);
+    GenerationParams params = greedy(6 * window);
+    params.ignore_eos = true;
+    ASSERT_TRUE((*engine)->add_request(prompt, params).ok());
+    int32_t context = 0;  // positions computed
+    int steps = 0;
+    while ((*engine)->has_work()) {
+      const AttentionTimes before = l->executor->attention_times();
+      auto events = (*engine)->step();
+      ASSERT_TRUE(events.ok()) << events.message();
+      const AttentionTimes& after = l->executor->attention_times();
+      // One attention call per layer per step, each of its kind.
+      ASSERT_EQ(after.windowed.calls - before.windowed.calls, n_windowed) << "step " << steps;
+      ASSERT_EQ(after.global.calls - before.global.calls, n_global) << "step " << steps;
+      // Step 0 computed the prompt, each later one the next position.
+      const int32_t first = context;
+      context += steps++ == 0 ? int32_t(prompt.size()) : 1;
+      int64_t want_windowed = 0, want_global = 0;
+      for (int32_t pos = first; pos < context; ++pos) {
+        want_windowed += std::min(pos + 1, window);
+        want_global += pos + 1;
+      }
+      const int64_t windowed = after.windowed.keys - before.windowed.keys;
+      const int64_t global = after.global.keys - before.global.keys;
+      EXPECT_EQ(windowed, want_windowed * n_windowed) << "context " << context;
+      EXPECT_EQ(global, want_global * n_global) << "context " << context;
+      if (first > 0) {
+        EXPECT_LE(windowed, int64_t(window) * n_windowed) << "context " << context;
+      }
+    }
+    // The context went well past the window: flat windowed counts, growing global ones.
+    EXPECT_EQ(context, int32_t(prompt.size()) + 6 * window - 1);
+    EXPECT_GT(context, 5 * window);
+  }
+}
+
 }  // namespace
 }  // namespace sluice
