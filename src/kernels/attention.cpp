@@ -181,10 +181,13 @@ void paged_attention_batch(std::span<const PagedAttentionParams> seqs, Attention
     const PagedAttentionParams& p = seqs[size_t(si)];
     scratch_floats = std::max(scratch_floats, paged_attention_scratch_floats(p));
     const int n_seg = paged_attention_n_segments(p);
-    if (n_seg > 1 && paged_attention_splits(p)) {
+    // Items: the visible segments only (a windowed layer's at any context: its window's few),
+    // so that the pool spreads them over the threads instead of over empty segments.
+    const int n_visible = n_seg - paged_attention_first_segment(p);
+    if (n_visible > 1 && paged_attention_splits(p)) {
       ws.partial_at[size_t(si)] = partial_floats;
       partial_floats += int64_t(n_seg) * int64_t(paged_attention_partial_floats(p));
-      n_items += n_seg;
+      n_items += n_visible;
       ws.split_seqs.push_back(int(si));
     } else {
       ws.partial_at[size_t(si)] = -1;
@@ -209,8 +212,9 @@ void paged_attention_batch(std::span<const PagedAttentionParams> seqs, Attention
       const PagedAttentionParams& p = seqs[size_t(si)];
       const int64_t local = it - (si > 0 ? ws.item_end[size_t(si) - 1] : 0);
       if (ws.partial_at[size_t(si)] >= 0) {
-        paged_attention_segments(p, int(local), int(local) + 1,
-                                 ws.partial.data() + ws.partial_at[size_t(si)], scratch(thread));
+        const int seg = paged_attention_first_segment(p) + int(local);
+        paged_attention_segments(p, seg, seg + 1, ws.partial.data() + ws.partial_at[size_t(si)],
+                                 scratch(thread));
         continue;
       }
       const int q0 = int(local / p.n_kv_head) * kAttentionQueryBlock;

@@ -153,6 +153,11 @@ bool paged_attention_splits(const PagedAttentionParams& p);
 inline int paged_attention_n_segments(const PagedAttentionParams& p) {
   return (p.kv_len + kAttentionSegment - 1) / kAttentionSegment;
 }
+// The first segment any query of p sees: those before it (a sliding window's past) hold no
+// visible key, so they are neither computed nor merged (their state would be the empty one).
+inline int paged_attention_first_segment(const PagedAttentionParams& p) {
+  return p.first_visible(0) / kAttentionSegment;
+}
 // Floats of one segment's partial state: n_q * n_head rows of (max, sum, head_dim weighted V).
 size_t paged_attention_partial_floats(const PagedAttentionParams& p);
 // Segments [s0, s1) of every kv head into partial[s * paged_attention_partial_floats(p) ...].

@@ -301,6 +301,9 @@ TEST(PagedAttention, SegmentSplitIsBitExact) {
       {8, 4, 8, 16, 600, 1, KvType::kF16},  // stories260K: AVX-512 runs the AVX2 kernel
       {8, 2, 24, 16, 300, 3},
       {8, 2, 32, 16, 700, 2, KvType::kF16, 8, 0.0f, true},  // gpt-oss: sinks and a window
+      // A window far from the context's start: the pool splits only its visible segments.
+      {8, 2, 32, 16, 2000, 1, KvType::kF16, 600, 0.0f, true},
+      {8, 4, 64, 16, 1800, 2, KvType::kF16, 700},
   };
   int n_isas = 0;
   for (MatmulIsa isa : cpu_isas()) {
