@@ -51,7 +51,8 @@ struct KernelTable {
   // F32 rows in register tiles (any k).
   void (*gemm_f32_tiled)(const uint8_t* w, int64_t r0, int64_t r1, const float* x, int64_t n,
                          int64_t k, float* y, int64_t m) = nullptr;
-  // Packed weights (packed.h), groups [g0, g1).
+  // Packed weights (packed.h), groups [g0, g1): Q8_0, Q4_0, Q4_K, Q6_K, and MXFP4 (whose
+  // a.d must be the f16-rounded block scales, mxfp4_act_scale: matmul() passes them).
   void (*gemm_packed)(const PackedWeights& w, int64_t g0, int64_t g1, const QuantizedActs& a,
                       float* y, int64_t m) = nullptr;
   void (*gemm_f16_packed)(const PackedWeights& w, int64_t g0, int64_t g1, const float* x, int64_t n,
