@@ -227,7 +227,8 @@ void Backends::poll_backend(int i, const std::atomic<bool>* stop) {
   }
   std::optional<std::vector<ojson>> models;
   if (need_models) {
-    Result<SimpleResponse> r = simple_request(b.pool, "GET", "/v1/models", timeout, stop);
+    Result<SimpleResponse> r =
+        simple_request(b.pool, "GET", "/v1/models", timeout, stop, options_.api_key);
     if (r.ok() && r->status == 200) {
       ojson j = ojson::parse(r->body, nullptr, false);
       if (j.is_object() && j.contains("data") && j["data"].is_array()) {

@@ -38,6 +38,9 @@ struct BackendsOptions {
   int poll_timeout_ms = 2000;        // per health/metrics/models request
   size_t max_tracked_routes = 1024;  // per backend: requests whose eviction reports are followed
   size_t max_tracked_bytes = size_t(32) << 20;  // per backend: their keys' bytes at most
+  // The backends' API key (the router's own: the deployment shares one), sent on the polls of
+  // key-protected routes (GET /v1/models); empty: none.
+  std::string api_key;
 };
 
 // Where a request goes (Backends::pick).

@@ -145,15 +145,17 @@ Result<int> RouterServer::start() {
     SLUICE_ASSIGN_OR_RETURN(Endpoint ep, parse_backend_url(url));
     eps.push_back(std::move(ep));
   }
-  backends_ = std::make_unique<Backends>(std::move(eps), config_.policy, config_.backends_options);
+  // The key clients give the router is the backends' too: the model-list poll sends it.
+  BackendsOptions bo = config_.backends_options;
+  if (bo.api_key.empty()) bo.api_key = config_.api_key;
+  backends_ = std::make_unique<Backends>(std::move(eps), config_.policy, bo);
   if (!config_.prefill.empty()) {
     std::vector<Endpoint> peps;
     for (const std::string& url : config_.prefill) {
       SLUICE_ASSIGN_OR_RETURN(Endpoint ep, parse_backend_url(url));
       peps.push_back(std::move(ep));
     }
-    prefill_ =
-        std::make_unique<Backends>(std::move(peps), config_.policy, config_.backends_options);
+    prefill_ = std::make_unique<Backends>(std::move(peps), config_.policy, bo);
     prefill_->poll_once(&stop_);
   }
   std::signal(SIGPIPE, SIG_IGN);

@@ -351,11 +351,13 @@ void ConnectionPool::release(std::unique_ptr<Connection> c) {
 
 Result<SimpleResponse> simple_request(ConnectionPool& pool, std::string_view method,
                                       std::string_view target, int timeout_ms,
-                                      const std::atomic<bool>* stop) {
+                                      const std::atomic<bool>* stop, std::string_view api_key) {
   SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, pool.acquire(timeout_ms));
   std::string req = std::string(method) + " " + std::string(target) +
                     " HTTP/1.1\r\nHost: " + pool.endpoint().host + ":" +
-                    std::to_string(pool.endpoint().port) + "\r\nAccept: */*\r\n\r\n";
+                    std::to_string(pool.endpoint().port) + "\r\nAccept: */*\r\n";
+  if (!api_key.empty()) req += "Authorization: Bearer " + std::string(api_key) + "\r\n";
+  req += "\r\n";
   if (Status st = c->write_request(req, timeout_ms); !st.ok()) return st;
   Wait w;
   w.timeout_ms = timeout_ms;

@@ -174,8 +174,10 @@ struct SimpleResponse {
   int status = 0;
   std::string body;
 };
+// With `api_key`, sent as "Authorization: Bearer KEY" (a backend's key-protected routes).
 Result<SimpleResponse> simple_request(ConnectionPool& pool, std::string_view method,
                                       std::string_view target, int timeout_ms,
-                                      const std::atomic<bool>* stop = nullptr);
+                                      const std::atomic<bool>* stop = nullptr,
+                                      std::string_view api_key = {});
 
 }  // namespace sluice::router

@@ -103,6 +103,21 @@ TEST(RouterAgentRoutes, ApiKeyByBearerOrXApiKey) {
   EXPECT_EQ(a.calls.load(), before + 2);
 }
 
+// Key-protected backends: the router's model-list poll sends the router's key (the deployment's
+// one), so GET /v1/models through the router lists their models.
+TEST(RouterAgentRoutes, ModelListOfKeyProtectedBackends) {
+  FakeBackend a("a");
+  a.models_key = "sekrit";
+  auto r = start_router({&a}, router::Policy::kRoundRobin, 60,
+                        [](router::RouterConfig& c) { c.api_key = "sekrit"; });
+  ASSERT_TRUE(r);
+  HttpResult models =
+      http_call(r->port(), "GET", "/v1/models", "", {{"Authorization", "Bearer sekrit"}});
+  ASSERT_EQ(models.status, 200) << models.body;
+  ASSERT_EQ(models.j()["data"].size(), 1u) << models.body;
+  EXPECT_EQ(models.j()["data"][0]["id"], "fake-model");
+}
+
 TEST(RouterAgentRoutes, ConnectionsStayWellDefinedAfterTheRoutersOwnErrors) {
   FakeBackend a("a");
   auto r = start_router({&a}, router::Policy::kRoundRobin, 60,

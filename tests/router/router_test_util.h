@@ -38,7 +38,11 @@ struct FakeBackend {
                           std::to_string(waiting.load()) + "\n",
                       "text/plain");
     });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!models_key.empty() && req.get_header_value("Authorization") != "Bearer " + models_key) {
+        res.status = 401;
+        return;
+      }
       json data = json::array();
       for (const std::string& m : models) data.push_back({{"id", m}, {"object", "model"}});
       res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
@@ -157,6 +161,7 @@ struct FakeBackend {
 
   std::string name;
   std::vector<std::string> models;
+  std::string models_key;  // non-empty: GET /v1/models needs "Authorization: Bearer KEY"
   http::HttpServer http;
   std::thread thread;
   int port = 0;
