@@ -15,27 +15,15 @@ namespace sluice::test {
 // N(0, 0.02) weights leave the layers' contribution so small next to the embeddings that the
 // first token's vector hardly depends on the input; scaled, every layer counts.
 inline void scale_layer_weights(const std::string& in, const std::string& out, float scale) {
-  auto f = GgufFile::open(in);
-  ASSERT_TRUE(f.ok()) << f.message();
-  GgufWriter w;
-  for (const auto& [k, v] : f->metadata()) w.set(k, v);
-  std::vector<std::vector<float>> owned;
-  owned.reserve(f->tensors().size());
-  for (const GgufTensorInfo& t : f->tensors()) {
-    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
-    const bool layer = t.name.rfind("blk.", 0) == 0 || t.name.rfind("cls.", 0) == 0;
-    if (layer && t.n_dims == 2 && t.type == GgmlType::F32) {
-      const float* src = reinterpret_cast<const float*>(t.data);
-      owned.emplace_back(src, src + t.n_elements());
-      for (float& x : owned.back()) x *= scale;
-      ASSERT_TRUE(
-          w.add_tensor(t.name, t.type, ne, static_cast<const void*>(owned.back().data())).ok());
-    } else {
-      ASSERT_TRUE(w.add_tensor(t.name, t.type, ne, static_cast<const void*>(t.data)).ok());
-    }
-  }
-  const Status s = w.write(out);
-  ASSERT_TRUE(s.ok()) << s.message();
+  rewrite_f32_tensors(
+      in, out,
+      [](const GgufTensorInfo& t) {
+        const bool layer = t.name.rfind("blk.", 0) == 0 || t.name.rfind("cls.", 0) == 0;
+        return layer && t.n_dims == 2 && t.type == GgmlType::F32;
+      },
+      [&](std::vector<float>& v) {
+        for (float& x : v) x *= scale;
+      });
 }
 
 // `vocab`: a GGUF whose tokenizer is copied ("" : synth's byte vocabulary). `weight_scale`:

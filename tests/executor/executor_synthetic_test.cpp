@@ -176,27 +176,15 @@ TEST_F(Synthetic, GptOssPresetMatchesReference) {
 
 // Copies the GGUF at `in` to `out` with the q/k head-norm weights scaled by `s`.
 void scale_qk_norms(const std::string& in, const std::string& out, float s) {
-  auto f = GgufFile::open(in);
-  ASSERT_TRUE(f.ok()) << f.message();
-  GgufWriter w;
-  for (const auto& [k, v] : f->metadata()) w.set(k, v);
-  std::vector<std::vector<float>> owned;
-  owned.reserve(f->tensors().size());
-  for (const GgufTensorInfo& t : f->tensors()) {
-    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
-    const void* data = t.data;
-    if (t.name.find("attn_q_norm") != std::string::npos ||
-        t.name.find("attn_k_norm") != std::string::npos) {
-      ASSERT_EQ(t.type, GgmlType::F32);
-      const auto* x = reinterpret_cast<const float*>(t.data);
-      owned.emplace_back(x, x + t.n_elements());
-      for (float& v : owned.back()) v *= s;
-      data = owned.back().data();
-    }
-    ASSERT_TRUE(w.add_tensor(t.name, t.type, ne, data).ok());
-  }
-  const Status st = w.write(out);
-  ASSERT_TRUE(st.ok()) << st.message();
+  test::rewrite_f32_tensors(
+      in, out,
+      [](const GgufTensorInfo& t) {
+        return t.name.find("attn_q_norm") != std::string::npos ||
+               t.name.find("attn_k_norm") != std::string::npos;
+      },
+      [&](std::vector<float>& v) {
+        for (float& x : v) x *= s;
+      });
 }
 
 // `sluice synth`'s gemma4 (the tiny preset of the gemma-4-e4b one): layers 3 and 7 global

@@ -106,30 +106,42 @@ inline ModelPreset tiny_preset(const std::string& variant) {
   return p;
 }
 
-// Copies `in` to `out`, replacing every *norm.weight tensor with 1 + 0.25 N(0, 1) values.
-inline void randomize_norms(const std::string& in, const std::string& out, uint64_t seed) {
+// Copies the GGUF at `in` to `out` with the values of the tensors `select` picks (they must be
+// f32) rewritten in place by `edit`; every other tensor and the metadata as they are.
+template <class Select, class Edit>
+void rewrite_f32_tensors(const std::string& in, const std::string& out, Select select, Edit edit) {
   auto f = GgufFile::open(in);
   ASSERT_TRUE(f.ok()) << f.message();
   GgufWriter w;
   for (const auto& [k, v] : f->metadata()) w.set(k, v);
   std::vector<std::vector<float>> owned;
   owned.reserve(f->tensors().size());
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 0.25f);
   for (const GgufTensorInfo& t : f->tensors()) {
     std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
-    if (t.name.find("norm.weight") != std::string::npos) {
-      ASSERT_EQ(t.type, GgmlType::F32);
-      owned.emplace_back(static_cast<size_t>(t.n_elements()));
-      for (float& x : owned.back()) x = 1.0f + dist(rng);
-      ASSERT_TRUE(
-          w.add_tensor(t.name, t.type, ne, static_cast<const void*>(owned.back().data())).ok());
-    } else {
-      ASSERT_TRUE(w.add_tensor(t.name, t.type, ne, static_cast<const void*>(t.data)).ok());
+    const void* data = t.data;
+    if (select(t)) {
+      ASSERT_EQ(t.type, GgmlType::F32) << t.name;
+      const auto* x = reinterpret_cast<const float*>(t.data);
+      owned.emplace_back(x, x + t.n_elements());
+      edit(owned.back());
+      data = owned.back().data();
     }
+    ASSERT_TRUE(w.add_tensor(t.name, t.type, ne, data).ok());
   }
   const Status s = w.write(out);
   ASSERT_TRUE(s.ok()) << s.message();
+}
+
+// Copies `in` to `out`, replacing every *norm.weight tensor with 1 + 0.25 N(0, 1) values.
+inline void randomize_norms(const std::string& in, const std::string& out, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.25f);
+  rewrite_f32_tensors(
+      in, out,
+      [](const GgufTensorInfo& t) { return t.name.find("norm.weight") != std::string::npos; },
+      [&](std::vector<float>& v) {
+        for (float& x : v) x = 1.0f + dist(rng);
+      });
 }
 
 // Writes a synthetic model of `variant` (see tiny_preset) with file type `ftype` to `path`.
