@@ -545,6 +545,22 @@ int32_t expected_blocks_held(const std::vector<int32_t>& windows, int32_t contex
   return n;
 }
 
+// A sliding-window case's model: ../shared's `shared_file` when given (missing: a failure under
+// CI=true, else "" and the case is left out), else a Q8_0 synthetic model of `variant`.
+std::string window_case_model(test::TempDir& dir, const char* variant, const char* shared_file) {
+  if (!shared_file) {
+    const std::string path = dir.path(std::string(variant) + ".gguf");
+    test::write_synthetic_model(variant, FileType::MOSTLY_Q8_0, path);
+    return path;
+  }
+  const std::string path = test::shared_path(shared_file);
+  if (path.empty() && test::in_ci()) {
+    ADD_FAILURE() << "../shared/" << shared_file
+                  << " is missing (CI=true: tests may not skip for missing data)";
+  }
+  return path;
+}
+
 // Windowed models (blocks of 4): every layer windowed (tiny-phi3: window 4, tiny-mistral: 6),
 // even layers windowed (tiny-gemma2: 5; two K/V groups), five windowed layers and a global one
 // (tiny-gemma3: 5; six groups): the engine releases each sequence's windowed blocks older than
@@ -566,13 +582,8 @@ TEST(EngineSlidingWindow, ReleasedBlocksChangeNoOutput) {
         Case{"tiny-gemma2", {5, 0}}, Case{"tiny-gemma3", {5, 5, 5, 5, 5, 0}},
         Case{"gemma4", {8, 8, 8, 8, 0}, "testdata/models/arch/gemma4.gguf"}}) {
     SCOPED_TRACE(cs.variant);
-    std::string path = dir.path(std::string(cs.variant) + ".gguf");
-    if (cs.shared_file) {
-      path = test::shared_path(cs.shared_file);
-      if (path.empty()) continue;  // ../shared missing: the synthetic cases still run
-    } else {
-      test::write_synthetic_model(cs.variant, FileType::MOSTLY_Q8_0, path);
-    }
+    const std::string path = window_case_model(dir, cs.variant, cs.shared_file);
+    if (path.empty()) continue;  // ../shared missing outside CI: the synthetic cases still run
     std::vector<std::vector<int32_t>> prompts;
     std::vector<GenerationParams> params;
     const std::vector<int32_t> shared = byte_tokens(24, 3);
@@ -652,13 +663,8 @@ TEST(EngineSlidingWindow, WindowedLayersAttendAtMostTheirWindowAsTheContextGrows
   for (const Case& cs : {Case{"tiny-gemma3"}, Case{"tiny-gpt-oss"},
                          Case{"gemma4", "testdata/models/arch/gemma4.gguf"}}) {
     SCOPED_TRACE(cs.variant);
-    std::string path = dir.path(std::string(cs.variant) + ".gguf");
-    if (cs.shared_file) {
-      path = test::shared_path(cs.shared_file);
-      if (path.empty()) continue;  // ../shared missing: the synthetic cases still run
-    } else {
-      test::write_synthetic_model(cs.variant, FileType::MOSTLY_Q8_0, path);
-    }
+    const std::string path = window_case_model(dir, cs.variant, cs.shared_file);
+    if (path.empty()) continue;  // ../shared missing outside CI: the synthetic cases still run
     auto l = load(path, 512, 1024, 4);
     ASSERT_TRUE(l);
     const ModelConfig& c = l->executor->config();
