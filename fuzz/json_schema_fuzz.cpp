@@ -1,5 +1,7 @@
 // libFuzzer target: parses the input as JSON, compiles it as a JSON Schema, lowers the grammar
-// and matches a few JSON texts against it, and runs the validator on them. Any crash, sanitizer
+// and matches a few JSON texts against it (host names among them: the matcher's string checks),
+// and runs the validator on them; the raw input also goes through the checks' JSON unescaper
+// and host-name check (libidn2) as a string's contents. Any crash, sanitizer
 // report, hang or unbounded allocation is a bug: hostile schemas must end in an error.
 //
 //   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DSLUICE_FUZZ=ON
@@ -11,10 +13,17 @@
 
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "grammar/string_checks.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using nlohmann::ordered_json;
   if (size > 64 * 1024) return 0;
+  {
+    std::string decoded;
+    const std::string_view raw(reinterpret_cast<const char*>(data), size);
+    (void)sluice::grammar::json_unescape_prefix(raw, decoded);
+    (void)sluice::grammar::hostname_idna_ok(decoded);
+  }
   ordered_json schema = ordered_json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded()) return 0;
   sluice::grammar::JsonSchemaOptions opts;
@@ -37,7 +46,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                        "[1, \"x\", null]",
                                        "{}",
                                        "{\"a\": 1, \"b\": [true, {\"c\": \"d\"}]}",
-                                       "{\n  \"a\": 1\n}"};
+                                       "{\n  \"a\": 1\n}",
+                                       "\"xn--ll-0ea.example\"",
+                                       "[\"xn--l-gda\", \"a.b\", \"xn\\u002d-X\"]"};
   for (const char* text : kTexts) {
     (void)sluice::grammar::matches(*g, text);
     (void)sluice::grammar::json_schema_validate(schema, ordered_json::parse(text), opts);

@@ -20,6 +20,14 @@ inline constexpr uint32_t kMaxCodepoint = 0x10FFFF;
 // Repeat::max for "no upper bound".
 inline constexpr int32_t kUnbounded = -1;
 
+// A check on a JSON string's decoded value that a byte grammar cannot express, run by the
+// matcher as the string grows (string_checks.h): GrammarSpec::checked names the rule that
+// spells the string's contents.
+enum class StringCheck : uint8_t {
+  kNone = 0,
+  kHostname = 1,  // total length <= 253, A-labels valid under IDNA2008
+};
+
 struct Expr {
   enum class Kind : uint8_t {
     kEmpty,      // matches the empty string
@@ -96,6 +104,9 @@ struct Expr {
 struct GrammarSpec {
   std::vector<std::pair<std::string, Expr>> rules;
   std::string root = "root";
+  // Rules whose text is checked (the contents of a JSON string, referenced between its
+  // quotes: the reference must not end an alternative, lower() refuses that).
+  std::vector<std::pair<std::string, StringCheck>> checked;
 
   // The rule named `name`, or nullptr.
   const Expr* find(const std::string& name) const {

@@ -125,6 +125,12 @@ class Lowering {
       SLUICE_RETURN_IF_ERROR(alts_of(*e, alts, 0));
       rules_[r] = std::move(alts);
     }
+    for (const auto& [name, check] : spec_.checked) {
+      auto it = by_name_.find(name);
+      if (it == by_name_.end())
+        return make_error("grammar: no rule named '", name, "' (a checked rule)");
+      checked_[it->second] = check;
+    }
     inline_small_rules();
     SLUICE_RETURN_IF_ERROR(check_left_recursion());
     return flatten(root->second);
@@ -441,8 +447,8 @@ class Lowering {
           for (Elem e : a) self |= elem_kind(e) == Grammar::kRule && elem_arg(e) == r;
         }
         total += int64_t(elems);
-        small[r] =
-            !self && !rules_[r].empty() && rules_[r].size() <= 16 && elems <= 112 && r != root;
+        small[r] = !self && !rules_[r].empty() && rules_[r].size() <= 16 && elems <= 112 &&
+                   r != root && !checked_.count(uint32_t(r));  // a checked rule keeps its frame
         small_body[r] = small[r] ? rules_[r] : std::vector<Seq>{};
       }
       // Inlining copies elements: it stops where the grammar would outgrow the limit.
@@ -566,7 +572,7 @@ class Lowering {
     return names_[r].starts_with("_h") ? "a repetition or group inside another rule" : names_[r];
   }
 
-  std::shared_ptr<const Grammar> flatten(uint32_t root) {
+  Result<std::shared_ptr<const Grammar>> flatten(uint32_t root) {
     auto g = std::make_shared<Grammar>();
     g->sets_ = sets_;
     g->names_ = names_;
@@ -578,7 +584,20 @@ class Lowering {
         g->elems_.insert(g->elems_.end(), a.begin(), a.end());
         g->elems_.push_back(make_elem(Grammar::kEnd, 0));
       }
-    return g;
+    if (!checked_.empty()) {
+      g->check_ret_.assign(g->elems_.size(), 0);
+      for (size_t p = 0; p + 1 < g->elems_.size(); ++p) {
+        const Elem e = g->elems_[p];
+        if (elem_kind(e) != Grammar::kRule) continue;
+        auto it = checked_.find(elem_arg(e));
+        if (it == checked_.end()) continue;
+        if (elem_kind(g->elems_[p + 1]) == Grammar::kEnd)
+          return make_error("grammar: the checked rule '", names_[it->first],
+                            "' ends an alternative (its text could not be told apart)");
+        g->check_ret_[p + 1] = uint8_t(it->second);
+      }
+    }
+    return std::shared_ptr<const Grammar>(std::move(g));
   }
 
   const GrammarSpec& spec_;
@@ -593,6 +612,7 @@ class Lowering {
   std::vector<ByteSet> sets_;
   std::map<std::array<uint64_t, 4>, uint32_t> set_ids_;
   std::unordered_map<std::string, Elem> class_rules_;
+  std::unordered_map<uint32_t, StringCheck> checked_;  // rule -> its check
   int64_t n_elems_ = 0;
 };
 

@@ -25,6 +25,7 @@
 
 #include "base/status.h"
 #include "grammar/expr.h"
+#include "grammar/string_checks.h"
 
 namespace sluice::grammar {
 
@@ -60,6 +61,13 @@ class Grammar {
   size_t n_rules() const { return alts_.size(); }
   size_t n_elems() const { return elems_.size(); }
   const std::string& rule_name(uint32_t r) const { return names_[r]; }
+  // Checked rules (GrammarSpec::checked): a stack whose top is `check_at(pos) != kNone` has
+  // just finished such a rule's text; one with such a frame below its top is inside it. The
+  // matcher runs the check on the text since the string's opening quote.
+  bool has_checks() const { return !check_ret_.empty(); }
+  StringCheck check_at(uint32_t pos) const {
+    return check_ret_.empty() ? StringCheck::kNone : StringCheck(check_ret_[pos]);
+  }
   // A readable dump (GBNF-like, bytes as [xx-yy]) for debugging and error messages.
   std::string dump() const;
 
@@ -69,6 +77,7 @@ class Grammar {
   std::vector<ByteSet> sets_;                // distinct byte sets
   std::vector<std::vector<uint32_t>> alts_;  // [rule] -> alternative starts in elems_
   std::vector<std::string> names_;           // [rule]
+  std::vector<uint8_t> check_ret_;           // [element] StringCheck after a checked rule; or empty
   uint32_t root_ = 0;
 };
 
@@ -142,6 +151,23 @@ class Matcher {
   void reset();
 
   const StackSet& state() const { return history_.back(); }
+  // The bytes accepted so far.
+  std::string_view text() const { return text_; }
+  // The state's checked text, when a stack of the state is inside one (or has just finished
+  // it): its check, decoded length (JSON escapes), whether an escape is still open at its end,
+  // and whether every stack of the state is in it.
+  struct CheckedText {
+    StringCheck check = StringCheck::kNone;
+    size_t length = 0;
+    bool pending = false;
+    bool every_stack = false;
+  };
+  bool checked_text(CheckedText& out);
+  // With every stack in a checked text and no escape open: whether `chars` (no quote, no
+  // backslash; the grammar allows them here) keep it valid. What accepting them would say,
+  // without advancing the stacks: after plain characters a host name can always go on, so it
+  // is the prefix check.
+  bool checked_chars_ok(StringCheck c, std::string_view chars);
   StackStore& store() { return store_; }
   const Grammar& grammar() const { return *g_; }
   const std::shared_ptr<const Grammar>& grammar_ptr() const { return g_; }
@@ -150,11 +176,32 @@ class Matcher {
   // Advances `from` over `bytes` into `to`; false when rejected.
   // `to` may be null (only the verdict is wanted).
   bool run(const StackSet& from, std::string_view bytes, StackSet* to);
+  // Drops the stacks of `s` whose checked text fails its check; `fresh`: the bytes after
+  // text_ that `s` has consumed.
+  void apply_checks(StackSet& s, std::string_view fresh);
+  // Which check a stack is in: kNone, or its check and whether its text is finished (top just
+  // after the checked rule) or still open (a frame below the top).
+  StringCheck check_of(uint32_t stack, bool& finished);
 
   std::shared_ptr<const Grammar> g_;
   StackStore store_;
   std::vector<StackSet> history_;  // [0] initial state; back() current
   StackSet tmp_a_, tmp_b_;
+  std::string text_;              // accepted bytes (kept only for grammars with checks)
+  std::vector<size_t> text_end_;  // [step] text_'s length after it
+  // The checked text of the current state, decoded once for every candidate token.
+  struct CheckBase {
+    bool valid = false;
+    size_t raw_done = 0;     // text_ decoded up to here (an open escape after it)
+    std::string decoded;     // the text after the last quote, decoded
+    size_t label_start = 0;  // decoded's last label starts here (every label before it is valid)
+  };
+  const CheckBase& check_base();
+  StringChecker checker_;
+  CheckBase base_;
+  std::string tail_, raw_;           // apply_checks scratch
+  std::vector<uint8_t> check_memo_;  // [stack id] check_of's verdict (0: not yet known)
+  std::vector<uint32_t> path_;       // check_of scratch
 };
 
 // True when `text` is a complete sentence of `g` (accepted byte by byte, and may end there).

@@ -228,6 +228,7 @@ Constraints merge(Constraints a, const Constraints& b) {
     if (std::find_if(a.patterns.begin(), a.patterns.end(),
                      [&](const auto& q) { return q.first == p.first; }) == a.patterns.end())
       a.patterns.push_back(p);
+  if (b.check != StringCheck::kNone) a.check = b.check;
   // Arrays: position i is constrained by each side's prefix[i], or its items past its prefix.
   std::vector<Conj> prefix(std::max(a.prefix.size(), b.prefix.size()));
   for (size_t i = 0; i < prefix.size(); ++i) {
@@ -462,6 +463,7 @@ Result<Constraints> Reader::read(const Sub& sub, int depth) const {
       if (!v.is_string()) return bad(k, "a string");
       if (std::optional<std::string> re = format_regex(v.get<std::string>())) {
         c.patterns.push_back({*re, ptr});
+        c.check = format_check(v.get<std::string>());
       } else if (opts_.refuse_unknown_formats) {
         std::string known;
         for (const std::string& f : enforced_formats()) known += (known.empty() ? "" : ", ") + f;

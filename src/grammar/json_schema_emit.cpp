@@ -318,6 +318,11 @@ class Compiler {
     }
     Expr high = common("char-high");
     SLUICE_ASSIGN_OR_RETURN(Expr spelled, json_lex::spell_regex(*re, &high));
+    if (c.check != StringCheck::kNone) {  // the matcher checks the contents' text
+      std::string name = add_rule("checked", std::move(spelled));
+      spec_.checked.push_back({name, c.check});
+      return seq_of({lit("\""), Expr::ref(std::move(name)), lit("\"")});
+    }
     return seq_of({lit("\""), std::move(spelled), lit("\"")});
   }
 

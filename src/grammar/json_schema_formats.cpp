@@ -148,6 +148,10 @@ const std::vector<std::string>& enforced_formats() {
   return kFormats;
 }
 
+StringCheck format_check(std::string_view format) {
+  return format == "hostname" ? StringCheck::kHostname : StringCheck::kNone;
+}
+
 std::optional<std::string> format_regex(std::string_view format) {
   std::string re;
   if (format == "date") {

@@ -85,6 +85,8 @@ struct Constraints {
   // strings
   int64_t min_len = 0, max_len = -1;                          // -1: no bound
   std::vector<std::pair<std::string, std::string>> patterns;  // (regex, schema pointer)
+  StringCheck check =
+      StringCheck::kNone;  // what the regexes cannot say (a format's: string_checks.h)
   // arrays: element i is constrained by prefix[i], later ones by items
   std::vector<Conj> prefix;
   Conj items;

@@ -9,6 +9,7 @@
 #include "grammar/json_schema.h"
 #include "grammar/json_schema_ir.h"
 #include "grammar/regex.h"
+#include "grammar/string_checks.h"
 
 namespace sluice::grammar::json_ir {
 
@@ -188,6 +189,7 @@ Result<bool> Reader::validate(const ojson& v, const Constraints& c, int depth) c
       SLUICE_ASSIGN_OR_RETURN(bool ok, pattern_matches(p, s, pp));
       if (!ok) return false;
     }
+    if (c.check == StringCheck::kHostname && !hostname_idna_ok(s)) return false;
   } else if (bit == kArray) {
     int64_t n = int64_t(v.size());
     if (n < c.min_items || (c.max_items >= 0 && n > c.max_items)) return false;

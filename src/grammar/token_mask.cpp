@@ -457,6 +457,18 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::make(
     std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenVocab> vocab) {
   auto cg = std::make_shared<CompiledGrammar>();
   cg->cache = std::make_shared<MaskCache>(g, vocab);
+  if (g->has_checks()) {
+    for (int32_t id = 0; id < int32_t(vocab->size()); ++id) {
+      const std::string_view b = vocab->bytes(id);
+      cg->max_token_bytes = std::max(cg->max_token_bytes, b.size());
+      if (b.find_first_of(".\"\\") != std::string_view::npos) cg->check_inside_ids.push_back(id);
+      const size_t q = b.find('"');
+      if (q != std::string_view::npos &&
+          (b.find_first_of(".\"\\", q + 1) != std::string_view::npos ||
+           b.size() + 1 > kMaxCheckedLength))
+        cg->check_enter_ids.push_back(id);
+    }
+  }
   cg->grammar = std::move(g);
   cg->vocab = std::move(vocab);
   return cg;
@@ -572,6 +584,43 @@ void TokenMatcher::fill_mask(std::span<uint64_t> mask) {
   }
   if (matcher_.can_end())
     for (int32_t id : cg_->vocab->stop_ids()) set_bit(mask, id);
+  if (cg_->grammar->has_checks()) filter_checked(mask);
+}
+
+void TokenMatcher::filter_checked(std::span<uint64_t> mask) {
+  // The entries above know the grammar only. Inside a checked text, a token can fail a check
+  // when it finishes a label or the string (a '.', a quote, an escape that may spell a dot),
+  // completes a pending escape, or may take the text past its length. Outside one, only when
+  // it opens a string and goes on to such a byte. Those run through the matcher, or, for plain
+  // characters when every stack is in the text, through the check alone.
+  const CompiledGrammar& cg = *cg_;
+  const TokenVocab& v = *cg.vocab;
+  auto clear = [&](int32_t id) { mask[size_t(id) >> 6] &= ~(uint64_t(1) << (id & 63)); };
+  auto judge = [&](int32_t id, const Matcher::CheckedText& t) {
+    if (!get_bit(mask, id) || v.is_stop(id)) return;
+    const std::string_view b = v.bytes(id);
+    const bool plain = !t.pending && b.find_first_of("\"\\") == std::string_view::npos;
+    if (plain && t.length + b.size() + 1 <= kMaxCheckedLength &&
+        b.find('.') == std::string_view::npos)
+      return;  // no label ends, the length fits: nothing to check
+    if (plain && t.length + b.size() > kMaxCheckedLength) return clear(id);  // too long
+    const bool ok =
+        plain && t.every_stack ? matcher_.checked_chars_ok(t.check, b) : matcher_.can_accept(b);
+    if (!ok) clear(id);
+  };
+  Matcher::CheckedText t;
+  if (!matcher_.checked_text(t)) {
+    for (int32_t id : cg.check_enter_ids)
+      if (get_bit(mask, id) && !v.is_stop(id) && !matcher_.can_accept(v.bytes(id))) clear(id);
+    return;
+  }
+  if (!t.pending && t.length + cg.max_token_bytes + 1 <= kMaxCheckedLength) {
+    for (int32_t id : cg.check_inside_ids) judge(id, t);
+    return;
+  }
+  for (size_t w = 0; w < mask.size(); ++w)
+    for (uint64_t bits = mask[w]; bits; bits &= bits - 1)
+      judge(int32_t(w * 64 + size_t(std::countr_zero(bits))), t);
 }
 
 }  // namespace sluice::grammar

@@ -181,6 +181,11 @@ struct CompiledGrammar {
   std::shared_ptr<const TokenVocab> vocab;
   std::shared_ptr<MaskCache> cache;
   double compile_seconds = 0;  // front end + lower()
+  // For grammars with checks (grammar.h): the tokens a check can refuse inside a checked text
+  // (with a '.', a quote or a backslash), those that can open one and go on to such a byte (a
+  // quote before one of them), and the longest token's length. Empty otherwise.
+  std::vector<int32_t> check_inside_ids, check_enter_ids;
+  size_t max_token_bytes = 0;
 
   static std::shared_ptr<const CompiledGrammar> make(std::shared_ptr<const Grammar> g,
                                                      std::shared_ptr<const TokenVocab> vocab);
@@ -202,6 +207,8 @@ class TokenMatcher {
   void rollback(size_t n);
   size_t n_tokens() const { return stops_.size(); }
   bool can_end() const { return matcher_.can_end(); }
+  // The bytes accepted so far (kept for grammars with checks only: grammar.h).
+  std::string_view text() const { return matcher_.text(); }
   bool terminated() const { return !stops_.empty() && stops_.back(); }
   const CompiledGrammar& compiled() const { return *cg_; }
 
@@ -221,6 +228,8 @@ class TokenMatcher {
   void sweep(const MaskEntry& e, Below& below, std::span<uint64_t> mask);
   // The Below of `parent` for this fill_mask (computed on first use).
   Below& below(uint32_t parent);
+  // Clears the tokens of `mask` that a string check (grammar.h: checked rules) refuses.
+  void filter_checked(std::span<uint64_t> mask);
 
   std::shared_ptr<const CompiledGrammar> cg_;
   Matcher matcher_;
@@ -230,6 +239,7 @@ class TokenMatcher {
   std::vector<const MaskEntry*> top_entries_;  // fill_mask scratch: [state] entry
   std::vector<Below> below_;                   // fill_mask scratch
   size_t n_below_ = 0;                         // used entries of below_
+  bool check_pending_ = false;                 // filter_checked scratch
 };
 
 }  // namespace sluice::grammar
