@@ -31,6 +31,7 @@ struct MachineRoofline {
   int format = kRooflineFormat;       // of the file it was loaded from (1: no "format" key)
   double probe_read_gbps = 0;         // what the probe read at measured_at (`threads` threads)
   double stream_read_gbps = 0;        // STREAM-style cross-check at measured_at (0: not measured)
+  double stream_probe_gbps = 0;       // the probe over the passes interleaved with that read
   std::string read_source = "probe";  // "probe" or "step": who set read_gbps
   std::string read_at;                // when read_gbps was set (ISO-8601 UTC)
   std::string read_by;                // "step": what streamed it ("engine step", "bench tg64 @512")
