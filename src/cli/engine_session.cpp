@@ -1,5 +1,7 @@
 #include "cli/engine_session.h"
 
+#include <algorithm>
+
 #include "base/log.h"
 #include "cli/model_arg.h"
 #include "cli/parallel_session.h"
@@ -197,6 +199,11 @@ Status create_engine(EngineSession& s, const EngineCliOptions& o, const SpecConf
   if (auto roof = load_roofline(default_roofline_path()); roof.ok()) {
     ec.cost_model = make_step_cost_model(s.whole_model ? *s.whole_model : s.model, *roof, kv_type);
     ec.cost_model->comm = s.comm;
+    // A step that streams faster than the cached bandwidth raises it; one that read well past
+    // the last-level cache (DRAM, not L3) also raises the cache file.
+    ec.cost_model->roofline_path = default_roofline_path();
+    ec.cost_model->persist_min_bytes =
+        std::max(256.0 * (1 << 20), 8.0 * double(last_level_cache_bytes()));
   } else {
     SLUICE_LOG(kInfo,
                "no roofline measurements (run `sluice bench --roofline`): step times are "

@@ -1,6 +1,7 @@
 #include "executor/step_roofline.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "kernels/matmul_isa.h"
 
@@ -91,6 +92,7 @@ StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& ma
   out.precision.act_bits = int8 ? 8 : 16;
 
   out.hw = hardware_from_roofline(machine, 0);
+  out.read_origin = machine.read_origin();
   // The 16-bit peak the matmuls actually run at: bf16 dot products only for BF16 weights.
   if (wt != GgmlType::BF16 || machine.peak_gflops_bf16 <= 0) {
     out.hw.flops_bf16 = machine.peak_gflops_f32 * 1e9;
@@ -98,7 +100,7 @@ StepCostModel make_step_cost_model(const Model& model, const MachineRoofline& ma
   return out;
 }
 
-double StepRoofline::predict(const Batch& batch, bool* compute_bound, int64_t expert_reads) {
+StepShape StepRoofline::shape(const Batch& batch, int64_t expert_reads) {
   work_.clear();
   for (const BatchSequence& s : batch.seqs) work_.push_back({s.n_new_tokens, s.context_len});
   StepShape shape = make_step_shape(cost_.model, cost_.precision, work_);
@@ -109,7 +111,11 @@ double StepRoofline::predict(const Batch& batch, bool* compute_bound, int64_t ex
     const double shared = m.stored_weight_bytes - all_experts;
     shape.weight_bytes = shared + double(expert_reads) * cost_.expert_layer_bytes;
   }
-  const StepFloors f = step_floors(shape, cost_.hw);
+  return shape;
+}
+
+double StepRoofline::predict(const Batch& batch, bool* compute_bound, int64_t expert_reads) {
+  const StepFloors f = step_floors(shape(batch, expert_reads), cost_.hw);
   if (compute_bound) *compute_bound = f.compute_bound();
   return f.seconds();
 }
@@ -135,8 +141,31 @@ double StepRoofline::predict_comm(const Batch& batch) const {
 
 void StepRoofline::record(const Batch& batch, double seconds, int64_t expert_reads,
                           const CommStats& comm) {
-  bool compute = false;
-  const double predicted = predict(batch, &compute, expert_reads);
+  const StepShape sh = shape(batch, expert_reads);
+  const double bytes = sh.weight_bytes + sh.kv_bytes;
+  // One process only: with ranks, each reads its shard and the step's time includes the link.
+  if (!cost_.comm.any() && seconds > 0 && bytes / seconds > cost_.hw.hbm_bytes_per_s) {
+    cost_.hw.hbm_bytes_per_s = bytes / seconds;
+    const bool past_caches = bytes >= cost_.persist_min_bytes;
+    char what[256];
+    std::snprintf(what, sizeof what,
+                  "raised by an engine step at %s (%d tokens, %.1f MB in %.2f ms%s; first: %s)",
+                  now_iso8601_utc().c_str(), int(sh.n_tokens), bytes / 1e6, seconds * 1e3,
+                  past_caches ? "" : ", within the caches: not saved", first_origin_.c_str());
+    cost_.read_origin = what;
+    stats_.read_bytes_per_s = cost_.hw.hbm_bytes_per_s;
+    stats_.read_origin = cost_.read_origin;
+    ++stats_.read_raises;
+    // Persist raises of 1% or more (a run of slightly faster steps writes the file once).
+    if (past_caches && !cost_.roofline_path.empty() &&
+        cost_.hw.hbm_bytes_per_s > 1.01 * persisted_bytes_per_s_) {
+      persist_raised_read_gbps(cost_.roofline_path, cost_.hw.hbm_bytes_per_s / 1e9, "engine step");
+      persisted_bytes_per_s_ = cost_.hw.hbm_bytes_per_s;
+    }
+  }
+  const StepFloors f = step_floors(sh, cost_.hw);
+  const bool compute = f.compute_bound();
+  const double predicted = f.seconds();
   stats_.last_seconds = seconds;
   stats_.last_predicted = predicted;
   if (cost_.comm.any()) {
@@ -154,6 +183,7 @@ void StepRoofline::record(const Batch& batch, double seconds, int64_t expert_rea
     ++stats_.memory_bound_steps;
     stats_.memory_bound_seconds += seconds;
     stats_.memory_bound_predicted += predicted;
+    stats_.memory_bound_bytes += bytes;
   }
 }
 

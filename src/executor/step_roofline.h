@@ -41,6 +41,13 @@ struct StepCostModel {
   // Mixture of experts: the stored bytes of one expert's FFN in one layer, so a step whose
   // executor counted its (layer, expert) reads is charged exactly those (0: dense).
   double expert_layer_bytes = 0;
+  // Where hw.hbm_bytes_per_s comes from (MachineRoofline::read_origin). A step that streams
+  // faster (bytes it read / its time) raises it, so MBU <= 100% by construction; a step reading at
+  // least persist_min_bytes (past the caches: DRAM, not L3) also raises the cache file at
+  // roofline_path ("": kept in memory only).
+  std::string read_origin;
+  std::string roofline_path;
+  double persist_min_bytes = 0;
 };
 
 // The hyperparameter part of a model's cost, from its config (model/config.cpp reads the file's
@@ -76,9 +83,21 @@ struct RooflineStats {
   double comm_bytes = 0;
   double last_comm_seconds = 0;
   double last_comm_predicted = 0;
-  // Aggregate efficiencies (0 before any such step): predicted / measured time.
+  // The bytes the memory-bound steps read, and the bandwidth MBU divides them by: the cached
+  // reading, raised by any step that streamed faster (read_origin says which).
+  double memory_bound_bytes = 0;
+  double read_bytes_per_s = 0;
+  std::string read_origin;
+  uint64_t read_raises = 0;  // steps that raised it
+  // Aggregate efficiencies (0 before any such step). MBU: the memory-bound steps' bytes at the
+  // current bandwidth / their measured time (<= 1: the bandwidth is at least every step's);
+  // MFU: predicted / measured time.
   double mbu() const {
-    return memory_bound_seconds > 0 ? memory_bound_predicted / memory_bound_seconds : 0;
+    if (memory_bound_seconds <= 0) return 0;
+    if (read_bytes_per_s > 0 && memory_bound_bytes > 0) {
+      return memory_bound_bytes / read_bytes_per_s / memory_bound_seconds;
+    }
+    return memory_bound_predicted / memory_bound_seconds;
   }
   double mfu() const {
     return compute_bound_seconds > 0 ? compute_bound_predicted / compute_bound_seconds : 0;
@@ -87,7 +106,11 @@ struct RooflineStats {
 
 class StepRoofline {
  public:
-  explicit StepRoofline(StepCostModel cost) : cost_(std::move(cost)) {}
+  explicit StepRoofline(StepCostModel cost) : cost_(std::move(cost)) {
+    stats_.read_bytes_per_s = cost_.hw.hbm_bytes_per_s;
+    stats_.read_origin = cost_.read_origin;
+    first_origin_ = cost_.read_origin.empty() ? "the cached reading" : cost_.read_origin;
+  }
   // The roofline time of `batch` (does not record). expert_reads >= 0 (a MoE executor's
   // last_step_expert_reads): the weights read are the shared ones plus exactly those experts;
   // else the expected experts a step of that many tokens touches (roofline.h).
@@ -95,16 +118,21 @@ class StepRoofline {
   // The communication term of `batch` (CommSpec; 0 in one process): messages x latency +
   // bytes / link bandwidth, the messages taken one after another.
   double predict_comm(const Batch& batch) const;
-  // Records one step of `batch` that took `seconds` (of which `comm` between ranks).
+  // Records one step of `batch` that took `seconds` (of which `comm` between ranks). A step that
+  // streamed faster than the bandwidth first raises it (StepCostModel::read_origin).
   void record(const Batch& batch, double seconds, int64_t expert_reads = -1,
               const CommStats& comm = {});
   const RooflineStats& stats() const { return stats_; }
   const StepCostModel& cost() const { return cost_; }
 
  private:
+  StepShape shape(const Batch& batch, int64_t expert_reads);
+
   StepCostModel cost_;
   RooflineStats stats_;
-  std::vector<SeqWork> work_;  // reused: no allocation per step once grown
+  std::vector<SeqWork> work_;         // reused: no allocation per step once grown
+  double persisted_bytes_per_s_ = 0;  // the last raise written to roofline_path
+  std::string first_origin_;          // cost_.read_origin before any raise
 };
 
 }  // namespace sluice

@@ -20,6 +20,16 @@ std::string number(double v) {
   return buf;
 }
 
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  }
+  return out;
+}
+
 void header(std::string& out, const std::string& name, const char* type, const std::string& help) {
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
@@ -277,8 +287,17 @@ std::string ServerMetrics::render(const ConnectionStats& conn) const {
     out += "sluice_engine_roofline_seconds_total{bound=\"compute\"} " +
            std::to_string(r.compute_bound_predicted) + "\n";
     scalar(out, "sluice_engine_mbu", "gauge",
-           "Roofline time / measured time over memory-bound steps (model bandwidth utilization).",
+           "Memory-bound steps' bytes / the read bandwidth below / their measured time (model "
+           "bandwidth utilization; <= 1: a step that streams faster raises the bandwidth).",
            r.mbu());
+    header(out, "sluice_engine_read_bandwidth_bytes_per_second", "gauge",
+           "The read bandwidth sluice_engine_mbu divides by; origin: the probe (`sluice bench "
+           "--roofline`) and when, or the step that raised it.");
+    out += "sluice_engine_read_bandwidth_bytes_per_second{origin=\"" + label_value(r.read_origin) +
+           "\"} " + number(r.read_bytes_per_s) + "\n";
+    scalar(out, "sluice_engine_read_bandwidth_raises_total", "counter",
+           "Steps that streamed faster than the read bandwidth and raised it.",
+           double(r.read_raises));
     scalar(out, "sluice_engine_mfu", "gauge",
            "Roofline time / measured time over compute-bound steps (model FLOPs utilization).",
            r.mfu());

@@ -85,6 +85,61 @@ TEST(StepRoofline, CostModelAndPredictions) {
   EXPECT_EQ(st.mbu(), 0.0);
 }
 
+// A step that streams faster than the cached bandwidth (a stale low probe) raises it, in memory
+// and in the cache file, so MBU never passes 100%; a slower one leaves it.
+TEST(StepRoofline, AStepThatStreamsFasterRaisesTheBandwidth) {
+  test::TempDir dir;
+  const std::string path = dir.path("tiny.gguf");
+  test::write_synthetic_model("tiny", FileType::MOSTLY_Q8_0, path);
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  MachineRoofline machine = fake_machine();
+  machine.measured_at = machine.read_at = "2026-11-29T10:00:00Z";
+  machine.probe_read_gbps = 10;
+  const std::string cache = dir.path("roofline.json");
+  ASSERT_TRUE(save_roofline(machine, cache).ok());
+  StepCostModel cost = make_step_cost_model(*model, machine, KvType::kF16);
+  EXPECT_EQ(cost.read_origin, "probe at 2026-11-29T10:00:00Z");
+  cost.roofline_path = cache;
+  cost.persist_min_bytes = 0;  // the tiny model counts as past the caches here
+
+  Batch decode;
+  std::vector<int32_t> table = {0};
+  decode.add_sequence(std::vector<int32_t>{1}, 9, table, LogitsMode::kLast);
+  StepRoofline roof(cost);
+  const double bytes = roof.predict(decode) * 10e9;  // weights + K/V a step reads
+  EXPECT_EQ(roof.stats().read_bytes_per_s, 10e9);
+  roof.record(decode, bytes / 20e9);  // streamed at 20 GB/s: the cached 10 was low
+  const RooflineStats& st = roof.stats();
+  EXPECT_NEAR(st.read_bytes_per_s, 20e9, 1e3);
+  EXPECT_EQ(st.read_raises, 1u);
+  EXPECT_NE(st.read_origin.find("raised by an engine step"), std::string::npos) << st.read_origin;
+  EXPECT_NE(st.read_origin.find("first: probe at 2026-11-29T10:00:00Z"), std::string::npos);
+  EXPECT_NEAR(st.mbu(), 1.0, 1e-9);
+  EXPECT_NEAR(st.last_predicted / st.last_seconds, 1.0, 1e-9);
+  auto saved = load_roofline(cache);
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  EXPECT_NEAR(saved->read_gbps, 20, 1e-6);
+  EXPECT_EQ(saved->read_source, "step");
+  EXPECT_EQ(saved->probe_read_gbps, 10);  // what the probe read stays on record
+  EXPECT_NE(saved->read_origin().find("the probe at 2026-11-29T10:00:00Z read 10.0"),
+            std::string::npos)
+      << saved->read_origin();
+
+  roof.record(decode, bytes / 5e9);  // slower: no raise; MBU over both steps at 20 GB/s
+  EXPECT_EQ(roof.stats().read_raises, 1u);
+  EXPECT_NEAR(roof.stats().mbu(), 2.0 / (1.0 + 4.0), 1e-9);
+  EXPECT_LE(roof.stats().mbu(), 1.0);
+
+  // A model that fits in the caches raises the bandwidth in memory only.
+  cost.persist_min_bytes = 1e15;
+  StepRoofline cached(cost);
+  cached.record(decode, bytes / 40e9);
+  EXPECT_NEAR(cached.stats().read_bytes_per_s, 40e9, 1e3);
+  EXPECT_NE(cached.stats().read_origin.find("not saved"), std::string::npos);
+  EXPECT_NEAR(load_roofline(cache)->read_gbps, 20, 1e-6);
+}
+
 // The communication term of tensor / pipeline parallel steps, by hand: a 3-token prefill
 // chunk and a decode of another sequence (4 tokens, 2 logits rows), 4 layers, n_embd 64,
 // vocabulary 1000, a link of 1 GB/s and 10 us a message.

@@ -78,7 +78,13 @@ TEST(ServerApi, HealthModelsAndMetrics) {
 TEST(ServerApi, MetricsReportForwardPassesAgainstTheRoofline) {
   SLUICE_REQUIRE_SHARED(path, kStoriesModel);
   EngineKnobs k;
-  k.roofline = MachineRoofline{"test", 1, 10, 10, 100, 0, 400, "", ""};
+  MachineRoofline roof;
+  roof.cpu = "test";
+  roof.threads = 1;
+  roof.read_gbps_1t = roof.read_gbps = 10;
+  roof.peak_gflops_f32 = 100;
+  roof.peak_gops_int8 = 400;
+  k.roofline = roof;
   auto s = TestServer::start(path, {}, k);
   ASSERT_TRUE(s);
   std::string t = metrics_text(s->port);
