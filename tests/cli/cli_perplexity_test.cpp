@@ -130,13 +130,15 @@ TEST(CliPerplexity, KlDivergenceAgainstSavedLogits) {
   }
 }
 
-// --tp and --pp split the model over MPI ranks: the same perplexity as one process.
+// --tp and --pp split the model over MPI ranks: the same perplexity as one process. Two windows
+// per step (--max-batch-tokens 256): 6 steps, two in flight with --pp.
 TEST(CliPerplexity, TensorAndPipelineParallelGiveTheSameValue) {
   SLUICE_REQUIRE_SHARED(model, "testdata/models/stories260K.gguf");
-  const std::string args = model + " -f " + stories_text() + " -c 128 -t 1 --chunks 12";
+  const std::string args =
+      model + " -f " + stories_text() + " -c 128 -t 1 --chunks 12 --max-batch-tokens 256";
   const nlohmann::json one = run_json(args);
   ASSERT_TRUE(one.contains("ppl"));
-  for (const char* layout : {"--tp 2", "--pp 2", "--tp 2 --pp 2"}) {
+  for (const char* layout : {"--tp 2", "--pp 2", "--pp 2 --pp-depth 1", "--tp 2 --pp 2"}) {
     const nlohmann::json j = run_json(args + " " + layout);
     ASSERT_TRUE(j.contains("ppl")) << layout;
     EXPECT_NEAR(j["ppl"].get<double>(), one["ppl"].get<double>(), 1e-4) << layout;
