@@ -281,7 +281,8 @@ Status run_perplexity(const PerplexityOptions& o, const EngineCliOptions& e) {
     j["timings"] = {{"seconds", secs},
                     {"steps", es.steps},
                     {"tokens_per_s", secs > 0 ? double(n_computed) / secs : 0.0}};
-    std::printf("%s\n", j.dump(2).c_str());
+    // A label from the reference's file may be any bytes: replaced, never thrown on.
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return {};
   }
   std::printf("perplexity of %s on %s: %zu tokens, %d windows of %d (stride %d), %d scored each\n",
@@ -322,6 +323,9 @@ void register_perplexity(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   add_engine_options(cmd, o->engine);
+  cmd->get_option("--ctx-size")->description("Tokens per window (llama-perplexity's -c)");
+  cmd->get_option("--max-seqs")
+      ->description("Not used: windows per step are --max-batch-tokens / --ctx-size");
   cmd->callback([o, cmd, &exit_code] {
     o->ctx_given = cmd->count("--ctx-size") > 0;
     o->stride_given = cmd->count("--stride") > 0;

@@ -126,13 +126,17 @@ Result<LogitsReader> LogitsReader::open(const std::string& path) {
   const uint32_t n_label = get<uint32_t>(h + 48);
   const WindowPlan& p = x.plan;
   // The checksum matched: a header this inconsistent was written by something else.
-  if (x.n_vocab < 1 || p.n_ctx < 3 || p.stride < 1 || p.stride > p.n_ctx || p.first_scored < 1 ||
-      p.first_scored >= p.n_ctx || p.n_windows < 1 || n_label > kMaxLabel ||
-      n_tokens > (uint64_t(1) << 40) ||
+  if (x.n_vocab < 1 || x.n_vocab > (1 << 24) || p.n_ctx < 3 || p.n_ctx > (1 << 24) ||
+      p.stride < 1 || p.stride > p.n_ctx || p.first_scored < 1 || p.first_scored >= p.n_ctx ||
+      p.n_windows < 1 || n_label > kMaxLabel || n_tokens > (uint64_t(1) << 40) ||
       uint64_t(p.start(p.n_windows - 1)) + uint64_t(p.n_ctx) > n_tokens) {
     return make_error(what, " (inconsistent header)");
   }
-  // The file's size must be what the header says before anything large is read.
+  // A window is under 2^50 bytes (n_vocab, n_ctx <= 2^24); all of them under 2^62, so the size
+  // below cannot overflow. The file's size must be that before anything large is read.
+  if (uint64_t(window_bytes(x)) + 4 > (uint64_t(1) << 62) / uint64_t(p.n_windows)) {
+    return make_error(what, " (inconsistent header)");
+  }
   const uint64_t expect = sizeof h + n_label + n_tokens * 4 + 4 +
                           uint64_t(p.n_windows) * (uint64_t(window_bytes(x)) + 4);
   if (std::fseek(r.f_.get(), 0, SEEK_END) != 0) return make_error("cannot read '", path, "'");

@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
+#include "base/crc32c.h"
 #include "eval/logits_file.h"
 #include "eval/perplexity.h"
 #include "test_util.h"
@@ -226,6 +228,24 @@ TEST(EvalLogitsFile, DamagedTruncatedAndForeignFilesAreRefused) {
             std::string::npos);
   EXPECT_NE(open_damaged([](std::string& b) { b.clear(); }).find("not a logits file"),
             std::string::npos);
+  // A header with a valid checksum but sizes no file of ours has (a crafted file): refused
+  // before anything is allocated for them.
+  const auto with_field = [](size_t offset, uint32_t value) {
+    return [offset, value](std::string& b) {
+      std::memcpy(b.data() + offset, &value, 4);
+      const uint32_t crc = crc32c(b.data(), 52);
+      std::memcpy(b.data() + 52, &crc, 4);
+    };
+  };
+  for (auto [offset, value] : {std::pair<size_t, uint32_t>{8, 0x7fffffffu},
+                               {12, 0x40000000u},
+                               {24, 0x7fffffffu},
+                               {20, 0u},
+                               {44, 0x100u}}) {
+    EXPECT_NE(open_damaged(with_field(offset, value)).find("inconsistent header"),
+              std::string::npos)
+        << offset;
+  }
   auto missing = LogitsReader::open("/nonexistent/base.logits");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find("cannot open logits file '/nonexistent/base.logits'"),
