@@ -18,6 +18,8 @@ set(allowed_kv "base")
 set(allowed_sched "base;kv")
 set(allowed_grammar "base")
 set(allowed_sample "base;grammar")
+# Quality judged on text: perplexity and KL divergence statistics, the saved-logits file.
+set(allowed_eval "base")
 set(allowed_perf "base")
 set(allowed_executor "base;gguf;kernels;model;perf")
 set(allowed_parallel "base;gguf;kernels;model;perf;executor")
@@ -33,7 +35,7 @@ set(allowed_loadgen "base;net;http;gguf;tokenizer")
 # router/policy.h (the pure pick function, no sockets) and loadgen/metrics.h (the same TTFT/TPOT
 # summaries the load generator reports), the two edges between front ends the table allows.
 set(allowed_sim "base;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;speculative;engine;loadgen;router")
-set(allowed_cli "base;net;http;kv_io;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;perf;executor;parallel;speculative;engine;server;hub;loadgen;router;sim")
+set(allowed_cli "base;net;http;kv_io;gguf;tokenizer;template;kernels;model;kv;sched;grammar;sample;eval;perf;executor;parallel;speculative;engine;server;hub;loadgen;router;sim")
 
 file(GLOB modules RELATIVE ${SRC} ${SRC}/*)
 set(errors "")

@@ -14,6 +14,8 @@ void register_vocab(CLI::App& app, int& exit_code);
 void register_template(CLI::App& app, int& exit_code);
 void register_synth(CLI::App& app, int& exit_code);
 void register_quantize(CLI::App& app, int& exit_code);
+// `sluice perplexity`: perplexity over windows of a text; KL divergence against saved logits.
+void register_perplexity(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);
 // Adds `bench throughput` to the `bench` subcommand (call after register_bench).
 void register_bench_throughput(CLI::App& app, int& exit_code);

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   sluice::cli::register_template(app, exit_code);
   sluice::cli::register_synth(app, exit_code);
   sluice::cli::register_quantize(app, exit_code);
+  sluice::cli::register_perplexity(app, exit_code);
   sluice::cli::register_bench(app, exit_code);
   sluice::cli::register_bench_throughput(app, exit_code);
   sluice::cli::register_bench_serve(app, exit_code);

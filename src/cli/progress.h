@@ -15,12 +15,15 @@ std::string human_bytes(double bytes);  // "1.25 GiB" (defined in cmd_info.cpp)
 
 class ProgressBar {
  public:
-  explicit ProgressBar(std::string label)
+  // `unit`: what is counted, shown after the counts ("windows"); empty: bytes (human_bytes).
+  explicit ProgressBar(std::string label, std::string unit = {})
       : label_(std::move(label)),
+        unit_(std::move(unit)),
         tty_(::isatty(STDERR_FILENO) == 1),
         start_(std::chrono::steady_clock::now()) {}
 
-  void update(uint64_t done, uint64_t total) {
+  // `note`: shown after the time (e.g. a running estimate).
+  void update(uint64_t done, uint64_t total, const std::string& note = {}) {
     if (!tty_ || total == 0) return;
     const double frac = double(done) / double(total);
     const int width = 30, filled = int(frac * width);
@@ -28,15 +31,18 @@ class ProgressBar {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     std::string bar(size_t(filled), '#');
     bar.append(size_t(width - filled), '.');
-    std::fprintf(stderr, "\r%s [%s] %3.0f%% %s / %s  %.1f s", label_.c_str(), bar.c_str(),
-                 frac * 100, human_bytes(double(done)).c_str(), human_bytes(double(total)).c_str(),
-                 secs);
+    const std::string counts =
+        unit_.empty() ? human_bytes(double(done)) + " / " + human_bytes(double(total))
+                      : std::to_string(done) + " / " + std::to_string(total) + " " + unit_;
+    std::fprintf(stderr, "\r%s [%s] %3.0f%% %s  %.1f s%s%s", label_.c_str(), bar.c_str(),
+                 frac * 100, counts.c_str(), secs, note.empty() ? "" : "  ", note.c_str());
     if (done >= total) std::fprintf(stderr, "\n");
     std::fflush(stderr);
   }
 
  private:
   std::string label_;
+  std::string unit_;
   bool tty_;
   std::chrono::steady_clock::time_point start_;
 };

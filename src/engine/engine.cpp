@@ -186,9 +186,7 @@ Result<KvBlockData> Engine::export_prefix(std::span<const int32_t> tokens) const
   return executor_.export_blocks(ids);
 }
 
-Result<std::vector<std::vector<float>>> Engine::embed(
-    std::span<const std::vector<int32_t>> inputs) {
-  if (!in_flight_.empty()) return make_error("embed: pipelined steps are in flight");
+Status Engine::check_whole_inputs(std::span<const std::vector<int32_t>> inputs) const {
   const int32_t n_vocab = executor_.capacity().n_vocab;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::vector<int32_t>& in = inputs[i];
@@ -207,47 +205,120 @@ Result<std::vector<std::vector<float>>> Engine::embed(
                         " KV blocks; ", kv_.n_free_blocks(), " are free (raise --kv-cache-gb)");
     }
   }
-  std::vector<std::vector<float>> out(inputs.size());
-  Batch batch;
-  Logits logits;
-  std::vector<RequestId> ids;
-  const double t0 = now();
-  for (size_t next = 0; next < inputs.size();) {
-    batch.clear();
-    batch.block_size = kv_.block_size();
-    batch.n_kv_groups = kv_.n_groups();
-    ids.clear();
-    const size_t first = next;
+  return {};
+}
+
+Status Engine::run_whole(std::span<const std::vector<int32_t>> inputs, LogitsMode mode,
+                         const std::function<Status(size_t, const Logits&)>& on_step) {
+  // One step: its batch, its sequences' ids (their blocks are held until its logits are in)
+  // and its first input.
+  struct Step {
+    Batch batch;
+    std::vector<RequestId> ids;
+    size_t first = 0;
     int32_t n_tokens = 0;
-    while (next < inputs.size()) {
-      const auto n = int32_t(inputs[next].size());
-      if (!ids.empty() && (n_tokens + n > config_.scheduler.max_batch_tokens ||
-                           int32_t(ids.size()) >= config_.scheduler.max_seqs)) {
-        break;
-      }
-      const RequestId id = next_id_++;
-      if (!kv_.allocate_slots(id, 0, n)) {
-        if (ids.empty()) return make_error("input ", next, ": the KV cache is short of blocks");
-        break;
-      }
-      ids.push_back(id);
-      batch.add_sequence(inputs[next], 0, kv_.block_tables(id), LogitsMode::kPooled);
-      n_tokens += n;
-      ++next;
+    Status executed;  // depth 1: execute()'s result (the logits are in `logits` then)
+  };
+  const bool pipelined = depth_ > 1;
+  std::deque<Step> steps;  // submitted, oldest first
+  Logits logits;
+  const auto release = [&](Step& s) {
+    for (RequestId id : s.ids) kv_.free(id);
+  };
+  // An error with steps in flight: collect them (their results are dropped) so that the
+  // executor is idle again, and free their blocks.
+  const auto fail = [&](Status st) -> Status {
+    for (Step& s : steps) {
+      if (pipelined) (void)executor_.collect(logits);
+      release(s);
     }
-    kv_.take_copies();  // fresh blocks: nothing to copy
-    const Status st = executor_.execute(batch, logits);
-    for (RequestId id : ids) kv_.free(id);
-    SLUICE_RETURN_IF_ERROR(st);
-    for (int32_t r = 0; r < logits.n_rows(); ++r) {
-      const float* row = logits.row(r);
-      out[first + size_t(logits.seq_index[size_t(r)])].assign(row, row + logits.n_vocab);
+    steps.clear();
+    return st;
+  };
+  const double t0 = now();
+  for (size_t next = 0; next < inputs.size() || !steps.empty();) {
+    while (next < inputs.size() && int32_t(steps.size()) < depth_) {
+      Step s;
+      s.batch.block_size = kv_.block_size();
+      s.batch.n_kv_groups = kv_.n_groups();
+      s.first = next;
+      while (next < inputs.size()) {
+        const auto n = int32_t(inputs[next].size());
+        if (!s.ids.empty() && (s.n_tokens + n > config_.scheduler.max_batch_tokens ||
+                               int32_t(s.ids.size()) >= config_.scheduler.max_seqs)) {
+          break;
+        }
+        const RequestId id = next_id_++;
+        if (!kv_.allocate_slots(id, 0, n)) break;
+        s.ids.push_back(id);
+        s.batch.add_sequence(inputs[next], 0, kv_.block_tables(id), mode, kv_.state_slot(id));
+        s.n_tokens += n;
+        ++next;
+      }
+      if (s.ids.empty()) {
+        // The blocks are held by the steps in flight: collect one first.
+        if (!steps.empty()) break;
+        return make_error("input ", next, ": the KV cache is short of blocks");
+      }
+      kv_.take_copies();  // fresh blocks: nothing to copy
+      const Status st =
+          pipelined ? executor_.submit(s.batch) : (s.executed = executor_.execute(s.batch, logits));
+      if (!st.ok()) {
+        release(s);
+        return fail(st);
+      }
+      steps.push_back(std::move(s));
     }
+    Step& s = steps.front();
+    const Status st = pipelined ? executor_.collect(logits) : s.executed;
+    release(s);
+    const size_t first = s.first;
     stats_.steps += 1;
-    stats_.prompt_tokens += uint64_t(n_tokens);
+    stats_.prompt_tokens += uint64_t(s.n_tokens);
+    steps.pop_front();
+    if (!st.ok()) return fail(st);
+    if (Status cb = on_step(first, logits); !cb.ok()) return fail(cb);
   }
   stats_.busy_seconds += now() - t0;
+  return {};
+}
+
+Result<std::vector<std::vector<float>>> Engine::embed(
+    std::span<const std::vector<int32_t>> inputs) {
+  if (!in_flight_.empty()) return make_error("embed: pipelined steps are in flight");
+  SLUICE_RETURN_IF_ERROR(check_whole_inputs(inputs));
+  std::vector<std::vector<float>> out(inputs.size());
+  SLUICE_RETURN_IF_ERROR(
+      run_whole(inputs, LogitsMode::kPooled, [&](size_t first, const Logits& logits) -> Status {
+        for (int32_t r = 0; r < logits.n_rows(); ++r) {
+          const float* row = logits.row(r);
+          out[first + size_t(logits.seq_index[size_t(r)])].assign(row, row + logits.n_vocab);
+        }
+        return {};
+      }));
   return out;
+}
+
+Status Engine::score(std::span<const std::vector<int32_t>> inputs,
+                     const std::function<Status(size_t, std::span<const float>)>& on_logits) {
+  if (!in_flight_.empty()) return make_error("score: pipelined steps are in flight");
+  SLUICE_RETURN_IF_ERROR(check_whole_inputs(inputs));
+  return run_whole(inputs, LogitsMode::kAll, [&](size_t first, const Logits& logits) -> Status {
+    // kAll: each sequence's rows are consecutive, in batch (= input) order.
+    for (int32_t r = 0; r < logits.n_rows();) {
+      const size_t i = first + size_t(logits.seq_index[size_t(r)]);
+      const auto n = int32_t(inputs[i].size());
+      if (r + n > logits.n_rows() ||
+          logits.seq_index[size_t(r + n - 1)] != logits.seq_index[size_t(r)]) {
+        return make_error("score: the executor returned ", logits.n_rows(),
+                          " logits rows, not one per token");
+      }
+      SLUICE_RETURN_IF_ERROR(
+          on_logits(i, std::span<const float>(logits.row(r), size_t(n) * size_t(logits.n_vocab))));
+      r += n;
+    }
+    return {};
+  });
 }
 
 Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const GenerationParams& params) {

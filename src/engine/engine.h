@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -212,6 +213,15 @@ class Engine {
   // and generations. Fails, computing nothing, on an empty input, an id outside the
   // vocabulary, or an input longer than the context or the cache.
   Result<std::vector<std::vector<float>>> embed(std::span<const std::vector<int32_t>> inputs);
+  // Scoring text (perplexity, KL divergence): the logits at every position of each input.
+  // Each input runs whole as a fresh LogitsMode::kAll sequence (no prefix cache, nothing
+  // generated), packed into steps as embed() packs them; with an executor of pipeline_depth() > 1
+  // (pipeline stages) that many steps are in flight at once. `on_logits(i, rows)` sees input i's
+  // rows ([inputs[i].size(), n_vocab]: row p holds the logits after tokens 0..p), once per input,
+  // in input order, on the calling thread; an error it returns stops the run and is returned.
+  // Fails, computing nothing, on the inputs embed() refuses.
+  Status score(std::span<const std::vector<int32_t>> inputs,
+               const std::function<Status(size_t, std::span<const float>)>& on_logits);
   // Ends a request at the next step boundary; its final event has FinishReason::kAbort.
   void abort(RequestId id);
   // Runs one step. Returns the events of every request that progressed or finished.
@@ -284,6 +294,13 @@ class Engine {
   Status process_step(const SchedulerOutput& out, std::vector<EngineEvent>& events);
   // The executor failed: the steps in flight are lost; their requests are schedulable again.
   void drop_in_flight();
+  // embed() and score(): the checks on their inputs.
+  Status check_whole_inputs(std::span<const std::vector<int32_t>> inputs) const;
+  // Runs every input whole as a fresh `mode` sequence (see embed()), up to pipeline_depth()
+  // steps in flight; on_step(first, logits) gets each step's rows, `first` being the index of
+  // the step's first input (the rows' seq_index counts from it).
+  Status run_whole(std::span<const std::vector<int32_t>> inputs, LogitsMode mode,
+                   const std::function<Status(size_t, const Logits&)>& on_step);
 
   const Tokenizer& tokenizer_;
   Executor& executor_;
