@@ -1,11 +1,13 @@
 // The web app in a real browser: playwright-core (npm) drives Debian's chromium headless against
-// `sluice serve` on stories260K. One browser for every case:
+// `sluice serve` on stories260K, one browser for every case:
 //   chat: a streamed answer with its stats; stop mid-stream; regenerate; the conversation found
-//   again after a reload; a 4xx shown as the server's message; a schema-constrained answer that
-//   parses; a server that goes away mid-stream (a proxy cuts the stream) shows an error and keeps
-//   the conversation; the dashboard's charts move while a load runs; the API-key prompt of a
-//   server with --api-key. Screenshots (chat, dashboard, phone) go to SLUICE_WEBUI_ARTIFACTS.
-// Reports the first render time on loopback (not asserted).
+//   again after a reload; edit and resend; rename, export, delete, import; a 4xx shown as the
+//   server's message; a schema-constrained answer that parses; a server that goes away
+//   mid-stream (a proxy cuts the stream) shows an error and keeps the conversation; reasoning,
+//   code, math and tool calls rendered (a canned stream); the dashboard's charts move while a
+//   load runs; a phone-sized viewport; the API-key prompt of a server with --api-key.
+// Screenshots (chat, chat-rich, dashboard, chat-phone) go to SLUICE_WEBUI_ARTIFACTS. Reports the
+// first render time on loopback (not asserted).
 //
 // Run by ctest (webui_browser). Environment:
 //   SLUICE_BIN, SLUICE_SHARED   the sluice executable, the ../shared folder
@@ -14,7 +16,7 @@
 //   SLUICE_CHROMIUM             the browser (default: Debian's /usr/lib/chromium/chromium)
 // Exit codes: 0 pass, 1 fail, 77 skip (no browser, npm, network or test data); under CI=true
 // what would skip fails.
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -188,6 +190,36 @@ try {
     if (n !== 2) throw new Error(`${n} user messages after reload, want 2`);
   });
 
+  await check('edit and resend', async () => {
+    const before = await page.locator('.msg').count();
+    if (before < 4) throw new Error(`want 2 turns to edit the first, have ${before} messages`);
+    await page.locator('.msg.user').first().locator('button', { hasText: 'Edit' }).click();
+    await page.fill('#edit-0', 'Once upon a time, a cat');
+    runsSeen = await runs();
+    await page.locator('.msg.user').first().locator('button[type=submit]').click();
+    await waitIdle();
+    const n = await page.locator('.msg').count();
+    if (n !== 2) throw new Error(`${n} messages after editing the first, want 2`);
+    if ((await page.locator('.msg.user .user-text').innerText()).trim() !== 'Once upon a time, a cat') throw new Error('the edit was not sent');
+  });
+
+  await check('rename, export, delete, import', async () => {
+    page.once('dialog', (d) => d.accept('Cat story'));
+    await page.locator('.conv-list li.current button[aria-label^="Rename"]').click();
+    await page.locator('.conv-list .conv-open', { hasText: 'Cat story' }).waitFor({ timeout: 5000 });
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('text=Export')]);
+    const file = path.join(artifacts, 'conversations.json');
+    await download.saveAs(file);
+    const exported = JSON.parse(readFileSync(file, 'utf8'));
+    const cat = exported.conversations.find((c) => c.title === 'Cat story');
+    if (!cat || cat.messages.length !== 2) throw new Error('the export lacks the renamed conversation');
+    page.once('dialog', (d) => d.accept());
+    await page.locator('.conv-list li.current button[aria-label^="Delete"]').click();
+    await page.locator('.conv-list .conv-open', { hasText: 'Cat story' }).waitFor({ state: 'detached', timeout: 5000 });
+    await page.setInputFiles('.sidebar input[type=file]', file);
+    await page.locator('.conv-list .conv-open', { hasText: 'Cat story' }).waitFor({ timeout: 5000 });
+  });
+
   await check('a 4xx is shown with its message', async () => {
     await newChat();
     await openSettings();
@@ -230,6 +262,37 @@ try {
     const item = page.locator('.conv-list .conv-open', { hasText: 'Once upon a time there was' });
     await item.click({ timeout: 10000 });
     await lastAnswer().locator('.error').waitFor({ timeout: 5000 });
+  });
+
+  // stories260K writes neither reasoning, code, math nor tool calls: one recorded-style stream
+  // (the server's chunk shapes, docs/server.md) is served to the page in place of the server's.
+  await check('reasoning, markdown, code, math and tool calls render', async () => {
+    await newChat();
+    const chunk = (delta, extra = {}) => `data: ${JSON.stringify({ object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: null }], ...extra })}\n\n`;
+    const answer = 'Here:\n\n```python\nprint(\"hi\")\n```\n\nand $e^{i\\pi} + 1 = 0$. <img src=x onerror=alert(1)>';
+    const body = chunk({ role: 'assistant', content: '' }) + chunk({ reasoning_content: 'Let me think.' }) +
+      chunk({ content: answer }) +
+      chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":' } }] }) +
+      chunk({ tool_calls: [{ index: 0, function: { arguments: ' "Oslo"}' } }] }) +
+      `data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 20, total_tokens: 23 } })}\n\ndata: [DONE]\n\n`;
+    await page.route('**/v1/chat/completions', (route) => route.fulfill({ status: 200, contentType: 'text/event-stream', body }));
+    try {
+      await send('Show me everything');
+      await waitIdle();
+    } finally {
+      await page.unroute('**/v1/chat/completions');
+    }
+    const a = lastAnswer();
+    if (await a.locator('details.reasoning').getAttribute('open') !== null) throw new Error('the reasoning is not folded');
+    if (!(await a.locator('details.reasoning').innerText()).includes('Reasoning')) throw new Error('no reasoning summary');
+    if ((await a.locator('.reasoning-text').textContent()) !== 'Let me think.') throw new Error('reasoning text');
+    if (!(await a.locator('.code pre code .hljs-built_in, .code pre code .hljs-string').count())) throw new Error('code is not highlighted');
+    if (!(await a.locator('.code button.copy').count())) throw new Error('no copy button on the code');
+    if (!(await a.locator('.katex').count())) throw new Error('math is not rendered');
+    if (await a.locator('.markdown img').count()) throw new Error('raw HTML from the model became an element');
+    const tool = await a.locator('.tool-call').innerText();
+    if (!tool.includes('get_weather') || !tool.includes('"city": "Oslo"')) throw new Error(`tool call view: ${tool}`);
+    await page.screenshot({ path: path.join(artifacts, 'chat-rich.png') });
   });
 
   await check('dashboard charts move under load', async () => {

@@ -28,11 +28,15 @@ function Chart({ title, series, data, id }) {
       series: [{}, ...series.map((label, i) => ({ label, stroke: colors[i % colors.length], width: 2, spanGaps: true }))],
       axes: [{ stroke: 'currentColor' }, { stroke: 'currentColor', size: 50 }],
     }, data, el.current);
-    const resize = () => plot.current.setSize({ width: Math.max(260, el.current.clientWidth), height: 160 });
+    const resize = () => {
+      // Refs may already be cleared when a resize races the unmount.
+      if (el.current && plot.current) plot.current.setSize({ width: Math.max(260, el.current.clientWidth), height: 160 });
+    };
     window.addEventListener('resize', resize);
     return () => {
       window.removeEventListener('resize', resize);
       plot.current.destroy();
+      plot.current = null;
     };
   }, []);
   useEffect(() => {
