@@ -5,7 +5,8 @@
 //   server's message; a schema-constrained answer that parses; a server that goes away
 //   mid-stream (a proxy cuts the stream) shows an error and keeps the conversation; reasoning,
 //   code, math and tool calls rendered (a canned stream); the dashboard's charts move while a
-//   load runs; a phone-sized viewport; the API-key prompt of a server with --api-key.
+//   load runs; `sluice router`'s app (a chat through it, its backend table); a phone-sized
+//   viewport; the API-key prompt of a server with --api-key.
 // Screenshots (chat, chat-rich, dashboard, chat-phone) go to SLUICE_WEBUI_ARTIFACTS. Reports the
 // first render time on loopback (not asserted).
 //
@@ -318,6 +319,20 @@ try {
       await load;
     }
     await page.screenshot({ path: path.join(artifacts, 'dashboard.png') });
+  });
+
+  await check('router: chat through it, its dashboard lists the backend', async () => {
+    const router = await startProcess(sluice, ['router', '--backend', `http://127.0.0.1:${server.port}`, '--port', '0', '--health-interval', '0.2']);
+    await page.goto(`http://127.0.0.1:${router.port}/#/chat`);
+    await send('Once upon a time');
+    await waitIdle();
+    if (await lastAnswer().locator('.error').count()) throw new Error(await lastAnswer().locator('.error').innerText());
+    await page.goto(`http://127.0.0.1:${router.port}/#/dashboard`);
+    await page.locator('h1', { hasText: 'Router dashboard' }).waitFor({ timeout: 10000 });
+    const row = page.locator('tbody tr', { hasText: `127.0.0.1:${server.port}` });
+    await row.locator('td.ok').waitFor({ timeout: 10000 });
+    await page.waitForFunction(() => /%/.test(document.querySelector('tbody tr td:nth-child(7)')?.textContent || ''), null, { timeout: 10000 });
+    await page.screenshot({ path: path.join(artifacts, 'dashboard-router.png') });
   });
 
   await check('phone-sized viewport', async () => {

@@ -62,7 +62,7 @@ function Stat({ label, value, id }) {
 export function Dashboard() {
   const [d, setD] = useState(null);
   const [error, setError] = useState('');
-  const [series, setSeries] = useState({ t: [], tokIn: [], tokOut: [], running: [], waiting: [], kv: [], mbu: [], mfu: [] });
+  const [series, setSeries] = useState({ t: [], tokIn: [], tokOut: [], reqRate: [], running: [], waiting: [], kv: [], mbu: [], mfu: [] });
   useEffect(() => {
     let prev = null;
     let prevT = 0;
@@ -85,6 +85,7 @@ export function Dashboard() {
             t: push(s.t, Date.now() / 1000),
             tokIn: push(s.tokIn, x.tokInRate),
             tokOut: push(s.tokOut, x.tokOutRate),
+            reqRate: push(s.reqRate, x.reqRate),
             running: push(s.running, x.running),
             waiting: push(s.waiting, x.waiting),
             kv: push(s.kv, x.kvUsage === undefined ? undefined : 100 * x.kvUsage),
@@ -112,8 +113,9 @@ export function Dashboard() {
         <section class="stats" aria-label="Current values">
           <Stat id="stat-running" label="Running" value={fmt(d.running, 0)} />
           <Stat id="stat-waiting" label="Waiting" value={fmt(d.waiting, 0)} />
-          <Stat id="stat-tok-out" label="Tokens/s out" value={fmt(d.tokOutRate)} />
-          <Stat id="stat-tok-in" label="Tokens/s in" value={fmt(d.tokInRate)} />
+          {d.router && <Stat id="stat-req-rate" label="Requests/s routed" value={fmt(d.reqRate)} />}
+          {!d.router && <Stat id="stat-tok-out" label="Tokens/s out" value={fmt(d.tokOutRate)} />}
+          {!d.router && <Stat id="stat-tok-in" label="Tokens/s in" value={fmt(d.tokInRate)} />}
           {!d.router && <Stat label="K/V blocks used / total" value={`${fmt(d.kvUsed, 0)} / ${fmt(d.kvTotal, 0)}`} />}
           {!d.router && <Stat label="Prefix-cache hit rate" value={pct(d.prefixHit)} />}
           {!d.router && <Stat label="Speculation acceptance" value={pct(d.specAccept)} />}
@@ -147,7 +149,9 @@ export function Dashboard() {
         </section>
       )}
       <section class="charts" aria-label="Time series">
-        <Chart id="chart-tokens" title="Tokens/s" series={['in (prompt)', 'out (generated)']} data={[series.t, series.tokIn, series.tokOut]} />
+        {d && d.router
+          ? <Chart key="rr" id="chart-router" title="Requests/s routed" series={['requests/s']} data={[series.t, series.reqRate]} />
+          : <Chart key="tok" id="chart-tokens" title="Tokens/s" series={['in (prompt)', 'out (generated)']} data={[series.t, series.tokIn, series.tokOut]} />}
         <Chart id="chart-requests" title="Requests" series={['running', 'waiting']} data={[series.t, series.running, series.waiting]} />
         {!(d && d.router) && <Chart id="chart-kv" title="K/V cache usage %" series={['used']} data={[series.t, series.kv]} />}
         {!(d && d.router) && <Chart id="chart-roofline" title="MBU / MFU % against the roofline, per interval" series={['MBU (memory-bound steps)', 'MFU (compute-bound steps)']} data={[series.t, series.mbu, series.mfu]} />}

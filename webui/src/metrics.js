@@ -114,6 +114,7 @@ export function derive(cur, prev, dt) {
         failures: sum(cur, 'sluice_router_failures_total', m),
       };
     });
+    if (prev) d.reqRate = rate(cur, prev, 'sluice_router_requests_total', dt);
     d.running = d.backends.reduce((a, b) => a + Math.max(0, b.running ?? 0), 0);
     d.waiting = d.backends.reduce((a, b) => a + Math.max(0, b.waiting ?? 0), 0);
   }
