@@ -183,9 +183,8 @@ try {
 
   await check('reload: the conversation is kept', async () => {
     await page.reload();
-    const item = page.locator('.conv-list .conv-open', { hasText: 'Once upon a time' });
-    await item.waitFor({ timeout: 10000 });
-    await item.click();
+    // Listed, and reopened as it was open.
+    await page.locator('.conv-list .conv-open', { hasText: 'Once upon a time' }).waitFor({ timeout: 10000 });
     await page.locator('.msg.user').nth(1).waitFor({ timeout: 5000 });
     const n = await page.locator('.msg.user').count();
     if (n !== 2) throw new Error(`${n} user messages after reload, want 2`);

@@ -7,6 +7,7 @@ import { renderMarkdown } from './markdown.js';
 import { deleteConversation, exportAll, importAll, listConversations, loadConversation, newConversation, saveConversation } from './store.js';
 
 const SETTINGS = 'sluice.settings';
+const CURRENT = 'sluice.currentConversation';
 const DEFAULTS = { system: '', temperature: '', top_p: '', min_p: '', max_tokens: '', seed: '', model: '', schema: '', tools: '' };
 
 function loadSettings() {
@@ -205,6 +206,9 @@ export function Chat({ onAuthError }) {
 
   useEffect(() => {
     refreshList();
+    // Reopen the conversation that was open (a reload, a new API key).
+    const open = localStorage.getItem(CURRENT);
+    if (open) loadConversation(open).then((c) => { if (c && !convRef.current.messages.length) setConv(c); });
     getJson('/v1/models').then((r) => {
       const ids = (r.data || []).map((m) => m.id);
       setModels(ids);
@@ -217,6 +221,9 @@ export function Chat({ onAuthError }) {
   useEffect(() => {
     bottom.current?.scrollIntoView({ block: 'end' });
   }, [conv]);
+  useEffect(() => {
+    if (conv.messages.length) localStorage.setItem(CURRENT, conv.id);
+  }, [conv.id, conv.messages.length]);
 
   const persist = async (c) => {
     await saveConversation(c);
