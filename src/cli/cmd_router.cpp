@@ -98,8 +98,11 @@ void register_router(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--api-key", o->config.api_key,
                   "Require 'Authorization: Bearer KEY' or 'x-api-key: KEY' on every route but "
-                  "/health and /metrics (passed on to the backends)")
+                  "/health, /metrics and the web app (passed on to the backends)")
       ->envname("SLUICE_API_KEY");
+  cmd->add_flag_callback(
+      "--no-webui", [o] { o->config.webui = false; },
+      "Do not serve the web app (chat and dashboard) at /");
   cmd->add_option("--http-threads", o->http_threads,
                   "Concurrent client connections served at most (one thread each)")
       ->capture_default_str();

@@ -211,6 +211,9 @@ void register_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--port", o->server.port, "TCP port (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on /v1/*")
       ->envname("SLUICE_API_KEY");
+  cmd->add_flag_callback(
+      "--no-webui", [o] { o->server.webui = false; },
+      "Do not serve the web app (chat and dashboard) at /");
   cmd->add_option("--max-queue", o->server.max_queue,
                   "Generations waiting for the scheduler at most; more get 429 (0: unbounded)")
       ->capture_default_str();

@@ -24,6 +24,9 @@ using Clock = std::chrono::steady_clock;
 thread_local int t_connection_socket = -1;
 // Set by close_after_response() during a request; read and cleared by the connection loop.
 thread_local bool t_close_after_response = false;
+// Whether the request being served accepted gzip (its Accept-Encoding is dropped before
+// httplib sees it: http_transport.h); set per request by the connection loop.
+thread_local bool t_accepts_gzip = false;
 
 // One TCP connection as httplib sees it. Reads are buffered (httplib's line reader asks for
 // one byte at a time) and bounded in time; the request line and headers are bounded in size
@@ -187,6 +190,10 @@ class ConnectionStream final : public httplib::Stream {
 
 int current_connection_socket() {
   return t_connection_socket;
+}
+
+bool current_request_accepts_gzip() {
+  return t_accepts_gzip;
 }
 
 void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& body) {
@@ -407,6 +414,10 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
   bool unread_body = false;
   auto setup = [&](httplib::Request& req) {
     auto range = req.headers.equal_range("Accept-Encoding");
+    t_accepts_gzip = false;
+    for (auto it = range.first; it != range.second; ++it) {
+      if (it->second.find("gzip") != std::string::npos) t_accepts_gzip = true;
+    }
     req.headers.erase(range.first, range.second);
     // Answered 413 without reading the body: what follows on the socket is not a request.
     unread_body = declares_body_over(req, limits_.max_body_bytes);

@@ -22,7 +22,8 @@
 //     which the engine thread watches for hang-ups.
 //   * Accept-Encoding is dropped from every request: SSE must reach the client event by event
 //     (httplib 0.11 would gzip text/event-stream and hold it in the compressor), and JSON
-//     answers are small.
+//     answers are small. Whether it asked for gzip is kept (current_request_accepts_gzip) for
+//     the web app's precompressed assets.
 #pragma once
 
 #include <httplib.h>
@@ -100,6 +101,11 @@ struct ConnectionStats {
 // A connection thread serves exactly one connection from accept to close, so this is a
 // property of the thread for that whole time (set by HttpServer, read by handlers).
 int current_connection_socket();
+
+// Whether the request the calling thread is answering sent `Accept-Encoding: ... gzip`. The
+// header itself is dropped before routing (above), so only handlers that answer with bytes they
+// compressed themselves (the web app's assets, webui.h) use this.
+bool current_request_accepts_gzip();
 
 // httplib TaskQueue: runs each accepted connection on its own thread (see the file comment).
 class ConnectionThreads final : public httplib::TaskQueue {

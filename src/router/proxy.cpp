@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "http/api_error.h"
+#include "http/webui.h"
 #include "router/routing_key.h"
 
 namespace sluice::router {
@@ -223,6 +224,8 @@ void RouterServer::register_routes() {
   if (!config_.api_key.empty()) {
     http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (req.path == "/health" || req.path == "/metrics") return HandlerResponse::Unhandled;
+      // The web app is open, like a login page: it asks for the key and sends it.
+      if (config_.webui && http::is_web_app_path(req.path)) return HandlerResponse::Unhandled;
       if (http::api_key_matches(req, config_.api_key)) return HandlerResponse::Unhandled;
       // Refused before the body is read: a request with one closes its connection.
       if (http::declares_body(req)) http::close_after_response(res);
@@ -251,6 +254,10 @@ void RouterServer::register_routes() {
         return HandlerResponse::Handled;
       }));
   http::answer_exceptions_with_500(http_, "router");
+  if (config_.webui) {
+    http_.Get("/", http::serve_web_asset);
+    http_.Get(R"(/webui/.+)", http::serve_web_asset);
+  }
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     // P/D: the decode workers are the ones that must answer (a prefill outage only costs
     // recomputation).

@@ -69,6 +69,7 @@ struct RouterConfig {
   int connect_timeout_ms = 2000;
   int upstream_timeout_s = 600;  // longest silence of a backend within one answer
   std::string api_key;           // non-empty: required as "Bearer KEY" or "x-api-key: KEY"
+  bool webui = true;             // the web app at / and /webui/* (http/webui.h); false: 404
   BackendsOptions backends_options;
   http::HttpLimits http;
 };

@@ -6,6 +6,7 @@
 #include <csignal>
 
 #include "base/log.h"
+#include "http/webui.h"
 #include "server/messages_api.h"
 #include "server/openai_response.h"
 #include "server/responses_api.h"
@@ -52,6 +53,9 @@ constexpr RouteSpec kRoutes[] = {
     {"/rerank", false, "POST", true, true},
     // For `sluice router` (docs/router.md): counts only, no text, so no key, like /metrics.
     {"/v1/cache/routes", false, "GET", false, true},
+    // The web app (http/webui.h): open, like a login page; it asks for the key and sends it.
+    {"/", false, "GET", false, false},
+    {"/webui", true, "GET", false, false},
 };
 
 const RouteSpec* find_route(const std::string& path) {
@@ -218,7 +222,7 @@ nlohmann::ordered_json Server::model_card(const std::string& id) const {
 void Server::register_routes() {
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     const RouteSpec* route = find_route(req.path);
-    if (!route) {
+    if (!route || (!config_.webui && http::is_web_app_path(req.path))) {
       send_route_error(req, res,
                        status_error(404, "no route for " + req.method + " " + req.path,
                                     "not_found_error", "not_found"));
@@ -268,6 +272,10 @@ void Server::register_routes() {
         res.status);
   });
 
+  if (config_.webui) {
+    http_.Get("/", http::serve_web_asset);
+    http_.Get(R"(/webui/.+)", http::serve_web_asset);
+  }
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (bridge_.ready()) {
       send_json(res, 200, {{"status", "ok"}});

@@ -56,6 +56,7 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;       // 0: an ephemeral port (start() returns it)
   std::string api_key;   // non-empty: /v1/*, /tokenize, /detokenize need "Bearer KEY"
+  bool webui = true;     // the web app at / and /webui/* (http/webui.h); false: 404 there
   int max_queue = 4096;  // generations waiting for the scheduler; more: 429
   // Names requests may give in "model" (any of them) and /v1/models lists; answers carry the
   // first. Empty: ServedModel::name alone.

@@ -3,6 +3,7 @@
 // model routing, metrics, cache-state reports.
 #include <poll.h>
 
+#include "http/webui.h"
 #include "router/backends.h"
 #include "router/routing_key.h"
 #include "router_test_util.h"
@@ -528,6 +529,34 @@ TEST(RouterUrls, BackendUrlsParseOrSayWhy) {
   Result<int> p = r.start();
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.message().find("port"), std::string::npos);
+}
+
+// The web app (http/webui.h) is the router's own, not a backend's: served open with --api-key
+// (it asks for the key), 404 with --no-webui.
+TEST(RouterProxy, ServesTheWebAppItselfOpenWithAKeyAndNotWithNoWebui) {
+  FakeBackend a("a");
+  auto r = start_router({&a}, router::Policy::kRoundRobin, 60,
+                        [](router::RouterConfig& c) { c.api_key = "k"; });
+  ASSERT_TRUE(r);
+  for (const char* path : {"/", "/webui/app.js"}) {
+    const HttpResult got = http_call(r->port(), "GET", path);
+    EXPECT_EQ(got.status, 200) << path;
+    EXPECT_EQ(got.body, http::find_web_asset(path)->body) << path;
+    EXPECT_EQ(std::string(httplib::detail::get_header_value(got.headers, "Content-Type", 0, "")),
+              http::find_web_asset(path)->content_type);
+  }
+  EXPECT_EQ(http_call(r->port(), "GET", "/webui/nothing.js").status, 404);
+  EXPECT_EQ(http_call(r->port(), "GET", "/v1/models").status, 401);
+  {
+    std::lock_guard<std::mutex> lock(a.mu);
+    EXPECT_TRUE(a.bodies.empty());
+  }
+  auto off = start_router({&a}, router::Policy::kRoundRobin, 60,
+                          [](router::RouterConfig& c) { c.webui = false; });
+  ASSERT_TRUE(off);
+  EXPECT_EQ(http_call(off->port(), "GET", "/").status, 404);
+  EXPECT_EQ(http_call(off->port(), "GET", "/webui/app.js").status, 404);
+  EXPECT_EQ(http_call(off->port(), "GET", "/health").status, 200);
 }
 
 }  // namespace

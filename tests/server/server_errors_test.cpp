@@ -155,7 +155,8 @@ TEST(ServerErrors, UnknownModelRouteAndMethod) {
   expect_error(http_call(s->port, "GET", "/v1/models/gpt-4"), 404);
   expect_error(post(s->port, "/tokenize", {{"model", 5}, {"prompt", "a"}}), 400);
   expect_error(http_call(s->port, "GET", "/v1/nothing"), 404, "not_found_error");
-  expect_error(http_call(s->port, "POST", "/", "{}"), 404);
+  expect_error(http_call(s->port, "POST", "/nothing", "{}"), 404);
+  expect_error(http_call(s->port, "POST", "/", "{}"), 405);  // / is the web app (GET)
   r = http_call(s->port, "GET", "/v1/chat/completions");
   expect_error(r, 405);
   EXPECT_EQ(r.headers.find("Allow")->second, "POST");
