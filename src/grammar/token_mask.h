@@ -239,7 +239,6 @@ class TokenMatcher {
   std::vector<const MaskEntry*> top_entries_;  // fill_mask scratch: [state] entry
   std::vector<Below> below_;                   // fill_mask scratch
   size_t n_below_ = 0;                         // used entries of below_
-  bool check_pending_ = false;                 // filter_checked scratch
 };
 
 }  // namespace sluice::grammar

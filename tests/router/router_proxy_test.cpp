@@ -411,8 +411,14 @@ TEST(RouterProxy, MetricsCountRoutedRequestsAndReportedHits) {
   a.set_generate(sse_handler(1, std::chrono::milliseconds(0)));
   SseResult s = stream(r->port(), "/v1/completions", {{"prompt", key}, {"stream", true}});
   EXPECT_TRUE(s.done);
-  const std::string m = metrics_text(r->port());
+  // The client has the stream's last event before the router's handler returns and books the
+  // request: wait for it to leave the in-flight count (observable), not for a time.
   const std::string l = "{backend=\"" + a.url() + "\"}";
+  std::string m = metrics_text(r->port());
+  for (int i = 0; i < 500 && metric(m, "sluice_router_in_flight" + l) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    m = metrics_text(r->port());
+  }
   EXPECT_EQ(metric(m, "sluice_router_requests_total" + l), 3);
   EXPECT_EQ(metric(m, "sluice_router_key_tokens_total" + l), 300);
   EXPECT_EQ(metric(m, "sluice_router_predicted_hit_tokens_total" + l), 200);  // 2nd and 3rd
