@@ -13,6 +13,8 @@ const fmt = (v, digits = 1) => (v === undefined || v === null || Number.isNaN(v)
 const pct = (v) => (v === undefined || Number.isNaN(v) ? '–' : `${(100 * v).toFixed(1)}%`);
 const ms = (v) => (v === undefined ? '–' : `${(1000 * v).toFixed(v < 0.01 ? 2 : 1)} ms`);
 
+const compact = new Intl.NumberFormat('en', { notation: 'compact', maximumFractionDigits: 1 });
+
 // One uPlot chart over series [t, ...ys]; redrawn when `data` changes.
 function Chart({ title, series, data, id }) {
   const el = useRef(null);
@@ -26,7 +28,8 @@ function Chart({ title, series, data, id }) {
       legend: { show: true },
       scales: { x: { time: true } },
       series: [{}, ...series.map((label, i) => ({ label, stroke: colors[i % colors.length], width: 2, spanGaps: true }))],
-      axes: [{ stroke: 'currentColor' }, { stroke: 'currentColor', size: 50 }],
+      // Compact tick labels (18.7K, not a 6-digit number cut to fit the axis).
+      axes: [{ stroke: 'currentColor' }, { stroke: 'currentColor', size: 50, values: (u, ticks) => ticks.map((v) => compact.format(v)) }],
     }, data, el.current);
     const resize = () => {
       // Refs may already be cleared when a resize races the unmount.
