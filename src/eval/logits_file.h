@@ -41,6 +41,11 @@ struct LogitsFileHeader {
 // FNV-1a over the token texts (each followed by a NUL), for LogitsFileHeader::vocab_fingerprint.
 uint64_t vocab_fingerprint(std::span<const std::string> token_texts);
 
+// Closes the logits file (the writer's and the reader's handle).
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
 class LogitsWriter {
  public:
   // Creates `path` and writes the header; windows follow in order.
@@ -51,11 +56,8 @@ class LogitsWriter {
   Status close();
 
  private:
-  struct Closer {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
   std::string path_;
-  std::unique_ptr<std::FILE, Closer> f_;
+  std::unique_ptr<std::FILE, FileCloser> f_;
   LogitsFileHeader header_;
   int32_t n_written_ = 0;
 };
@@ -70,11 +72,8 @@ class LogitsReader {
   Status read_window(std::vector<float>& out);
 
  private:
-  struct Closer {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
   std::string path_;
-  std::unique_ptr<std::FILE, Closer> f_;
+  std::unique_ptr<std::FILE, FileCloser> f_;
   LogitsFileHeader header_;
   int32_t n_read_ = 0;
 };
