@@ -20,6 +20,14 @@ inline constexpr uint32_t kMaxCodepoint = 0x10FFFF;
 // Repeat::max for "no upper bound".
 inline constexpr int32_t kUnbounded = -1;
 
+// The value of a hexadecimal digit, or -1 (GBNF and regex escapes, JSON's \\uXXXX).
+inline int hex_digit_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 // A check on a JSON string's decoded value that a byte grammar cannot express, run by the
 // matcher as the string grows (string_checks.h): GrammarSpec::checked names the rule that
 // spells the string's contents.

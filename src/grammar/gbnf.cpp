@@ -27,12 +27,6 @@ bool is_name_char(char c) {
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 class Parser {
  public:
@@ -315,7 +309,7 @@ class Parser {
     }
     uint64_t v = 0;
     for (size_t i = 0; i < n_hex; ++i) {
-      const int h = hex_value(peek());
+      const int h = hex_digit_value(peek());
       if (h < 0) return err(at, "'\\", c, "' needs ", n_hex, " hex digits");
       v = v * 16 + uint64_t(h);
       ++pos_;

@@ -92,13 +92,6 @@ std::string utf8(uint32_t cp) {
   return s;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
@@ -372,7 +365,7 @@ class Parser {
   Result<uint32_t> parse_hex(size_t n, size_t at, std::string_view what) {
     uint32_t v = 0;
     for (size_t i = 0; i < n; ++i) {
-      const int h = hex_value(peek());
+      const int h = hex_digit_value(peek());
       if (h < 0 || at_end()) return err(at, "'", what, "' needs ", n, " hex digits");
       v = v * 16 + uint32_t(h);
       ++pos_;
@@ -386,8 +379,8 @@ class Parser {
       ++pos_;
       uint64_t v = 0;
       size_t n = 0;
-      while (!at_end() && hex_value(peek()) >= 0) {
-        v = std::min<uint64_t>(v * 16 + uint64_t(hex_value(peek())), uint64_t(1) << 32);
+      while (!at_end() && hex_digit_value(peek()) >= 0) {
+        v = std::min<uint64_t>(v * 16 + uint64_t(hex_digit_value(peek())), uint64_t(1) << 32);
         ++pos_, ++n;
       }
       if (n == 0 || peek() != '}') return err(at, "malformed '\\u{...}' escape");

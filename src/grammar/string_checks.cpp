@@ -11,13 +11,6 @@ namespace {
 
 constexpr size_t kMaxHostname = kMaxCheckedLength;
 
-int escape_hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 void put_utf8(uint32_t cp, std::string& out) {
   if (cp < 0x80) {
     out += char(cp);
@@ -41,7 +34,7 @@ int32_t hex4(std::string_view raw, size_t i) {
   if (i + 4 > raw.size()) return -1;
   int32_t v = 0;
   for (size_t k = 0; k < 4; ++k) {
-    const int h = escape_hex_digit(raw[i + k]);
+    const int h = hex_digit_value(raw[i + k]);
     if (h < 0) return -1;
     v = v << 4 | h;
   }
@@ -94,18 +87,20 @@ size_t json_unescape_prefix(std::string_view raw, std::string& out) {
 
 bool StringChecker::label_ok(std::string_view label) {
   if (!is_a_label(label)) return true;  // LDH syntax: the grammar's
-  std::string key(label);
-  for (char& c : key)
-    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');  // DNS labels are case-insensitive
-  if (auto it = labels_.find(key); it != labels_.end()) return it->second;
+  // DNS labels are case-insensitive. key_ is reused: a hit allocates nothing (this runs per byte
+  // of every candidate token inside a host name).
+  key_.assign(label);
+  for (char& c : key_)
+    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+  if (auto it = labels_.find(key_); it != labels_.end()) return it->second;
   if (labels_.size() > 4096) labels_.clear();
   uint8_t* insert = nullptr;
   // Registration (RFC 5891 4): the A-label decodes as Punycode to a valid U-label (IDNA2008
   // code points, leading combining marks, CONTEXTJ / CONTEXTO rules, bidi) that encodes back.
-  const int rc = idn2_register_u8(nullptr, reinterpret_cast<const uint8_t*>(key.c_str()), &insert,
+  const int rc = idn2_register_u8(nullptr, reinterpret_cast<const uint8_t*>(key_.c_str()), &insert,
                                   IDN2_NFC_INPUT);
   std::free(insert);
-  return labels_[key] = rc == IDN2_OK;
+  return labels_[key_] = rc == IDN2_OK;
 }
 
 bool StringChecker::prefix_ok(StringCheck c, std::string_view tail, size_t length, bool pending) {

@@ -43,6 +43,7 @@ class StringChecker {
  private:
   bool label_ok(std::string_view label);
   std::unordered_map<std::string, bool> labels_;
+  std::string key_;  // label_ok scratch: the label lowercased
 };
 
 // A whole host name's length and A-labels (the LDH syntax is the format regex's).
